@@ -1,0 +1,271 @@
+//! One MCP client session with a server under test: spawn it over stdio,
+//! complete the `initialize` handshake, call `sequentialthinking`, read the
+//! child's resident set size, shut it down.
+//!
+//! Owns: the child process it spawns (it ends it before returning from
+//! [`Session::close`]) and the per-session data directory it is given. Must
+//! not: interpret figures, or talk to a server other than over the child's
+//! stdin/stdout.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt as _};
+
+/// Name of the tool both servers expose.
+pub const TOOL_NAME: &str = "sequentialthinking";
+
+/// Environment variable that silences the reference server's per-thought
+/// stderr box (our server is given it too, so both run the same way).
+pub const QUIET_ENV: (&str, &str) = ("DISABLE_THOUGHT_LOGGING", "true");
+
+/// Placeholder in a server's argv that is replaced by a fresh, empty
+/// directory for each session.
+pub const DATA_DIR_PLACEHOLDER: &str = "{data_dir}";
+
+/// Longest wait for spawn + `initialize` before the session counts as failed.
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Longest wait for one `tools/call` answer before the run counts as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Longest wait for the child to exit after its stdin is closed; rmcp itself
+/// escalates to SIGTERM and then SIGKILL within this.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Target length of the `thought` text of each call, in bytes.
+const THOUGHT_LEN: usize = 100;
+
+/// A live session with one spawned server.
+pub struct Session {
+    client: RunningService<RoleClient, ()>,
+    pid: Option<u32>,
+    /// Time from spawning the process to `initialize` answered.
+    pub spawn_to_initialize: Duration,
+}
+
+/// What the server said about itself during the handshake.
+#[derive(Debug, Clone, Default)]
+pub struct ServerIdentity {
+    /// `serverInfo.name` and `serverInfo.version`, if sent.
+    pub name_version: Option<String>,
+    /// Negotiated protocol version.
+    pub protocol_version: Option<String>,
+}
+
+impl Session {
+    /// Spawns `argv` (with [`DATA_DIR_PLACEHOLDER`] replaced by `data_dir`)
+    /// with stderr discarded, and completes the handshake.
+    pub async fn start(argv: &[String], data_dir: &Path) -> anyhow::Result<Self> {
+        let (program, args) = argv.split_first().context("server command is empty")?;
+        let data_dir = data_dir.to_string_lossy();
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args.iter().map(|a| a.replace(DATA_DIR_PLACEHOLDER, &data_dir)))
+            .env(QUIET_ENV.0, QUIET_ENV.1);
+
+        let start = Instant::now();
+        let (transport, _no_stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("spawning {}", argv.join(" ")))?;
+        let pid = transport.id();
+        let client = tokio::time::timeout(INITIALIZE_TIMEOUT, ().serve(transport))
+            .await
+            .with_context(|| format!("no initialize answer within {INITIALIZE_TIMEOUT:?}"))?
+            .context("MCP initialize handshake failed")?;
+        let spawn_to_initialize = start.elapsed();
+        Ok(Self {
+            client,
+            pid,
+            spawn_to_initialize,
+        })
+    }
+
+    /// What the server reported in its `initialize` result.
+    pub fn identity(&self) -> ServerIdentity {
+        let Some(info) = self.client.peer().peer_info() else {
+            return ServerIdentity::default();
+        };
+        ServerIdentity {
+            name_version: info
+                .server_info
+                .as_ref()
+                .map(|i| format!("{} {}", i.name, i.version)),
+            protocol_version: Some(info.protocol_version.to_string()),
+        }
+    }
+
+    /// The peer handle for issuing calls (cheap to clone, shareable).
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.client.peer().clone()
+    }
+
+    /// VmRSS of the server process in KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        let pid = self.pid.context("server process id is unknown")?;
+        read_vm_rss_kib(pid)
+    }
+
+    /// Closes the server's stdin and waits for it to exit; rmcp escalates to
+    /// SIGTERM and SIGKILL if it lingers, so the child is gone on return.
+    pub async fn close(self) -> anyhow::Result<()> {
+        tokio::time::timeout(SHUTDOWN_TIMEOUT, self.client.cancel())
+            .await
+            .with_context(|| format!("server did not shut down within {SHUTDOWN_TIMEOUT:?}"))?
+            .context("client task failed while shutting down")?;
+        Ok(())
+    }
+}
+
+/// One `sequentialthinking` call for thought `number` of `total`; returns its
+/// round-trip time. A protocol error or a tool result flagged `isError` is an
+/// error: figures over failing calls would measure the error path.
+pub async fn call_thought(
+    peer: &Peer<RoleClient>,
+    number: usize,
+    total: usize,
+) -> anyhow::Result<Duration> {
+    let params = CallToolRequestParams::new(TOOL_NAME).with_arguments(thought_arguments(number, total));
+    let start = Instant::now();
+    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(params))
+        .await
+        .with_context(|| format!("thought {number}: no answer within {CALL_TIMEOUT:?}"))?
+        .with_context(|| format!("thought {number}: tools/call failed"))?;
+    let elapsed = start.elapsed();
+    if result.is_error == Some(true) {
+        let content = serde_json::to_string(&result.content).unwrap_or_default();
+        bail!("thought {number}: tool reported an error: {content}");
+    }
+    Ok(elapsed)
+}
+
+/// Calls thoughts `first..first + count` one after another.
+pub async fn call_sequential(
+    peer: &Peer<RoleClient>,
+    first: usize,
+    count: usize,
+    total: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(count);
+    for number in first..first + count {
+        samples.push(call_thought(peer, number, total).await?);
+    }
+    Ok(samples)
+}
+
+/// Result of [`call_concurrent`].
+pub struct ConcurrentRun {
+    /// Wall time from the first call sent to the last answer received.
+    pub elapsed: Duration,
+    /// Round-trip time of every call.
+    pub samples: Vec<Duration>,
+}
+
+/// Calls thoughts `first..first + count` from `in_flight` tasks that share
+/// one peer, each taking the next number when its previous call is answered.
+pub async fn call_concurrent(
+    peer: &Peer<RoleClient>,
+    first: usize,
+    count: usize,
+    total: usize,
+    in_flight: usize,
+) -> anyhow::Result<ConcurrentRun> {
+    anyhow::ensure!(in_flight > 0, "concurrency must be positive");
+    let next = Arc::new(AtomicUsize::new(first));
+    let end = first + count;
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..in_flight {
+        let peer = peer.clone();
+        let next = Arc::clone(&next);
+        tasks.spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                let number = next.fetch_add(1, Ordering::Relaxed);
+                if number >= end {
+                    return anyhow::Ok(samples);
+                }
+                samples.push(call_thought(&peer, number, total).await?);
+            }
+        });
+    }
+    let mut samples = Vec::with_capacity(count);
+    while let Some(joined) = tasks.join_next().await {
+        samples.extend(joined.context("a caller task panicked")??);
+    }
+    Ok(ConcurrentRun {
+        elapsed: start.elapsed(),
+        samples,
+    })
+}
+
+/// The arguments of one call: a ~100-byte thought that differs per number.
+fn thought_arguments(number: usize, total: usize) -> JsonObject {
+    let mut thought = format!(
+        "Thought {number}: weighing the evidence gathered so far before committing to the next step"
+    );
+    while thought.len() < THOUGHT_LEN {
+        thought.push('.');
+    }
+    let value = serde_json::json!({
+        "thought": thought,
+        "thoughtNumber": number,
+        "totalThoughts": total,
+        "nextThoughtNeeded": true,
+    });
+    match value {
+        serde_json::Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// `VmRSS` from `/proc/<pid>/status`, in KiB.
+fn read_vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    parse_vm_rss_kib(&status).with_context(|| format!("no VmRSS line in {path}"))
+}
+
+fn parse_vm_rss_kib(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vm_rss() {
+        let status = "Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t   51234 kB\nThreads:\t7\n";
+        assert_eq!(parse_vm_rss_kib(status), Some(51_234));
+        assert_eq!(parse_vm_rss_kib("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn reads_own_rss() {
+        assert!(read_vm_rss_kib(std::process::id()).expect("own status") > 0);
+    }
+
+    #[test]
+    fn thought_arguments_shape() {
+        let args = thought_arguments(7, 2000);
+        let thought = args["thought"].as_str().expect("thought is a string");
+        assert!(thought.len() >= THOUGHT_LEN && thought.len() < THOUGHT_LEN + 10);
+        assert!(thought.starts_with("Thought 7:"));
+        assert_eq!(args["thoughtNumber"], 7);
+        assert_eq!(args["totalThoughts"], 2000);
+        assert_eq!(args["nextThoughtNeeded"], true);
+    }
+}

@@ -1,0 +1,353 @@
+//! The event envelope and payloads: the one wire format of the ledger.
+//!
+//! Owns: [`Event`] (the envelope a store hands out), [`NewEvent`] (what a tool asks the
+//! store to append), [`Payload`] (the tagged union of everything a tool can record) and the
+//! hash chain ([`event_hash`]). Must not: touch redb or any I/O; payload variants are never
+//! renamed or re-shaped without bumping [`SCHEMA_VERSION`] and adding an upcaster.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+use ulid::Ulid;
+
+/// Version of the payload format written by this build. Stored in every envelope so older
+/// events can be upcast when the format changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Domain prefix of the event hash; the trailing version lets the hash change later.
+const HASH_DOMAIN: &[u8] = b"reasoning-ledger/event-hash/v1\0";
+
+/// `prev` of the first event of every session.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Identifier of a session: a ULID, written as its 26-character Crockford string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(#[serde(with = "ulid_string")] pub Ulid);
+
+/// Identifier of an event: a ULID, globally unique, doubling as the idempotency key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventId(#[serde(with = "ulid_string")] pub Ulid);
+
+impl SessionId {
+    pub fn generate() -> Self {
+        SessionId(Ulid::generate())
+    }
+}
+
+impl EventId {
+    pub fn generate() -> Self {
+        EventId(Ulid::generate())
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = ulid::DecodeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ulid::from_string(s.trim()).map(SessionId)
+    }
+}
+
+mod ulid_string {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use ulid::Ulid;
+
+    pub fn serialize<S: Serializer>(id: &Ulid, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&id.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ulid, D::Error> {
+        let text = String::deserialize(d)?;
+        Ulid::from_string(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What kind of reasoning a session holds; decides which tools and projections apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// `sequentialthinking` thoughts.
+    Thinking,
+    /// A `think` thread.
+    Think,
+}
+
+impl SessionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Thinking => "thinking",
+            SessionKind::Think => "think",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "thinking" => Some(SessionKind::Thinking),
+            "think" => Some(SessionKind::Think),
+            _ => None,
+        }
+    }
+}
+
+/// The tool call that produced an event: kept so a session can be replayed call by call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// Tool name as the client called it (an alias stays an alias).
+    pub tool: String,
+    /// Arguments exactly as the client sent them, before coercion.
+    pub raw_arguments: Value,
+    /// Time from receiving the call to handing its events to the store, in microseconds.
+    pub duration_us: u64,
+}
+
+/// One `sequentialthinking` thought, with the values after coercion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SequentialThought {
+    pub thought: String,
+    pub thought_number: u64,
+    pub total_thoughts: u64,
+    pub next_thought_needed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_revision: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revises_thought: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_from_thought: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_more_thoughts: Option<bool>,
+}
+
+impl SequentialThought {
+    /// The branch this thought belongs to: recorded only when both a branch point ≥ 1 and a
+    /// non-empty id are given (the reference server's rule).
+    pub fn branch(&self) -> Option<(&str, u64)> {
+        match (self.branch_from_thought, self.branch_id.as_deref()) {
+            (Some(from), Some(id)) if from >= 1 && !id.is_empty() => Some((id, from)),
+            _ => None,
+        }
+    }
+
+    /// The thought this one revises, when it is a revision.
+    pub fn revision_of(&self) -> Option<u64> {
+        if self.is_revision == Some(true) || self.revises_thought.is_some() {
+            self.revises_thought
+        } else {
+            None
+        }
+    }
+}
+
+/// One `think` thought.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThinkThought {
+    pub thread_purpose: String,
+    pub thought: String,
+    pub thought_index: u64,
+    /// As given; the default when absent is the string "None".
+    pub tool_recommendation: String,
+    /// As given; the default when absent is the string "None".
+    pub left_to_be_done: String,
+    /// `left_to_be_done` split into its open items.
+    pub open_items: Vec<String>,
+}
+
+/// Everything the ledger records. Tagged by `"type"`; variants are never renamed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Payload {
+    /// First event of every session.
+    SessionStarted {
+        kind: SessionKind,
+        title: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        aliases: Vec<String>,
+    },
+    /// A `sequentialthinking` call.
+    ThoughtRecorded {
+        #[serde(flatten)]
+        thought: SequentialThought,
+        call: CallRecord,
+    },
+    /// A `think` call.
+    ThinkRecorded {
+        #[serde(flatten)]
+        thought: ThinkThought,
+        call: CallRecord,
+    },
+    /// The session was closed; later calls start a new one.
+    SessionClosed { reason: String },
+}
+
+impl Payload {
+    /// The `type` tag as written on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Payload::SessionStarted { .. } => "session_started",
+            Payload::ThoughtRecorded { .. } => "thought_recorded",
+            Payload::ThinkRecorded { .. } => "think_recorded",
+            Payload::SessionClosed { .. } => "session_closed",
+        }
+    }
+
+    /// The thought text this event carries, if any (what search looks at first).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Payload::ThoughtRecorded { thought, .. } => Some(&thought.thought),
+            Payload::ThinkRecorded { thought, .. } => Some(&thought.thought),
+            Payload::SessionStarted { title, .. } => Some(title),
+            Payload::SessionClosed { reason } => Some(reason),
+        }
+    }
+}
+
+/// What a tool hands to the store: the store assigns seq, time and hashes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub payload: Payload,
+}
+
+impl NewEvent {
+    pub fn new(payload: Payload) -> Self {
+        NewEvent {
+            id: EventId::generate(),
+            payload,
+        }
+    }
+}
+
+/// A committed event: the envelope as stored and as exported in JSONL.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: EventId,
+    pub session: SessionId,
+    /// 1, 2, 3 … gapless within the session.
+    pub seq: u64,
+    /// Commit time, milliseconds since the Unix epoch (UTC).
+    pub at: u64,
+    /// Payload format version ([`SCHEMA_VERSION`] when written by this build).
+    pub schema: u32,
+    pub payload: Payload,
+    /// `hash` of the previous event of the session, [`GENESIS_HASH`] for seq 1.
+    pub prev: String,
+    /// blake3 over the domain prefix, `prev` and the canonical bytes of the other fields.
+    pub hash: String,
+}
+
+/// The fields the hash covers, in a fixed order: the canonical form of an event.
+#[derive(Serialize)]
+struct HashedFields<'a> {
+    id: &'a EventId,
+    session: &'a SessionId,
+    seq: u64,
+    at: u64,
+    schema: u32,
+    payload: &'a Payload,
+}
+
+/// Hash of an event's content chained to `prev`, as lowercase hex.
+pub fn event_hash(
+    prev: &str,
+    id: &EventId,
+    session: &SessionId,
+    seq: u64,
+    at: u64,
+    schema: u32,
+    payload: &Payload,
+) -> String {
+    let canonical = serde_json::to_vec(&HashedFields {
+        id,
+        session,
+        seq,
+        at,
+        schema,
+        payload,
+    })
+    .expect("event fields always serialize");
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(HASH_DOMAIN);
+    hasher.update(prev.as_bytes());
+    hasher.update(&canonical);
+    hasher.finalize().to_hex().to_string()
+}
+
+impl Event {
+    /// Recomputes this event's hash from its content and `prev`.
+    pub fn computed_hash(&self) -> String {
+        event_hash(
+            &self.prev,
+            &self.id,
+            &self.session,
+            self.seq,
+            self.at,
+            self.schema,
+            &self.payload,
+        )
+    }
+
+    /// The commit time as RFC 3339 with milliseconds.
+    pub fn at_rfc3339(&self) -> String {
+        format_time(self.at)
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
+pub fn format_time(at_ms: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_changes_with_any_field_and_round_trips_through_json() {
+        let payload = Payload::SessionClosed {
+            reason: "done \u{0} \u{202e}".into(),
+        };
+        let id = EventId::generate();
+        let session = SessionId::generate();
+        let hash = event_hash(GENESIS_HASH, &id, &session, 1, 5, 1, &payload);
+        let event = Event {
+            id,
+            session,
+            seq: 1,
+            at: 5,
+            schema: 1,
+            payload: payload.clone(),
+            prev: GENESIS_HASH.into(),
+            hash: hash.clone(),
+        };
+        let back: Event = serde_json::from_slice(&serde_json::to_vec(&event).unwrap()).unwrap();
+        assert_eq!(back.computed_hash(), hash);
+        assert_ne!(
+            event_hash(GENESIS_HASH, &id, &session, 2, 5, 1, &payload),
+            hash
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Markdown rendering of a thought tree. (Being written.)
+use crate::projection::tree::ThoughtTree;
+
+pub fn render(tree: &ThoughtTree) -> String {
+    let _ = tree;
+    String::new()
+}

@@ -1,0 +1,86 @@
+//! Renderings of a session: Mermaid, Markdown, JSON (the full tree) and JSONL (the raw
+//! envelopes, re-importable).
+//!
+//! Owns: turning a [`ThoughtTree`] or a list of events into text. Must not: read the
+//! store (callers fold and pass what to render), or let any text a model wrote change
+//! the structure of the output (escaping is the renderer's job).
+
+pub mod markdown;
+pub mod mermaid;
+
+use crate::event::Event;
+use crate::projection::tree::ThoughtTree;
+use std::fmt;
+use std::str::FromStr;
+
+/// An export format, as named on the command line and in `export_session`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Mermaid,
+    Markdown,
+    Json,
+    Jsonl,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Mermaid, Format::Markdown, Format::Json, Format::Jsonl];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Mermaid => "mermaid",
+            Format::Markdown => "markdown",
+            Format::Json => "json",
+            Format::Jsonl => "jsonl",
+        }
+    }
+
+    /// MIME type for resources.
+    pub fn mime_type(self) -> &'static str {
+        match self {
+            Format::Mermaid => "text/vnd.mermaid",
+            Format::Markdown => "text/markdown",
+            Format::Json => "application/json",
+            Format::Jsonl => "application/jsonl",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown format {s:?}: use one of mermaid, markdown, json, jsonl"))
+    }
+}
+
+/// Renders the tree (or, for JSONL, the events it was folded from).
+pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
+    match format {
+        Format::Mermaid => mermaid::render(tree),
+        Format::Markdown => markdown::render(tree),
+        Format::Json => {
+            let mut text = serde_json::to_string_pretty(&tree.to_json()).expect("json value");
+            text.push('\n');
+            text
+        }
+        Format::Jsonl => jsonl(events),
+    }
+}
+
+/// One envelope per line: `id`, `session`, `seq`, `at`, `schema`, `payload`, `prev`, `hash`.
+pub fn jsonl(events: &[Event]) -> String {
+    let mut out = String::new();
+    for event in events {
+        out.push_str(&serde_json::to_string(event).expect("events serialize"));
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,8 @@
+//! Projections: pure folds of the event log into the shapes tools and exports read.
+//!
+//! Owns: [`summary`] (counts kept beside each session head) and [`tree`] (the petgraph
+//! thought tree with branches, revisions and anomalies). Must not: write anything, do
+//! I/O, or loop on a crafted log: every fold walks each event once.
+
+pub mod summary;
+pub mod tree;

@@ -1,0 +1,95 @@
+//! The session summary: a small fold kept beside the session head in the store.
+//!
+//! Owns: [`SessionSummary`], the counts and branch list every answer of the thinking tools
+//! needs, folded one event at a time. The store keeps the folded summary of each session
+//! next to its head so a tool reads one row instead of replaying the log. Must not: do I/O
+//! or depend on anything but the events folded into it.
+
+use crate::event::{Event, Payload, SessionKind};
+use serde::{Deserialize, Serialize};
+
+/// Counts and state of one session after the events folded into it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub kind: SessionKind,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    /// Time of the first event, ms since the epoch.
+    pub created_at: u64,
+    /// Time of the last event, ms since the epoch.
+    pub updated_at: u64,
+    /// Events folded (equals the head seq).
+    pub events: u64,
+    /// Thoughts recorded (sequentialthinking and think calls).
+    pub thoughts: u64,
+    /// Branch ids in first-seen order, each once.
+    pub branches: Vec<String>,
+    /// The last `totalThoughts` after adjustment, if the session has thoughts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_thoughts: Option<u64>,
+    /// The last thought's `nextThoughtNeeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_thought_needed: Option<bool>,
+    pub closed: bool,
+}
+
+impl SessionSummary {
+    /// The summary right after a `session_started` event; `None` for any other event.
+    pub fn start(event: &Event) -> Option<Self> {
+        match &event.payload {
+            Payload::SessionStarted {
+                kind,
+                title,
+                aliases,
+            } => Some(SessionSummary {
+                kind: *kind,
+                title: title.clone(),
+                aliases: aliases.clone(),
+                created_at: event.at,
+                updated_at: event.at,
+                events: 1,
+                thoughts: 0,
+                branches: Vec::new(),
+                total_thoughts: None,
+                next_thought_needed: None,
+                closed: false,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Folds one more event (seq `events + 1`) into the summary.
+    pub fn apply(&mut self, event: &Event) {
+        self.events += 1;
+        self.updated_at = event.at;
+        match &event.payload {
+            Payload::SessionStarted { .. } => {}
+            Payload::ThoughtRecorded { thought, .. } => {
+                self.thoughts += 1;
+                self.total_thoughts = Some(thought.total_thoughts);
+                self.next_thought_needed = Some(thought.next_thought_needed);
+                if let Some((id, _)) = thought.branch()
+                    && !self.branches.iter().any(|known| known == id)
+                {
+                    self.branches.push(id.to_string());
+                }
+            }
+            Payload::ThinkRecorded { .. } => {
+                self.thoughts += 1;
+            }
+            Payload::SessionClosed { .. } => self.closed = true,
+        }
+    }
+
+    /// `open`, `complete` (the last thought said no next thought is needed) or `closed`.
+    pub fn status(&self) -> &'static str {
+        if self.closed {
+            "closed"
+        } else if self.next_thought_needed == Some(false) {
+            "complete"
+        } else {
+            "open"
+        }
+    }
+}

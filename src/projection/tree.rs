@@ -1,0 +1,328 @@
+//! The thought tree: every thought of a session as a petgraph node, linked by `next`
+//! (the previous thought on the same line), `revises` (to the thought a revision revises)
+//! and `branches_from` (from a branch point to the first thought of its branch).
+//!
+//! Built by folding events in seq order ([`ThoughtTree::apply`]); replaying to seq N is
+//! folding the first N. Edges only ever point from an earlier node to a later one or from
+//! a later one back to an earlier one that already exists, so a fold can never loop; a
+//! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
+//! without an edge. Must not: write, do I/O, or reorder events.
+
+use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::projection::summary::SessionSummary;
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use petgraph::visit::{EdgeRef, IntoEdgeReferences};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One recorded thought (from `sequentialthinking` or `think`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThoughtNode {
+    /// Seq of the event that recorded it.
+    pub seq: u64,
+    /// Commit time, ms since the epoch.
+    pub at: u64,
+    /// Tool that wrote it, as called.
+    pub tool: String,
+    /// `thoughtNumber` (or `thought_index` for think).
+    pub thought_number: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_thoughts: Option<u64>,
+    pub thought: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_thought_needed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_revision: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revises_thought: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_from_thought: Option<u64>,
+    /// The branch it belongs to, when recorded as a branch thought.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_more_thoughts: Option<bool>,
+    /// think: the thread purpose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_purpose: Option<String>,
+    /// think: the recommended tool, when one was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_recommendation: Option<String>,
+    /// think: the open items of `left_to_be_done`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub open_items: Vec<String>,
+}
+
+/// How two thoughts are related.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// The next thought on the same line (main line or one branch).
+    Next,
+    /// From a revision to the thought it revises.
+    Revises,
+    /// From a branch point to the first thought of the branch.
+    BranchesFrom,
+}
+
+/// A branch of the session, in first-seen order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Branch {
+    pub id: String,
+    /// The thought number it branched from (as first given).
+    pub from_thought: u64,
+    /// Thoughts recorded on it.
+    pub thoughts: u64,
+    /// Seq of its first thought.
+    pub first_seq: u64,
+}
+
+/// Something in the log that does not fit together; reported, never fatal.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Anomaly {
+    /// `revisesThought` names a thought that does not exist (yet) in the session.
+    DanglingRevision { seq: u64, revises_thought: u64 },
+    /// `branchFromThought` names a thought that does not exist (yet) in the session.
+    DanglingBranchPoint { seq: u64, branch_from_thought: u64 },
+    /// A thought revises or branches from itself.
+    SelfReference { seq: u64, thought_number: u64 },
+    /// The graph has a cycle (impossible for a log this build wrote; a crafted one).
+    Cycle,
+}
+
+/// An edge as exported: seqs of both ends.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EdgeView {
+    pub from: u64,
+    pub to: u64,
+    pub kind: EdgeKind,
+}
+
+/// The fold of one session's events.
+#[derive(Clone, Debug)]
+pub struct ThoughtTree {
+    pub session: SessionId,
+    pub summary: Option<SessionSummary>,
+    /// Seq of the last event folded.
+    pub at_seq: u64,
+    pub graph: StableDiGraph<ThoughtNode, EdgeKind>,
+    /// Nodes in seq order.
+    pub order: Vec<NodeIndex>,
+    pub branches: Vec<Branch>,
+    pub anomalies: Vec<Anomaly>,
+    /// Last node of the main line (`None` key) and of each branch.
+    line_tails: HashMap<Option<String>, NodeIndex>,
+    /// Latest node for each thought number.
+    latest_by_number: HashMap<u64, NodeIndex>,
+}
+
+impl ThoughtTree {
+    pub fn new(session: SessionId) -> Self {
+        ThoughtTree {
+            session,
+            summary: None,
+            at_seq: 0,
+            graph: StableDiGraph::new(),
+            order: Vec::new(),
+            branches: Vec::new(),
+            anomalies: Vec::new(),
+            line_tails: HashMap::new(),
+            latest_by_number: HashMap::new(),
+        }
+    }
+
+    /// Folds `events` (in seq order) into a new tree.
+    pub fn build(session: SessionId, events: impl IntoIterator<Item = Event>) -> Self {
+        let mut tree = ThoughtTree::new(session);
+        for event in events {
+            tree.apply(&event);
+        }
+        tree.finish();
+        tree
+    }
+
+    /// Checks the whole graph once after a fold; a cycle is reported, not followed.
+    pub fn finish(&mut self) {
+        if petgraph::algo::is_cyclic_directed(&self.graph) && !self.anomalies.contains(&Anomaly::Cycle)
+        {
+            self.anomalies.push(Anomaly::Cycle);
+        }
+    }
+
+    pub fn kind(&self) -> Option<SessionKind> {
+        self.summary.as_ref().map(|s| s.kind)
+    }
+
+    pub fn title(&self) -> &str {
+        self.summary.as_ref().map_or("", |s| s.title.as_str())
+    }
+
+    /// Folds one event. Events of other sessions, and seqs not following the last one,
+    /// are ignored (a fold of a crafted log never panics).
+    pub fn apply(&mut self, event: &Event) {
+        if event.session != self.session || event.seq != self.at_seq + 1 {
+            return;
+        }
+        self.at_seq = event.seq;
+        match &mut self.summary {
+            None => self.summary = SessionSummary::start(event),
+            Some(summary) => summary.apply(event),
+        }
+        let node = match &event.payload {
+            Payload::ThoughtRecorded { thought, call } => ThoughtNode {
+                seq: event.seq,
+                at: event.at,
+                tool: call.tool.clone(),
+                thought_number: thought.thought_number,
+                total_thoughts: Some(thought.total_thoughts),
+                thought: thought.thought.clone(),
+                next_thought_needed: Some(thought.next_thought_needed),
+                is_revision: thought.is_revision,
+                revises_thought: thought.revises_thought,
+                branch_from_thought: thought.branch_from_thought,
+                branch_id: thought.branch().map(|(id, _)| id.to_string()),
+                needs_more_thoughts: thought.needs_more_thoughts,
+                thread_purpose: None,
+                tool_recommendation: None,
+                open_items: Vec::new(),
+            },
+            Payload::ThinkRecorded { thought, call } => ThoughtNode {
+                seq: event.seq,
+                at: event.at,
+                tool: call.tool.clone(),
+                thought_number: thought.thought_index,
+                total_thoughts: None,
+                thought: thought.thought.clone(),
+                next_thought_needed: None,
+                is_revision: None,
+                revises_thought: None,
+                branch_from_thought: None,
+                branch_id: None,
+                needs_more_thoughts: None,
+                thread_purpose: Some(thought.thread_purpose.clone()),
+                tool_recommendation: Some(thought.tool_recommendation.clone())
+                    .filter(|t| !t.eq_ignore_ascii_case("none")),
+                open_items: thought.open_items.clone(),
+            },
+            Payload::SessionStarted { .. } | Payload::SessionClosed { .. } => return,
+        };
+        self.add_thought(node);
+    }
+
+    fn add_thought(&mut self, node: ThoughtNode) {
+        let seq = node.seq;
+        let number = node.thought_number;
+        let line = node.branch_id.clone();
+        let revises = if node.is_revision == Some(true) || node.revises_thought.is_some() {
+            node.revises_thought
+        } else {
+            None
+        };
+        let branch_from = node.branch_id.as_ref().and(node.branch_from_thought);
+        // Resolve references before this node exists, so nothing can point at itself.
+        let revised = revises.map(|target| (target, self.latest_by_number.get(&target).copied()));
+        let branch_point = branch_from.map(|target| (target, self.latest_by_number.get(&target).copied()));
+        let index = self.graph.add_node(node);
+        self.order.push(index);
+
+        let previous_on_line = self.line_tails.get(&line).copied();
+        match (&line, previous_on_line) {
+            (_, Some(previous)) => {
+                self.graph.add_edge(previous, index, EdgeKind::Next);
+            }
+            (Some(_), None) => {}
+            (None, None) => {}
+        }
+        if let Some(branch_id) = &line {
+            match self.branches.iter_mut().find(|b| &b.id == branch_id) {
+                Some(branch) => branch.thoughts += 1,
+                None => self.branches.push(Branch {
+                    id: branch_id.clone(),
+                    from_thought: branch_from.unwrap_or(0),
+                    thoughts: 1,
+                    first_seq: seq,
+                }),
+            }
+            if previous_on_line.is_none() {
+                match branch_point {
+                    Some((_, Some(point))) => {
+                        self.graph.add_edge(point, index, EdgeKind::BranchesFrom);
+                    }
+                    Some((target, None)) => self.anomalies.push(if target == number {
+                        Anomaly::SelfReference {
+                            seq,
+                            thought_number: number,
+                        }
+                    } else {
+                        Anomaly::DanglingBranchPoint {
+                            seq,
+                            branch_from_thought: target,
+                        }
+                    }),
+                    None => {}
+                }
+            }
+        }
+        match revised {
+            Some((_, Some(target))) => {
+                self.graph.add_edge(index, target, EdgeKind::Revises);
+            }
+            Some((target, None)) => self.anomalies.push(if target == number {
+                Anomaly::SelfReference {
+                    seq,
+                    thought_number: number,
+                }
+            } else {
+                Anomaly::DanglingRevision {
+                    seq,
+                    revises_thought: target,
+                }
+            }),
+            None => {}
+        }
+        self.line_tails.insert(line, index);
+        self.latest_by_number.insert(number, index);
+    }
+
+    /// Thoughts in seq order.
+    pub fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
+        self.order.iter().map(|index| &self.graph[*index])
+    }
+
+    /// Every edge as (from seq, to seq, kind), sorted by the seqs.
+    pub fn edges(&self) -> Vec<EdgeView> {
+        let mut edges: Vec<EdgeView> = self
+            .graph
+            .edge_references()
+            .map(|edge| EdgeView {
+                from: self.graph[edge.source()].seq,
+                to: self.graph[edge.target()].seq,
+                kind: *edge.weight(),
+            })
+            .collect();
+        edges.sort_by_key(|e| (e.from, e.to, e.kind as u8));
+        edges
+    }
+
+    /// The whole tree as one JSON value (the `json` export and `replay_session`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let summary = self.summary.as_ref();
+        serde_json::json!({
+            "sessionId": self.session.to_string(),
+            "kind": summary.map(|s| s.kind.as_str()),
+            "title": self.title(),
+            "status": summary.map(|s| s.status()),
+            "atSeq": self.at_seq,
+            "createdAt": summary.map(|s| crate::event::format_time(s.created_at)),
+            "updatedAt": summary.map(|s| crate::event::format_time(s.updated_at)),
+            "thoughtCount": summary.map_or(0, |s| s.thoughts),
+            "branches": self.branches,
+            "thoughts": self.thoughts().collect::<Vec<_>>(),
+            "edges": self.edges(),
+            "anomalies": self.anomalies,
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Errors of the store, one enum per operation: open, append, verify, and the storage
+//! failures they share.
+
+use crate::event::{EventId, SessionId};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A storage failure: the file could not be read or written. Cloneable so one failed
+/// group commit can be reported to every caller in the group.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("ledger storage error: {0}")]
+    Redb(Arc<redb::Error>),
+    #[error("ledger holds an event that cannot be decoded: {0}")]
+    Corrupt(String),
+    #[error("the ledger writer has stopped")]
+    WriterGone,
+    #[error("a tool failed inside the write transaction: {0}")]
+    JobPanicked(String),
+}
+
+impl StoreError {
+    pub fn from_redb(error: impl Into<redb::Error>) -> Self {
+        StoreError::Redb(Arc::new(error.into()))
+    }
+}
+
+/// Why the ledger file could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is a directory, not a ledger file")]
+    NotAFile { path: PathBuf },
+    #[error(
+        "cannot open the ledger {path}: {source} (the file is left as it is; move it away to start a new ledger)"
+    )]
+    Database { path: PathBuf, source: redb::Error },
+}
+
+/// Why an append was refused. Nothing of the refused batch is written.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("session {session} moved: expected head seq {expected}, found {actual}")]
+    Conflict {
+        session: SessionId,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("event id {id} was already used for a different event")]
+    IdReused { id: EventId },
+    #[error("a new session's first event must be session_started, found {found}")]
+    FirstEventNotStart { found: String },
+    #[error("session_started may only be the first event of a session")]
+    StartInsideSession,
+    #[error("alias {alias:?} already names session {existing}")]
+    AliasTaken { alias: String, existing: SessionId },
+    #[error(
+        "imported event {seq} of session {session} does not chain: expected {expected}, found {found}"
+    )]
+    ImportMismatch {
+        session: SessionId,
+        seq: u64,
+        expected: String,
+        found: String,
+    },
+    #[error(transparent)]
+    Storage(#[from] StoreError),
+}
+
+/// The first problem `verify` found; names the session and event.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("session {session}: no head record")]
+    NoHead { session: SessionId },
+    #[error("session {session}: event seq {seq} cannot be decoded")]
+    Undecodable { session: SessionId, seq: u64 },
+    #[error("session {session}: expected event seq {expected}, found seq {found} (a gap)")]
+    Gap {
+        session: SessionId,
+        expected: u64,
+        found: u64,
+    },
+    #[error("session {session}: event seq {seq} claims session {found}")]
+    WrongSession {
+        session: SessionId,
+        seq: u64,
+        found: SessionId,
+    },
+    #[error("session {session}: event seq {seq} breaks the chain: prev should be {expected}, is {found}")]
+    BrokenChain {
+        session: SessionId,
+        seq: u64,
+        expected: String,
+        found: String,
+    },
+    #[error("session {session}: event seq {seq} was altered: its content hashes to {expected}, recorded {found}")]
+    HashMismatch {
+        session: SessionId,
+        seq: u64,
+        expected: String,
+        found: String,
+    },
+    #[error("session {session}: first event is {found}, expected session_started")]
+    FirstEventNotStart { session: SessionId, found: String },
+    #[error("session {session}: head says seq {expected} but the log ends at seq {found}")]
+    HeadMismatch {
+        session: SessionId,
+        expected: u64,
+        found: u64,
+    },
+    #[error("session {session}: the stored summary differs from a fold of the log")]
+    SummaryMismatch { session: SessionId },
+    #[error("the ledger holds {found} events but its sessions account for {expected}")]
+    OrphanEvents { expected: u64, found: u64 },
+    #[error(transparent)]
+    Storage(#[from] StoreError),
+}

@@ -1,0 +1,340 @@
+//! The event log on redb: the only module that touches the database file.
+//!
+//! Owns: opening the ledger file ([`Ledger::open`]), the tables, the append contract
+//! ([`AppendTxn::append`]: expected seq, all-or-nothing, idempotent by event id, hash
+//! chain), the group-commit writer thread ([`writer`]), reads for projections and the CLI,
+//! and `verify`. Must not: decide what to record (tools do), fold anything beyond the
+//! [`SessionSummary`] kept beside each head, write to stdout, or rewrite a committed event.
+//!
+//! Several processes share one file through redb's multi-writer mode (DESIGN §3): a write
+//! transaction is exclusive across processes, so reading the head inside it and checking
+//! the expected seq is what keeps two writers from both taking seq N.
+
+mod error;
+mod tables;
+pub mod writer;
+
+pub use error::{AppendError, OpenError, StoreError, VerifyError};
+pub use writer::AppendTxn;
+
+use crate::event::{Event, SessionId};
+use crate::projection::summary::SessionSummary;
+use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tables::{ALIASES, EVENTS, HEADS, session_key};
+
+/// File name of the ledger inside the data directory.
+pub const LEDGER_FILE_NAME: &str = "ledger.redb";
+
+/// Bytes of page cache redb may hold. Small on purpose: the log is append-mostly and reads
+/// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
+pub const CACHE_SIZE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The head of a session: its last seq and hash, and the summary folded up to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionHead {
+    pub session: SessionId,
+    pub seq: u64,
+    pub hash: String,
+    pub summary: SessionSummary,
+}
+
+/// What `verify` found for one session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VerifiedSession {
+    pub session: SessionId,
+    pub events: u64,
+}
+
+/// A handle on the ledger file, shared by every tool of a process.
+#[derive(Clone)]
+pub struct Ledger {
+    db: Arc<Database>,
+    writer: writer::WriterHandle,
+    path: Arc<PathBuf>,
+}
+
+impl Ledger {
+    /// Opens (or creates) `ledger.redb` inside `data_dir`, in multi-writer mode.
+    ///
+    /// A file that exists is only ever opened, never initialised: an empty, truncated or
+    /// foreign file is an error naming its path.
+    pub fn open(data_dir: &Path) -> Result<Ledger, OpenError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        let path = data_dir.join(LEDGER_FILE_NAME);
+        Self::open_file(&path)
+    }
+
+    /// Opens the ledger at an exact file path.
+    pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
+        let mut builder = Database::builder();
+        builder
+            .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+            .set_cache_size(CACHE_SIZE_BYTES);
+        let exists = path.exists();
+        if exists && path.is_dir() {
+            return Err(OpenError::NotAFile {
+                path: path.to_path_buf(),
+            });
+        }
+        let opened = if exists {
+            builder.open(path)
+        } else {
+            builder.create(path)
+        };
+        let db = opened.map_err(|source| OpenError::Database {
+            path: path.to_path_buf(),
+            source: redb::Error::from(source),
+        })?;
+        let db = Arc::new(db);
+        if !exists {
+            tables::create_all(&db).map_err(|source| OpenError::Database {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        let writer = writer::WriterHandle::spawn(db.clone());
+        Ok(Ledger {
+            db,
+            writer,
+            path: Arc::new(path.to_path_buf()),
+        })
+    }
+
+    /// Path of the ledger file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `job` inside the next group-commit write transaction and returns its result
+    /// once that transaction is durably committed. See [`writer`].
+    pub async fn write<R, F>(&self, job: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
+    {
+        self.writer.submit(job).await
+    }
+
+    /// Blocking form of [`Ledger::write`] for threads outside the async runtime.
+    pub fn write_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
+    {
+        self.writer.submit_blocking(job)
+    }
+
+    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
+        self.db.begin_read().map_err(StoreError::from_redb)
+    }
+
+    /// The head of one session, if it exists.
+    pub fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let txn = self.read_txn()?;
+        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
+        tables::read_head(&heads, session)
+    }
+
+    /// Every session head, in no particular order.
+    pub fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let txn = self.read_txn()?;
+        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
+        let mut out = Vec::new();
+        for row in heads.iter().map_err(StoreError::from_redb)? {
+            let (_, value) = row.map_err(StoreError::from_redb)?;
+            out.push(tables::decode_head(value.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Finds a session by its id or by an alias recorded when it started.
+    pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
+        let txn = self.read_txn()?;
+        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
+        if let Ok(id) = text.parse::<SessionId>()
+            && heads
+                .get(session_key(id))
+                .map_err(StoreError::from_redb)?
+                .is_some()
+        {
+            return Ok(Some(id));
+        }
+        let aliases = txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
+        Ok(aliases
+            .get(text)
+            .map_err(StoreError::from_redb)?
+            .map(|v| SessionId(ulid::Ulid(v.value()))))
+    }
+
+    /// Events of `session` with seq in `from_seq..=to_seq`, in order.
+    pub fn events(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut out = Vec::new();
+        self.for_each_event(session, from_seq, to_seq, |event| {
+            out.push(event);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `visit` with each event of `session` in `from_seq..=to_seq`, in order, until
+    /// it returns false. Streams: memory stays flat however long the session is.
+    pub fn for_each_event(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        mut visit: impl FnMut(Event) -> bool,
+    ) -> Result<(), StoreError> {
+        if from_seq > to_seq {
+            return Ok(());
+        }
+        let txn = self.read_txn()?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
+        let key = session_key(session);
+        for row in events
+            .range((key, from_seq)..=(key, to_seq))
+            .map_err(StoreError::from_redb)?
+        {
+            let (_, value) = row.map_err(StoreError::from_redb)?;
+            if !visit(tables::decode_event(value.value())?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `visit` with every event of every session (sessions in id order, events in
+    /// seq order) until it returns false.
+    pub fn for_each_event_everywhere(
+        &self,
+        mut visit: impl FnMut(Event) -> bool,
+    ) -> Result<(), StoreError> {
+        let txn = self.read_txn()?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
+        for row in events.iter().map_err(StoreError::from_redb)? {
+            let (_, value) = row.map_err(StoreError::from_redb)?;
+            if !visit(tables::decode_event(value.value())?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one session: seqs gapless from 1, every `prev` equal to the previous `hash`,
+    /// every hash recomputed from the content, the head equal to the last event and its
+    /// summary equal to a fold of the log. Stops at the first bad event.
+    pub fn verify_session(&self, session: SessionId) -> Result<VerifiedSession, VerifyError> {
+        let txn = self.read_txn()?;
+        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
+        let head = tables::read_head(&heads, session)?.ok_or(VerifyError::NoHead { session })?;
+        let key = session_key(session);
+        let mut expected_seq = 1;
+        let mut prev = crate::event::GENESIS_HASH.to_string();
+        let mut summary: Option<SessionSummary> = None;
+        for row in events
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(StoreError::from_redb)?
+        {
+            let (stored_key, value) = row.map_err(StoreError::from_redb)?;
+            let (_, stored_seq) = stored_key.value();
+            let event =
+                tables::decode_event(value.value()).map_err(|_| VerifyError::Undecodable {
+                    session,
+                    seq: stored_seq,
+                })?;
+            if stored_seq != expected_seq || event.seq != expected_seq {
+                return Err(VerifyError::Gap {
+                    session,
+                    expected: expected_seq,
+                    found: stored_seq,
+                });
+            }
+            if event.session != session {
+                return Err(VerifyError::WrongSession {
+                    session,
+                    seq: stored_seq,
+                    found: event.session,
+                });
+            }
+            if event.prev != prev {
+                return Err(VerifyError::BrokenChain {
+                    session,
+                    seq: stored_seq,
+                    expected: prev,
+                    found: event.prev,
+                });
+            }
+            let computed = event.computed_hash();
+            if computed != event.hash {
+                return Err(VerifyError::HashMismatch {
+                    session,
+                    seq: stored_seq,
+                    expected: computed,
+                    found: event.hash,
+                });
+            }
+            match summary.as_mut() {
+                None => {
+                    summary = Some(SessionSummary::start(&event).ok_or(
+                        VerifyError::FirstEventNotStart {
+                            session,
+                            found: event.payload.type_name().to_string(),
+                        },
+                    )?)
+                }
+                Some(summary) => summary.apply(&event),
+            }
+            prev = event.hash;
+            expected_seq += 1;
+        }
+        let last = expected_seq - 1;
+        if head.seq != last || head.hash != prev {
+            return Err(VerifyError::HeadMismatch {
+                session,
+                expected: head.seq,
+                found: last,
+            });
+        }
+        if summary.as_ref() != Some(&head.summary) {
+            return Err(VerifyError::SummaryMismatch { session });
+        }
+        Ok(VerifiedSession {
+            session,
+            events: last,
+        })
+    }
+
+    /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad
+    /// one. Also reports events stored under a session that has no head.
+    pub fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
+        let mut heads: Vec<SessionId> = self.heads()?.into_iter().map(|h| h.session).collect();
+        heads.sort();
+        let mut out = Vec::new();
+        for session in &heads {
+            out.push(self.verify_session(*session)?);
+        }
+        let txn = self.read_txn()?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
+        let total = events.len().map_err(StoreError::from_redb)?;
+        let counted: u64 = out.iter().map(|v| v.events).sum();
+        if total != counted {
+            return Err(VerifyError::OrphanEvents {
+                expected: counted,
+                found: total,
+            });
+        }
+        Ok(out)
+    }
+}
