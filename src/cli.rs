@@ -1,1 +1,467 @@
-//! cli
+//! The command line: arguments parsed once into validated settings, then one function
+//! per subcommand.
+//!
+//! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
+//! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
+//! print anything but the command's output to stdout (`serve` prints nothing at all).
+
+use crate::event::{Event, SessionId, SessionKind};
+use crate::export::{self, Format};
+use crate::server::{LedgerServer, serve_stdio};
+use crate::store::{Ledger, SessionHead};
+use crate::tools::{Toolset, ledger as ledger_tools};
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Environment variable naming the data directory.
+pub const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
+/// Environment variable choosing the toolsets of `serve`.
+pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
+/// Environment variable that turns the stderr thought box off when "true" (any case).
+pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
+
+/// The scripted session `demo` runs: tool calls as a client would send them.
+const DEMO_SCRIPT: &str = include_str!("../data/demo.json");
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "reasoning-ledger",
+    version,
+    about = "An MCP server that records every reasoning step in a crash-safe ledger",
+    long_about = "An MCP server that records every reasoning step in a crash-safe ledger.\n\nWith no command it serves MCP over stdio (same as `serve`)."
+)]
+pub struct Cli {
+    /// Directory holding ledger.redb [env: REASONING_LEDGER_DIR; default: the platform data directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve MCP over stdio (the default)
+    Serve {
+        /// Toolsets to list: thinking, ledger, or all [env: REASONING_LEDGER_TOOLSETS; default: thinking,ledger]
+        #[arg(long, value_name = "A,B")]
+        toolsets: Option<String>,
+    },
+    /// List sessions, newest first
+    Sessions {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+        /// Only sessions of this kind (thinking, think)
+        #[arg(long)]
+        kind: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show one session as Markdown
+    Show { id: String },
+    /// Export one session
+    Export {
+        id: String,
+        #[arg(long, short = 'f', value_parser = parse_format)]
+        format: Format,
+        /// As the session stood after this seq
+        #[arg(long)]
+        at: Option<u64>,
+        /// Write to this file instead of stdout (refuses to overwrite)
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Show a session as it stood after one event, with the events up to it
+    Replay {
+        id: String,
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// Search every session's text
+    Search {
+        text: String,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Check every hash chain and seq (or one session's)
+    Verify { id: Option<String> },
+    /// Import events from a JSONL export
+    Import { file: PathBuf },
+    /// Run a short scripted session through the real server and print it
+    Demo,
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+}
+
+/// Settings resolved once from arguments and environment.
+pub struct Settings {
+    pub data_dir: PathBuf,
+}
+
+/// Where the ledger lives: `--data-dir`, else `REASONING_LEDGER_DIR`, else the platform
+/// data directory.
+pub fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "reasoning-ledger")
+        .map(|dirs| dirs.data_dir().to_path_buf())
+        .context("no home directory to hold the ledger: pass --data-dir or set REASONING_LEDGER_DIR")
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if is_broken_pipe(&error) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings {
+        data_dir: resolve_data_dir(cli.data_dir)?,
+    };
+    let command = cli.command.unwrap_or(Command::Serve { toolsets: None });
+    match command {
+        Command::Serve { toolsets } => serve(&settings, toolsets),
+        Command::Sessions { json, kind, limit } => sessions(&settings, json, kind, limit),
+        Command::Show { id } => show(&settings, &id),
+        Command::Export {
+            id,
+            format,
+            at,
+            output,
+        } => export_cmd(&settings, &id, format, at, output.as_deref()),
+        Command::Replay { id, at } => replay(&settings, &id, at),
+        Command::Search { text, json, limit } => search(&settings, &text, json, limit),
+        Command::Verify { id } => verify(&settings, id.as_deref()),
+        Command::Import { file } => import(&settings, &file),
+        Command::Demo => demo(&settings),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn open(settings: &Settings) -> anyhow::Result<Ledger> {
+    Ok(Ledger::open(&settings.data_dir)?)
+}
+
+fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
+    let chosen = toolsets.or_else(|| std::env::var(TOOLSETS_ENV).ok().filter(|s| !s.trim().is_empty()));
+    let toolsets = match chosen {
+        Some(text) => Toolset::parse_list(&text).map_err(anyhow::Error::msg)?,
+        None => Toolset::DEFAULT.to_vec(),
+    };
+    let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let ledger = open(settings)?;
+    tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
+    let server = LedgerServer::new(ledger, toolsets, log_thoughts);
+    runtime()?.block_on(serve_stdio(server))
+}
+
+fn stdout_write(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn find_session(ledger: &Ledger, id: &str) -> anyhow::Result<SessionHead> {
+    let session = ledger
+        .resolve(id)?
+        .with_context(|| format!("no session {id:?} in {}; `reasoning-ledger sessions` lists them", ledger.path().display()))?;
+    ledger
+        .head(session)?
+        .with_context(|| format!("session {session} has no head"))
+}
+
+fn sessions(settings: &Settings, json: bool, kind: Option<String>, limit: usize) -> anyhow::Result<()> {
+    let kind = match kind {
+        Some(text) => Some(SessionKind::parse(&text).with_context(|| format!("unknown kind {text:?}: use thinking or think"))?),
+        None => None,
+    };
+    let ledger = open(settings)?;
+    let (rows, _) = ledger_tools::list_sessions(&ledger, kind, None, None, limit)?;
+    if json {
+        let list: Vec<_> = rows.iter().map(ledger_tools::session_row).collect();
+        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&list)?));
+    }
+    let mut text = String::new();
+    if rows.is_empty() {
+        text.push_str(&format!("no sessions in {}\n", ledger.path().display()));
+    } else {
+        text.push_str(&format!(
+            "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
+            "SESSION", "KIND", "EVENTS", "THOUGHTS", "BRANCHES", "STATUS", "UPDATED", "TITLE"
+        ));
+        for head in &rows {
+            let s = &head.summary;
+            text.push_str(&format!(
+                "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
+                head.session.to_string(),
+                s.kind.as_str(),
+                head.seq,
+                s.thoughts,
+                s.branches.len(),
+                s.status(),
+                crate::event::format_time(s.updated_at),
+                s.title.replace(['\n', '\r'], " ")
+            ));
+        }
+    }
+    stdout_write(&text)
+}
+
+fn show(settings: &Settings, id: &str) -> anyhow::Result<()> {
+    let ledger = open(settings)?;
+    let head = find_session(&ledger, id)?;
+    let (tree, _) = ledger_tools::load_tree(&ledger, &head, None)?;
+    stdout_write(&export::markdown::render(&tree))
+}
+
+fn check_at(head: &SessionHead, at: Option<u64>) -> anyhow::Result<()> {
+    if let Some(at) = at
+        && (at == 0 || at > head.seq)
+    {
+        bail!("--at {at} is out of range: session {} has events 1..={}", head.session, head.seq);
+    }
+    Ok(())
+}
+
+fn export_cmd(
+    settings: &Settings,
+    id: &str,
+    format: Format,
+    at: Option<u64>,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let ledger = open(settings)?;
+    let head = find_session(&ledger, id)?;
+    check_at(&head, at)?;
+    let (tree, events) = ledger_tools::load_tree(&ledger, &head, at)?;
+    let text = export::render(format, &tree, &events);
+    match output {
+        None => stdout_write(&text),
+        Some(path) => {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            eprintln!("wrote {} ({} bytes)", path.display(), text.len());
+            Ok(())
+        }
+    }
+}
+
+fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> {
+    let ledger = open(settings)?;
+    let head = find_session(&ledger, id)?;
+    check_at(&head, at)?;
+    let (tree, events) = ledger_tools::load_tree(&ledger, &head, at)?;
+    let mut text = format!("Replay of session {} at seq {} of {}\n\n", head.session, tree.at_seq, head.seq);
+    for event in &events {
+        let line = event.payload.text().unwrap_or("").replace(['\n', '\r'], " ");
+        let line: String = line.chars().take(100).collect();
+        text.push_str(&format!("{:>5}  {}  {:<16}  {}\n", event.seq, event.at_rfc3339(), event.payload.type_name(), line));
+    }
+    text.push('\n');
+    text.push_str(&export::markdown::render(&tree));
+    stdout_write(&text)
+}
+
+fn search(settings: &Settings, query: &str, json: bool, limit: usize) -> anyhow::Result<()> {
+    let ledger = open(settings)?;
+    let hits = ledger_tools::search(&ledger, query, None, limit)?;
+    if json {
+        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&hits)?));
+    }
+    let mut text = String::new();
+    for hit in &hits {
+        text.push_str(&format!(
+            "{} #{:<5} {:<8} {}\n",
+            hit.session_id,
+            hit.seq,
+            hit.kind,
+            hit.snippet.replace(['\n', '\r'], " ")
+        ));
+    }
+    if hits.is_empty() {
+        text.push_str("no matches\n");
+    }
+    stdout_write(&text)
+}
+
+fn verify(settings: &Settings, id: Option<&str>) -> anyhow::Result<()> {
+    let ledger = open(settings)?;
+    let verified = match id {
+        Some(id) => {
+            let session = ledger
+                .resolve(id)?
+                .with_context(|| format!("no session {id:?}"))?;
+            vec![ledger.verify_session(session)?]
+        }
+        None => ledger.verify_all()?,
+    };
+    let events: u64 = verified.iter().map(|v| v.events).sum();
+    stdout_write(&format!(
+        "ok: {} session(s), {} event(s), every hash chain and seq checked in {}\n",
+        verified.len(),
+        events,
+        ledger.path().display()
+    ))
+}
+
+/// Largest JSONL line `import` reads, in bytes.
+pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut batches: Vec<Vec<Event>> = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.len() > MAX_IMPORT_LINE_BYTES {
+            bail!("{}:{}: line longer than {MAX_IMPORT_LINE_BYTES} bytes", file.display(), number + 1);
+        }
+        let event: Event = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not an exported event", file.display(), number + 1))?;
+        match batches.last_mut() {
+            Some(batch) if batch[0].session == event.session => batch.push(event),
+            _ => batches.push(vec![event]),
+        }
+    }
+    let ledger = open(settings)?;
+    let mut imported = 0usize;
+    let mut sessions: Vec<SessionId> = Vec::new();
+    for batch in batches {
+        let session = batch[0].session;
+        let head_seq = ledger.head(session)?.map_or(0, |h| h.seq);
+        // Events already stored are acknowledged by id; only the rest are appended.
+        let fresh: Vec<Event> = batch.into_iter().filter(|e| e.seq > head_seq).collect();
+        let count = fresh.len();
+        ledger
+            .write_blocking(move |txn| txn.import(fresh))?
+            .with_context(|| format!("importing session {session}"))?;
+        imported += count;
+        if !sessions.contains(&session) {
+            sessions.push(session);
+        }
+    }
+    stdout_write(&format!(
+        "imported {imported} event(s) into {} session(s) in {}\n",
+        sessions.len(),
+        ledger.path().display()
+    ))
+}
+
+fn demo(settings: &Settings) -> anyhow::Result<()> {
+    runtime()?.block_on(run_demo(&settings.data_dir))
+}
+
+async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+
+    let script: Vec<serde_json::Value> = serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let data_dir = data_dir.to_path_buf();
+    let transport = TokioChildProcess::new(tokio::process::Command::new(exe).configure(|cmd| {
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .env(DISABLE_THOUGHT_LOGGING_ENV, "true");
+    }))?;
+    let client = ().serve(transport).await.context("starting the server")?;
+    eprintln!("demo: a server is running on {}; sending {} thoughts", data_dir.display(), script.len());
+    let mut session_id = None;
+    for step in &script {
+        let tool = step["tool"].as_str().context("demo step without tool")?.to_string();
+        let mut arguments = step["arguments"].as_object().cloned().context("demo step without arguments")?;
+        if let Some(id) = &session_id {
+            arguments.insert("sessionId".into(), serde_json::json!(id));
+        }
+        let result = client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+            .await?;
+        let answer = result.structured_content.context("demo: the server answered without structured content")?;
+        eprintln!("demo: {}", serde_json::to_string(&answer)?);
+        session_id = answer["sessionId"].as_str().map(String::from);
+    }
+    let session_id = session_id.context("demo: no session")?;
+    let mut out = String::new();
+    for format in [Format::Mermaid, Format::Markdown] {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("sessionId".into(), serde_json::json!(session_id));
+        arguments.insert("format".into(), serde_json::json!(format.as_str()));
+        let result = client
+            .call_tool(CallToolRequestParams::new("export_session").with_arguments(arguments))
+            .await?;
+        let text = result
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .context("demo: empty export")?;
+        if format == Format::Mermaid {
+            out.push_str("```mermaid\n");
+            out.push_str(&text);
+            out.push_str("```\n\n");
+        } else {
+            out.push_str(&text);
+        }
+    }
+    client.cancel().await?;
+    out.push_str(&format!(
+        "\nSession {session_id} is stored in {}.\nTry: reasoning-ledger show {session_id}\n     reasoning-ledger export {session_id} --format json\n",
+        data_dir.display()
+    ));
+    stdout_write(&out)
+}

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `reasoning-ledger` binary: everything lives in the library; see `cli`.
+
+fn main() -> std::process::ExitCode {
+    reasoning_ledger::cli::main()
+}

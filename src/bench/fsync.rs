@@ -101,12 +101,12 @@ fn unescape_mount_field(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            if let Some(value) = bytes.get(i + 1..i + 4).and_then(octal_byte) {
-                out.push(value);
-                i += 4;
-                continue;
-            }
+        if bytes[i] == b'\\'
+            && let Some(value) = bytes.get(i + 1..i + 4).and_then(octal_byte)
+        {
+            out.push(value);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

@@ -17,7 +17,6 @@ mod session;
 mod stats;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context as _;
 
@@ -219,7 +218,30 @@ struct Plan<'a> {
 }
 
 impl Plan<'_> {
+    /// All figures for one server. Its sessions live in `data_dir/<label>/`,
+    /// which is removed afterwards whether or not the measurement succeeded.
     async fn measure_server(&self, label: &str, argv: &[String]) -> anyhow::Result<ServerFigures> {
+        let server_dir = self.opts.data_dir.join(label);
+        if server_dir.exists() {
+            remove_dir(&server_dir)?;
+        }
+        let figures = self.measure_in(label, argv, &server_dir).await;
+        let cleanup = if server_dir.exists() {
+            remove_dir(&server_dir)
+        } else {
+            Ok(())
+        };
+        let figures = figures?;
+        cleanup?;
+        Ok(figures)
+    }
+
+    async fn measure_in(
+        &self,
+        label: &str,
+        argv: &[String],
+        server_dir: &Path,
+    ) -> anyhow::Result<ServerFigures> {
         let opts = self.opts;
 
         // 1. Spawn → initialize answered, one fresh process (and data dir) per run.
@@ -231,14 +253,13 @@ impl Plan<'_> {
         let mut spawn_samples = Vec::with_capacity(opts.spawn_runs);
         let mut identity = None;
         for run in 0..opts.spawn_runs {
-            let dir = self.fresh_dir(label, "spawn", run)?;
+            let dir = fresh_dir(server_dir, &format!("spawn-{run}"))?;
             let session = Session::start(argv, &dir)
                 .await
                 .with_context(|| format!("spawn run {}", run + 1))?;
             spawn_samples.push(session.spawn_to_initialize);
             identity.get_or_insert_with(|| session.identity());
             session.close().await?;
-            remove_dir(&dir)?;
         }
         spawn_samples.sort_unstable();
         let spawn_median = stats::median(&spawn_samples);
@@ -248,61 +269,53 @@ impl Plan<'_> {
             "{label}: {} warmup + {} calls with one caller, {} with {} in flight",
             opts.warmup_calls, opts.calls, opts.calls, opts.in_flight
         ));
-        let dir = self.fresh_dir(label, "latency", 0)?;
-        let session = Session::start(argv, &dir).await?;
+        let session = Session::start(argv, &fresh_dir(server_dir, "latency")?).await?;
         let peer = session.peer();
         let total = opts.warmup_calls + 2 * opts.calls;
-        session::call_sequential(&peer, 1, opts.warmup_calls, total)
+        let calls = async {
+            session::call_sequential(&peer, 1, opts.warmup_calls, total)
+                .await
+                .context("warmup calls")?;
+            let one_caller =
+                session::call_sequential(&peer, opts.warmup_calls + 1, opts.calls, total)
+                    .await
+                    .context("one-caller calls")?;
+            let loaded = session::call_concurrent(
+                &peer,
+                opts.warmup_calls + opts.calls + 1,
+                opts.calls,
+                total,
+                opts.in_flight,
+            )
             .await
-            .context("warmup calls")?;
-        let one_caller = session::call_sequential(&peer, opts.warmup_calls + 1, opts.calls, total)
-            .await
-            .context("one-caller calls")?;
-        let loaded = session::call_concurrent(
-            &peer,
-            opts.warmup_calls + opts.calls + 1,
-            opts.calls,
-            total,
-            opts.in_flight,
-        )
-        .await
-        .context("in-flight calls")?;
-        session.close().await?;
-        remove_dir(&dir)?;
+            .context("in-flight calls")?;
+            anyhow::Ok((one_caller, loaded))
+        }
+        .await;
+        let closed = session.close().await;
+        let (one_caller, loaded) = calls?;
+        closed?;
 
         // 4. RSS of a fresh server after N recorded thoughts.
-        let mut rss_idle_kib = None;
-        let mut rss_kib = Vec::with_capacity(self.rss_checkpoints.len());
-        if let Some(&last) = self.rss_checkpoints.last() {
-            self.progress.say(format_args!(
-                "{label}: RSS at {}",
-                self.rss_checkpoints
-                    .iter()
-                    .map(|&n| format!("{} thoughts", stats::fmt_count(n)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            let dir = self.fresh_dir(label, "rss", 0)?;
-            let session = Session::start(argv, &dir).await?;
-            rss_idle_kib = Some(session.rss_kib()?);
-            let peer = session.peer();
-            let mut recorded = 0;
-            for &checkpoint in self.rss_checkpoints {
-                session::call_concurrent(
-                    &peer,
-                    recorded + 1,
-                    checkpoint - recorded,
-                    last,
-                    opts.in_flight,
-                )
-                .await
-                .with_context(|| format!("recording {checkpoint} thoughts"))?;
-                recorded = checkpoint;
-                rss_kib.push((checkpoint, session.rss_kib()?));
+        let (rss_idle_kib, rss_kib) = match self.rss_checkpoints.last() {
+            None => (None, Vec::new()),
+            Some(&last) => {
+                self.progress.say(format_args!(
+                    "{label}: RSS at {} thoughts",
+                    self.rss_checkpoints
+                        .iter()
+                        .map(|&n| stats::fmt_count(n))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                let session = Session::start(argv, &fresh_dir(server_dir, "rss")?).await?;
+                let readings = self.record_and_read_rss(&session, last).await;
+                let closed = session.close().await;
+                let readings = readings?;
+                closed?;
+                (Some(readings.0), readings.1)
             }
-            session.close().await?;
-            remove_dir(&dir)?;
-        }
+        };
 
         let identity = identity.unwrap_or_default();
         let calls_per_sec = loaded.samples.len() as f64 / loaded.elapsed.as_secs_f64();
@@ -323,24 +336,44 @@ impl Plan<'_> {
         })
     }
 
-    /// An empty directory for one session, named after server, phase and run.
-    fn fresh_dir(&self, label: &str, phase: &str, run: usize) -> anyhow::Result<PathBuf> {
-        let dir = self.opts.data_dir.join(format!("{label}-{phase}-{run}"));
-        if dir.exists() {
-            remove_dir(&dir)?;
+    /// Reads RSS right after `initialize`, then records thoughts (with
+    /// `in_flight` callers, to keep it quick) up to each checkpoint and reads
+    /// RSS there.
+    async fn record_and_read_rss(
+        &self,
+        session: &Session,
+        last: usize,
+    ) -> anyhow::Result<(u64, Vec<(usize, u64)>)> {
+        let idle = session.rss_kib()?;
+        let peer = session.peer();
+        let mut readings = Vec::with_capacity(self.rss_checkpoints.len());
+        let mut recorded = 0;
+        for &checkpoint in self.rss_checkpoints {
+            session::call_concurrent(
+                &peer,
+                recorded + 1,
+                checkpoint - recorded,
+                last,
+                self.opts.in_flight,
+            )
+            .await
+            .with_context(|| format!("recording {checkpoint} thoughts"))?;
+            recorded = checkpoint;
+            readings.push((checkpoint, session.rss_kib()?));
         }
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(dir)
+        Ok((idle, readings))
     }
+}
+
+/// A new, empty directory `parent/name` for one session.
+fn fresh_dir(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 fn remove_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
-}
-
-/// Convenience for callers that print the figures as they are produced.
-pub fn describe_duration(d: Duration) -> String {
-    stats::fmt_duration(d)
 }
 
 #[cfg(test)]

@@ -1,0 +1,337 @@
+//! Argument decoding with the coercion policy of `specs/thinking.md`.
+//!
+//! Owns: reading a tool's raw JSON arguments into typed values, accepting the strings
+//! clients send for numbers and booleans, and collecting every problem into one error
+//! that names each field and the value that was wrong. Must not: guess. "yes" is not
+//! true, "false" is never true, 1.5 is not an integer, null is not a value.
+
+use serde_json::{Map, Value};
+
+/// Largest integer accepted for counts and seqs: JavaScript's largest safe integer, so
+/// every value round-trips through any JSON client.
+pub const MAX_INTEGER: u64 = 9_007_199_254_740_991;
+
+/// Longest text accepted in one field, in bytes. A thought longer than this is almost
+/// certainly a mistake (a pasted file); the model is told to split it.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+
+/// Longest identifier (branch id, session id, kind name) accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Collects typed values from one call's arguments and the problems met on the way.
+pub struct Args<'a> {
+    raw: &'a Map<String, Value>,
+    problems: Vec<String>,
+}
+
+/// Short description of a JSON value for an error message, naming strings' content.
+pub fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("boolean {b}"),
+        Value::Number(n) => format!("number {n}"),
+        Value::String(s) => {
+            let shown: String = s.chars().take(40).collect();
+            let more = if shown.len() < s.len() { "…" } else { "" };
+            format!("string {:?}", format!("{shown}{more}"))
+        }
+        Value::Array(_) => "array".into(),
+        Value::Object(_) => "object".into(),
+    }
+}
+
+impl<'a> Args<'a> {
+    pub fn new(raw: &'a Map<String, Value>) -> Self {
+        Args {
+            raw,
+            problems: Vec::new(),
+        }
+    }
+
+    /// Records a problem with a field.
+    pub fn problem(&mut self, field: &str, message: impl std::fmt::Display) {
+        self.problems.push(format!("{field}: {message}"));
+    }
+
+    /// The problems met so far, each `field: message`.
+    pub fn into_problems(self) -> Vec<String> {
+        self.problems
+    }
+
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty()
+    }
+
+    /// The first of `names` present in the arguments, with its value.
+    fn lookup(&self, names: &[&'static str]) -> Option<(&'static str, &'a Value)> {
+        names
+            .iter()
+            .find_map(|name| self.raw.get(*name).map(|value| (*name, value)))
+    }
+
+    fn missing(&mut self, names: &[&'static str], expected: &str) {
+        let field = names[0];
+        self.problem(field, format!("Invalid input: expected {expected}, received undefined"));
+    }
+
+    /// A string field. `names[0]` is the canonical name, the rest accepted spellings.
+    pub fn string(&mut self, names: &[&'static str], required: bool) -> Option<String> {
+        self.string_limited(names, required, MAX_TEXT_BYTES)
+    }
+
+    /// A string field of at most `max_bytes` bytes.
+    pub fn string_limited(
+        &mut self,
+        names: &[&'static str],
+        required: bool,
+        max_bytes: usize,
+    ) -> Option<String> {
+        match self.lookup(names) {
+            None => {
+                if required {
+                    self.missing(names, "string");
+                }
+                None
+            }
+            Some((field, Value::String(text))) => {
+                if text.len() > max_bytes {
+                    self.problem(
+                        field,
+                        format!(
+                            "Too big: expected string to have <={max_bytes} bytes, received {} bytes; split the text into several calls",
+                            text.len()
+                        ),
+                    );
+                    return None;
+                }
+                Some(text.clone())
+            }
+            Some((field, other)) => {
+                self.problem(
+                    field,
+                    format!("Invalid input: expected string, received {}", describe(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A boolean: JSON true/false, or the strings "true"/"false" in any case.
+    pub fn boolean(&mut self, names: &[&'static str], required: bool) -> Option<bool> {
+        match self.lookup(names) {
+            None => {
+                if required {
+                    self.missing(names, "boolean");
+                }
+                None
+            }
+            Some((_, Value::Bool(b))) => Some(*b),
+            Some((field, Value::String(text))) => match parse_bool_text(text) {
+                Some(b) => Some(b),
+                None => {
+                    self.problem(
+                        field,
+                        format!(
+                            "Invalid input: expected boolean, received {} (use true or false)",
+                            describe(&Value::String(text.clone()))
+                        ),
+                    );
+                    None
+                }
+            },
+            Some((field, other)) => {
+                self.problem(
+                    field,
+                    format!(
+                        "Invalid input: expected boolean, received {} (use true or false)",
+                        describe(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// An integer ≥ `min`: a JSON integer, or a string holding a decimal integer
+    /// (surrounding spaces allowed).
+    pub fn integer(&mut self, names: &[&'static str], required: bool, min: u64) -> Option<u64> {
+        let (field, value) = match self.lookup(names) {
+            None => {
+                if required {
+                    self.missing(names, "number");
+                }
+                return None;
+            }
+            Some(found) => found,
+        };
+        let too_small = format!("Too small: expected number to be >={min}");
+        let parsed: Result<i128, String> = match value {
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Ok(i as i128)
+                } else if let Some(u) = n.as_u64() {
+                    Ok(u as i128)
+                } else {
+                    let f = n.as_f64().unwrap_or(f64::NAN);
+                    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e30 {
+                        Ok(f as i128)
+                    } else {
+                        Err(format!("Invalid input: expected int, received number {n}"))
+                    }
+                }
+            }
+            Value::Null => Err(format!("{too_small}, received null")),
+            Value::String(text) => {
+                let trimmed = text.trim();
+                if trimmed.is_empty() {
+                    Err(format!("{too_small}, received an empty string"))
+                } else if let Some(i) = parse_decimal(trimmed) {
+                    Ok(i)
+                } else if trimmed.parse::<f64>().is_ok_and(|f| f.is_finite()) {
+                    Err(format!(
+                        "Invalid input: expected int, received {}",
+                        describe(value)
+                    ))
+                } else {
+                    Err(format!(
+                        "Invalid input: expected number, received {}",
+                        describe(value)
+                    ))
+                }
+            }
+            other => Err(format!(
+                "Invalid input: expected number, received {}",
+                describe(other)
+            )),
+        };
+        match parsed {
+            Ok(i) if i < min as i128 => {
+                self.problem(field, format!("{too_small}, received {i}"));
+                None
+            }
+            Ok(i) if i > MAX_INTEGER as i128 => {
+                self.problem(
+                    field,
+                    format!("Too big: expected number to be <={MAX_INTEGER}, received {i}"),
+                );
+                None
+            }
+            Ok(i) => Some(i as u64),
+            Err(message) => {
+                self.problem(field, message);
+                None
+            }
+        }
+    }
+
+    /// A list of strings: a JSON array of strings, or one string of comma-separated items.
+    pub fn string_list(&mut self, names: &[&'static str]) -> Option<Vec<String>> {
+        match self.lookup(names)? {
+            (_, Value::String(text)) => Some(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+            ),
+            (field, Value::Array(items)) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match item {
+                        Value::String(s) => out.push(s.clone()),
+                        other => {
+                            self.problem(
+                                field,
+                                format!(
+                                    "Invalid input: expected array of strings, found {}",
+                                    describe(other)
+                                ),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                Some(out)
+            }
+            (field, other) => {
+                self.problem(
+                    field,
+                    format!(
+                        "Invalid input: expected array of strings, received {}",
+                        describe(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// "true"/"false" in any case, nothing else.
+fn parse_bool_text(text: &str) -> Option<bool> {
+    if text.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// An optional sign followed by ASCII digits only (no exponent, no hex, no fraction).
+fn parse_decimal(text: &str) -> Option<i128> {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<i128>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn with(value: Value) -> Map<String, Value> {
+        let mut map = Map::new();
+        map.insert("f".into(), value);
+        map
+    }
+
+    #[test]
+    fn false_string_is_never_true() {
+        for text in ["false", "FALSE", "False"] {
+            let raw = with(json!(text));
+            assert_eq!(Args::new(&raw).boolean(&["f"], true), Some(false));
+        }
+        for bad in [json!("yes"), json!(""), json!("1"), json!(1), json!(0), json!(null)] {
+            let raw = with(bad);
+            let mut args = Args::new(&raw);
+            assert_eq!(args.boolean(&["f"], true), None);
+            assert!(args.has_problems());
+        }
+    }
+
+    #[test]
+    fn integers_accept_decimal_strings_only() {
+        for (value, expected) in [
+            (json!(5), Some(5)),
+            (json!(" 5 "), Some(5)),
+            (json!("2"), Some(2)),
+            (json!(3.0), Some(3)),
+            (json!("1e3"), None),
+            (json!("0x10"), None),
+            (json!(1.5), None),
+            (json!("abc"), None),
+            (json!(""), None),
+            (json!(null), None),
+            (json!(0), None),
+            (json!(-1), None),
+            (json!(1e300), None),
+            (json!("99999999999999999999999"), None),
+        ] {
+            let raw = with(value.clone());
+            assert_eq!(Args::new(&raw).integer(&["f"], true, 1), expected, "{value}");
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The thinking toolset: `sequentialthinking` (alias `sequential_thinking`) and `think`,
+//! as `specs/thinking.md` describes them, recorded durably.
+//!
+//! Owns: their definitions, argument parsing, the pure [`decide_sequential`] and
+//! [`decide_think`], the answers, and the stderr box. Must not: write stdout, keep any
+//! state but the process's current sessions, or answer before the commit.
+
+use super::args::{Args, MAX_ID_BYTES};
+use super::{
+    CurrentSessions, ToolContext, ToolError, structured_result, tool_definition,
+    writing_annotations,
+};
+use crate::event::{
+    CallRecord, NewEvent, Payload, SequentialThought, SessionId, SessionKind, ThinkThought,
+};
+use crate::store::{AppendTxn, SessionHead};
+use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
+use serde_json::{Map, Value, json};
+use std::time::Instant;
+
+/// Name the reference server lists.
+pub const SEQUENTIAL: &str = "sequentialthinking";
+/// Accepted alias (other servers' spelling); not listed, to keep `tools/list` small.
+pub const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
+pub const THINK: &str = "think";
+
+/// Characters of the first thought (or purpose) kept as a session's title.
+pub const TITLE_CHARS: usize = 80;
+
+const SEQUENTIAL_DESCRIPTION: &str = "Think through a problem step by step, with room to revise and branch. Each call records one thought durably; the session persists and can be continued later, even after a restart, by passing its sessionId.
+
+Use it to break down complex problems, plan with room for course correction, analyse when the full scope is unclear at first, and keep context across many steps.
+
+Features: raise or lower totalThoughts as you go; revise an earlier thought (isRevision, revisesThought); explore an alternative as a branch (branchFromThought, branchId); go past the planned end (needsMoreThoughts).
+
+You should:
+1. Start with an estimate of the thoughts needed and adjust it freely.
+2. Question and revise earlier thoughts when you find a mistake.
+3. Say where you are unsure and explore alternatives as branches.
+4. Form a hypothesis, then verify it against the chain of thoughts.
+5. Repeat until satisfied; set nextThoughtNeeded to false only when done with a correct answer.";
+
+const THINK_DESCRIPTION: &str = "Use the tool to think about something. It will not obtain new information or change anything outside the ledger; it just records the thought, durably, so the reasoning can be reviewed and continued. Use it when complex reasoning or a to-do list is needed. Start a new thread (a new thread_purpose, thought_index 1) for each user message; continue a thread with the same purpose and the next thought_index.";
+
+/// The tools of this family, as listed.
+pub fn tools() -> Vec<Tool> {
+    vec![sequential_tool(), think_tool()]
+}
+
+fn boolean_schema(description: &str) -> Value {
+    json!({"anyOf": [{"type": "boolean"}, {"type": "string"}], "description": description})
+}
+
+fn integer_schema(description: &str) -> Value {
+    json!({"type": "integer", "minimum": 1, "description": description})
+}
+
+fn sequential_tool() -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "description": "Your current thinking step"},
+            "nextThoughtNeeded": boolean_schema("Whether another thought step is needed"),
+            "thoughtNumber": integer_schema("Current thought number"),
+            "totalThoughts": integer_schema("Estimated total thoughts needed"),
+            "isRevision": boolean_schema("Whether this revises previous thinking"),
+            "revisesThought": integer_schema("Which thought is being reconsidered"),
+            "branchFromThought": integer_schema("Branching point thought number"),
+            "branchId": {"type": "string", "description": "Branch identifier"},
+            "needsMoreThoughts": boolean_schema("If more thoughts are needed"),
+            "sessionId": {"type": "string", "description": "Continue this stored session (omit to continue the current one)"}
+        },
+        "required": ["thought", "nextThoughtNeeded", "thoughtNumber", "totalThoughts"]
+    });
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "thoughtNumber": {"type": "integer"},
+            "totalThoughts": {"type": "integer"},
+            "nextThoughtNeeded": {"type": "boolean"},
+            "branches": {"type": "array", "items": {"type": "string"}},
+            "thoughtHistoryLength": {"type": "integer"},
+            "sessionId": {"type": "string"},
+            "eventSeq": {"type": "integer"}
+        },
+        "required": ["thoughtNumber", "totalThoughts", "nextThoughtNeeded", "branches", "thoughtHistoryLength", "sessionId", "eventSeq"]
+    });
+    tool_definition(
+        SEQUENTIAL,
+        "Sequential Thinking",
+        SEQUENTIAL_DESCRIPTION,
+        input,
+        Some(output),
+        writing_annotations("Sequential Thinking"),
+    )
+}
+
+fn think_tool() -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "thread_purpose": {"type": "string", "description": "A few words on what this thread is for"},
+            "thought": {"type": "string", "description": "Your thought"},
+            "thought_index": {"type": "integer", "minimum": 1, "description": "Index of this thought in the thread, from 1"},
+            "tool_recommendation": {"type": "string", "description": "A tool to use next, if any"},
+            "left_to_be_done": {"type": "string", "description": "What is still to do, one item per line"},
+            "session_id": {"type": "string", "description": "Continue this stored thread"}
+        },
+        "required": ["thread_purpose", "thought", "thought_index"]
+    });
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "sessionId": {"type": "string"},
+            "eventSeq": {"type": "integer"},
+            "threadPurpose": {"type": "string"},
+            "thoughtIndex": {"type": "integer"},
+            "recommendedTool": {"type": ["string", "null"]},
+            "openItems": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["sessionId", "eventSeq", "threadPurpose", "thoughtIndex", "openItems"]
+    });
+    tool_definition(
+        THINK,
+        "Think",
+        THINK_DESCRIPTION,
+        input,
+        Some(output),
+        writing_annotations("Think"),
+    )
+}
+
+/// A validated `sequentialthinking` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SequentialArgs {
+    pub thought: SequentialThought,
+    pub session_id: Option<String>,
+}
+
+impl SequentialArgs {
+    /// Decodes the arguments with the coercion policy; every problem is reported at once.
+    pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
+        let mut args = Args::new(raw);
+        let thought = args.string(&["thought"], true);
+        let next_thought_needed =
+            args.boolean(&["nextThoughtNeeded", "next_thought_needed"], true);
+        let thought_number = args.integer(&["thoughtNumber", "thought_number"], true, 1);
+        let total_thoughts = args.integer(&["totalThoughts", "total_thoughts"], true, 1);
+        let is_revision = args.boolean(&["isRevision", "is_revision"], false);
+        let revises_thought = args.integer(&["revisesThought", "revises_thought"], false, 1);
+        let branch_from_thought =
+            args.integer(&["branchFromThought", "branch_from_thought"], false, 1);
+        let branch_id = args.string_limited(&["branchId", "branch_id"], false, MAX_ID_BYTES);
+        let needs_more_thoughts =
+            args.boolean(&["needsMoreThoughts", "needs_more_thoughts"], false);
+        let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
+        if args.has_problems() {
+            return Err(ToolError::validation(tool, args.into_problems()));
+        }
+        let (Some(thought), Some(next_thought_needed), Some(thought_number), Some(total_thoughts)) =
+            (thought, next_thought_needed, thought_number, total_thoughts)
+        else {
+            unreachable!("required fields are reported as problems when missing");
+        };
+        Ok(SequentialArgs {
+            thought: SequentialThought {
+                thought,
+                thought_number,
+                // The reference raises the total to the thought number.
+                total_thoughts: total_thoughts.max(thought_number),
+                next_thought_needed,
+                is_revision,
+                revises_thought,
+                branch_from_thought,
+                branch_id,
+                needs_more_thoughts,
+            },
+            session_id,
+        })
+    }
+
+    /// A first thought that is neither a revision nor a branch starts a new session.
+    pub fn starts_session(&self) -> bool {
+        self.thought.thought_number == 1
+            && self.thought.is_revision != Some(true)
+            && self.thought.revises_thought.is_none()
+            && self.thought.branch().is_none()
+    }
+}
+
+/// Pure: the events one `sequentialthinking` call appends to the session at `head`
+/// (`None`: a new session, which gets its `session_started` first).
+pub fn decide_sequential(
+    head: Option<&SessionHead>,
+    args: &SequentialArgs,
+    call: CallRecord,
+) -> Vec<NewEvent> {
+    let mut events = Vec::with_capacity(2);
+    if head.is_none() {
+        events.push(NewEvent::new(Payload::SessionStarted {
+            kind: SessionKind::Thinking,
+            title: title_of(&args.thought.thought),
+            aliases: Vec::new(),
+        }));
+    }
+    events.push(NewEvent::new(Payload::ThoughtRecorded {
+        thought: args.thought.clone(),
+        call,
+    }));
+    events
+}
+
+/// The first line of a text, cut to [`TITLE_CHARS`].
+pub fn title_of(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
+    if title.len() < line.len() {
+        title.push('…');
+    }
+    title
+}
+
+/// What a committed call answers with.
+struct Recorded {
+    session: SessionId,
+    seq: u64,
+    head: SessionHead,
+}
+
+fn unknown_session(tool: &str, field: &str, given: &str) -> ToolError {
+    ToolError::validation(
+        tool,
+        vec![format!(
+            "{field}: no session {given:?} in the ledger; omit {field} to start a new session, or call list_sessions to find one"
+        )],
+    )
+}
+
+fn wrong_kind(tool: &str, field: &str, head: &SessionHead, wanted: SessionKind) -> ToolError {
+    ToolError::validation(
+        tool,
+        vec![format!(
+            "{field}: session {} is a {} session; {tool} continues {} sessions",
+            head.session,
+            head.summary.kind.as_str(),
+            wanted.as_str()
+        )],
+    )
+}
+
+/// The session a call continues: the named one (which must exist and be of `kind`), or
+/// the process's current one if it still exists and `fresh` is false, else none.
+fn target_head(
+    txn: &AppendTxn<'_>,
+    tool: &str,
+    field: &str,
+    named: Option<&str>,
+    current: Option<SessionId>,
+    kind: SessionKind,
+) -> Result<Option<SessionHead>, ToolError> {
+    if let Some(text) = named {
+        let session = txn
+            .resolve(text)?
+            .ok_or_else(|| unknown_session(tool, field, text))?;
+        let head = txn
+            .head(session)?
+            .ok_or_else(|| unknown_session(tool, field, text))?;
+        if head.summary.kind != kind {
+            return Err(wrong_kind(tool, field, &head, kind));
+        }
+        return Ok(Some(head));
+    }
+    match current {
+        Some(session) => Ok(txn.head(session)?.filter(|h| h.summary.kind == kind && !h.summary.closed)),
+        None => Ok(None),
+    }
+}
+
+fn append_and_head(
+    txn: &mut AppendTxn<'_>,
+    head: Option<SessionHead>,
+    events: Vec<NewEvent>,
+) -> Result<Recorded, ToolError> {
+    let (session, expected) = match &head {
+        Some(h) => (h.session, h.seq),
+        None => (SessionId::generate(), 0),
+    };
+    let appended = txn.append(session, expected, events)?;
+    let seq = appended.last().map_or(expected, |e| e.seq);
+    let head = txn.head(session)?.ok_or_else(|| {
+        crate::store::StoreError::Corrupt(format!("session {session} has no head after append"))
+    })?;
+    Ok(Recorded { session, seq, head })
+}
+
+/// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
+/// answer after the commit.
+pub async fn call_sequential(
+    ctx: &ToolContext,
+    tool: &str,
+    raw: Map<String, Value>,
+) -> Result<CallToolResult, ToolError> {
+    let started = Instant::now();
+    let args = SequentialArgs::parse(tool, &raw)?;
+    let tool_name = tool.to_string();
+    let current = ctx.current.clone();
+    let job_args = args.clone();
+    let recorded = ctx
+        .ledger
+        .write(move |txn| -> Result<Recorded, ToolError> {
+            let current_session = if job_args.starts_session() {
+                None
+            } else {
+                current_sessions(&current).thinking
+            };
+            let head = target_head(
+                txn,
+                &tool_name,
+                "sessionId",
+                job_args.session_id.as_deref(),
+                current_session,
+                SessionKind::Thinking,
+            )?;
+            let call = CallRecord {
+                tool: tool_name.clone(),
+                raw_arguments: Value::Object(raw),
+                duration_us: started.elapsed().as_micros() as u64,
+            };
+            let events = decide_sequential(head.as_ref(), &job_args, call);
+            let recorded = append_and_head(txn, head, events)?;
+            current_sessions(&current).thinking = Some(recorded.session);
+            Ok(recorded)
+        })
+        .await??;
+    if ctx.log_thoughts {
+        eprintln!("{}", thought_box(&args.thought));
+    }
+    let summary = &recorded.head.summary;
+    Ok(structured_result(json!({
+        "thoughtNumber": args.thought.thought_number,
+        "totalThoughts": args.thought.total_thoughts,
+        "nextThoughtNeeded": args.thought.next_thought_needed,
+        "branches": summary.branches,
+        "thoughtHistoryLength": summary.thoughts,
+        "sessionId": recorded.session.to_string(),
+        "eventSeq": recorded.seq,
+    })))
+}
+
+fn current_sessions(
+    current: &std::sync::Mutex<CurrentSessions>,
+) -> std::sync::MutexGuard<'_, CurrentSessions> {
+    current.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The box the reference server draws on stderr for each thought.
+pub fn thought_box(thought: &SequentialThought) -> String {
+    let position = format!("{}/{}", thought.thought_number, thought.total_thoughts);
+    let header = if thought.is_revision == Some(true) {
+        match thought.revises_thought {
+            Some(r) => format!("🔄 Revision {position} (revising thought {r})"),
+            None => format!("🔄 Revision {position}"),
+        }
+    } else if let Some(from) = thought.branch_from_thought {
+        match thought.branch_id.as_deref() {
+            Some(id) => format!("🌿 Branch {position} (from thought {from}, ID: {id})"),
+            None => format!("🌿 Branch {position} (from thought {from})"),
+        }
+    } else {
+        format!("💭 Thought {position}")
+    };
+    // Widths in UTF-16 units, as the reference (JavaScript) measures them.
+    let width = |s: &str| s.encode_utf16().count();
+    let border_len = width(&header).max(width(&thought.thought)) + 4;
+    let border = "─".repeat(border_len);
+    let padding = " ".repeat((border_len - 2).saturating_sub(width(&thought.thought)));
+    format!(
+        "\n┌{border}┐\n│ {header} │\n├{border}┤\n│ {}{padding} │\n└{border}┘",
+        thought.thought
+    )
+}
+
+/// A validated `think` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThinkArgs {
+    pub thought: ThinkThought,
+    /// Whether the client named a tool (absent means the default "None").
+    pub recommendation_given: bool,
+    pub session_id: Option<String>,
+}
+
+impl ThinkArgs {
+    pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
+        let mut args = Args::new(raw);
+        let thread_purpose = args.string(&["thread_purpose", "threadPurpose"], true);
+        let thought = args.string(&["thought"], true);
+        let thought_index = args.integer(&["thought_index", "thoughtIndex"], true, 1);
+        let tool_recommendation =
+            args.string(&["tool_recommendation", "toolRecommendation"], false);
+        let left_to_be_done = args.string(&["left_to_be_done", "leftToBeDone"], false);
+        let session_id = args.string_limited(&["session_id", "sessionId"], false, MAX_ID_BYTES);
+        if args.has_problems() {
+            return Err(ToolError::validation(tool, args.into_problems()));
+        }
+        let (Some(thread_purpose), Some(thought), Some(thought_index)) =
+            (thread_purpose, thought, thought_index)
+        else {
+            unreachable!("required fields are reported as problems when missing");
+        };
+        let recommendation_given = tool_recommendation.is_some();
+        let left_to_be_done = left_to_be_done.unwrap_or_else(|| "None".to_string());
+        Ok(ThinkArgs {
+            thought: ThinkThought {
+                thread_purpose,
+                thought,
+                thought_index,
+                tool_recommendation: tool_recommendation.unwrap_or_else(|| "None".to_string()),
+                open_items: open_items(&left_to_be_done),
+                left_to_be_done,
+            },
+            recommendation_given,
+            session_id,
+        })
+    }
+
+    /// The recommended tool to mention in the answer, if any.
+    pub fn recommended_tool(&self) -> Option<&str> {
+        let rec = self.thought.tool_recommendation.as_str();
+        (self.recommendation_given && !rec.trim().eq_ignore_ascii_case("none")).then_some(rec)
+    }
+}
+
+/// Splits `left_to_be_done` into items: one per line (bullets and numbering removed), or
+/// `;`-separated on a single line. "None" and blank give no items.
+pub fn open_items(text: &str) -> Vec<String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("none") {
+        return Vec::new();
+    }
+    let pieces: Vec<&str> = if trimmed.contains('\n') {
+        trimmed.lines().collect()
+    } else {
+        trimmed.split(';').collect()
+    };
+    pieces
+        .into_iter()
+        .map(strip_bullet)
+        .filter(|item| !item.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn strip_bullet(line: &str) -> &str {
+    let line = line.trim();
+    let line = line
+        .strip_prefix("- ")
+        .or_else(|| line.strip_prefix("* "))
+        .or_else(|| line.strip_prefix("• "))
+        .unwrap_or(line);
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 {
+        let rest = &line[digits..];
+        if let Some(rest) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return rest.trim();
+        }
+    }
+    line.trim()
+}
+
+/// Pure: the events one `think` call appends (a new thread gets `session_started`).
+pub fn decide_think(head: Option<&SessionHead>, args: &ThinkArgs, call: CallRecord) -> Vec<NewEvent> {
+    let mut events = Vec::with_capacity(2);
+    if head.is_none() {
+        events.push(NewEvent::new(Payload::SessionStarted {
+            kind: SessionKind::Think,
+            title: title_of(&args.thought.thread_purpose),
+            aliases: Vec::new(),
+        }));
+    }
+    events.push(NewEvent::new(Payload::ThinkRecorded {
+        thought: args.thought.clone(),
+        call,
+    }));
+    events
+}
+
+/// Handles one `think` call.
+pub async fn call_think(
+    ctx: &ToolContext,
+    tool: &str,
+    raw: Map<String, Value>,
+) -> Result<CallToolResult, ToolError> {
+    let started = Instant::now();
+    let args = ThinkArgs::parse(tool, &raw)?;
+    let tool_name = tool.to_string();
+    let current = ctx.current.clone();
+    let job_args = args.clone();
+    let recorded = ctx
+        .ledger
+        .write(move |txn| -> Result<Recorded, ToolError> {
+            let purpose = &job_args.thought.thread_purpose;
+            let continued = if job_args.thought.thought_index == 1 {
+                None
+            } else {
+                current_sessions(&current)
+                    .think
+                    .as_ref()
+                    .filter(|(_, current_purpose)| current_purpose == purpose)
+                    .map(|(session, _)| *session)
+            };
+            let head = target_head(
+                txn,
+                &tool_name,
+                "session_id",
+                job_args.session_id.as_deref(),
+                continued,
+                SessionKind::Think,
+            )?;
+            let call = CallRecord {
+                tool: tool_name.clone(),
+                raw_arguments: Value::Object(raw),
+                duration_us: started.elapsed().as_micros() as u64,
+            };
+            let events = decide_think(head.as_ref(), &job_args, call);
+            let recorded = append_and_head(txn, head, events)?;
+            current_sessions(&current).think = Some((recorded.session, purpose.clone()));
+            Ok(recorded)
+        })
+        .await??;
+    let mut text = format!(
+        "Thread purpose: {}\nThought {} logged.",
+        args.thought.thread_purpose, args.thought.thought_index
+    );
+    if let Some(rec) = args.recommended_tool() {
+        text.push_str(&format!(" Recommended tool: {rec}."));
+    }
+    let mut result = CallToolResult::success(vec![Content::text(text)]);
+    result.structured_content = Some(json!({
+        "sessionId": recorded.session.to_string(),
+        "eventSeq": recorded.seq,
+        "threadPurpose": args.thought.thread_purpose,
+        "thoughtIndex": args.thought.thought_index,
+        "recommendedTool": args.recommended_tool(),
+        "openItems": args.thought.open_items,
+    }));
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn box_headers_never_print_undefined() {
+        let mut thought = SequentialThought {
+            thought: "first".into(),
+            thought_number: 1,
+            total_thoughts: 3,
+            next_thought_needed: true,
+            is_revision: None,
+            revises_thought: None,
+            branch_from_thought: None,
+            branch_id: None,
+            needs_more_thoughts: None,
+        };
+        assert_eq!(
+            thought_box(&thought),
+            "\n┌──────────────────┐\n│ 💭 Thought 1/3 │\n├──────────────────┤\n│ first            │\n└──────────────────┘"
+        );
+        thought.is_revision = Some(true);
+        assert!(thought_box(&thought).contains("🔄 Revision 1/3 │"));
+        thought.is_revision = None;
+        thought.branch_from_thought = Some(1);
+        assert!(thought_box(&thought).contains("🌿 Branch 1/3 (from thought 1) │"));
+    }
+
+    #[test]
+    fn open_items_split_lines_and_semicolons() {
+        assert_eq!(open_items("None"), Vec::<String>::new());
+        assert_eq!(open_items("- a\n2. b\n\n* c"), vec!["a", "b", "c"]);
+        assert_eq!(open_items("a; b"), vec!["a", "b"]);
+    }
+}
