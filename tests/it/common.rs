@@ -1,0 +1,155 @@
+//! Shared helpers: spawn the server, call tools, run the CLI, and `check` snapshots.
+
+#![allow(dead_code)]
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// The binary under test, built by cargo for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_reasoning-ledger"))
+}
+
+/// A fresh data directory, removed when dropped.
+pub fn data_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// Spawns `reasoning-ledger serve` on `dir` with extra arguments and connects a client.
+pub async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Client {
+    let dir = dir.to_path_buf();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let transport = TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
+        cmd.arg("serve").arg("--data-dir").arg(&dir).args(&extra);
+        cmd.env("DISABLE_THOUGHT_LOGGING", "true");
+        cmd.env_remove("REASONING_LEDGER_TOOLSETS");
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+    }))
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("spawn server")
+    .0;
+    ().serve(transport).await.expect("initialize")
+}
+
+/// Spawns the server with its defaults on `dir`.
+pub async fn spawn(dir: &Path) -> Client {
+    spawn_with(dir, &[], &[]).await
+}
+
+pub fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments must be an object, got {other}"),
+    }
+}
+
+/// Calls a tool; panics on a JSON-RPC error (use `try_call` to see those).
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    try_call(client, tool, arguments).await.expect("tools/call answered")
+}
+
+pub async fn try_call(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+) -> Result<CallToolResult, rmcp::ServiceError> {
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(object(arguments)))
+        .await
+}
+
+/// The first text content of a result.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+/// The structured content of a successful result.
+pub fn structured(result: &CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "tool failed: {}", text(result));
+    result.structured_content.clone().expect("structured content")
+}
+
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+/// A sequentialthinking call's arguments.
+pub fn thought(n: u64, total: u64, next: bool, text: &str) -> Value {
+    serde_json::json!({"thought": text, "thoughtNumber": n, "totalThoughts": total, "nextThoughtNeeded": next})
+}
+
+/// Runs the CLI on `dir` and waits for it.
+pub fn cli(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("REASONING_LEDGER_DIR")
+        .output()
+        .expect("run cli")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Replaces what changes from run to run (ULIDs, hashes, times, durations) with stable
+/// placeholders, numbering each distinct id in order of appearance.
+pub fn normalize(text: &str) -> String {
+    let ulid = regex::Regex::new(r"\b[0-7][0-9A-HJKMNP-TV-Z]{25}\b").unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let text = ulid.replace_all(text, |caps: &regex::Captures| {
+        let id = caps[0].to_string();
+        let index = match seen.iter().position(|s| *s == id) {
+            Some(i) => i,
+            None => {
+                seen.push(id);
+                seen.len() - 1
+            }
+        };
+        format!("<id{index}>")
+    });
+    let hash = regex::Regex::new(r"\b[0-9a-f]{64}\b").unwrap();
+    let text = hash.replace_all(&text, |caps: &regex::Captures| {
+        if caps[0].bytes().all(|b| b == b'0') { caps[0].to_string() } else { "<hash>".to_string() }
+    });
+    let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").unwrap();
+    let text = time.replace_all(&text, "<time>");
+    let at = regex::Regex::new(r#""(at|createdAt|updatedAt)":\s*\d+"#).unwrap();
+    let text = at.replace_all(&text, "\"$1\":<ms>");
+    let duration = regex::Regex::new(r#""duration_us":\s*\d+"#).unwrap();
+    duration.replace_all(&text, "\"duration_us\":<us>").into_owned()
+}
+
+/// The one snapshot helper: normalizes `text` and compares it with `snapshots/<name>.snap`.
+pub fn check(name: &str, text: &str) {
+    let normalized = normalize(text);
+    insta::with_settings!({snapshot_path => "../../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(name, normalized);
+    });
+}
+
+/// `check` for a JSON value, pretty-printed.
+pub fn check_json(name: &str, value: &Value) {
+    check(name, &serde_json::to_string_pretty(value).unwrap());
+}

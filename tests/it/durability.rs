@@ -1,0 +1,1 @@
+//! durability (being written)

@@ -1,0 +1,15 @@
+//! The one integration-test binary: every test spawns the built `reasoning-ledger` and
+//! talks to it the way a user's client would (rmcp's client over stdio, or the CLI).
+//!
+//! Modules: `common` (spawning, calling, snapshot `check`), `thinking` (the spec's cases
+//! for sequentialthinking and think), `ledger` (ledger tools and resources), `durability`
+//! (restart, several processes, kill -9, verify), `bad_input` (hostile calls), `cli`
+//! (the command line), `exports` (snapshots of every export format and answer shape).
+
+mod bad_input;
+mod cli;
+mod common;
+mod durability;
+mod exports;
+mod ledger;
+mod thinking;

@@ -1,0 +1,1 @@
+//! thinking (being written)
