@@ -42,8 +42,8 @@ pub fn measure_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<FsyncFigu
     // Best effort: a leftover scratch file is harmless, the error is not.
     let _ = fs::remove_file(&path);
     let durations = result?;
-    let latency = LatencySummary::from_samples(durations)
-        .context("no fdatasync samples were taken")?;
+    let latency =
+        LatencySummary::from_samples(durations).context("no fdatasync samples were taken")?;
     Ok(FsyncFigures {
         dir: dir.to_path_buf(),
         filesystem: filesystem_of(dir),

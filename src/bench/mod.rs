@@ -126,7 +126,10 @@ pub fn reference_command(repo_root: &Path) -> Option<Vec<String>> {
     if shim.is_file() {
         return Some(vec![shim.to_string_lossy().into_owned()]);
     }
-    let entry = modules.join(REFERENCE_PACKAGE).join("dist").join("index.js");
+    let entry = modules
+        .join(REFERENCE_PACKAGE)
+        .join("dist")
+        .join("index.js");
     entry
         .is_file()
         .then(|| vec!["node".to_owned(), entry.to_string_lossy().into_owned()])
@@ -383,7 +386,10 @@ mod tests {
     #[test]
     fn ours_command_has_placeholder() {
         let argv = ours_command(Path::new("/x/reasoning-ledger"));
-        assert_eq!(argv, ["/x/reasoning-ledger", "serve", "--data-dir", "{data_dir}"]);
+        assert_eq!(
+            argv,
+            ["/x/reasoning-ledger", "serve", "--data-dir", "{data_dir}"]
+        );
     }
 
     #[test]
@@ -407,7 +413,13 @@ mod tests {
         assert!(ours.figures.as_ref().is_err_and(|e| e.contains("spawning")));
         assert!(report.reference.is_none());
         assert!(report.to_string().contains("failed"));
-        assert_eq!(report.report_json()["servers"]["reference"], serde_json::Value::Null);
-        assert!(!data_dir.exists(), "scratch dir created by the bench is removed");
+        assert_eq!(
+            report.report_json()["servers"]["reference"],
+            serde_json::Value::Null
+        );
+        assert!(
+            !data_dir.exists(),
+            "scratch dir created by the bench is removed"
+        );
     }
 }

@@ -158,10 +158,11 @@ impl fmt::Display for ServerBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "## MCP server benchmark")?;
         writeln!(f)?;
-        let columns: Vec<(&str, &ServerOutcome)> = [("ours", &self.ours), ("reference", &self.reference)]
-            .into_iter()
-            .filter_map(|(name, outcome)| outcome.as_ref().map(|o| (name, o)))
-            .collect();
+        let columns: Vec<(&str, &ServerOutcome)> =
+            [("ours", &self.ours), ("reference", &self.reference)]
+                .into_iter()
+                .filter_map(|(name, outcome)| outcome.as_ref().map(|o| (name, o)))
+                .collect();
 
         if !columns.is_empty() {
             write!(f, "| figure |")?;
@@ -207,13 +208,21 @@ impl fmt::Display for ServerBenchReport {
                     Box::new(|s| fmt_duration(s.one_caller.p99)),
                 ),
                 (
-                    format!("{} in flight, calls/s over {} calls", self.in_flight, fmt_count(self.calls)),
+                    format!(
+                        "{} in flight, calls/s over {} calls",
+                        self.in_flight,
+                        fmt_count(self.calls)
+                    ),
                     Box::new(|s| format!("{:.0}", s.calls_per_sec)),
                 ),
                 (
                     format!("{} in flight, p50 / p99", self.in_flight),
                     Box::new(|s| {
-                        format!("{} / {}", fmt_duration(s.in_flight.p50), fmt_duration(s.in_flight.p99))
+                        format!(
+                            "{} / {}",
+                            fmt_duration(s.in_flight.p50),
+                            fmt_duration(s.in_flight.p99)
+                        )
                     }),
                 ),
             ];
@@ -253,7 +262,11 @@ impl fmt::Display for ServerBenchReport {
             f,
             "fdatasync after a {FSYNC_WRITE_BYTES}-byte write in `{}`{}: p50 {}, p99 {} over {} samples.",
             fsync.dir.display(),
-            fsync.filesystem.as_ref().map(|fs| format!(" ({fs})")).unwrap_or_default(),
+            fsync
+                .filesystem
+                .as_ref()
+                .map(|fs| format!(" ({fs})"))
+                .unwrap_or_default(),
             fmt_duration(fsync.latency.p50),
             fmt_duration(fsync.latency.p99),
             fsync.latency.samples,
@@ -362,8 +375,14 @@ mod tests {
     fn table_has_both_columns_and_rows() {
         let text = report().to_string();
         assert!(text.contains("| figure | ours | reference |"), "{text}");
-        assert!(text.contains("| one caller, p50 of 2,000 calls | 1.50 ms | 100 µs |"), "{text}");
-        assert!(text.contains("| RSS after 10,000 thoughts | 80.0 MiB | 80.0 MiB |"), "{text}");
+        assert!(
+            text.contains("| one caller, p50 of 2,000 calls | 1.50 ms | 100 µs |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| RSS after 10,000 thoughts | 80.0 MiB | 80.0 MiB |"),
+            "{text}"
+        );
         assert!(text.contains("Durability budget"), "{text}");
     }
 

@@ -68,7 +68,10 @@ impl Session {
         let data_dir = data_dir.to_string_lossy();
         let mut command = tokio::process::Command::new(program);
         command
-            .args(args.iter().map(|a| a.replace(DATA_DIR_PLACEHOLDER, &data_dir)))
+            .args(
+                args.iter()
+                    .map(|a| a.replace(DATA_DIR_PLACEHOLDER, &data_dir)),
+            )
             .env(QUIET_ENV.0, QUIET_ENV.1);
 
         let start = Instant::now();
@@ -133,7 +136,8 @@ pub async fn call_thought(
     number: usize,
     total: usize,
 ) -> anyhow::Result<Duration> {
-    let params = CallToolRequestParams::new(TOOL_NAME).with_arguments(thought_arguments(number, total));
+    let params =
+        CallToolRequestParams::new(TOOL_NAME).with_arguments(thought_arguments(number, total));
     let start = Instant::now();
     let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(params))
         .await
