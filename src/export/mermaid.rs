@@ -1,7 +1,851 @@
-//! Mermaid flowchart of a thought tree. (Being written.)
-use crate::projection::tree::ThoughtTree;
+//! Mermaid flowchart of a thought tree.
+//!
+//! Owns: the `flowchart TD` text of a [`ThoughtTree`] and [`escape_label`], the one
+//! escaper every piece of model-written text in it goes through. One node per thought
+//! (id `t<seq>`), one edge per graph edge (`next` solid, `revises` dashed, `branches_from`
+//! labelled with the branch id), one subgraph per branch (id `b<n>`, in first-seen order).
+//!
+//! Must not: take an id, a class name or a `%%` comment from content (ids are generated,
+//! the comment holds counts only), put model-written text anywhere but inside a quoted,
+//! escaped label, or add or drop a thought or an edge (callers compare the diagram's node
+//! and edge counts with the projection's). The only extra node is the placeholder of a
+//! tree without thoughts, id [`EMPTY_NODE_ID`].
 
+use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
+use std::fmt::Write as _;
+
+/// Most characters of thought text shown in a node label (the full text is in the JSON
+/// export). Counted in chars, before escaping, ellipsis included.
+pub const LABEL_MAX_CHARS: usize = 80;
+
+/// Most characters of a branch id shown in a node prefix or an edge label.
+pub const BRANCH_ID_MAX_CHARS: usize = 24;
+
+/// Most characters of a branch id shown in its subgraph title.
+pub const BRANCH_TITLE_MAX_CHARS: usize = 60;
+
+/// Id of the one node of a tree without thoughts (never `t<digits>`, so it is not
+/// counted as a thought).
+pub const EMPTY_NODE_ID: &str = "empty";
+
+/// Appended to text cut to fit a label.
+const ELLIPSIS: char = '…';
+
+/// Stands in for control, bidi and other characters that must not reach the diagram.
+const REPLACEMENT: char = '\u{FFFD}';
+
+/// Our own line break between a label's prefix and its text (never taken from content).
+const LABEL_BREAK: &str = "<br/>";
+
+/// Indentation of statements.
+const INDENT: &str = "    ";
+
+/// Class of a node, in precedence order: a revision on a branch is a revision.
+const CLASS_REVISION: &str = "revision";
+const CLASS_BRANCH: &str = "branch";
+const CLASS_THINK: &str = "think";
+/// Added to the nodes an anomaly names.
+const CLASS_ANOMALY: &str = "anomaly";
+const CLASS_EMPTY: &str = "empty";
+
+/// Style of each class, as `classDef` lines (constant text, no content).
+const CLASS_DEFS: [(&str, &str); 5] = [
+    (
+        CLASS_REVISION,
+        "fill:#fff4e6,stroke:#e8590c,stroke-dasharray:4 3",
+    ),
+    (CLASS_BRANCH, "fill:#ebfbee,stroke:#2f9e44"),
+    (CLASS_THINK, "fill:#e7f5ff,stroke:#1c7ed6"),
+    (CLASS_ANOMALY, "stroke:#e03131,stroke-width:3px"),
+    (CLASS_EMPTY, "fill:#f8f9fa,stroke:#adb5bd,color:#868e96"),
+];
+
+/// Renders the tree as a Mermaid flowchart.
 pub fn render(tree: &ThoughtTree) -> String {
-    let _ = tree;
-    String::from("flowchart TD\n")
+    let edges = tree.edges();
+    let mut out = String::with_capacity(256 + tree.order.len() * (LABEL_MAX_CHARS + 64));
+    out.push_str("flowchart TD\n");
+    // Generated values only: a ULID, an enum name and counts.
+    let _ = writeln!(
+        out,
+        "{INDENT}%% reasoning-ledger session {} ({}), at seq {}: {} thoughts, {} edges, {} branches, {} anomalies",
+        tree.session,
+        tree.kind().map_or("unknown", |kind| kind.as_str()),
+        tree.at_seq,
+        tree.order.len(),
+        edges.len(),
+        tree.branches.len(),
+        tree.anomalies.len(),
+    );
+    for (class, style) in CLASS_DEFS {
+        let _ = writeln!(out, "{INDENT}classDef {class} {style}");
+    }
+
+    if tree.order.is_empty() {
+        let _ = writeln!(
+            out,
+            "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
+            escape_label("This session has no thoughts yet.")
+        );
+        return out;
+    }
+
+    // Main line (and any thought whose branch is unknown) first, then one subgraph per branch.
+    let branch_of = |node: &ThoughtNode| {
+        node.branch_id
+            .as_deref()
+            .and_then(|id| tree.branches.iter().position(|b| b.id == id))
+    };
+    let mut by_branch: Vec<Vec<&ThoughtNode>> = vec![Vec::new(); tree.branches.len()];
+    for node in tree.thoughts() {
+        match branch_of(node) {
+            Some(index) => by_branch[index].push(node),
+            None => write_node(&mut out, INDENT, node),
+        }
+    }
+    let nested = format!("{INDENT}{INDENT}");
+    for (index, (branch, nodes)) in tree.branches.iter().zip(&by_branch).enumerate() {
+        let _ = writeln!(
+            out,
+            "{INDENT}subgraph b{} [\"{}\"]",
+            index + 1,
+            label(
+                &format!(
+                    "🌿 {} · from thought {}",
+                    cut(&branch.id, BRANCH_TITLE_MAX_CHARS),
+                    branch.from_thought
+                ),
+                usize::MAX
+            )
+        );
+        for node in nodes {
+            write_node(&mut out, &nested, node);
+        }
+        let _ = writeln!(out, "{INDENT}end");
+    }
+
+    for edge in &edges {
+        let (from, to) = (edge.from, edge.to);
+        match edge.kind {
+            EdgeKind::Next => {
+                let _ = writeln!(out, "{INDENT}t{from} --> t{to}");
+            }
+            EdgeKind::Revises => {
+                let _ = writeln!(out, "{INDENT}t{from} -.->|revises| t{to}");
+            }
+            EdgeKind::BranchesFrom => {
+                // `order` is in seq order: find the branch's first thought by its seq.
+                let branch = tree
+                    .order
+                    .binary_search_by_key(&to, |index| tree.graph[*index].seq)
+                    .ok()
+                    .and_then(|at| tree.graph[tree.order[at]].branch_id.as_deref())
+                    .unwrap_or("branch");
+                let _ = writeln!(
+                    out,
+                    "{INDENT}t{from} -->|\"{}\"| t{to}",
+                    label(
+                        &format!("🌿 {}", cut(branch, BRANCH_ID_MAX_CHARS)),
+                        usize::MAX
+                    )
+                );
+            }
+        }
+    }
+
+    let mut flagged: Vec<u64> = tree.anomalies.iter().filter_map(anomaly_seq).collect();
+    flagged.sort_unstable();
+    flagged.dedup();
+    if !flagged.is_empty() {
+        let ids: Vec<String> = flagged.iter().map(|seq| format!("t{seq}")).collect();
+        let _ = writeln!(out, "{INDENT}class {} {CLASS_ANOMALY}", ids.join(","));
+    }
+    out
+}
+
+/// Seq of the thought an anomaly is about (always a node of the tree).
+fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
+    match anomaly {
+        Anomaly::DanglingRevision { seq, .. }
+        | Anomaly::DanglingBranchPoint { seq, .. }
+        | Anomaly::SelfReference { seq, .. } => Some(*seq),
+        Anomaly::Cycle => None,
+    }
+}
+
+/// One node statement: `t<seq>["prefix<br/>text"]:::class`.
+fn write_node(out: &mut String, indent: &str, node: &ThoughtNode) {
+    let _ = write!(
+        out,
+        "{indent}t{}[\"{}{LABEL_BREAK}{}\"]",
+        node.seq,
+        label(&prefix(node), usize::MAX),
+        label(&node.thought, LABEL_MAX_CHARS)
+    );
+    match class_of(node) {
+        Some(class) => {
+            let _ = writeln!(out, ":::{class}");
+        }
+        None => out.push('\n'),
+    }
+}
+
+/// The short heading of a node label: kind marker, number/total, branch, revision.
+fn prefix(node: &ThoughtNode) -> String {
+    let revision = is_revision(node);
+    let mut text = match (node.total_thoughts, revision, node.branch_id.is_some()) {
+        (None, _, _) => format!("🤔 {}", node.thought_number),
+        (Some(total), true, _) => format!("🔄 {}/{total}", node.thought_number),
+        (Some(total), false, true) => format!("🌿 {}/{total}", node.thought_number),
+        (Some(total), false, false) => format!("💭 {}/{total}", node.thought_number),
+    };
+    if let Some(branch) = &node.branch_id {
+        let _ = write!(text, " · {}", cut(branch, BRANCH_ID_MAX_CHARS));
+    }
+    if revision {
+        match node.revises_thought {
+            Some(target) => {
+                let _ = write!(text, " · revises {target}");
+            }
+            None => text.push_str(" · revision"),
+        }
+    }
+    text
+}
+
+/// The tree's rule: a thought is a revision when it says so or names what it revises.
+fn is_revision(node: &ThoughtNode) -> bool {
+    node.is_revision == Some(true) || node.revises_thought.is_some()
+}
+
+fn class_of(node: &ThoughtNode) -> Option<&'static str> {
+    if is_revision(node) {
+        Some(CLASS_REVISION)
+    } else if node.branch_id.is_some() {
+        Some(CLASS_BRANCH)
+    } else if node.total_thoughts.is_none() {
+        Some(CLASS_THINK)
+    } else {
+        None
+    }
+}
+
+/// Text for inside `"…"`: whitespace collapsed, cut to `max_chars`, then escaped (cut
+/// first, so no entity is ever split).
+fn label(text: &str, max_chars: usize) -> String {
+    escape_label(&cut(text, max_chars))
+}
+
+/// Collapses every run of whitespace (newlines included) to one space, trims, and cuts to
+/// at most `max_chars` chars on a char boundary, ending in `…` when cut.
+fn cut(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
+    let mut count = 0;
+    for word in text.split_whitespace() {
+        let needed = usize::from(count > 0) + word.chars().count();
+        if count + needed > max_chars {
+            // Fill what room is left (keeping one char for the ellipsis).
+            if count > 0 && count + 1 < max_chars {
+                out.push(' ');
+                count += 1;
+            }
+            out.extend(word.chars().take(max_chars.saturating_sub(count + 1)));
+            let trimmed = out.trim_end().len();
+            out.truncate(trimmed);
+            out.push(ELLIPSIS);
+            return out;
+        }
+        if count > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        count += needed;
+    }
+    out
+}
+
+/// Escapes text for a quoted Mermaid label (`["…"]`, `|"…"|`, a subgraph title) in one
+/// pass over its chars, so nothing a model wrote can end the string, start a directive
+/// or comment, or become markup:
+///
+/// - `#` → `#35;` (so a literal `#` never starts an entity), `"` → `#quot;`, `<` `>` `&`
+///   → `#lt;` `#gt;` `#amp;` (no HTML, and `-->` loses its `>`);
+/// - brackets, braces, parentheses, `|`, backtick, `%` (so no `%%` comment or `%%{init}`
+///   directive), `;`, `:` (so Mermaid's `style…:…#…;` rewrite never matches), `\`, and
+///   the halves of Mermaid's own entity placeholders (`ﬂ`, `¶`) → `#NNN;`;
+/// - the word `end` (any case) gets its first letter as `#NNN;`;
+/// - newlines, carriage returns, tabs and other line or paragraph separators → a space;
+/// - control characters, bidi overrides, embeddings and isolates, and XML
+///   non-characters → U+FFFD.
+///
+/// Mermaid turns `#NNN;` and `#name;` back into the character when it draws the label.
+pub fn escape_label(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4 + 8);
+    let mut previous: Option<char> = None;
+    for (index, c) in text.char_indices() {
+        match c {
+            '#' => out.push_str("#35;"),
+            '"' => out.push_str("#quot;"),
+            '<' => out.push_str("#lt;"),
+            '>' => out.push_str("#gt;"),
+            '&' => out.push_str("#amp;"),
+            '[' | ']' | '{' | '}' | '(' | ')' | '|' | '`' | '%' | ';' | ':' | '\\' | 'ﬂ' | '¶' =>
+            {
+                let _ = write!(out, "#{};", u32::from(c));
+            }
+            'e' | 'E' if starts_word_end(text, index, previous) => {
+                let _ = write!(out, "#{};", u32::from(c));
+            }
+            '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                out.push(' ')
+            }
+            c if is_unsafe_char(c) => out.push(REPLACEMENT),
+            c => out.push(c),
+        }
+        previous = Some(c);
+    }
+    out
+}
+
+/// Whether the `e` at `index` begins the whole word `end` (any case).
+fn starts_word_end(text: &str, index: usize, previous: Option<char>) -> bool {
+    if previous.is_some_and(is_word_char) {
+        return false;
+    }
+    let rest = &text[index..];
+    rest.get(..3)
+        .is_some_and(|word| word.eq_ignore_ascii_case("end"))
+        && !rest[3..].chars().next().is_some_and(is_word_char)
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Control characters, bidi formatting characters (which would reorder the text around
+/// them when drawn) and the XML non-characters U+FFFE and U+FFFF.
+pub(crate) fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{FFFE}'
+                | '\u{FFFF}'
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{
+        CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId,
+        SessionKind, ThinkThought,
+    };
+
+    /// Strings a model might write, each trying to break out of a label.
+    const HOSTILE: &[&str] = &[
+        "plain words",
+        "\"]; t9[\"injected",
+        "quote \" and 'single'",
+        "[brackets] {braces} (parens) ((double)) [[sub]] {{hex}}",
+        "pipe | here |\"|",
+        "`backtick` ```fence``` \"`markdown`\"",
+        "A --> B -.-> C ==> D --- E -- text --> F",
+        "%% comment\n%%{init: {\"theme\": \"dark\", \"securityLevel\": \"loose\"}}%%",
+        "end",
+        "END of story; the end. endless, depend, Ending end",
+        "subgraph x\nend\nclick t1 call alert(1)",
+        "# heading #35; #quot; &amp; &lt;",
+        "line1\nline2\r\nline3\rline4\ttabbed",
+        "<script>alert(1)</script><img src=x onerror=alert(1)>",
+        "emoji 🧠💭🔄🌿 👨‍👩‍👧 ✔️ 🇺🇳",
+        "nul \0 bell \u{7} del \u{7f} c1 \u{85}\u{9b}",
+        "bidi \u{202E}gnp.exe\u{202C} \u{2066}isolate\u{2069} \u{200F}",
+        "style t1 fill:#f00;\nclassDef x fill:#0f0;",
+        "ﬂ°lt¶ß entity placeholder ﬂ°°35¶ß",
+        "backslash \\\" \\n \\",
+        "line sep\u{2028}para sep\u{2029}",
+        "colon: semi; amp & lt < gt >",
+        "",
+        "   ",
+        "\u{FFFE}\u{FFFF}",
+    ];
+
+    fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
+        Event {
+            id: EventId::generate(),
+            session,
+            seq,
+            at: 1_700_000_000_000 + seq * 1_000,
+            schema: 1,
+            payload,
+            prev: GENESIS_HASH.into(),
+            hash: GENESIS_HASH.into(),
+        }
+    }
+
+    fn call(tool: &str) -> CallRecord {
+        CallRecord {
+            tool: tool.into(),
+            raw_arguments: serde_json::json!({}),
+            duration_us: 1,
+        }
+    }
+
+    fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
+        SequentialThought {
+            thought: text.into(),
+            thought_number: number,
+            total_thoughts: total,
+            next_thought_needed: true,
+            is_revision: None,
+            revises_thought: None,
+            branch_from_thought: None,
+            branch_id: None,
+            needs_more_thoughts: None,
+        }
+    }
+
+    /// Builds a tree of a session titled `title` from thought payloads (seq 2 onwards).
+    fn tree_of(title: &str, kind: SessionKind, payloads: Vec<Payload>) -> ThoughtTree {
+        let session = SessionId::generate();
+        let mut events = vec![session_event(
+            session,
+            1,
+            Payload::SessionStarted {
+                kind,
+                title: title.into(),
+                aliases: Vec::new(),
+            },
+        )];
+        for (i, payload) in payloads.into_iter().enumerate() {
+            events.push(session_event(session, i as u64 + 2, payload));
+        }
+        ThoughtTree::build(session, events)
+    }
+
+    fn recorded(thought: SequentialThought) -> Payload {
+        Payload::ThoughtRecorded {
+            thought,
+            call: call("sequentialthinking"),
+        }
+    }
+
+    /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
+    /// every text field (title, thoughts, branch ids) is `text`.
+    fn hostile_tree(text: &str) -> ThoughtTree {
+        let branch_a = format!("a {text}");
+        let branch_b = format!("b {text}");
+        let mut payloads = vec![
+            recorded(seq_thought(text, 1, 4)),
+            recorded(seq_thought(&format!("second: {text}"), 2, 4)),
+            recorded(SequentialThought {
+                is_revision: Some(true),
+                revises_thought: Some(1),
+                ..seq_thought(&format!("revision of 1: {text}"), 3, 4)
+            }),
+            recorded(SequentialThought {
+                branch_from_thought: Some(2),
+                branch_id: Some(branch_a.clone()),
+                ..seq_thought(&format!("branch a: {text}"), 3, 5)
+            }),
+            recorded(SequentialThought {
+                branch_from_thought: Some(2),
+                branch_id: Some(branch_a),
+                ..seq_thought(text, 4, 5)
+            }),
+            recorded(SequentialThought {
+                branch_from_thought: Some(1),
+                branch_id: Some(branch_b.clone()),
+                is_revision: Some(true),
+                revises_thought: Some(2),
+                ..seq_thought(text, 3, 5)
+            }),
+            // Dangling references: anomalies, no edges.
+            recorded(SequentialThought {
+                revises_thought: Some(99),
+                ..seq_thought(text, 5, 5)
+            }),
+            recorded(SequentialThought {
+                branch_from_thought: Some(77),
+                branch_id: Some(format!("c {text}")),
+                ..seq_thought(text, 6, 6)
+            }),
+        ];
+        payloads.push(recorded(SequentialThought {
+            next_thought_needed: false,
+            ..seq_thought(&text.repeat(20), 7, 7)
+        }));
+        tree_of(text, SessionKind::Thinking, payloads)
+    }
+
+    fn think_tree(text: &str) -> ThoughtTree {
+        let payloads = (1..=3)
+            .map(|index| Payload::ThinkRecorded {
+                thought: ThinkThought {
+                    thread_purpose: text.into(),
+                    thought: format!("{index}: {text}"),
+                    thought_index: index,
+                    tool_recommendation: text.into(),
+                    left_to_be_done: text.into(),
+                    open_items: vec![text.into(), "second".into()],
+                },
+                call: call("think"),
+            })
+            .collect();
+        tree_of(text, SessionKind::Think, payloads)
+    }
+
+    /// Undoes `escape_label` the way Mermaid draws a label: entities back to characters.
+    fn decode(escaped: &str) -> String {
+        let mut out = String::new();
+        let mut rest = escaped;
+        while let Some(at) = rest.find('#') {
+            out.push_str(&rest[..at]);
+            let end = rest[at..].find(';').expect("every # starts an entity") + at;
+            let name = &rest[at + 1..end];
+            out.push(match name {
+                "quot" => '"',
+                "lt" => '<',
+                "gt" => '>',
+                "amp" => '&',
+                digits => char::from_u32(digits.parse().expect("numeric entity")).unwrap(),
+            });
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// What a label should show for `text`: the same chars, with line breaks as spaces and
+    /// unsafe chars replaced.
+    fn shown(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                    ' '
+                }
+                c if is_unsafe_char(c) => REPLACEMENT,
+                c => c,
+            })
+            .collect()
+    }
+
+    fn assert_inert(escaped: &str) {
+        for bad in [
+            '"', '<', '>', '&', '[', ']', '{', '}', '(', ')', '|', '`', '%', ':', '\\', '\n', '\r',
+            '\t', '\0', '\u{7}', '\u{7f}', '\u{85}', '\u{9b}', '\u{202E}', '\u{2066}', '\u{2028}',
+            'ﬂ', '¶',
+        ] {
+            assert!(!escaped.contains(bad), "{bad:?} left in {escaped:?}");
+        }
+        for bad in ["-->", "%%", "\"]"] {
+            assert!(!escaped.contains(bad), "{bad:?} left in {escaped:?}");
+        }
+        assert!(
+            !escaped
+                .split(|c: char| !is_word_char(c))
+                .any(|word| word.eq_ignore_ascii_case("end")),
+            "word end left in {escaped:?}"
+        );
+        // Every `#` starts an entity, and every `;` ends one.
+        let mut rest = escaped;
+        while let Some(at) = rest.find(['#', ';']) {
+            assert_eq!(&rest[at..at + 1], "#", "stray ; in {escaped:?}");
+            let end = rest[at..].find(';').expect("entity closed") + at;
+            let name = &rest[at + 1..end];
+            assert!(
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()),
+                "bad entity {name:?} in {escaped:?}"
+            );
+            rest = &rest[end + 1..];
+        }
+    }
+
+    #[test]
+    fn escape_label_makes_hostile_text_inert_and_round_trips() {
+        for text in HOSTILE {
+            let escaped = escape_label(text);
+            assert_inert(&escaped);
+            assert_eq!(decode(&escaped), shown(text), "round trip of {text:?}");
+        }
+    }
+
+    #[test]
+    fn escape_label_examples() {
+        assert_eq!(escape_label("#"), "#35;");
+        assert_eq!(escape_label("#quot;"), "#35;quot#59;");
+        assert_eq!(escape_label("a\"b"), "a#quot;b");
+        assert_eq!(escape_label("<script>"), "#lt;script#gt;");
+        assert_eq!(escape_label("a --> b"), "a --#gt; b");
+        assert_eq!(escape_label("%%{init}%%"), "#37;#37;#123;init#125;#37;#37;");
+        assert_eq!(escape_label("the end"), "the #101;nd");
+        assert_eq!(escape_label("End"), "#69;nd");
+        assert_eq!(escape_label("endless depend end_"), "endless depend end_");
+        assert_eq!(escape_label("a\nb\r\nc\td"), "a b  c d");
+        assert_eq!(escape_label("x\0y\u{202E}z"), "x\u{FFFD}y\u{FFFD}z");
+        assert_eq!(escape_label("🧠 ok"), "🧠 ok");
+        assert_eq!(
+            escape_label("[a](b){c}|d|`e`"),
+            "#91;a#93;#40;b#41;#123;c#125;#124;d#124;#96;e#96;"
+        );
+    }
+
+    #[test]
+    fn labels_are_cut_before_escaping() {
+        let hashes = "#".repeat(200);
+        let text = label(&hashes, LABEL_MAX_CHARS);
+        assert_eq!(text, format!("{}…", "#35;".repeat(LABEL_MAX_CHARS - 1)));
+        let quotes = label(&"\"".repeat(LABEL_MAX_CHARS), LABEL_MAX_CHARS);
+        assert_eq!(
+            quotes,
+            "#quot;".repeat(LABEL_MAX_CHARS),
+            "exactly max chars is not cut"
+        );
+
+        let emoji = "🧠".repeat(100);
+        let cut_emoji = cut(&emoji, LABEL_MAX_CHARS);
+        assert_eq!(cut_emoji.chars().count(), LABEL_MAX_CHARS);
+        assert!(cut_emoji.ends_with("🧠…"));
+
+        assert_eq!(cut("  many\n\n spaces\there  ", 80), "many spaces here");
+        assert_eq!(cut("one two three", 9), "one two…");
+        assert_eq!(cut("one two three", 8), "one two…");
+        assert_eq!(cut("abcdefghij", 5), "abcd…");
+        assert_eq!(cut("", 5), "");
+    }
+
+    /// Quoted strings removed, what is left of a line must be generated syntax only.
+    fn skeleton(line: &str) -> String {
+        let mut out = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            if c == '"' {
+                quoted = !quoted;
+                out.push('"');
+            } else if !quoted {
+                out.push(c);
+            }
+        }
+        assert!(!quoted, "unbalanced quotes in {line:?}");
+        out
+    }
+
+    fn is_id(text: &str, prefix: char) -> bool {
+        text.strip_prefix(prefix)
+            .is_some_and(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+    }
+
+    /// Checks every line is one of the forms `render` writes, with all content in quotes.
+    /// Returns (node statements, edge statements, subgraphs).
+    fn check_structure(diagram: &str) -> (usize, usize, usize) {
+        let mut lines = diagram.lines();
+        assert_eq!(lines.next(), Some("flowchart TD"));
+        let (mut nodes, mut edges, mut subgraphs, mut open) = (0, 0, 0, 0);
+        for line in lines {
+            let shape = skeleton(line.trim_start());
+            let words: Vec<&str> = shape.split(' ').collect();
+            if shape.starts_with("%%") {
+                assert!(
+                    shape
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || " %-(),:".contains(c)),
+                    "comment holds only generated text: {line:?}"
+                );
+            } else if shape.starts_with("classDef ") {
+                assert!(
+                    CLASS_DEFS
+                        .iter()
+                        .any(|(class, style)| shape == format!("classDef {class} {style}"))
+                );
+            } else if shape.starts_with("class ") {
+                assert_eq!(words.len(), 3);
+                assert!(words[1].split(',').all(|id| is_id(id, 't')));
+                assert_eq!(words[2], CLASS_ANOMALY);
+            } else if words[0] == "subgraph" {
+                assert_eq!(words.len(), 3, "{line:?}");
+                assert!(is_id(words[1], 'b'));
+                assert_eq!(words[2], "[\"\"]");
+                subgraphs += 1;
+                open += 1;
+            } else if shape == "end" {
+                open -= 1;
+            } else if words.len() == 3 {
+                assert!(is_id(words[0], 't') && is_id(words[2], 't'), "{line:?}");
+                assert!(
+                    matches!(words[1], "-->" | "-.->|revises|" | "-->|\"\"|"),
+                    "{line:?}"
+                );
+                edges += 1;
+            } else {
+                assert_eq!(words.len(), 1, "{line:?}");
+                let (id, rest) = shape.split_once('[').expect("node statement");
+                assert!(is_id(id, 't') || id == EMPTY_NODE_ID, "{line:?}");
+                assert!(
+                    matches!(
+                        rest,
+                        "\"\"]"
+                            | "\"\"]:::revision"
+                            | "\"\"]:::branch"
+                            | "\"\"]:::think"
+                            | "\"\"]:::empty"
+                    ),
+                    "{line:?}"
+                );
+                nodes += 1;
+            }
+        }
+        assert_eq!(open, 0, "every subgraph is closed");
+        (nodes, edges, subgraphs)
+    }
+
+    /// The quoted strings of a diagram, in order.
+    fn quoted_strings(diagram: &str) -> Vec<&str> {
+        diagram.split('"').skip(1).step_by(2).collect()
+    }
+
+    #[test]
+    fn hostile_trees_render_one_node_per_thought_and_one_edge_per_graph_edge() {
+        for text in HOSTILE {
+            for tree in [hostile_tree(text), think_tree(text)] {
+                let diagram = render(&tree);
+                let (nodes, edges, subgraphs) = check_structure(&diagram);
+                assert_eq!(nodes, tree.order.len(), "{diagram}");
+                assert_eq!(edges, tree.edges().len(), "{diagram}");
+                assert_eq!(subgraphs, tree.branches.len(), "{diagram}");
+                for label in quoted_strings(&diagram) {
+                    assert_inert(&label.replace(LABEL_BREAK, " "));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edges_and_subgraphs_have_their_shapes() {
+        let tree = hostile_tree("x");
+        assert_eq!(tree.branches.len(), 3);
+        assert!(
+            tree.anomalies.contains(&Anomaly::DanglingRevision {
+                seq: 8,
+                revises_thought: 99
+            }) && tree.anomalies.contains(&Anomaly::DanglingBranchPoint {
+                seq: 9,
+                branch_from_thought: 77
+            }),
+            "{:?}",
+            tree.anomalies
+        );
+        let diagram = render(&tree);
+        // seq 2,3 main line; 4 revises 2; 5,6 branch a from thought 2 (seq 3); 7 branch b.
+        assert!(diagram.contains("\n    t2 --> t3\n"), "{diagram}");
+        assert!(diagram.contains("\n    t4 -.->|revises| t2\n"), "{diagram}");
+        assert!(
+            diagram.contains("\n    t3 -->|\"🌿 a x\"| t5\n"),
+            "{diagram}"
+        );
+        assert!(diagram.contains("\n    t5 --> t6\n"), "{diagram}");
+        assert!(
+            diagram.contains("\n    t2 -->|\"🌿 b x\"| t7\n"),
+            "{diagram}"
+        );
+        assert!(diagram.contains("\n    t7 -.->|revises| t3\n"), "{diagram}");
+        assert!(diagram.contains("\n    subgraph b1 [\"🌿 a x · from thought 2\"]\n        t5[\"🌿 3/5 · a x<br/>branch a#58; x\"]:::branch\n"), "{diagram}");
+        assert!(
+            diagram.contains("\n        t7[\"🔄 3/5 · b x · revises 2<br/>x\"]:::revision\n"),
+            "{diagram}"
+        );
+        assert!(
+            diagram.contains("\n    t2[\"💭 1/4<br/>x\"]\n"),
+            "{diagram}"
+        );
+        assert!(
+            diagram
+                .contains("\n    t4[\"🔄 3/4 · revises 1<br/>revision of 1#58; x\"]:::revision\n"),
+            "{diagram}"
+        );
+        assert!(diagram.contains("\n    class t8,t9 anomaly\n"), "{diagram}");
+        assert!(
+            diagram.contains(&format!("{} anomalies", tree.anomalies.len())),
+            "{diagram}"
+        );
+
+        let think = render(&think_tree("why"));
+        assert!(
+            think.contains("\n    t2[\"🤔 1<br/>1#58; why\"]:::think\n"),
+            "{think}"
+        );
+        assert!(think.contains("\n    t2 --> t3\n"), "{think}");
+    }
+
+    #[test]
+    fn long_thoughts_are_cut_in_the_label() {
+        let tree = tree_of(
+            "t",
+            SessionKind::Thinking,
+            vec![recorded(seq_thought(&"word ".repeat(100), 1, 1))],
+        );
+        let diagram = render(&tree);
+        let label = quoted_strings(&diagram)[0];
+        let text = label.split_once(LABEL_BREAK).unwrap().1;
+        assert_eq!(text.chars().count(), LABEL_MAX_CHARS, "{text:?}");
+        assert!(text.ends_with("word…"));
+    }
+
+    #[test]
+    fn an_empty_tree_is_still_a_diagram() {
+        for tree in [
+            tree_of("nothing \"]", SessionKind::Thinking, Vec::new()),
+            ThoughtTree::new(SessionId::generate()),
+        ] {
+            let diagram = render(&tree);
+            let (nodes, edges, subgraphs) = check_structure(&diagram);
+            assert_eq!((nodes, edges, subgraphs), (1, 0, 0));
+            assert!(diagram.contains(&format!("\n    {EMPTY_NODE_ID}[\"")));
+            assert!(
+                !diagram.contains("nothing"),
+                "the title never reaches the diagram"
+            );
+        }
+    }
+
+    /// Writes renders of hostile trees for `tools/mermaid-check` (see its check.mjs):
+    /// `MERMAID_OUT=DIR cargo test --lib export::mermaid -- --ignored`, then
+    /// `node tools/mermaid-check/check.mjs --no-raw-html DIR/*.mmd`. Each file's counts
+    /// are written beside it as `NAME.counts` (`nodes edges subgraphs`).
+    #[test]
+    #[ignore = "writes files for tools/mermaid-check; set MERMAID_OUT and run with --ignored"]
+    fn write_hostile_renders_for_the_mermaid_checker() {
+        let dir = std::path::PathBuf::from(std::env::var_os("MERMAID_OUT").unwrap_or_else(|| {
+            std::env::temp_dir()
+                .join("reasoning-ledger-mermaid")
+                .into_os_string()
+        }));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut trees = vec![("empty".to_string(), ThoughtTree::new(SessionId::generate()))];
+        for (i, text) in HOSTILE.iter().enumerate() {
+            trees.push((format!("hostile-{i:02}"), hostile_tree(text)));
+            trees.push((format!("think-{i:02}"), think_tree(text)));
+        }
+        let all: String = HOSTILE.concat();
+        trees.push(("hostile-all".into(), hostile_tree(&all)));
+        for (name, tree) in trees {
+            std::fs::write(dir.join(format!("{name}.mmd")), render(&tree)).unwrap();
+            std::fs::write(
+                dir.join(format!("{name}.counts")),
+                format!(
+                    "{} {} {}\n",
+                    tree.order.len(),
+                    tree.edges().len(),
+                    tree.branches.len()
+                ),
+            )
+            .unwrap();
+        }
+        eprintln!("wrote to {}", dir.display());
+    }
 }
