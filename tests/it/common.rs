@@ -153,3 +153,29 @@ pub fn check(name: &str, text: &str) {
 pub fn check_json(name: &str, value: &Value) {
     check(name, &serde_json::to_string_pretty(value).unwrap());
 }
+
+/// Spawns `reasoning-ledger serve` on `dir` with stderr piped, so a test can read what the
+/// server draws there. `disable_logging`: the value of `DISABLE_THOUGHT_LOGGING`, or
+/// `None` to leave it unset.
+pub async fn spawn_with_stderr(
+    dir: &Path,
+    disable_logging: Option<&str>,
+) -> (Client, tokio::process::ChildStderr) {
+    let dir = dir.to_path_buf();
+    let disable = disable_logging.map(str::to_string);
+    let (transport, stderr) =
+        TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
+            cmd.arg("serve").arg("--data-dir").arg(&dir);
+            cmd.env_remove("REASONING_LEDGER_TOOLSETS");
+            cmd.env_remove("RUST_LOG");
+            match &disable {
+                Some(value) => cmd.env("DISABLE_THOUGHT_LOGGING", value),
+                None => cmd.env_remove("DISABLE_THOUGHT_LOGGING"),
+            };
+        }))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let client = ().serve(transport).await.expect("initialize");
+    (client, stderr.expect("stderr piped"))
+}
