@@ -1,1 +1,309 @@
-//! exports (being written)
+//! Snapshots (normalized by `common::check`) of every export format of one fixed,
+//! hostile session, and of every answer shape the tools give.
+//!
+//! Regenerate with `INSTA_UPDATE=always cargo test --test it exports`, then read the
+//! `.snap` files under `snapshots/` before committing them.
+
+use crate::common::{self, Client, call, check, check_json, spawn, structured, text, thought};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const SEQ: &str = "sequentialthinking";
+
+/// Calls a tool, then waits a little so every event has its own commit millisecond
+/// (orderings by time are then the same on every run).
+async fn step(client: &Client, tool: &str, args: Value) -> rmcp::model::CallToolResult {
+    let result = call(client, tool, args).await;
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    result
+}
+
+fn with(mut args: Value, extra: Value) -> Value {
+    for (k, v) in extra.as_object().unwrap() {
+        args[k] = v.clone();
+    }
+    args
+}
+
+/// The fixed session: a main line, a revision, two branches (one with a hostile id), a
+/// dangling revisesThought, and thoughts full of characters that break diagrams and
+/// documents. Returns its session id.
+async fn scripted(client: &Client) -> String {
+    let calls = [
+        thought(
+            1,
+            5,
+            true,
+            r#"Plan: "quotes" and 'single', [brackets] {braces} (parens) <angle>"#,
+        ),
+        thought(
+            2,
+            5,
+            true,
+            "pipes | and `backticks` --> fake edge %% fake comment ;semicolon",
+        ),
+        with(
+            thought(
+                2,
+                5,
+                true,
+                "end\nsubgraph evil\n# heading\n<script>alert(1)</script>\n\n- [ ] item",
+            ),
+            json!({"isRevision": true, "revisesThought": 2}),
+        ),
+        with(
+            thought(
+                3,
+                5,
+                true,
+                "NUL:\u{0}: RLO:\u{202E}txet reversed: tab\there & #35; &amp; end",
+            ),
+            json!({"branchFromThought": 1, "branchId": "alt"}),
+        ),
+        with(
+            thought(
+                4,
+                5,
+                true,
+                "second on alt ```code fence``` | table | cell |",
+            ),
+            json!({"branchFromThought": 1, "branchId": "alt"}),
+        ),
+        with(
+            thought(3, 5, true, "click t1 call alert() style t1 fill:#f00"),
+            json!({"branchFromThought": 2, "branchId": "evil\"]; end --> x %% |y|"}),
+        ),
+        with(
+            thought(4, 5, true, "revises a thought that does not exist"),
+            json!({"isRevision": true, "revisesThought": 9}),
+        ),
+        thought(5, 5, false, "Conclusion: done. **bold** _it_ \\ backslash"),
+    ];
+    let mut session = None;
+    for args in calls {
+        let answer = structured(&step(client, SEQ, args).await);
+        session.get_or_insert(answer["sessionId"].as_str().unwrap().to_string());
+    }
+    session.unwrap()
+}
+
+async fn export(client: &Client, session: &str, format: &str) -> String {
+    let result = call(
+        client,
+        "export_session",
+        json!({"sessionId": session, "format": format}),
+    )
+    .await;
+    assert!(!common::is_error(&result), "{format}: {}", text(&result));
+    text(&result)
+}
+
+#[tokio::test]
+async fn export_mermaid_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    let mermaid = export(&client, &session, "mermaid").await;
+    // Nothing a model wrote reaches the diagram raw.
+    for raw in [
+        "<script>", "\u{0}", "\u{202E}", "--> fake", "%% fake", "\nend\n", "`",
+    ] {
+        assert!(
+            !mermaid.contains(raw),
+            "{raw:?} reached the diagram:\n{mermaid}"
+        );
+    }
+    check("export_mermaid", &mermaid);
+}
+
+#[tokio::test]
+async fn export_markdown_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    check(
+        "export_markdown",
+        &export(&client, &session, "markdown").await,
+    );
+}
+
+#[tokio::test]
+async fn export_json_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    let json = export(&client, &session, "json").await;
+    let tree: Value = serde_json::from_str(&json).expect("json export parses");
+    // The full text is kept, NUL and U+202E included.
+    assert!(
+        tree["thoughts"][3]["thought"]
+            .as_str()
+            .unwrap()
+            .contains("NUL:\u{0}: RLO:\u{202E}")
+    );
+    // (The cycle anomaly a same-line revision raises today is pinned, as a bug, by
+    // ledger::revising_an_earlier_thought_on_the_same_line_is_not_a_cycle_anomaly.)
+    let dangling = json!({"kind": "dangling_revision", "seq": 8, "revises_thought": 9});
+    assert!(
+        tree["anomalies"].as_array().unwrap().contains(&dangling),
+        "{}",
+        tree["anomalies"]
+    );
+    check("export_json", &json);
+}
+
+#[tokio::test]
+async fn export_jsonl_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    let jsonl = export(&client, &session, "jsonl").await;
+    assert_eq!(jsonl.lines().count(), 9);
+    check("export_jsonl", &jsonl);
+}
+
+// ---- answer shapes ----
+
+#[tokio::test]
+async fn answer_shape_sequentialthinking() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    step(&client, SEQ, thought(1, 3, true, "first")).await;
+    let result = call(
+        &client,
+        SEQ,
+        with(
+            thought(2, 3, true, "a branch"),
+            json!({"branchFromThought": 1, "branchId": "alt"}),
+        ),
+    )
+    .await;
+    check_json(
+        "answer_sequentialthinking",
+        &serde_json::to_value(&result).unwrap(),
+    );
+}
+
+#[tokio::test]
+async fn answer_shape_think() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let result = call(
+        &client,
+        "think",
+        json!({
+            "thread_purpose": "Plan the release",
+            "thought": "Tests first, then the changelog.",
+            "thought_index": 1,
+            "tool_recommendation": "run_tests",
+            "left_to_be_done": "- write tests\n- update changelog\n- tag"
+        }),
+    )
+    .await;
+    check_json("answer_think", &serde_json::to_value(&result).unwrap());
+}
+
+#[tokio::test]
+async fn answer_shape_validation_error() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let result = call(&client, SEQ, json!({"thought": "only the thought"})).await;
+    check_json(
+        "answer_validation_error_missing_fields",
+        &serde_json::to_value(&result).unwrap(),
+    );
+    let result = call(
+        &client,
+        SEQ,
+        json!({"thought": 5, "thoughtNumber": "abc", "totalThoughts": 0, "nextThoughtNeeded": "yes", "branchId": 7}),
+    )
+    .await;
+    check("answer_validation_error_every_kind", &text(&result));
+}
+
+/// The scripted session plus a think thread, for the ledger answers.
+async fn ledger_fixture(client: &Client) -> String {
+    let session = scripted(client).await;
+    step(
+        client,
+        "think",
+        json!({"thread_purpose": "Review the plan", "thought": "Check the conclusion again", "thought_index": 1}),
+    )
+    .await;
+    session
+}
+
+#[tokio::test]
+async fn answer_shape_list_sessions() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    ledger_fixture(&client).await;
+    let answer = structured(&call(&client, "list_sessions", json!({})).await);
+    check_json("answer_list_sessions", &answer);
+    let mut answer = structured(&call(&client, "list_sessions", json!({"limit": 1})).await);
+    // The cursor is `<updated ms>.<session id>`: the time part changes from run to run.
+    let cursor = answer["nextCursor"]
+        .as_str()
+        .expect("a next page")
+        .to_string();
+    let (time, id) = cursor.split_once('.').expect("time.id");
+    assert!(time.bytes().all(|b| b.is_ascii_digit()), "{cursor}");
+    answer["nextCursor"] = json!(format!("<ms>.{id}"));
+    check_json("answer_list_sessions_paged", &answer);
+}
+
+#[tokio::test]
+async fn answer_shape_get_history() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = ledger_fixture(&client).await;
+    let answer = structured(
+        &call(
+            &client,
+            "get_history",
+            json!({"sessionId": session, "fromSeq": 3, "limit": 3}),
+        )
+        .await,
+    );
+    check_json("answer_get_history", &answer);
+}
+
+#[tokio::test]
+async fn answer_shape_search_history() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    ledger_fixture(&client).await;
+    let answer = structured(
+        &call(
+            &client,
+            "search_history",
+            json!({"query": "the conclusion"}),
+        )
+        .await,
+    );
+    check_json("answer_search_history", &answer);
+}
+
+#[tokio::test]
+async fn answer_shape_replay_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = ledger_fixture(&client).await;
+    let answer = structured(
+        &call(
+            &client,
+            "replay_session",
+            json!({"sessionId": session, "atSeq": 5}),
+        )
+        .await,
+    );
+    check_json("answer_replay_session", &answer);
+}
+
+#[tokio::test]
+async fn answer_shape_tools_list() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let list = client.list_tools(None).await.expect("tools/list");
+    check_json("tools_list", &serde_json::to_value(&list).unwrap());
+}

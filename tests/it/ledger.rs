@@ -638,3 +638,58 @@ async fn resources_read_the_list_a_session_and_its_renderings() {
     // Still serving.
     read(&client, "ledger://sessions").await.expect("the list");
 }
+
+// ---- regressions ----
+
+#[tokio::test]
+async fn revising_an_earlier_thought_on_the_same_line_is_not_a_cycle_anomaly() {
+    // A revision's edge points back at the thought it revises, which is an ancestor on the
+    // same line: the projection must not report that as a cycle (tree.rs documents a cycle
+    // as impossible for a log this build wrote).
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let first = seq(&client, thought(1, 2, true, "first")).await;
+    let mut revision = thought(2, 2, false, "first was wrong");
+    revision["isRevision"] = json!(true);
+    revision["revisesThought"] = json!(1);
+    seq(&client, revision).await;
+    let tree = structured(
+        &call(
+            &client,
+            "replay_session",
+            json!({"sessionId": first["sessionId"], "atSeq": 3}),
+        )
+        .await,
+    );
+    assert_eq!(
+        tree["edges"],
+        json!([{"from": 2, "to": 3, "kind": "next"}, {"from": 3, "to": 2, "kind": "revises"}])
+    );
+    assert_eq!(
+        tree["anomalies"],
+        json!([]),
+        "no anomaly in a well-formed session"
+    );
+}
+
+#[tokio::test]
+async fn search_snippet_survives_text_whose_lowercase_is_longer() {
+    // "İ" lowercases to two chars ("i̇"), so offsets in the lowercased text run past the
+    // original's length; the snippet must still be cut from the original text.
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    seq(&client, thought(1, 2, true, "start")).await;
+    let hostile = format!("{} the fox", "İ".repeat(100));
+    seq(&client, thought(2, 2, false, &hostile)).await;
+    let result = call(&client, "search_history", json!({"query": "fox"})).await;
+    assert!(!is_error(&result), "search failed: {}", text(&result));
+    let answer = structured(&result);
+    let matches = answer["matches"].as_array().unwrap();
+    assert_eq!(matches.len(), 1);
+    assert_eq!(matches[0]["seq"], 3);
+    let snippet = matches[0]["snippet"].as_str().unwrap();
+    assert!(
+        snippet.contains("the fox"),
+        "snippet misses the hit: {snippet:?}"
+    );
+}

@@ -214,6 +214,16 @@ async fn reference_case_6_a_10000_character_thought_is_accepted_whole() {
 }
 
 #[tokio::test]
+async fn empty_thought_is_accepted_like_the_reference() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let answer = seq(&client, thought(1, 2, true, "")).await;
+    assert_eq!(answer["thoughtHistoryLength"], 1);
+    let answer = seq(&client, thought(2, 2, false, "")).await;
+    assert_eq!(answer["thoughtHistoryLength"], 2);
+}
+
+#[tokio::test]
 async fn reference_case_7_boolean_strings_in_any_case_and_nothing_else() {
     let dir = common::data_dir();
     let client = spawn(dir.path()).await;
@@ -477,10 +487,25 @@ async fn thought_history_length_counts_per_session() {
     assert_eq!(answer["sessionId"], first["sessionId"]);
     assert_eq!(answer["thoughtHistoryLength"], 3);
     assert_eq!(answer["eventSeq"], 4);
+    // sessionId wins over thoughtNumber 1: the named session continues.
+    let named_first = with(
+        thought(1, 3, true, "a first thought, in the named session"),
+        "sessionId",
+        second["sessionId"].clone(),
+    );
+    let answer = seq(&client, named_first).await;
+    assert_eq!(answer["sessionId"], second["sessionId"]);
+    assert_eq!(answer["thoughtHistoryLength"], 3);
+    let old = with(
+        thought(3, 3, false, "first again"),
+        "sessionId",
+        first["sessionId"].clone(),
+    );
+    seq(&client, old).await;
     // ... and it is now the current one.
     let answer = seq(&client, thought(4, 4, false, "still first")).await;
     assert_eq!(answer["sessionId"], first["sessionId"]);
-    assert_eq!(answer["thoughtHistoryLength"], 4);
+    assert_eq!(answer["thoughtHistoryLength"], 5);
 
     // An unknown sessionId is an error naming it, and nothing is recorded.
     for unknown in ["01ARZ3NDEKTSV4RRFFQ69G5FAV", "no-such-session"] {
@@ -495,7 +520,8 @@ async fn thought_history_length_counts_per_session() {
         );
     }
     let answer = seq(&client, thought(5, 5, false, "after the errors")).await;
-    assert_eq!(answer["thoughtHistoryLength"], 5);
+    assert_eq!(answer["sessionId"], first["sessionId"]);
+    assert_eq!(answer["thoughtHistoryLength"], 6);
 }
 
 #[tokio::test]
