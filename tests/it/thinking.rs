@@ -929,3 +929,64 @@ async fn stderr_box_is_drawn_for_each_thought_unless_disabled() {
         assert!(!drawn.contains('┌'), "{value}: box drawn anyway:\n{drawn}");
     }
 }
+
+#[tokio::test]
+async fn concurrent_calls_each_get_their_own_count_and_seq() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let first = seq(&client, thought(1, 9, true, "start")).await;
+    let calls = (2..=9).map(|n| {
+        let client = &client;
+        async move { seq(client, thought(n, 9, true, &format!("parallel {n}"))).await }
+    });
+    let answers = futures_join_all(calls).await;
+    let mut lengths: Vec<u64> = answers
+        .iter()
+        .map(|a| a["thoughtHistoryLength"].as_u64().unwrap())
+        .collect();
+    let mut seqs: Vec<u64> = answers
+        .iter()
+        .map(|a| a["eventSeq"].as_u64().unwrap())
+        .collect();
+    lengths.sort_unstable();
+    seqs.sort_unstable();
+    assert_eq!(lengths, (2..=9).collect::<Vec<_>>());
+    assert_eq!(seqs, (3..=10).collect::<Vec<_>>());
+    for answer in &answers {
+        assert_eq!(answer["sessionId"], first["sessionId"]);
+        // Each answer's count matches its seq: answered after its own commit.
+        assert_eq!(
+            answer["eventSeq"].as_u64().unwrap(),
+            answer["thoughtHistoryLength"].as_u64().unwrap() + 1
+        );
+    }
+}
+
+/// Runs the futures concurrently on this task and collects their outputs in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(Box::pin(f));
+    }
+    let mut outputs: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in set.iter_mut().enumerate() {
+            if outputs[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => outputs[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().map(Option::unwrap).collect()
+}
