@@ -9,7 +9,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
@@ -33,25 +33,30 @@ pub struct FsyncFigures {
 }
 
 /// Writes 4 KiB at offset 0 of a scratch file in `dir` and calls
-/// `sync_data` (fdatasync), `samples` times; removes the file afterwards.
-/// Blocking: call it from `spawn_blocking`.
-pub fn measure_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<FsyncFigures> {
-    anyhow::ensure!(samples > 0, "fdatasync sample count must be positive");
+/// `sync_data` (fdatasync), `samples` times, timing each write + sync;
+/// removes the file afterwards. Blocking: call it from `spawn_blocking`.
+pub fn sample_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
     let path = dir.join(SCRATCH_FILE_NAME);
     let result = time_syncs(&path, samples);
     // Best effort: a leftover scratch file is harmless, the error is not.
     let _ = fs::remove_file(&path);
-    let durations = result?;
-    let latency =
-        LatencySummary::from_samples(durations).context("no fdatasync samples were taken")?;
-    Ok(FsyncFigures {
-        dir: dir.to_path_buf(),
-        filesystem: filesystem_of(dir),
-        latency,
-    })
+    result
 }
 
-fn time_syncs(path: &Path, samples: usize) -> anyhow::Result<Vec<std::time::Duration>> {
+impl FsyncFigures {
+    /// Summarises samples taken in `dir` (possibly in several batches).
+    pub fn from_samples(dir: &Path, samples: Vec<Duration>) -> anyhow::Result<Self> {
+        let latency =
+            LatencySummary::from_samples(samples).context("no fdatasync samples were taken")?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            filesystem: filesystem_of(dir),
+            latency,
+        })
+    }
+}
+
+fn time_syncs(path: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
     let mut file: File = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -137,8 +142,10 @@ mod tests {
     fn measures_in_a_directory_and_cleans_up() {
         let dir = std::env::temp_dir().join(format!("rl-bench-fsync-{}", std::process::id()));
         fs::create_dir_all(&dir).expect("create scratch dir");
-        let figures = measure_fdatasync(&dir, 3).expect("measure");
+        let samples = sample_fdatasync(&dir, 3).expect("measure");
+        let figures = FsyncFigures::from_samples(&dir, samples).expect("summarise");
         assert_eq!(figures.latency.samples, 3);
+        assert!(FsyncFigures::from_samples(&dir, Vec::new()).is_err());
         assert!(!dir.join(SCRATCH_FILE_NAME).exists());
         fs::remove_dir(&dir).expect("scratch dir is empty again");
     }

@@ -17,11 +17,14 @@ mod session;
 mod stats;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
 pub use fsync::{FSYNC_WRITE_BYTES, FsyncFigures};
-pub use report::{DURABILITY_BUDGET_FACTOR, ServerBenchReport, ServerFigures, ServerOutcome};
+pub use report::{
+    DURABILITY_BUDGET_FACTOR, DurabilityBudget, ServerBenchReport, ServerFigures, ServerOutcome,
+};
 pub use session::{DATA_DIR_PLACEHOLDER, QUIET_ENV, TOOL_NAME};
 pub use stats::LatencySummary;
 
@@ -142,6 +145,7 @@ pub async fn run_server_bench(opts: ServerBenchOptions) -> anyhow::Result<Server
     anyhow::ensure!(opts.spawn_runs > 0, "spawn runs must be positive");
     anyhow::ensure!(opts.calls > 0, "call count must be positive");
     anyhow::ensure!(opts.in_flight > 0, "requests in flight must be positive");
+    anyhow::ensure!(opts.fsync_samples > 0, "fdatasync samples must be positive");
     let created_data_dir = !opts.data_dir.exists();
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("creating bench data dir {}", opts.data_dir.display()))?;
@@ -150,18 +154,15 @@ pub async fn run_server_bench(opts: ServerBenchOptions) -> anyhow::Result<Server
     rss_checkpoints.dedup();
     rss_checkpoints.retain(|&n| n > 0);
 
+    // The baseline brackets the servers: half its samples before, half after,
+    // so a disk that gets busier or quieter during the run shows in both.
     let progress = Progress(opts.progress);
+    let first_half = opts.fsync_samples.div_ceil(2);
     progress.say(format_args!(
-        "fdatasync: {} × {FSYNC_WRITE_BYTES} B in {}",
-        opts.fsync_samples,
+        "fdatasync: {first_half} × {FSYNC_WRITE_BYTES} B in {}",
         opts.data_dir.display()
     ));
-    let fsync_dir = opts.data_dir.clone();
-    let fsync_samples = opts.fsync_samples;
-    let fdatasync =
-        tokio::task::spawn_blocking(move || fsync::measure_fdatasync(&fsync_dir, fsync_samples))
-            .await
-            .context("fdatasync measurement panicked")??;
+    let mut fsync_samples = sample_fdatasync(&opts.data_dir, first_half).await?;
 
     let plan = Plan {
         opts: &opts,
@@ -184,6 +185,13 @@ pub async fn run_server_bench(opts: ServerBenchOptions) -> anyhow::Result<Server
             figures: outcome.map_err(|e| format!("{e:#}")),
         });
     }
+
+    let second_half = opts.fsync_samples - first_half;
+    progress.say(format_args!(
+        "fdatasync: {second_half} more × {FSYNC_WRITE_BYTES} B"
+    ));
+    fsync_samples.extend(sample_fdatasync(&opts.data_dir, second_half).await?);
+    let fdatasync = FsyncFigures::from_samples(&opts.data_dir, fsync_samples)?;
 
     if created_data_dir {
         // Only succeeds if the sessions left nothing behind, which is the point.
@@ -373,6 +381,14 @@ fn fresh_dir(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let dir = parent.join(name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+/// [`fsync::sample_fdatasync`] off the async runtime's worker threads.
+async fn sample_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || fsync::sample_fdatasync(&dir, samples))
+        .await
+        .context("fdatasync measurement panicked")?
 }
 
 fn remove_dir(dir: &Path) -> anyhow::Result<()> {
