@@ -20,3 +20,5 @@ pub mod projection;
 pub mod server;
 pub mod store;
 pub mod tools;
+pub mod bench;
+pub mod bench_ledger;

@@ -144,10 +144,19 @@ impl ThoughtTree {
         tree
     }
 
-    /// Checks the whole graph once after a fold; a cycle is reported, not followed.
+    /// Checks the whole graph once after a fold, without recursion (a session can hold
+    /// hundreds of thousands of thoughts). `next` and `branches_from` edges must point
+    /// forward in seq and `revises` edges backward; then no path can return to its
+    /// start. An edge breaking that (only a crafted log could) is reported as a cycle.
     pub fn finish(&mut self) {
-        if petgraph::algo::is_cyclic_directed(&self.graph) && !self.anomalies.contains(&Anomaly::Cycle)
-        {
+        let out_of_order = self.graph.edge_references().any(|edge| {
+            let (from, to) = (self.graph[edge.source()].seq, self.graph[edge.target()].seq);
+            match edge.weight() {
+                EdgeKind::Next | EdgeKind::BranchesFrom => from >= to,
+                EdgeKind::Revises => from <= to,
+            }
+        });
+        if out_of_order && !self.anomalies.contains(&Anomaly::Cycle) {
             self.anomalies.push(Anomaly::Cycle);
         }
     }

@@ -1,0 +1,157 @@
+//! Ledger-side benchmarks (no MCP): rebuild of a long session, Mermaid export of a big
+//! tree, and opening a ledger holding a million events.
+//!
+//! Owns: building the fixture ledgers (batched appends through the real store) and timing
+//! the operations DESIGN §10 sets targets for. Must not: assert anything; it measures and
+//! reports. Run through `reasoning-ledger bench`.
+
+use crate::event::{CallRecord, NewEvent, Payload, SequentialThought, SessionId, SessionKind};
+use crate::export;
+use crate::projection::tree::ThoughtTree;
+use crate::store::Ledger;
+use anyhow::Context;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Events appended per transaction while building fixtures (fixtures are not the
+/// measured part; one commit per event would take minutes for a million).
+pub const FIXTURE_BATCH: u64 = 2_000;
+
+/// Figures of the ledger benchmarks, in milliseconds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LedgerFigures {
+    pub rebuild_events: u64,
+    /// Median of several folds of the whole session from the file.
+    pub rebuild_ms: f64,
+    pub mermaid_thoughts: u64,
+    /// Median Mermaid render of the tree (already folded).
+    pub mermaid_ms: f64,
+    pub open_events: u64,
+    /// Median time of `Ledger::open` on the big ledger (a fresh process would pay this).
+    pub open_ms: f64,
+    pub open_file_bytes: u64,
+}
+
+fn thought_payload(n: u64, total: u64) -> Payload {
+    // A realistic mix: every 10th thought revises, every 25th starts a branch.
+    let branch = (n % 25 == 0).then(|| format!("b{}", n / 25));
+    Payload::ThoughtRecorded {
+        thought: SequentialThought {
+            thought: format!(
+                "Thought {n}: weigh the evidence, note what is uncertain, and decide what to check next."
+            ),
+            thought_number: n,
+            total_thoughts: total,
+            next_thought_needed: n < total,
+            is_revision: (n % 10 == 0).then_some(true),
+            revises_thought: (n % 10 == 0).then(|| n - 1),
+            branch_from_thought: branch.as_ref().map(|_| n - 1),
+            branch_id: branch,
+            needs_more_thoughts: None,
+        },
+        call: CallRecord {
+            tool: "sequentialthinking".into(),
+            raw_arguments: serde_json::json!({"thoughtNumber": n}),
+            duration_us: 10,
+        },
+    }
+}
+
+/// Appends a thinking session of `events` events (one start + thoughts) in batches.
+pub fn build_session(ledger: &Ledger, events: u64) -> anyhow::Result<SessionId> {
+    let session = SessionId::generate();
+    let thoughts = events.saturating_sub(1);
+    let mut seq = 0u64;
+    while seq < events {
+        let upto = (seq + FIXTURE_BATCH).min(events);
+        let mut batch = Vec::new();
+        for s in seq + 1..=upto {
+            batch.push(NewEvent::new(if s == 1 {
+                Payload::SessionStarted {
+                    kind: SessionKind::Thinking,
+                    title: "benchmark".into(),
+                    aliases: Vec::new(),
+                }
+            } else {
+                thought_payload(s - 1, thoughts)
+            }));
+        }
+        let expected = seq;
+        ledger
+            .write_blocking(move |txn| txn.append(session, expected, batch))?
+            .context("appending fixture events")?;
+        seq = upto;
+    }
+    Ok(session)
+}
+
+fn median(mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    samples[samples.len() / 2].as_secs_f64() * 1000.0
+}
+
+/// Runs the three ledger benchmarks in `dir` (fixtures are built there and kept).
+pub fn run(dir: &Path, rebuild_events: u64, mermaid_thoughts: u64, open_events: u64) -> anyhow::Result<LedgerFigures> {
+    let rebuild_dir = dir.join("rebuild");
+    let ledger = Ledger::open(&rebuild_dir)?;
+    let session = build_session(&ledger, rebuild_events)?;
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let head = ledger.head(session)?.context("fixture head")?;
+        let mut tree = ThoughtTree::new(session);
+        ledger.for_each_event(session, 1, head.seq, |event| {
+            tree.apply(&event);
+            true
+        })?;
+        tree.finish();
+        samples.push(started.elapsed());
+        assert_eq!(tree.at_seq, rebuild_events);
+    }
+    let rebuild_ms = median(samples);
+    drop(ledger);
+
+    let mermaid_dir = dir.join("mermaid");
+    let ledger = Ledger::open(&mermaid_dir)?;
+    let session = build_session(&ledger, mermaid_thoughts + 1)?;
+    let events = ledger.events(session, 1, mermaid_thoughts + 1)?;
+    let tree = ThoughtTree::build(session, events);
+    let mut samples = Vec::new();
+    for _ in 0..9 {
+        let started = Instant::now();
+        let text = export::mermaid::render(&tree);
+        samples.push(started.elapsed());
+        std::hint::black_box(text);
+    }
+    let mermaid_ms = median(samples);
+    drop(ledger);
+
+    let open_dir = dir.join("open");
+    {
+        let ledger = Ledger::open(&open_dir)?;
+        let per_session = 100_000u64.min(open_events);
+        let mut total = 0;
+        while total < open_events {
+            let n = per_session.min(open_events - total);
+            build_session(&ledger, n)?;
+            total += n;
+        }
+    }
+    let mut samples = Vec::new();
+    for _ in 0..7 {
+        let started = Instant::now();
+        let ledger = Ledger::open(&open_dir)?;
+        samples.push(started.elapsed());
+        drop(ledger);
+    }
+    let open_file_bytes = std::fs::metadata(open_dir.join(crate::store::LEDGER_FILE_NAME))?.len();
+    Ok(LedgerFigures {
+        rebuild_events,
+        rebuild_ms,
+        mermaid_thoughts,
+        mermaid_ms,
+        open_events,
+        open_ms: median(samples),
+        open_file_bytes,
+    })
+}
