@@ -395,9 +395,11 @@ pub fn search(
 /// Up to [`SNIPPET_CONTEXT_CHARS`] characters each side of the hit at `anchor` (a byte
 /// offset in the lowercased text, mapped back by character count).
 fn snippet(text: &str, lower: &str, anchor: usize) -> String {
-    let anchor_chars = lower[..anchor.min(lower.len())].chars().count();
-    let start = anchor_chars.saturating_sub(SNIPPET_CONTEXT_CHARS);
     let total = text.chars().count();
+    // Lowercasing can change the character count ("İ" becomes two), so the hit's
+    // position in `text` is approximate; clamp it to stay inside the original.
+    let anchor_chars = lower[..anchor.min(lower.len())].chars().count().min(total);
+    let start = anchor_chars.saturating_sub(SNIPPET_CONTEXT_CHARS);
     let end = (anchor_chars + SNIPPET_CONTEXT_CHARS * 2).min(total);
     let mut out: String = text.chars().skip(start).take(end - start).collect();
     if start > 0 {
