@@ -12,4 +12,5 @@ mod common;
 mod durability;
 mod exports;
 mod ledger;
+mod protocol;
 mod thinking;

@@ -1,0 +1,110 @@
+//! Both protocol generations over raw stdio: `initialize` (2024-11-05 … 2025-11-25) and
+//! `server/discover` with per-request metadata (2026-07-28).
+
+use crate::common::*;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+struct RawServer {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawServer {
+    fn start(dir: &std::path::Path) -> Self {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["serve", "--data-dir"])
+            .arg(dir)
+            .env("DISABLE_THOUGHT_LOGGING", "true")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        RawServer { child, stdin, lines }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).await.unwrap();
+    }
+
+    /// The response with `id`, skipping notifications.
+    async fn response(&mut self, id: u64) -> Value {
+        loop {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
+                .await
+                .expect("server answered in time")
+                .unwrap()
+                .expect("server still running");
+            let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+}
+
+fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[tokio::test]
+async fn server_discover_then_a_tool_call_with_request_metadata() {
+    let dir = data_dir();
+    let mut server = RawServer::start(dir.path());
+    server
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta_2026()}}))
+        .await;
+    let discovered = server.response(1).await;
+    let versions = discovered["result"]["supportedVersions"].as_array().expect("supportedVersions");
+    assert!(versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")), "{discovered}");
+    assert_eq!(
+        discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        json!("reasoning-ledger"),
+        "{discovered}"
+    );
+
+    server
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "_meta": meta_2026(),
+            "name": "sequentialthinking",
+            "arguments": {"thought": "new generation", "thoughtNumber": 1, "totalThoughts": 1, "nextThoughtNeeded": false}
+        }}))
+        .await;
+    let answer = server.response(2).await;
+    assert_eq!(answer["result"]["structuredContent"]["thoughtHistoryLength"], json!(1), "{answer}");
+    server.child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn initialize_negotiates_older_protocol_versions() {
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let dir = data_dir();
+        let mut server = RawServer::start(dir.path());
+        server
+            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "it", "version": "1"}
+            }}))
+            .await;
+        let init = server.response(1).await;
+        assert_eq!(init["result"]["protocolVersion"], json!(version), "{init}");
+        assert!(init["result"]["instructions"].as_str().unwrap().contains("sessionId"));
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+        let tools = server.response(2).await;
+        assert!(tools["result"]["tools"].as_array().unwrap().len() >= 2, "{tools}");
+        server.child.kill().await.unwrap();
+    }
+}
