@@ -30,7 +30,7 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 
 /// Bytes of page cache redb may hold. Small on purpose: the log is append-mostly and reads
 /// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
-pub const CACHE_SIZE_BYTES: usize = 4 * 1024 * 1024;
+pub const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
 /// The head of a session: its last seq and hash, and the summary folded up to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
