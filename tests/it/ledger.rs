@@ -693,3 +693,22 @@ async fn search_snippet_survives_text_whose_lowercase_is_longer() {
         "snippet misses the hit: {snippet:?}"
     );
 }
+
+#[tokio::test]
+async fn search_snippet_shows_the_hit_when_lowercasing_expands_the_text_before_it() {
+    // 100 "İ" lowercase to 200 chars: a position counted in the lowercased text lands 100
+    // chars past the hit in the original, so the snippet must be placed by the original.
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    seq(&client, thought(1, 2, true, "start")).await;
+    let hostile = format!("{} the fox {}", "İ".repeat(100), "x".repeat(300));
+    seq(&client, thought(2, 2, false, &hostile)).await;
+    let result = call(&client, "search_history", json!({"query": "fox"})).await;
+    assert!(!is_error(&result), "search failed: {}", text(&result));
+    let answer = structured(&result);
+    let snippet = answer["matches"][0]["snippet"].as_str().unwrap();
+    assert!(
+        snippet.contains("the fox"),
+        "snippet misses the hit: {snippet:?}"
+    );
+}
