@@ -34,7 +34,7 @@ pub struct LedgerFigures {
 
 fn thought_payload(n: u64, total: u64) -> Payload {
     // A realistic mix: every 10th thought revises, every 25th starts a branch.
-    let branch = (n % 25 == 0).then(|| format!("b{}", n / 25));
+    let branch = n.is_multiple_of(25).then(|| format!("b{}", n / 25));
     Payload::ThoughtRecorded {
         thought: SequentialThought {
             thought: format!(
@@ -43,8 +43,8 @@ fn thought_payload(n: u64, total: u64) -> Payload {
             thought_number: n,
             total_thoughts: total,
             next_thought_needed: n < total,
-            is_revision: (n % 10 == 0).then_some(true),
-            revises_thought: (n % 10 == 0).then(|| n - 1),
+            is_revision: n.is_multiple_of(10).then_some(true),
+            revises_thought: n.is_multiple_of(10).then(|| n - 1),
             branch_from_thought: branch.as_ref().map(|_| n - 1),
             branch_id: branch,
             needs_more_thoughts: None,
@@ -91,7 +91,12 @@ fn median(mut samples: Vec<Duration>) -> f64 {
 }
 
 /// Runs the three ledger benchmarks in `dir` (fixtures are built there and kept).
-pub fn run(dir: &Path, rebuild_events: u64, mermaid_thoughts: u64, open_events: u64) -> anyhow::Result<LedgerFigures> {
+pub fn run(
+    dir: &Path,
+    rebuild_events: u64,
+    mermaid_thoughts: u64,
+    open_events: u64,
+) -> anyhow::Result<LedgerFigures> {
     let rebuild_dir = dir.join("rebuild");
     let ledger = Ledger::open(&rebuild_dir)?;
     let session = build_session(&ledger, rebuild_events)?;

@@ -156,7 +156,9 @@ pub fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
     directories::ProjectDirs::from("", "", "reasoning-ledger")
         .map(|dirs| dirs.data_dir().to_path_buf())
-        .context("no home directory to hold the ledger: pass --data-dir or set REASONING_LEDGER_DIR")
+        .context(
+            "no home directory to hold the ledger: pass --data-dir or set REASONING_LEDGER_DIR",
+        )
 }
 
 /// Entry point of the binary.
@@ -229,7 +231,11 @@ fn open(settings: &Settings) -> anyhow::Result<Ledger> {
 }
 
 fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
-    let chosen = toolsets.or_else(|| std::env::var(TOOLSETS_ENV).ok().filter(|s| !s.trim().is_empty()));
+    let chosen = toolsets.or_else(|| {
+        std::env::var(TOOLSETS_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    });
     let toolsets = match chosen {
         Some(text) => Toolset::parse_list(&text).map_err(anyhow::Error::msg)?,
         None => Toolset::DEFAULT.to_vec(),
@@ -250,17 +256,28 @@ fn stdout_write(text: &str) -> anyhow::Result<()> {
 }
 
 fn find_session(ledger: &Ledger, id: &str) -> anyhow::Result<SessionHead> {
-    let session = ledger
-        .resolve(id)?
-        .with_context(|| format!("no session {id:?} in {}; `reasoning-ledger sessions` lists them", ledger.path().display()))?;
+    let session = ledger.resolve(id)?.with_context(|| {
+        format!(
+            "no session {id:?} in {}; `reasoning-ledger sessions` lists them",
+            ledger.path().display()
+        )
+    })?;
     ledger
         .head(session)?
         .with_context(|| format!("session {session} has no head"))
 }
 
-fn sessions(settings: &Settings, json: bool, kind: Option<String>, limit: usize) -> anyhow::Result<()> {
+fn sessions(
+    settings: &Settings,
+    json: bool,
+    kind: Option<String>,
+    limit: usize,
+) -> anyhow::Result<()> {
     let kind = match kind {
-        Some(text) => Some(SessionKind::parse(&text).with_context(|| format!("unknown kind {text:?}: use thinking or think"))?),
+        Some(text) => Some(
+            SessionKind::parse(&text)
+                .with_context(|| format!("unknown kind {text:?}: use thinking or think"))?,
+        ),
         None => None,
     };
     let ledger = open(settings)?;
@@ -306,7 +323,11 @@ fn check_at(head: &SessionHead, at: Option<u64>) -> anyhow::Result<()> {
     if let Some(at) = at
         && (at == 0 || at > head.seq)
     {
-        bail!("--at {at} is out of range: session {} has events 1..={}", head.session, head.seq);
+        bail!(
+            "--at {at} is out of range: session {} has events 1..={}",
+            head.session,
+            head.seq
+        );
     }
     Ok(())
 }
@@ -330,7 +351,9 @@ fn export_cmd(
                 .write(true)
                 .create_new(true)
                 .open(path)
-                .with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
+                .with_context(|| {
+                    format!("cannot create {} (it must not exist yet)", path.display())
+                })?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
             eprintln!("wrote {} ({} bytes)", path.display(), text.len());
@@ -344,11 +367,24 @@ fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> 
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
     let (tree, events) = ledger_tools::load_tree(&ledger, &head, at)?;
-    let mut text = format!("Replay of session {} at seq {} of {}\n\n", head.session, tree.at_seq, head.seq);
+    let mut text = format!(
+        "Replay of session {} at seq {} of {}\n\n",
+        head.session, tree.at_seq, head.seq
+    );
     for event in &events {
-        let line = event.payload.text().unwrap_or("").replace(['\n', '\r'], " ");
+        let line = event
+            .payload
+            .text()
+            .unwrap_or("")
+            .replace(['\n', '\r'], " ");
         let line: String = line.chars().take(100).collect();
-        text.push_str(&format!("{:>5}  {}  {:<16}  {}\n", event.seq, event.at_rfc3339(), event.payload.type_name(), line));
+        text.push_str(&format!(
+            "{:>5}  {}  {:<16}  {}\n",
+            event.seq,
+            event.at_rfc3339(),
+            event.payload.type_name(),
+            line
+        ));
     }
     text.push('\n');
     text.push_str(&export::markdown::render(&tree));
@@ -401,14 +437,19 @@ fn verify(settings: &Settings, id: Option<&str>) -> anyhow::Result<()> {
 pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut batches: Vec<Vec<Event>> = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         if line.len() > MAX_IMPORT_LINE_BYTES {
-            bail!("{}:{}: line longer than {MAX_IMPORT_LINE_BYTES} bytes", file.display(), number + 1);
+            bail!(
+                "{}:{}: line longer than {MAX_IMPORT_LINE_BYTES} bytes",
+                file.display(),
+                number + 1
+            );
         }
         let event: Event = serde_json::from_str(line)
             .with_context(|| format!("{}:{}: not an exported event", file.display(), number + 1))?;
@@ -450,7 +491,8 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
     use rmcp::model::CallToolRequestParams;
     use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
-    let script: Vec<serde_json::Value> = serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
+    let script: Vec<serde_json::Value> =
+        serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
     let exe = std::env::current_exe().context("locating this binary")?;
     let data_dir = data_dir.to_path_buf();
     let transport = TokioChildProcess::new(tokio::process::Command::new(exe).configure(|cmd| {
@@ -460,18 +502,30 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
             .env(DISABLE_THOUGHT_LOGGING_ENV, "true");
     }))?;
     let client = ().serve(transport).await.context("starting the server")?;
-    eprintln!("demo: a server is running on {}; sending {} thoughts", data_dir.display(), script.len());
+    eprintln!(
+        "demo: a server is running on {}; sending {} thoughts",
+        data_dir.display(),
+        script.len()
+    );
     let mut session_id = None;
     for step in &script {
-        let tool = step["tool"].as_str().context("demo step without tool")?.to_string();
-        let mut arguments = step["arguments"].as_object().cloned().context("demo step without arguments")?;
+        let tool = step["tool"]
+            .as_str()
+            .context("demo step without tool")?
+            .to_string();
+        let mut arguments = step["arguments"]
+            .as_object()
+            .cloned()
+            .context("demo step without arguments")?;
         if let Some(id) = &session_id {
             arguments.insert("sessionId".into(), serde_json::json!(id));
         }
         let result = client
             .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
             .await?;
-        let answer = result.structured_content.context("demo: the server answered without structured content")?;
+        let answer = result
+            .structured_content
+            .context("demo: the server answered without structured content")?;
         eprintln!("demo: {}", serde_json::to_string(&answer)?);
         session_id = answer["sessionId"].as_str().map(String::from);
     }
@@ -539,8 +593,16 @@ fn bench(args: BenchArgs) -> anyhow::Result<()> {
         report.insert("servers".into(), figures.report_json());
     }
     if !args.no_ledger {
-        eprintln!("bench: building ledger fixtures ({} + {} + {} events)…", args.rebuild_events, args.mermaid_thoughts, args.open_events);
-        let figures = crate::bench_ledger::run(&scratch.join("ledger"), args.rebuild_events, args.mermaid_thoughts, args.open_events)?;
+        eprintln!(
+            "bench: building ledger fixtures ({} + {} + {} events)…",
+            args.rebuild_events, args.mermaid_thoughts, args.open_events
+        );
+        let figures = crate::bench_ledger::run(
+            &scratch.join("ledger"),
+            args.rebuild_events,
+            args.mermaid_thoughts,
+            args.open_events,
+        )?;
         text.push_str(&format!(
             "| ledger figure | measured | target |\n|---|---|---|\n| rebuild a {}-event session | {:.1} ms | ≤ 150 ms |\n| Mermaid export of {} thoughts | {:.1} ms | ≤ 50 ms |\n| open a ledger of {} events ({:.0} MiB) | {:.2} ms | ≤ 50 ms |\n",
             figures.rebuild_events, figures.rebuild_ms, figures.mermaid_thoughts, figures.mermaid_ms,

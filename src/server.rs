@@ -79,7 +79,10 @@ impl LedgerServer {
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, McpError> {
         let Some(set) = self.route(name) else {
-            return Err(McpError::invalid_params(format!("Tool {name} not found"), None));
+            return Err(McpError::invalid_params(
+                format!("Tool {name} not found"),
+                None,
+            ));
         };
         let ctx = self.ctx.clone();
         let tool = name.to_string();
@@ -140,24 +143,31 @@ fn read_resource_blocking(ledger: &Ledger, uri: &str) -> Result<ReadResourceResu
     let internal = |e: crate::store::StoreError| McpError::internal_error(e.to_string(), None);
     let not_found = || {
         McpError::resource_not_found(
-            format!("no resource {uri}: use ledger://sessions, ledger://sessions/{{id}}, ledger://sessions/{{id}}/mermaid or /markdown"),
+            format!(
+                "no resource {uri}: use ledger://sessions, ledger://sessions/{{id}}, ledger://sessions/{{id}}/mermaid or /markdown"
+            ),
             None,
         )
     };
     let (text, mime) = match parse_resource_uri(uri).ok_or_else(not_found)? {
         ResourcePath::Sessions => {
-            let (rows, _) = ledger::list_sessions(ledger, None, None, None, usize::MAX)
-                .map_err(internal)?;
+            let (rows, _) =
+                ledger::list_sessions(ledger, None, None, None, usize::MAX).map_err(internal)?;
             let list: Vec<Value> = rows.iter().map(ledger::session_row).collect();
             (
-                serde_json::to_string_pretty(&serde_json::json!({"sessions": list}))
-                    .expect("json"),
+                serde_json::to_string_pretty(&serde_json::json!({"sessions": list})).expect("json"),
                 "application/json",
             )
         }
         ResourcePath::Session(id, format) => {
-            let session = ledger.resolve(id).map_err(internal)?.ok_or_else(not_found)?;
-            let head = ledger.head(session).map_err(internal)?.ok_or_else(not_found)?;
+            let session = ledger
+                .resolve(id)
+                .map_err(internal)?
+                .ok_or_else(not_found)?;
+            let head = ledger
+                .head(session)
+                .map_err(internal)?
+                .ok_or_else(not_found)?;
             let (tree, events) = ledger::load_tree(ledger, &head, None).map_err(internal)?;
             (export::render(format, &tree, &events), format.mime_type())
         }
@@ -195,7 +205,9 @@ impl ServerHandler for LedgerServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
-        self.dispatch(&request.name, arguments).await.map(Into::into)
+        self.dispatch(&request.name, arguments)
+            .await
+            .map(Into::into)
     }
 
     async fn list_resources(
@@ -219,8 +231,11 @@ impl ServerHandler for LedgerServer {
         for head in rows {
             let uri = format!("ledger://sessions/{}", head.session);
             resources.push(
-                Resource::new(uri, format!("{} ({})", head.summary.title, head.summary.kind.as_str()))
-                    .with_mime_type("application/json"),
+                Resource::new(
+                    uri,
+                    format!("{} ({})", head.summary.title, head.summary.kind.as_str()),
+                )
+                .with_mime_type("application/json"),
             );
         }
         Ok(ListResourcesResult::with_all_items(resources))
@@ -237,9 +252,24 @@ impl ServerHandler for LedgerServer {
                 .with_description(description)
         };
         Ok(ListResourceTemplatesResult::with_all_items(vec![
-            template("ledger://sessions/{id}", "session", "application/json", "A session's full tree as JSON"),
-            template("ledger://sessions/{id}/mermaid", "session-mermaid", "text/vnd.mermaid", "A session as a Mermaid flowchart"),
-            template("ledger://sessions/{id}/markdown", "session-markdown", "text/markdown", "A session as Markdown"),
+            template(
+                "ledger://sessions/{id}",
+                "session",
+                "application/json",
+                "A session's full tree as JSON",
+            ),
+            template(
+                "ledger://sessions/{id}/mermaid",
+                "session-mermaid",
+                "text/vnd.mermaid",
+                "A session as a Mermaid flowchart",
+            ),
+            template(
+                "ledger://sessions/{id}/markdown",
+                "session-markdown",
+                "text/markdown",
+                "A session as Markdown",
+            ),
         ]))
     }
 
@@ -260,8 +290,9 @@ impl ServerHandler for LedgerServer {
 /// Serves MCP over stdin/stdout until the client closes stdin.
 pub async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio();
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
-        .with_max_line_length(MAX_LINE_BYTES);
+    let transport =
+        rmcp::transport::async_rw::AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
+            .with_max_line_length(MAX_LINE_BYTES);
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())

@@ -233,7 +233,8 @@ impl ThoughtTree {
         let branch_from = node.branch_id.as_ref().and(node.branch_from_thought);
         // Resolve references before this node exists, so nothing can point at itself.
         let revised = revises.map(|target| (target, self.latest_by_number.get(&target).copied()));
-        let branch_point = branch_from.map(|target| (target, self.latest_by_number.get(&target).copied()));
+        let branch_point =
+            branch_from.map(|target| (target, self.latest_by_number.get(&target).copied()));
         let index = self.graph.add_node(node);
         self.order.push(index);
 

@@ -90,14 +90,18 @@ pub enum VerifyError {
         seq: u64,
         found: SessionId,
     },
-    #[error("session {session}: event seq {seq} breaks the chain: prev should be {expected}, is {found}")]
+    #[error(
+        "session {session}: event seq {seq} breaks the chain: prev should be {expected}, is {found}"
+    )]
     BrokenChain {
         session: SessionId,
         seq: u64,
         expected: String,
         found: String,
     },
-    #[error("session {session}: event seq {seq} was altered: its content hashes to {expected}, recorded {found}")]
+    #[error(
+        "session {session}: event seq {seq} was altered: its content hashes to {expected}, recorded {found}"
+    )]
     HashMismatch {
         session: SessionId,
         seq: u64,

@@ -13,8 +13,7 @@
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, session_key};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{
-    Event, GENESIS_HASH, NewEvent, Payload, SCHEMA_VERSION, SessionId, event_hash,
-    now_ms,
+    Event, GENESIS_HASH, NewEvent, Payload, SCHEMA_VERSION, SessionId, event_hash, now_ms,
 };
 use crate::projection::summary::SessionSummary;
 use redb::{Database, ReadableTable, WriteTransaction};
@@ -46,7 +45,10 @@ impl WriterHandle {
         WriterHandle { jobs }
     }
 
-    fn enqueue<R, F>(&self, job: F) -> Result<tokio::sync::oneshot::Receiver<Result<R, StoreError>>, StoreError>
+    fn enqueue<R, F>(
+        &self,
+        job: F,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<R, StoreError>>, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
@@ -85,7 +87,9 @@ impl WriterHandle {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        self.enqueue(job)?.await.map_err(|_| StoreError::WriterGone)?
+        self.enqueue(job)?
+            .await
+            .map_err(|_| StoreError::WriterGone)?
     }
 
     pub fn submit_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
@@ -182,7 +186,10 @@ impl AppendTxn<'_> {
         {
             return Ok(Some(id));
         }
-        let aliases = self.txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
+        let aliases = self
+            .txn
+            .open_table(ALIASES)
+            .map_err(StoreError::from_redb)?;
         Ok(aliases
             .get(text)
             .map_err(StoreError::from_redb)?
@@ -220,7 +227,15 @@ impl AppendTxn<'_> {
         let mut built = Vec::with_capacity(events.len());
         for (offset, new) in events.into_iter().enumerate() {
             let seq = actual + 1 + offset as u64;
-            let hash = event_hash(&prev, &new.id, &session, seq, at, SCHEMA_VERSION, &new.payload);
+            let hash = event_hash(
+                &prev,
+                &new.id,
+                &session,
+                seq,
+                at,
+                SCHEMA_VERSION,
+                &new.payload,
+            );
             let event = Event {
                 id: new.id,
                 session,
@@ -290,7 +305,10 @@ impl AppendTxn<'_> {
 
     /// `Some(stored events)` when every id is already stored with the same payload.
     fn already_stored(&self, events: &[NewEvent]) -> Result<Option<Vec<Event>>, AppendError> {
-        let ids = self.txn.open_table(EVENT_IDS).map_err(StoreError::from_redb)?;
+        let ids = self
+            .txn
+            .open_table(EVENT_IDS)
+            .map_err(StoreError::from_redb)?;
         let stored_rows = self.txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
         let mut found = Vec::new();
         for new in events {
@@ -311,9 +329,7 @@ impl AppendTxn<'_> {
         match found.len() {
             0 => Ok(None),
             n if n == events.len() => Ok(Some(found)),
-            _ => Err(AppendError::IdReused {
-                id: found[0].id,
-            }),
+            _ => Err(AppendError::IdReused { id: found[0].id }),
         }
     }
 
@@ -331,9 +347,11 @@ impl AppendTxn<'_> {
         let session = first.session;
         let mut summary = match head {
             Some(head) => head.summary,
-            None => SessionSummary::start(first).ok_or_else(|| AppendError::FirstEventNotStart {
-                found: first.payload.type_name().to_string(),
-            })?,
+            None => {
+                SessionSummary::start(first).ok_or_else(|| AppendError::FirstEventNotStart {
+                    found: first.payload.type_name().to_string(),
+                })?
+            }
         };
         let is_new = first.seq == 1;
         let mut new_aliases: Vec<&str> = Vec::new();
@@ -346,7 +364,10 @@ impl AppendTxn<'_> {
             }
         }
         {
-            let alias_table = self.txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
+            let alias_table = self
+                .txn
+                .open_table(ALIASES)
+                .map_err(StoreError::from_redb)?;
             for alias in &new_aliases {
                 if let Some(existing) = alias_table.get(*alias).map_err(StoreError::from_redb)? {
                     return Err(AppendError::AliasTaken {
@@ -384,7 +405,10 @@ impl AppendTxn<'_> {
         let key = session_key(head.session);
         {
             let mut rows = self.txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-            let mut ids = self.txn.open_table(EVENT_IDS).map_err(StoreError::from_redb)?;
+            let mut ids = self
+                .txn
+                .open_table(EVENT_IDS)
+                .map_err(StoreError::from_redb)?;
             for event in events {
                 let bytes = serde_json::to_vec(event).expect("events always serialize");
                 rows.insert((key, event.seq), bytes.as_slice())
@@ -399,7 +423,10 @@ impl AppendTxn<'_> {
         heads
             .insert(key, head_bytes.as_slice())
             .map_err(StoreError::from_redb)?;
-        let mut alias_table = self.txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
+        let mut alias_table = self
+            .txn
+            .open_table(ALIASES)
+            .map_err(StoreError::from_redb)?;
         for alias in aliases {
             alias_table
                 .insert(*alias, key)

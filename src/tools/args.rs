@@ -71,7 +71,10 @@ impl<'a> Args<'a> {
 
     fn missing(&mut self, names: &[&'static str], expected: &str) {
         let field = names[0];
-        self.problem(field, format!("Invalid input: expected {expected}, received undefined"));
+        self.problem(
+            field,
+            format!("Invalid input: expected {expected}, received undefined"),
+        );
     }
 
     /// A string field. `names[0]` is the canonical name, the rest accepted spellings.
@@ -109,7 +112,10 @@ impl<'a> Args<'a> {
             Some((field, other)) => {
                 self.problem(
                     field,
-                    format!("Invalid input: expected string, received {}", describe(other)),
+                    format!(
+                        "Invalid input: expected string, received {}",
+                        describe(other)
+                    ),
                 );
                 None
             }
@@ -304,7 +310,14 @@ mod tests {
             let raw = with(json!(text));
             assert_eq!(Args::new(&raw).boolean(&["f"], true), Some(false));
         }
-        for bad in [json!("yes"), json!(""), json!("1"), json!(1), json!(0), json!(null)] {
+        for bad in [
+            json!("yes"),
+            json!(""),
+            json!("1"),
+            json!(1),
+            json!(0),
+            json!(null),
+        ] {
             let raw = with(bad);
             let mut args = Args::new(&raw);
             assert_eq!(args.boolean(&["f"], true), None);
@@ -331,7 +344,11 @@ mod tests {
             (json!("99999999999999999999999"), None),
         ] {
             let raw = with(value.clone());
-            assert_eq!(Args::new(&raw).integer(&["f"], true, 1), expected, "{value}");
+            assert_eq!(
+                Args::new(&raw).integer(&["f"], true, 1),
+                expected,
+                "{value}"
+            );
         }
     }
 }

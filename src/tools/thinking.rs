@@ -142,8 +142,7 @@ impl SequentialArgs {
     pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
         let thought = args.string(&["thought"], true);
-        let next_thought_needed =
-            args.boolean(&["nextThoughtNeeded", "next_thought_needed"], true);
+        let next_thought_needed = args.boolean(&["nextThoughtNeeded", "next_thought_needed"], true);
         let thought_number = args.integer(&["thoughtNumber", "thought_number"], true, 1);
         let total_thoughts = args.integer(&["totalThoughts", "total_thoughts"], true, 1);
         let is_revision = args.boolean(&["isRevision", "is_revision"], false);
@@ -212,7 +211,11 @@ pub fn decide_sequential(
 
 /// The first line of a text, cut to [`TITLE_CHARS`].
 pub fn title_of(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     let mut title: String = line.chars().take(TITLE_CHARS).collect();
     if title.len() < line.len() {
         title.push('…');
@@ -271,7 +274,9 @@ fn target_head(
         return Ok(Some(head));
     }
     match current {
-        Some(session) => Ok(txn.head(session)?.filter(|h| h.summary.kind == kind && !h.summary.closed)),
+        Some(session) => Ok(txn
+            .head(session)?
+            .filter(|h| h.summary.kind == kind && !h.summary.closed)),
         None => Ok(None),
     }
 }
@@ -350,7 +355,9 @@ pub async fn call_sequential(
 fn current_sessions(
     current: &std::sync::Mutex<CurrentSessions>,
 ) -> std::sync::MutexGuard<'_, CurrentSessions> {
-    current.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    current
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The box the reference server draws on stderr for each thought.
@@ -468,7 +475,11 @@ fn strip_bullet(line: &str) -> &str {
 }
 
 /// Pure: the events one `think` call appends (a new thread gets `session_started`).
-pub fn decide_think(head: Option<&SessionHead>, args: &ThinkArgs, call: CallRecord) -> Vec<NewEvent> {
+pub fn decide_think(
+    head: Option<&SessionHead>,
+    args: &ThinkArgs,
+    call: CallRecord,
+) -> Vec<NewEvent> {
     let mut events = Vec::with_capacity(2);
     if head.is_none() {
         events.push(NewEvent::new(Payload::SessionStarted {

@@ -6,7 +6,14 @@ use serde_json::json;
 
 async fn one_session(dir: &std::path::Path) -> String {
     let client = spawn(dir).await;
-    let first = structured(&call(&client, "sequentialthinking", thought(1, 2, true, "the needle is here")).await);
+    let first = structured(
+        &call(
+            &client,
+            "sequentialthinking",
+            thought(1, 2, true, "the needle is here"),
+        )
+        .await,
+    );
     let session = first["sessionId"].as_str().unwrap().to_string();
     let mut second = thought(2, 2, false, "second thought");
     second["sessionId"] = json!(session);
@@ -27,9 +34,15 @@ async fn sessions_show_search_and_replay_read_the_ledger() {
     assert!(stdout(&cli(dir.path(), &["sessions"])).contains(&session));
     assert!(stdout(&cli(dir.path(), &["show", &session])).contains("second thought"));
     let found = stdout(&cli(dir.path(), &["search", "NEEDLE", "--json"]));
-    assert!(found.contains(&session) && found.contains("\"seq\": 2"), "{found}");
+    assert!(
+        found.contains(&session) && found.contains("\"seq\": 2"),
+        "{found}"
+    );
     let replay = stdout(&cli(dir.path(), &["replay", &session, "--at", "2"]));
-    assert!(replay.contains("the needle is here") && !replay.contains("second thought"), "{replay}");
+    assert!(
+        replay.contains("the needle is here") && !replay.contains("second thought"),
+        "{replay}"
+    );
     let out_of_range = cli(dir.path(), &["replay", &session, "--at", "9"]);
     assert_eq!(out_of_range.status.code(), Some(1));
     assert!(stderr(&out_of_range).contains("1..=3"));
@@ -41,13 +54,21 @@ async fn export_to_a_file_refuses_to_overwrite_and_import_round_trips() {
     let session = one_session(dir.path()).await;
     let file = dir.path().join("session.jsonl");
     let file_arg = file.to_str().unwrap();
-    let export = cli(dir.path(), &["export", &session, "--format", "jsonl", "-o", file_arg]);
+    let export = cli(
+        dir.path(),
+        &["export", &session, "--format", "jsonl", "-o", file_arg],
+    );
     assert!(export.status.success(), "{}", stderr(&export));
-    let again = cli(dir.path(), &["export", &session, "--format", "jsonl", "-o", file_arg]);
+    let again = cli(
+        dir.path(),
+        &["export", &session, "--format", "jsonl", "-o", file_arg],
+    );
     assert_eq!(again.status.code(), Some(1), "must not overwrite");
     let exported = std::fs::read_to_string(&file).unwrap();
     let first: serde_json::Value = serde_json::from_str(exported.lines().next().unwrap()).unwrap();
-    for field in ["id", "session", "seq", "at", "schema", "payload", "prev", "hash"] {
+    for field in [
+        "id", "session", "seq", "at", "schema", "payload", "prev", "hash",
+    ] {
         assert!(first.get(field).is_some(), "jsonl line lacks {field}");
     }
 
@@ -55,7 +76,10 @@ async fn export_to_a_file_refuses_to_overwrite_and_import_round_trips() {
     let import = cli(other.path(), &["import", file_arg]);
     assert!(import.status.success(), "{}", stderr(&import));
     assert!(stdout(&import).contains("imported 3 event(s)"));
-    let reexported = stdout(&cli(other.path(), &["export", &session, "--format", "jsonl"]));
+    let reexported = stdout(&cli(
+        other.path(),
+        &["export", &session, "--format", "jsonl"],
+    ));
     assert_eq!(reexported, exported, "import keeps events byte-identical");
     assert!(cli(other.path(), &["verify"]).status.success());
     // Importing again is idempotent.
@@ -68,7 +92,12 @@ async fn export_to_a_file_refuses_to_overwrite_and_import_round_trips() {
 fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
     let dir = data_dir();
     assert_eq!(cli(dir.path(), &["export"]).status.code(), Some(2));
-    assert_eq!(cli(dir.path(), &["export", "x", "--format", "svg"]).status.code(), Some(2));
+    assert_eq!(
+        cli(dir.path(), &["export", "x", "--format", "svg"])
+            .status
+            .code(),
+        Some(2)
+    );
     let missing = cli(dir.path(), &["show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("no session"));
@@ -80,7 +109,10 @@ fn demo_runs_a_session_through_the_real_server() {
     let demo = cli(dir.path(), &["demo"]);
     assert!(demo.status.success(), "{}", stderr(&demo));
     let out = stdout(&demo);
-    assert!(out.contains("flowchart TD") && out.contains("late-load"), "{out}");
+    assert!(
+        out.contains("flowchart TD") && out.contains("late-load"),
+        "{out}"
+    );
     assert!(cli(dir.path(), &["verify"]).status.success());
 }
 
@@ -89,7 +121,14 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
     let dir = data_dir();
     let session = one_session(dir.path()).await;
     let mut child = std::process::Command::new(bin())
-        .args(["--data-dir", dir.path().to_str().unwrap(), "export", &session, "--format", "json"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "export",
+            &session,
+            "--format",
+            "json",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -26,19 +26,23 @@ pub fn data_dir() -> tempfile::TempDir {
 pub async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Client {
     let dir = dir.to_path_buf();
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let transport = TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
-        cmd.arg("serve").arg("--data-dir").arg(&dir).args(&extra);
-        cmd.env("DISABLE_THOUGHT_LOGGING", "true");
-        cmd.env_remove("REASONING_LEDGER_TOOLSETS");
-        for (k, v) in &env {
-            cmd.env(k, v);
-        }
-    }))
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .expect("spawn server")
-    .0;
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let transport =
+        TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
+            cmd.arg("serve").arg("--data-dir").arg(&dir).args(&extra);
+            cmd.env("DISABLE_THOUGHT_LOGGING", "true");
+            cmd.env_remove("REASONING_LEDGER_TOOLSETS");
+            for (k, v) in &env {
+                cmd.env(k, v);
+            }
+        }))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn server")
+        .0;
     ().serve(transport).await.expect("initialize")
 }
 
@@ -56,7 +60,9 @@ pub fn object(value: Value) -> Map<String, Value> {
 
 /// Calls a tool; panics on a JSON-RPC error (use `try_call` to see those).
 pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
-    try_call(client, tool, arguments).await.expect("tools/call answered")
+    try_call(client, tool, arguments)
+        .await
+        .expect("tools/call answered")
 }
 
 pub async fn try_call(
@@ -82,7 +88,10 @@ pub fn text(result: &CallToolResult) -> String {
 /// The structured content of a successful result.
 pub fn structured(result: &CallToolResult) -> Value {
     assert_ne!(result.is_error, Some(true), "tool failed: {}", text(result));
-    result.structured_content.clone().expect("structured content")
+    result
+        .structured_content
+        .clone()
+        .expect("structured content")
 }
 
 pub fn is_error(result: &CallToolResult) -> bool {
@@ -131,14 +140,20 @@ pub fn normalize(text: &str) -> String {
     });
     let hash = regex::Regex::new(r"\b[0-9a-f]{64}\b").unwrap();
     let text = hash.replace_all(&text, |caps: &regex::Captures| {
-        if caps[0].bytes().all(|b| b == b'0') { caps[0].to_string() } else { "<hash>".to_string() }
+        if caps[0].bytes().all(|b| b == b'0') {
+            caps[0].to_string()
+        } else {
+            "<hash>".to_string()
+        }
     });
     let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").unwrap();
     let text = time.replace_all(&text, "<time>");
     let at = regex::Regex::new(r#""(at|createdAt|updatedAt)":\s*\d+"#).unwrap();
     let text = at.replace_all(&text, "\"$1\":<ms>");
     let duration = regex::Regex::new(r#""duration_us":\s*\d+"#).unwrap();
-    duration.replace_all(&text, "\"duration_us\":<us>").into_owned()
+    duration
+        .replace_all(&text, "\"duration_us\":<us>")
+        .into_owned()
 }
 
 /// The one snapshot helper: normalizes `text` and compares it with `snapshots/<name>.snap`.

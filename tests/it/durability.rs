@@ -2,8 +2,8 @@
 //! `verify` catching tampering.
 
 use crate::common::*;
-use serde_json::{Value, json};
 use redb::ReadableTable;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 
 #[tokio::test]
@@ -11,7 +11,8 @@ async fn session_continues_after_restart_with_its_branches_and_counts() {
     let dir = data_dir();
     let session = {
         let client = spawn(dir.path()).await;
-        let first = structured(&call(&client, "sequentialthinking", thought(1, 3, true, "root")).await);
+        let first =
+            structured(&call(&client, "sequentialthinking", thought(1, 3, true, "root")).await);
         let mut branch = thought(2, 3, true, "alternative");
         branch["branchFromThought"] = json!(1);
         branch["branchId"] = json!("alt");
@@ -34,7 +35,11 @@ async fn session_continues_after_restart_with_its_branches_and_counts() {
 
 fn jsonl_events(dir: &std::path::Path, session: &str) -> Vec<Value> {
     let output = cli(dir, &["export", session, "--format", "jsonl"]);
-    assert!(output.status.success(), "export failed: {}", stderr(&output));
+    assert!(
+        output.status.success(),
+        "export failed: {}",
+        stderr(&output)
+    );
     stdout(&output)
         .lines()
         .map(|line| serde_json::from_str(line).expect("jsonl line"))
@@ -60,7 +65,10 @@ async fn two_servers_and_a_cli_export_share_one_ledger() {
             call(&b, "sequentialthinking", from_b)
         );
         let (ra, rb) = (structured(&ra), structured(&rb));
-        assert_ne!(ra["eventSeq"], rb["eventSeq"], "two writers took the same seq");
+        assert_ne!(
+            ra["eventSeq"], rb["eventSeq"],
+            "two writers took the same seq"
+        );
         if round % 5 == 0 {
             // The CLI reads while both servers hold the file open.
             exports_seen = jsonl_events(dir.path(), &session).len();
@@ -76,7 +84,11 @@ async fn two_servers_and_a_cli_export_share_one_ledger() {
     b.cancel().await.unwrap();
     let events = jsonl_events(dir.path(), &session);
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "gapless");
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "gapless"
+    );
     let verify = cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
 }
@@ -87,10 +99,20 @@ async fn kill_9_during_appends_loses_no_acknowledged_thought() {
     for round in 0..3u64 {
         let client = std::sync::Arc::new(spawn(dir.path()).await);
         let pid = client_pid(dir.path());
-        let first = structured(&call(&client, "sequentialthinking", thought(1, 1000, true, &format!("round {round} start"))).await);
+        let first = structured(
+            &call(
+                &client,
+                "sequentialthinking",
+                thought(1, 1000, true, &format!("round {round} start")),
+            )
+            .await,
+        );
         let session = first["sessionId"].as_str().unwrap().to_string();
         let acked = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
-        acked.lock().unwrap().insert(first["eventSeq"].as_u64().unwrap(), format!("round {round} start"));
+        acked.lock().unwrap().insert(
+            first["eventSeq"].as_u64().unwrap(),
+            format!("round {round} start"),
+        );
         let mut writers = Vec::new();
         for writer in 0..4u64 {
             let client = client.clone();
@@ -103,7 +125,9 @@ async fn kill_9_during_appends_loses_no_acknowledged_thought() {
                     args["sessionId"] = json!(session);
                     match try_call(&client, "sequentialthinking", args).await {
                         Ok(result) if !is_error(&result) => {
-                            let seq = result.structured_content.unwrap()["eventSeq"].as_u64().unwrap();
+                            let seq = result.structured_content.unwrap()["eventSeq"]
+                                .as_u64()
+                                .unwrap();
                             acked.lock().unwrap().insert(seq, text);
                         }
                         _ => break,
@@ -112,24 +136,43 @@ async fn kill_9_during_appends_loses_no_acknowledged_thought() {
             }));
         }
         tokio::time::sleep(std::time::Duration::from_millis(150 + round * 70)).await;
-        let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
         assert!(killed.success());
         for writer in writers {
             let _ = writer.await;
         }
         let acked = acked.lock().unwrap().clone();
-        assert!(acked.len() > 1, "round {round}: nothing was acknowledged before the kill");
+        assert!(
+            acked.len() > 1,
+            "round {round}: nothing was acknowledged before the kill"
+        );
         let events = jsonl_events(dir.path(), &session);
         let stored: HashMap<u64, String> = events
             .iter()
             .filter(|e| e["payload"]["type"] == "thought_recorded")
-            .map(|e| (e["seq"].as_u64().unwrap(), e["payload"]["thought"].as_str().unwrap().to_string()))
+            .map(|e| {
+                (
+                    e["seq"].as_u64().unwrap(),
+                    e["payload"]["thought"].as_str().unwrap().to_string(),
+                )
+            })
             .collect();
         for (seq, text) in &acked {
-            assert_eq!(stored.get(seq), Some(text), "round {round}: acknowledged seq {seq} missing or different");
+            assert_eq!(
+                stored.get(seq),
+                Some(text),
+                "round {round}: acknowledged seq {seq} missing or different"
+            );
         }
         let verify = cli(dir.path(), &["verify"]);
-        assert!(verify.status.success(), "round {round}: {}", stderr(&verify));
+        assert!(
+            verify.status.success(),
+            "round {round}: {}",
+            stderr(&verify)
+        );
     }
 }
 
@@ -138,14 +181,25 @@ fn client_pid(dir: &std::path::Path) -> u32 {
     let wanted = dir.to_string_lossy().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
-        if args.iter().any(|a| a == "serve") && args.iter().any(|a| *a == wanted) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "serve") && args.contains(&wanted) {
             found.push(pid);
         }
     }
-    assert_eq!(found.len(), 1, "expected one server on {wanted}, found {found:?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one server on {wanted}, found {found:?}"
+    );
     found[0]
 }
 
@@ -154,7 +208,8 @@ const EVENTS: redb::TableDefinition<(u128, u64), &[u8]> = redb::TableDefinition:
 
 async fn ledger_with_one_session(dir: &std::path::Path) -> String {
     let client = spawn(dir).await;
-    let first = structured(&call(&client, "sequentialthinking", thought(1, 3, true, "alpha")).await);
+    let first =
+        structured(&call(&client, "sequentialthinking", thought(1, 3, true, "alpha")).await);
     let session = first["sessionId"].as_str().unwrap().to_string();
     for n in 2..=3 {
         let mut args = thought(n, 3, n < 3, &format!("thought {n}"));
@@ -186,14 +241,19 @@ async fn verify_catches_a_flipped_byte_in_an_event() {
     assert!(cli(dir.path(), &["verify"]).status.success());
     tamper(dir.path(), |table, key| {
         let mut bytes = table.get((key, 3)).unwrap().unwrap().value().to_vec();
-        let at = String::from_utf8_lossy(&bytes).find("thought 2").expect("text in event 3");
+        let at = String::from_utf8_lossy(&bytes)
+            .find("thought 2")
+            .expect("text in event 3");
         bytes[at] ^= 0x01; // 't' becomes 'u'
         table.insert((key, 3), bytes.as_slice()).unwrap();
     });
     let output = cli(dir.path(), &["verify"]);
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
-    assert!(message.contains(&session) && message.contains("seq 3") && message.contains("altered"), "{message}");
+    assert!(
+        message.contains(&session) && message.contains("seq 3") && message.contains("altered"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -206,5 +266,8 @@ async fn verify_catches_a_removed_event() {
     let output = cli(dir.path(), &["verify", &session]);
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
-    assert!(message.contains("expected event seq 2, found seq 3"), "{message}");
+    assert!(
+        message.contains("expected event seq 2, found seq 3"),
+        "{message}"
+    );
 }

@@ -25,7 +25,11 @@ impl RawServer {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        RawServer { child, stdin, lines }
+        RawServer {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     async fn send(&mut self, message: Value) {
@@ -37,11 +41,12 @@ impl RawServer {
     /// The response with `id`, skipping notifications.
     async fn response(&mut self, id: u64) -> Value {
         loop {
-            let line = tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
-                .await
-                .expect("server answered in time")
-                .unwrap()
-                .expect("server still running");
+            let line =
+                tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
+                    .await
+                    .expect("server answered in time")
+                    .unwrap()
+                    .expect("server still running");
             let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
             if message["id"] == json!(id) {
                 return message;
@@ -66,8 +71,13 @@ async fn server_discover_then_a_tool_call_with_request_metadata() {
         .send(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta_2026()}}))
         .await;
     let discovered = server.response(1).await;
-    let versions = discovered["result"]["supportedVersions"].as_array().expect("supportedVersions");
-    assert!(versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")), "{discovered}");
+    let versions = discovered["result"]["supportedVersions"]
+        .as_array()
+        .expect("supportedVersions");
+    assert!(
+        versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")),
+        "{discovered}"
+    );
     assert_eq!(
         discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         json!("reasoning-ledger"),
@@ -82,7 +92,11 @@ async fn server_discover_then_a_tool_call_with_request_metadata() {
         }}))
         .await;
     let answer = server.response(2).await;
-    assert_eq!(answer["result"]["structuredContent"]["thoughtHistoryLength"], json!(1), "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["thoughtHistoryLength"],
+        json!(1),
+        "{answer}"
+    );
     server.child.kill().await.unwrap();
 }
 
@@ -92,19 +106,33 @@ async fn initialize_negotiates_older_protocol_versions() {
         let dir = data_dir();
         let mut server = RawServer::start(dir.path());
         server
-            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "it", "version": "1"}
-            }}))
+            .send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": version,
+                    "capabilities": {},
+                    "clientInfo": {"name": "it", "version": "1"}
+                }}),
+            )
             .await;
         let init = server.response(1).await;
         assert_eq!(init["result"]["protocolVersion"], json!(version), "{init}");
-        assert!(init["result"]["instructions"].as_str().unwrap().contains("sessionId"));
-        server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+        assert!(
+            init["result"]["instructions"]
+                .as_str()
+                .unwrap()
+                .contains("sessionId")
+        );
+        server
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        server
+            .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .await;
         let tools = server.response(2).await;
-        assert!(tools["result"]["tools"].as_array().unwrap().len() >= 2, "{tools}");
+        assert!(
+            tools["result"]["tools"].as_array().unwrap().len() >= 2,
+            "{tools}"
+        );
         server.child.kill().await.unwrap();
     }
 }
