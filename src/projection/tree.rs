@@ -115,8 +115,10 @@ pub struct ThoughtTree {
     pub anomalies: Vec<Anomaly>,
     /// Last node of the main line (`None` key) and of each branch.
     line_tails: HashMap<Option<String>, NodeIndex>,
-    /// Latest node for each thought number.
+    /// Latest node for each thought number, on any line.
     latest_by_number: HashMap<u64, NodeIndex>,
+    /// Latest node for each (line, thought number); `None` is the main line.
+    latest_on_line: HashMap<(Option<String>, u64), NodeIndex>,
 }
 
 impl ThoughtTree {
@@ -131,6 +133,7 @@ impl ThoughtTree {
             anomalies: Vec::new(),
             line_tails: HashMap::new(),
             latest_by_number: HashMap::new(),
+            latest_on_line: HashMap::new(),
         }
     }
 
@@ -232,9 +235,8 @@ impl ThoughtTree {
         };
         let branch_from = node.branch_id.as_ref().and(node.branch_from_thought);
         // Resolve references before this node exists, so nothing can point at itself.
-        let revised = revises.map(|target| (target, self.latest_by_number.get(&target).copied()));
-        let branch_point =
-            branch_from.map(|target| (target, self.latest_by_number.get(&target).copied()));
+        let revised = revises.map(|target| (target, self.resolve(&line, target)));
+        let branch_point = branch_from.map(|target| (target, self.resolve(&None, target)));
         let index = self.graph.add_node(node);
         self.order.push(index);
 
@@ -295,6 +297,18 @@ impl ThoughtTree {
         }
         self.line_tails.insert(line, index);
         self.latest_by_number.insert(number, index);
+        self.latest_on_line
+            .insert((self.graph[index].branch_id.clone(), number), index);
+    }
+
+    /// The thought a reference to `number` from `line` means: the latest with that
+    /// number on the same line, else on the main line, else on any line.
+    fn resolve(&self, line: &Option<String>, number: u64) -> Option<NodeIndex> {
+        self.latest_on_line
+            .get(&(line.clone(), number))
+            .or_else(|| self.latest_on_line.get(&(None, number)))
+            .or_else(|| self.latest_by_number.get(&number))
+            .copied()
     }
 
     /// Thoughts in seq order.
@@ -334,5 +348,110 @@ impl ThoughtTree {
             "edges": self.edges(),
             "anomalies": self.anomalies,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{CallRecord, EventId, GENESIS_HASH, SequentialThought};
+
+    fn event(session: SessionId, seq: u64, payload: Payload) -> Event {
+        Event {
+            id: EventId::generate(),
+            session,
+            seq,
+            at: seq,
+            schema: 1,
+            payload,
+            prev: GENESIS_HASH.into(),
+            hash: GENESIS_HASH.into(),
+        }
+    }
+
+    fn thought(n: u64, revises: Option<u64>, branch: Option<(&str, u64)>) -> Payload {
+        Payload::ThoughtRecorded {
+            thought: SequentialThought {
+                thought: format!("t{n}"),
+                thought_number: n,
+                total_thoughts: 9,
+                next_thought_needed: true,
+                is_revision: revises.map(|_| true),
+                revises_thought: revises,
+                branch_from_thought: branch.map(|(_, from)| from),
+                branch_id: branch.map(|(id, _)| id.to_string()),
+                needs_more_thoughts: None,
+            },
+            call: CallRecord {
+                tool: "sequentialthinking".into(),
+                raw_arguments: serde_json::json!({}),
+                duration_us: 0,
+            },
+        }
+    }
+
+    fn log(session: SessionId) -> Vec<Event> {
+        let payloads = vec![
+            Payload::SessionStarted {
+                kind: SessionKind::Thinking,
+                title: "t".into(),
+                aliases: Vec::new(),
+            },
+            thought(1, None, None),
+            thought(2, None, None),
+            thought(2, None, Some(("alt", 1))),
+            // A main-line revision of 2 means the main line's 2, not the branch's later 2.
+            thought(3, Some(2), None),
+            thought(4, Some(7), None),
+        ];
+        payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| event(session, i as u64 + 1, p))
+            .collect()
+    }
+
+    #[test]
+    fn a_revision_resolves_on_its_own_line_before_other_lines() {
+        let session = SessionId::generate();
+        let tree = ThoughtTree::build(session, log(session));
+        let revises: Vec<(u64, u64)> = tree
+            .edges()
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Revises)
+            .map(|e| (e.from, e.to))
+            .collect();
+        assert_eq!(revises, vec![(5, 3)]);
+        assert_eq!(
+            tree.anomalies,
+            vec![Anomaly::DanglingRevision {
+                seq: 6,
+                revises_thought: 7
+            }]
+        );
+    }
+
+    #[test]
+    fn rebuilding_twice_gives_identical_state_and_a_prefix_is_a_replay() {
+        let session = SessionId::generate();
+        let first = ThoughtTree::build(session, log(session));
+        let second = ThoughtTree::build(session, log(session));
+        assert_eq!(first.to_json(), second.to_json());
+        let prefix = ThoughtTree::build(session, log(session).into_iter().take(3));
+        assert_eq!(prefix.at_seq, 3);
+        assert_eq!(prefix.thoughts().count(), 2);
+    }
+
+    #[test]
+    fn events_out_of_order_or_from_another_session_are_ignored() {
+        let session = SessionId::generate();
+        let mut events = log(session);
+        events.swap(2, 3);
+        events.push(event(SessionId::generate(), 7, thought(9, None, None)));
+        let tree = ThoughtTree::build(session, events);
+        // 1, 2 fold; 4 is skipped (it does not follow 2); 3 folds; 5 and 6 do not follow
+        // 3 and are skipped; the other session's event is ignored.
+        assert_eq!(tree.at_seq, 3);
+        assert_eq!(tree.thoughts().count(), 2);
     }
 }

@@ -224,18 +224,16 @@ pub fn list_sessions(
     Ok((rows, next))
 }
 
-/// Whether `head` comes after the cursor's session in newest-first order.
+/// A `nextCursor` taken apart: the last row's update time and session id.
+fn parse_cursor(cursor: &str) -> Option<(u64, SessionId)> {
+    let (time, id) = cursor.split_once('.')?;
+    Some((time.parse().ok()?, id.parse().ok()?))
+}
+
+/// Whether `head` comes after the cursor's session in newest-first order (an unreadable
+/// cursor, refused by the tool, lets every session through).
 fn cursor_is_past(head: &SessionHead, cursor: &str) -> bool {
-    let Some((time, id)) = cursor.split_once('.') else {
-        return true;
-    };
-    let Ok(time) = time.parse::<u64>() else {
-        return true;
-    };
-    let Ok(id) = id.parse::<SessionId>() else {
-        return true;
-    };
-    (head.summary.updated_at, head.session) < (time, id)
+    parse_cursor(cursor).is_none_or(|position| (head.summary.updated_at, head.session) < position)
 }
 
 fn call_list_sessions(
@@ -256,6 +254,16 @@ fn call_list_sessions(
         );
     }
     let before = args.string_limited(&["before"], false, MAX_ID_BYTES);
+    if let Some(cursor) = &before
+        && parse_cursor(cursor).is_none()
+    {
+        args.problem(
+            "before",
+            format!(
+                "{cursor:?} is not a cursor; pass nextCursor from a previous list_sessions answer"
+            ),
+        );
+    }
     finish(tool, args)?;
     let (rows, next) = list_sessions(
         ledger,
@@ -379,6 +387,10 @@ pub fn search(
         if kind.is_some_and(|k| k != session_kind) {
             return true;
         }
+        // A session's title repeats its first thought or purpose: search the thoughts.
+        if matches!(event.payload, crate::event::Payload::SessionStarted { .. }) {
+            return true;
+        }
         let Some(text) = event.payload.text() else {
             return true;
         };
@@ -399,7 +411,7 @@ pub fn search(
                 event_type: event.payload.type_name(),
                 rank,
                 at: event.at_rfc3339(),
-                snippet: snippet(text, &lower, anchor),
+                snippet: snippet(text, anchor),
             },
             event.at,
         ));
@@ -412,11 +424,9 @@ pub fn search(
 
 /// Up to [`SNIPPET_CONTEXT_CHARS`] characters each side of the hit at `anchor` (a byte
 /// offset in the lowercased text, mapped back by character count).
-fn snippet(text: &str, lower: &str, anchor: usize) -> String {
+fn snippet(text: &str, anchor: usize) -> String {
+    let anchor_chars = original_char_index(text, anchor);
     let total = text.chars().count();
-    // Lowercasing can change the character count ("İ" becomes two), so the hit's
-    // position in `text` is approximate; clamp it to stay inside the original.
-    let anchor_chars = lower[..anchor.min(lower.len())].chars().count().min(total);
     let start = anchor_chars.saturating_sub(SNIPPET_CONTEXT_CHARS);
     let end = (anchor_chars + SNIPPET_CONTEXT_CHARS * 2).min(total);
     let mut out: String = text.chars().skip(start).take(end - start).collect();
@@ -427,6 +437,20 @@ fn snippet(text: &str, lower: &str, anchor: usize) -> String {
         out.push('…');
     }
     out
+}
+
+/// The character index in `text` of byte offset `lower_offset` in `text.to_lowercase()`.
+/// Lowercasing can change lengths ("İ" becomes two characters), so walk the original and
+/// add up each character's lowercased length until the offset is reached.
+fn original_char_index(text: &str, lower_offset: usize) -> usize {
+    let mut lower_bytes = 0;
+    for (index, c) in text.chars().enumerate() {
+        if lower_bytes >= lower_offset {
+            return index;
+        }
+        lower_bytes += c.to_lowercase().map(char::len_utf8).sum::<usize>();
+    }
+    text.chars().count()
 }
 
 fn call_search(

@@ -306,7 +306,8 @@ pub async fn call_sequential(
     raw: Map<String, Value>,
 ) -> Result<CallToolResult, ToolError> {
     let started = Instant::now();
-    let args = SequentialArgs::parse(tool, &raw)?;
+    // Errors name the listed tool, as the reference's text does, whatever alias was used.
+    let args = SequentialArgs::parse(SEQUENTIAL, &raw)?;
     let tool_name = tool.to_string();
     let current = ctx.current.clone();
     let job_args = args.clone();

@@ -712,3 +712,28 @@ async fn search_snippet_shows_the_hit_when_lowercasing_expands_the_text_before_i
         "snippet misses the hit: {snippet:?}"
     );
 }
+
+#[tokio::test]
+async fn list_sessions_refuses_a_before_that_is_not_a_cursor() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    new_session(&client, "one", true).await;
+    let result = call(&client, "list_sessions", json!({"before": "yesterday"})).await;
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("before: \"yesterday\" is not a cursor"),
+        "{}",
+        text(&result)
+    );
+}
+
+#[tokio::test]
+async fn search_finds_a_first_thought_once_not_again_through_the_title() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    new_session(&client, "a unique first thought", true).await;
+    let found =
+        structured(&call(&client, "search_history", json!({"query": "unique first"})).await);
+    assert_eq!(found["matches"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["matches"][0]["type"], json!("thought_recorded"));
+}

@@ -990,3 +990,17 @@ async fn futures_join_all<F: std::future::Future>(
     .await;
     outputs.into_iter().map(Option::unwrap).collect()
 }
+
+#[tokio::test]
+async fn validation_errors_name_the_listed_tool_even_through_the_alias() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let result = call(&client, "sequential_thinking", json!({"thought": "x"})).await;
+    assert!(is_error(&result));
+    assert!(
+        text(&result)
+            .starts_with("Input validation error: Invalid arguments for tool sequentialthinking: "),
+        "{}",
+        text(&result)
+    );
+}
