@@ -28,16 +28,14 @@ impl StoreError {
 /// Why the ledger file could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("cannot create the data directory {path}: {source}")]
+    #[error("cannot create the data directory {path}")]
     DataDir {
         path: PathBuf,
         source: std::io::Error,
     },
     #[error("{path} is a directory, not a ledger file")]
     NotAFile { path: PathBuf },
-    #[error(
-        "cannot open the ledger {path}: {source} (the file is left as it is; move it away to start a new ledger)"
-    )]
+    #[error("cannot open the ledger {path} (left as it is; move it away to start a new ledger)")]
     Database { path: PathBuf, source: redb::Error },
 }
 

@@ -138,3 +138,36 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
     assert!(output.status.code() == Some(0), "{}", stderr(&output));
     assert!(!stderr(&output).contains("panicked"));
 }
+
+#[tokio::test]
+async fn the_data_dir_comes_from_the_environment_when_no_flag_is_given() {
+    let dir = data_dir();
+    let session = one_session(dir.path()).await;
+    let output = std::process::Command::new(bin())
+        .args(["sessions", "--json"])
+        .env("REASONING_LEDGER_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains(&session));
+}
+
+#[test]
+fn a_foreign_file_at_the_ledger_path_is_an_error_naming_it_and_left_untouched() {
+    let dir = data_dir();
+    let path = dir.path().join("ledger.redb");
+    let foreign = b"not a ledger, somebody's notes\n".repeat(100);
+    std::fs::write(&path, &foreign).unwrap();
+    let output = cli(dir.path(), &["sessions"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains(path.to_str().unwrap()) && message.contains("Not a redb database"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        foreign,
+        "the file must not be touched"
+    );
+}
