@@ -12,6 +12,7 @@
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
 use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Most characters of thought text shown in a node label (the full text is in the JSON
@@ -32,7 +33,7 @@ pub const EMPTY_NODE_ID: &str = "empty";
 const ELLIPSIS: char = '…';
 
 /// Stands in for control, bidi and other characters that must not reach the diagram.
-const REPLACEMENT: char = '\u{FFFD}';
+const REPLACEMENT: &str = "\u{FFFD}";
 
 /// Our own line break between a label's prefix and its text (never taken from content).
 const LABEL_BREAK: &str = "<br/>";
@@ -91,35 +92,31 @@ pub fn render(tree: &ThoughtTree) -> String {
     }
 
     // Main line (and any thought whose branch is unknown) first, then one subgraph per branch.
-    let branch_of = |node: &ThoughtNode| {
-        node.branch_id
-            .as_deref()
-            .and_then(|id| tree.branches.iter().position(|b| b.id == id))
-    };
+    let branch_index: HashMap<&str, usize> = tree
+        .branches
+        .iter()
+        .enumerate()
+        .map(|(index, branch)| (branch.id.as_str(), index))
+        .collect();
+    let mut scratch = String::new();
     let mut by_branch: Vec<Vec<&ThoughtNode>> = vec![Vec::new(); tree.branches.len()];
     for node in tree.thoughts() {
-        match branch_of(node) {
+        match node
+            .branch_id
+            .as_deref()
+            .and_then(|id| branch_index.get(id).copied())
+        {
             Some(index) => by_branch[index].push(node),
-            None => write_node(&mut out, INDENT, node),
+            None => write_node(&mut out, &mut scratch, INDENT, node),
         }
     }
     let nested = format!("{INDENT}{INDENT}");
     for (index, (branch, nodes)) in tree.branches.iter().zip(&by_branch).enumerate() {
-        let _ = writeln!(
-            out,
-            "{INDENT}subgraph b{} [\"{}\"]",
-            index + 1,
-            label(
-                &format!(
-                    "🌿 {} · from thought {}",
-                    cut(&branch.id, BRANCH_TITLE_MAX_CHARS),
-                    branch.from_thought
-                ),
-                usize::MAX
-            )
-        );
+        let _ = write!(out, "{INDENT}subgraph b{} [\"🌿 ", index + 1);
+        push_label(&mut out, &mut scratch, &branch.id, BRANCH_TITLE_MAX_CHARS);
+        let _ = writeln!(out, " · from thought {}\"]", branch.from_thought);
         for node in nodes {
-            write_node(&mut out, &nested, node);
+            write_node(&mut out, &mut scratch, &nested, node);
         }
         let _ = writeln!(out, "{INDENT}end");
     }
@@ -141,14 +138,9 @@ pub fn render(tree: &ThoughtTree) -> String {
                     .ok()
                     .and_then(|at| tree.graph[tree.order[at]].branch_id.as_deref())
                     .unwrap_or("branch");
-                let _ = writeln!(
-                    out,
-                    "{INDENT}t{from} -->|\"{}\"| t{to}",
-                    label(
-                        &format!("🌿 {}", cut(branch, BRANCH_ID_MAX_CHARS)),
-                        usize::MAX
-                    )
-                );
+                let _ = write!(out, "{INDENT}t{from} -->|\"🌿 ");
+                push_label(&mut out, &mut scratch, branch, BRANCH_ID_MAX_CHARS);
+                let _ = writeln!(out, "\"| t{to}");
             }
         }
     }
@@ -173,44 +165,42 @@ fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
     }
 }
 
-/// One node statement: `t<seq>["prefix<br/>text"]:::class`.
-fn write_node(out: &mut String, indent: &str, node: &ThoughtNode) {
-    let _ = write!(
-        out,
-        "{indent}t{}[\"{}{LABEL_BREAK}{}\"]",
-        node.seq,
-        label(&prefix(node), usize::MAX),
-        label(&node.thought, LABEL_MAX_CHARS)
-    );
-    match class_of(node) {
-        Some(class) => {
-            let _ = writeln!(out, ":::{class}");
-        }
-        None => out.push('\n'),
+/// One node statement: `t<seq>["prefix<br/>text"]:::class`; `scratch` is reused for
+/// cutting text.
+fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &ThoughtNode) {
+    let _ = write!(out, "{indent}t{}[\"", node.seq);
+    write_prefix(out, scratch, node);
+    out.push_str(LABEL_BREAK);
+    push_label(out, scratch, &node.thought, LABEL_MAX_CHARS);
+    out.push_str("\"]");
+    if let Some(class) = class_of(node) {
+        out.push_str(":::");
+        out.push_str(class);
     }
+    out.push('\n');
 }
 
-/// The short heading of a node label: kind marker, number/total, branch, revision.
-fn prefix(node: &ThoughtNode) -> String {
+/// The short heading of a node label (kind marker, number/total, branch, revision),
+/// escaped.
+fn write_prefix(out: &mut String, scratch: &mut String, node: &ThoughtNode) {
     let revision = is_revision(node);
-    let mut text = match (node.total_thoughts, revision, node.branch_id.is_some()) {
-        (None, _, _) => format!("🤔 {}", node.thought_number),
-        (Some(total), true, _) => format!("🔄 {}/{total}", node.thought_number),
-        (Some(total), false, true) => format!("🌿 {}/{total}", node.thought_number),
-        (Some(total), false, false) => format!("💭 {}/{total}", node.thought_number),
+    let number = node.thought_number;
+    let _ = match (node.total_thoughts, revision, node.branch_id.is_some()) {
+        (None, _, _) => write!(out, "🤔 {number}"),
+        (Some(total), true, _) => write!(out, "🔄 {number}/{total}"),
+        (Some(total), false, true) => write!(out, "🌿 {number}/{total}"),
+        (Some(total), false, false) => write!(out, "💭 {number}/{total}"),
     };
     if let Some(branch) = &node.branch_id {
-        let _ = write!(text, " · {}", cut(branch, BRANCH_ID_MAX_CHARS));
+        out.push_str(" · ");
+        push_label(out, scratch, branch, BRANCH_ID_MAX_CHARS);
     }
     if revision {
-        match node.revises_thought {
-            Some(target) => {
-                let _ = write!(text, " · revises {target}");
-            }
-            None => text.push_str(" · revision"),
-        }
+        let _ = match node.revises_thought {
+            Some(target) => write!(out, " · revises {target}"),
+            None => write!(out, " · revision"),
+        };
     }
-    text
 }
 
 /// The tree's rule: a thought is a revision when it says so or names what it revises.
@@ -230,16 +220,19 @@ fn class_of(node: &ThoughtNode) -> Option<&'static str> {
     }
 }
 
-/// Text for inside `"…"`: whitespace collapsed, cut to `max_chars`, then escaped (cut
-/// first, so no entity is ever split).
-fn label(text: &str, max_chars: usize) -> String {
-    escape_label(&cut(text, max_chars))
+/// Text for inside `"…"`, appended to `out`: whitespace collapsed, cut to `max_chars`
+/// (into `scratch`), then escaped (cut first, so no entity is ever split).
+fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
+    scratch.clear();
+    cut_into(scratch, text, max_chars);
+    escape_into(out, scratch);
 }
 
-/// Collapses every run of whitespace (newlines included) to one space, trims, and cuts to
-/// at most `max_chars` chars on a char boundary, ending in `…` when cut.
-fn cut(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
+/// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
+/// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
+/// `…` when cut.
+fn cut_into(out: &mut String, text: &str, max_chars: usize) {
+    let base = out.len();
     let mut count = 0;
     for word in text.split_whitespace() {
         let needed = usize::from(count > 0) + word.chars().count();
@@ -250,10 +243,10 @@ fn cut(text: &str, max_chars: usize) -> String {
                 count += 1;
             }
             out.extend(word.chars().take(max_chars.saturating_sub(count + 1)));
-            let trimmed = out.trim_end().len();
+            let trimmed = base + out[base..].trim_end().len();
             out.truncate(trimmed);
             out.push(ELLIPSIS);
-            return out;
+            return;
         }
         if count > 0 {
             out.push(' ');
@@ -261,7 +254,6 @@ fn cut(text: &str, max_chars: usize) -> String {
         out.push_str(word);
         count += needed;
     }
-    out
 }
 
 /// Escapes text for a quoted Mermaid label (`["…"]`, `|"…"|`, a subgraph title) in one
@@ -281,41 +273,76 @@ fn cut(text: &str, max_chars: usize) -> String {
 /// Mermaid turns `#NNN;` and `#name;` back into the character when it draws the label.
 pub fn escape_label(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 4 + 8);
-    let mut previous: Option<char> = None;
-    for (index, c) in text.char_indices() {
-        match c {
-            '#' => out.push_str("#35;"),
-            '"' => out.push_str("#quot;"),
-            '<' => out.push_str("#lt;"),
-            '>' => out.push_str("#gt;"),
-            '&' => out.push_str("#amp;"),
-            '[' | ']' | '{' | '}' | '(' | ')' | '|' | '`' | '%' | ';' | ':' | '\\' | 'ﬂ' | '¶' =>
-            {
-                let _ = write!(out, "#{};", u32::from(c));
-            }
-            'e' | 'E' if starts_word_end(text, index, previous) => {
-                let _ = write!(out, "#{};", u32::from(c));
-            }
-            '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
-                out.push(' ')
-            }
-            c if is_unsafe_char(c) => out.push(REPLACEMENT),
-            c => out.push(c),
-        }
-        previous = Some(c);
-    }
+    escape_into(&mut out, text);
     out
 }
 
-/// Whether the `e` at `index` begins the whole word `end` (any case).
+/// [`escape_label`], appending to `out`: characters that stay are copied in runs.
+fn escape_into(out: &mut String, text: &str) {
+    let mut previous: Option<char> = None;
+    let mut kept_from = 0;
+    for (index, c) in text.char_indices() {
+        let replacement = match c {
+            'e' if starts_word_end(text, index, previous) => Some("#101;"),
+            'E' if starts_word_end(text, index, previous) => Some("#69;"),
+            // Fast path: letters, digits and spaces (but a word `end`) stay.
+            c if c.is_ascii_alphanumeric() || c == ' ' => None,
+            c => entity(c).or_else(|| match c {
+                '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                    Some(" ")
+                }
+                c if is_unsafe_char(c) => Some(REPLACEMENT),
+                _ => None,
+            }),
+        };
+        if let Some(replacement) = replacement {
+            out.push_str(&text[kept_from..index]);
+            out.push_str(replacement);
+            kept_from = index + c.len_utf8();
+        }
+        previous = Some(c);
+    }
+    out.push_str(&text[kept_from..]);
+}
+
+/// The Mermaid entity that stands for `c` in a label, for the characters that always
+/// get one.
+fn entity(c: char) -> Option<&'static str> {
+    Some(match c {
+        '#' => "#35;",
+        '"' => "#quot;",
+        '<' => "#lt;",
+        '>' => "#gt;",
+        '&' => "#amp;",
+        '[' => "#91;",
+        ']' => "#93;",
+        '{' => "#123;",
+        '}' => "#125;",
+        '(' => "#40;",
+        ')' => "#41;",
+        '|' => "#124;",
+        '`' => "#96;",
+        '%' => "#37;",
+        ';' => "#59;",
+        ':' => "#58;",
+        '\\' => "#92;",
+        '\u{FB02}' => "#64258;",
+        '\u{B6}' => "#182;",
+        _ => return None,
+    })
+}
+
+/// Whether the `e` at `index` begins the whole word `end` (any case) as it will stand in
+/// the escaped text, where a neighbour that becomes an entity is a word boundary.
 fn starts_word_end(text: &str, index: usize, previous: Option<char>) -> bool {
-    if previous.is_some_and(is_word_char) {
+    let stays_word_char = |c: char| is_word_char(c) && entity(c).is_none();
+    if previous.is_some_and(stays_word_char) {
         return false;
     }
     let rest = &text[index..];
     rest.get(..3)
         .is_some_and(|word| word.eq_ignore_ascii_case("end"))
-        && !rest[3..].chars().next().is_some_and(is_word_char)
+        && !rest[3..].chars().next().is_some_and(stays_word_char)
 }
 
 fn is_word_char(c: char) -> bool {
@@ -346,6 +373,18 @@ mod tests {
         CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId,
         SessionKind, ThinkThought,
     };
+
+    fn label(text: &str, max_chars: usize) -> String {
+        let mut out = String::new();
+        push_label(&mut out, &mut String::new(), text, max_chars);
+        out
+    }
+
+    fn cut(text: &str, max_chars: usize) -> String {
+        let mut out = String::new();
+        cut_into(&mut out, text, max_chars);
+        out
+    }
 
     /// Strings a model might write, each trying to break out of a label.
     const HOSTILE: &[&str] = &[
@@ -530,7 +569,7 @@ mod tests {
                 '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
                     ' '
                 }
-                c if is_unsafe_char(c) => REPLACEMENT,
+                c if is_unsafe_char(c) => '\u{FFFD}',
                 c => c,
             })
             .collect()
@@ -587,6 +626,7 @@ mod tests {
         assert_eq!(escape_label("the end"), "the #101;nd");
         assert_eq!(escape_label("End"), "#69;nd");
         assert_eq!(escape_label("endless depend end_"), "endless depend end_");
+        assert_eq!(escape_label("ﬂend endﬂ"), "#64258;#101;nd #101;nd#64258;");
         assert_eq!(escape_label("a\nb\r\nc\td"), "a b  c d");
         assert_eq!(escape_label("x\0y\u{202E}z"), "x\u{FFFD}y\u{FFFD}z");
         assert_eq!(escape_label("🧠 ok"), "🧠 ok");
