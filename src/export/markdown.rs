@@ -750,27 +750,4 @@ mod tests {
             }
         }
     }
-
-    /// Writes documents of hostile trees for a look with a real Markdown renderer:
-    /// `MARKDOWN_OUT=DIR cargo test --lib export::markdown -- --ignored`.
-    #[test]
-    #[ignore = "writes files; set MARKDOWN_OUT and run with --ignored"]
-    fn write_hostile_documents() {
-        let dir = std::path::PathBuf::from(std::env::var_os("MARKDOWN_OUT").unwrap_or_else(|| {
-            std::env::temp_dir()
-                .join("reasoning-ledger-markdown")
-                .into_os_string()
-        }));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (i, text) in HOSTILE.iter().enumerate() {
-            let tree = sample_tree(text);
-            let expected = 1 + 3 + tree.order.len();
-            std::fs::write(dir.join(format!("hostile-{i:02}.md")), render(&tree)).unwrap();
-            std::fs::write(
-                dir.join(format!("hostile-{i:02}.headings")),
-                format!("{expected}\n"),
-            )
-            .unwrap();
-        }
-    }
 }

@@ -853,18 +853,12 @@ mod tests {
         }
     }
 
-    /// Writes renders of hostile trees for `tools/mermaid-check` (see its check.mjs):
-    /// `MERMAID_OUT=DIR cargo test --lib export::mermaid -- --ignored`, then
-    /// `node tools/mermaid-check/check.mjs --no-raw-html DIR/*.mmd`. Each file's counts
-    /// are written beside it as `NAME.counts` (`nodes edges subgraphs`).
+    /// Writes renders of hostile trees to `target/mermaid-fixtures/` for the real Mermaid
+    /// parser, which `.ci/run` runs on them (`tools/mermaid-check/check.mjs`). Each file's
+    /// expected counts are written beside it as `NAME.counts` (`nodes edges subgraphs`).
     #[test]
-    #[ignore = "writes files for tools/mermaid-check; set MERMAID_OUT and run with --ignored"]
     fn write_hostile_renders_for_the_mermaid_checker() {
-        let dir = std::path::PathBuf::from(std::env::var_os("MERMAID_OUT").unwrap_or_else(|| {
-            std::env::temp_dir()
-                .join("reasoning-ledger-mermaid")
-                .into_os_string()
-        }));
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mermaid-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let mut trees = vec![("empty".to_string(), ThoughtTree::new(SessionId::generate()))];
         for (i, text) in HOSTILE.iter().enumerate() {
@@ -886,6 +880,6 @@ mod tests {
             )
             .unwrap();
         }
-        eprintln!("wrote to {}", dir.display());
+        assert!(dir.join("hostile-all.mmd").is_file());
     }
 }
