@@ -13,6 +13,8 @@
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
 //!   import, demo, bench).
 
+pub mod bench;
+pub mod bench_ledger;
 pub mod cli;
 pub mod event;
 pub mod export;
@@ -20,5 +22,3 @@ pub mod projection;
 pub mod server;
 pub mod store;
 pub mod tools;
-pub mod bench;
-pub mod bench_ledger;

@@ -23,7 +23,12 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::Mermaid, Format::Markdown, Format::Json, Format::Jsonl];
+    pub const ALL: [Format; 4] = [
+        Format::Mermaid,
+        Format::Markdown,
+        Format::Json,
+        Format::Jsonl,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -57,7 +62,9 @@ impl FromStr for Format {
         Format::ALL
             .into_iter()
             .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown format {s:?}: use one of mermaid, markdown, json, jsonl"))
+            .ok_or_else(|| {
+                format!("unknown format {s:?}: use one of mermaid, markdown, json, jsonl")
+            })
     }
 }
 

@@ -206,7 +206,7 @@ pub fn list_sessions(
     limit: usize,
 ) -> Result<(Vec<SessionHead>, Option<String>), StoreError> {
     let mut heads = ledger.heads()?;
-    heads.sort_by(|a, b| (b.summary.updated_at, b.session).cmp(&(a.summary.updated_at, a.session)));
+    heads.sort_by_key(|h| std::cmp::Reverse((h.summary.updated_at, h.session)));
     let query = query.map(str::to_lowercase);
     let mut rows: Vec<SessionHead> = heads
         .into_iter()
