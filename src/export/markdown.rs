@@ -427,74 +427,14 @@ fn closing_backticks(rest: &str, len: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{
-        CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId,
-        SessionKind, ThinkThought,
-    };
-
-    fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
-        Event {
-            id: EventId::generate(),
-            session,
-            seq,
-            at: 1_700_000_000_000 + seq * 1_000,
-            schema: 1,
-            payload,
-            prev: GENESIS_HASH.into(),
-            hash: GENESIS_HASH.into(),
-        }
-    }
-
-    fn call(tool: &str) -> CallRecord {
-        CallRecord {
-            tool: tool.into(),
-            raw_arguments: serde_json::json!({}),
-            duration_us: 1,
-        }
-    }
-
-    fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
-        SequentialThought {
-            thought: text.into(),
-            thought_number: number,
-            total_thoughts: total,
-            next_thought_needed: true,
-            is_revision: None,
-            revises_thought: None,
-            branch_from_thought: None,
-            branch_id: None,
-            needs_more_thoughts: None,
-        }
-    }
-
-    fn recorded(thought: SequentialThought) -> Payload {
-        Payload::ThoughtRecorded {
-            thought,
-            call: call("sequentialthinking"),
-        }
-    }
-
-    fn tree_of(title: &str, kind: SessionKind, payloads: Vec<Payload>) -> ThoughtTree {
-        let session = SessionId::generate();
-        let mut events = vec![session_event(
-            session,
-            1,
-            Payload::SessionStarted {
-                kind,
-                title: title.into(),
-                aliases: vec!["alias *one*".into()],
-            },
-        )];
-        for (i, payload) in payloads.into_iter().enumerate() {
-            events.push(session_event(session, i as u64 + 2, payload));
-        }
-        ThoughtTree::build(session, events)
-    }
+    use crate::event::{Payload, SequentialThought, SessionId, SessionKind, ThinkThought};
+    use crate::projection::fixtures::*;
 
     fn sample_tree(text: &str) -> ThoughtTree {
-        tree_of(
+        tree_with_aliases(
             text,
             SessionKind::Thinking,
+            vec!["alias *one*".into()],
             vec![
                 recorded(seq_thought(&format!("first {text}"), 1, 3)),
                 recorded(seq_thought("second", 2, 3)),

@@ -369,10 +369,8 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{
-        CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId,
-        SessionKind, ThinkThought,
-    };
+    use crate::event::{Payload, SequentialThought, SessionId, SessionKind, ThinkThought};
+    use crate::projection::fixtures::*;
 
     fn label(text: &str, max_chars: usize) -> String {
         let mut out = String::new();
@@ -414,66 +412,6 @@ mod tests {
         "   ",
         "\u{FFFE}\u{FFFF}",
     ];
-
-    fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
-        Event {
-            id: EventId::generate(),
-            session,
-            seq,
-            at: 1_700_000_000_000 + seq * 1_000,
-            schema: 1,
-            payload,
-            prev: GENESIS_HASH.into(),
-            hash: GENESIS_HASH.into(),
-        }
-    }
-
-    fn call(tool: &str) -> CallRecord {
-        CallRecord {
-            tool: tool.into(),
-            raw_arguments: serde_json::json!({}),
-            duration_us: 1,
-        }
-    }
-
-    fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
-        SequentialThought {
-            thought: text.into(),
-            thought_number: number,
-            total_thoughts: total,
-            next_thought_needed: true,
-            is_revision: None,
-            revises_thought: None,
-            branch_from_thought: None,
-            branch_id: None,
-            needs_more_thoughts: None,
-        }
-    }
-
-    /// Builds a tree of a session titled `title` from thought payloads (seq 2 onwards).
-    fn tree_of(title: &str, kind: SessionKind, payloads: Vec<Payload>) -> ThoughtTree {
-        let session = SessionId::generate();
-        let mut events = vec![session_event(
-            session,
-            1,
-            Payload::SessionStarted {
-                kind,
-                title: title.into(),
-                aliases: Vec::new(),
-            },
-        )];
-        for (i, payload) in payloads.into_iter().enumerate() {
-            events.push(session_event(session, i as u64 + 2, payload));
-        }
-        ThoughtTree::build(session, events)
-    }
-
-    fn recorded(thought: SequentialThought) -> Payload {
-        Payload::ThoughtRecorded {
-            thought,
-            call: call("sequentialthinking"),
-        }
-    }
 
     /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
     /// every text field (title, thoughts, branch ids) is `text`.

@@ -4,5 +4,7 @@
 //! thought tree with branches, revisions and anomalies). Must not: write anything, do
 //! I/O, or loop on a crafted log: every fold walks each event once.
 
+#[cfg(test)]
+pub mod fixtures;
 pub mod summary;
 pub mod tree;

@@ -354,40 +354,15 @@ impl ThoughtTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{CallRecord, EventId, GENESIS_HASH, SequentialThought};
-
-    fn event(session: SessionId, seq: u64, payload: Payload) -> Event {
-        Event {
-            id: EventId::generate(),
-            session,
-            seq,
-            at: seq,
-            schema: 1,
-            payload,
-            prev: GENESIS_HASH.into(),
-            hash: GENESIS_HASH.into(),
-        }
-    }
+    use crate::projection::fixtures::{recorded, seq_thought, session_event};
 
     fn thought(n: u64, revises: Option<u64>, branch: Option<(&str, u64)>) -> Payload {
-        Payload::ThoughtRecorded {
-            thought: SequentialThought {
-                thought: format!("t{n}"),
-                thought_number: n,
-                total_thoughts: 9,
-                next_thought_needed: true,
-                is_revision: revises.map(|_| true),
-                revises_thought: revises,
-                branch_from_thought: branch.map(|(_, from)| from),
-                branch_id: branch.map(|(id, _)| id.to_string()),
-                needs_more_thoughts: None,
-            },
-            call: CallRecord {
-                tool: "sequentialthinking".into(),
-                raw_arguments: serde_json::json!({}),
-                duration_us: 0,
-            },
-        }
+        let mut thought = seq_thought(&format!("t{n}"), n, 9);
+        thought.is_revision = revises.map(|_| true);
+        thought.revises_thought = revises;
+        thought.branch_from_thought = branch.map(|(_, from)| from);
+        thought.branch_id = branch.map(|(id, _)| id.to_string());
+        recorded(thought)
     }
 
     fn log(session: SessionId) -> Vec<Event> {
@@ -407,7 +382,7 @@ mod tests {
         payloads
             .into_iter()
             .enumerate()
-            .map(|(i, p)| event(session, i as u64 + 1, p))
+            .map(|(i, p)| session_event(session, i as u64 + 1, p))
             .collect()
     }
 
@@ -447,7 +422,11 @@ mod tests {
         let session = SessionId::generate();
         let mut events = log(session);
         events.swap(2, 3);
-        events.push(event(SessionId::generate(), 7, thought(9, None, None)));
+        events.push(session_event(
+            SessionId::generate(),
+            7,
+            thought(9, None, None),
+        ));
         let tree = ThoughtTree::build(session, events);
         // 1, 2 fold; 4 is skipped (it does not follow 2); 3 folds; 5 and 6 do not follow
         // 3 and are skipped; the other session's event is ignored.

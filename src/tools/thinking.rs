@@ -564,17 +564,7 @@ mod tests {
 
     #[test]
     fn box_headers_never_print_undefined() {
-        let mut thought = SequentialThought {
-            thought: "first".into(),
-            thought_number: 1,
-            total_thoughts: 3,
-            next_thought_needed: true,
-            is_revision: None,
-            revises_thought: None,
-            branch_from_thought: None,
-            branch_id: None,
-            needs_more_thoughts: None,
-        };
+        let mut thought = crate::projection::fixtures::seq_thought("first", 1, 3);
         assert_eq!(
             thought_box(&thought),
             "\n┌──────────────────┐\n│ 💭 Thought 1/3 │\n├──────────────────┤\n│ first            │\n└──────────────────┘"
