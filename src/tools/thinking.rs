@@ -194,18 +194,34 @@ pub fn decide_sequential(
     args: &SequentialArgs,
     call: CallRecord,
 ) -> Vec<NewEvent> {
+    with_start(
+        head,
+        SessionKind::Thinking,
+        &args.thought.thought,
+        Payload::ThoughtRecorded {
+            thought: args.thought.clone(),
+            call,
+        },
+    )
+}
+
+/// Pure: `payload` for the session at `head`, preceded by `session_started` (titled from
+/// `title_source`) when there is no session yet.
+fn with_start(
+    head: Option<&SessionHead>,
+    kind: SessionKind,
+    title_source: &str,
+    payload: Payload,
+) -> Vec<NewEvent> {
     let mut events = Vec::with_capacity(2);
     if head.is_none() {
         events.push(NewEvent::new(Payload::SessionStarted {
-            kind: SessionKind::Thinking,
-            title: title_of(&args.thought.thought),
+            kind,
+            title: title_of(title_source),
             aliases: Vec::new(),
         }));
     }
-    events.push(NewEvent::new(Payload::ThoughtRecorded {
-        thought: args.thought.clone(),
-        call,
-    }));
+    events.push(NewEvent::new(payload));
     events
 }
 
@@ -298,6 +314,68 @@ fn append_and_head(
     Ok(Recorded { session, seq, head })
 }
 
+/// A writing call as received: the tool name as called, its raw arguments and when it
+/// arrived (for the recorded duration).
+struct CallInput {
+    tool: String,
+    raw: Map<String, Value>,
+    started: Instant,
+}
+
+impl CallInput {
+    fn new(tool: &str, raw: Map<String, Value>, started: Instant) -> Self {
+        CallInput {
+            tool: tool.to_string(),
+            raw,
+            started,
+        }
+    }
+}
+
+/// Which session a call may continue: the one it names in `field`, of `kind`.
+struct Target {
+    field: &'static str,
+    named: Option<String>,
+    kind: SessionKind,
+}
+
+/// Runs one writing call on the writer thread, inside the group's transaction: picks the
+/// session (the named one, else the process's current one that `current` picks, else a
+/// new one), lets the pure `decide` produce the events, appends them, and lets
+/// `remember` make that session current. Returns once the commit is durable.
+async fn record(
+    ctx: &ToolContext,
+    input: CallInput,
+    target: Target,
+    current: impl FnOnce(&CurrentSessions) -> Option<SessionId> + Send + 'static,
+    decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Vec<NewEvent> + Send + 'static,
+    remember: impl FnOnce(&mut CurrentSessions, SessionId) + Send + 'static,
+) -> Result<Recorded, ToolError> {
+    let sessions = ctx.current.clone();
+    ctx.ledger
+        .write(move |txn| -> Result<Recorded, ToolError> {
+            let continued = current(&current_sessions(&sessions));
+            let head = target_head(
+                txn,
+                &input.tool,
+                target.field,
+                target.named.as_deref(),
+                continued,
+                target.kind,
+            )?;
+            let call = CallRecord {
+                tool: input.tool,
+                raw_arguments: Value::Object(input.raw),
+                duration_us: input.started.elapsed().as_micros() as u64,
+            };
+            let events = decide(head.as_ref(), call);
+            let recorded = append_and_head(txn, head, events)?;
+            remember(&mut current_sessions(&sessions), recorded.session);
+            Ok(recorded)
+        })
+        .await?
+}
+
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
 pub async fn call_sequential(
@@ -308,36 +386,29 @@ pub async fn call_sequential(
     let started = Instant::now();
     // Errors name the listed tool, as the reference's text does, whatever alias was used.
     let args = SequentialArgs::parse(SEQUENTIAL, &raw)?;
-    let tool_name = tool.to_string();
-    let current = ctx.current.clone();
     let job_args = args.clone();
-    let recorded = ctx
-        .ledger
-        .write(move |txn| -> Result<Recorded, ToolError> {
-            let current_session = if job_args.starts_session() {
+    let recorded = record(
+        ctx,
+        CallInput::new(tool, raw, started),
+        Target {
+            field: "sessionId",
+            named: args.session_id.clone(),
+            kind: SessionKind::Thinking,
+        },
+        move |current: &CurrentSessions| {
+            if job_args.starts_session() {
                 None
             } else {
-                current_sessions(&current).thinking
-            };
-            let head = target_head(
-                txn,
-                &tool_name,
-                "sessionId",
-                job_args.session_id.as_deref(),
-                current_session,
-                SessionKind::Thinking,
-            )?;
-            let call = CallRecord {
-                tool: tool_name.clone(),
-                raw_arguments: Value::Object(raw),
-                duration_us: started.elapsed().as_micros() as u64,
-            };
-            let events = decide_sequential(head.as_ref(), &job_args, call);
-            let recorded = append_and_head(txn, head, events)?;
-            current_sessions(&current).thinking = Some(recorded.session);
-            Ok(recorded)
-        })
-        .await??;
+                current.thinking
+            }
+        },
+        {
+            let args = args.clone();
+            move |head: Option<&SessionHead>, call| decide_sequential(head, &args, call)
+        },
+        |current: &mut CurrentSessions, session| current.thinking = Some(session),
+    )
+    .await?;
     if ctx.log_thoughts {
         eprintln!("{}", thought_box(&args.thought));
     }
@@ -481,19 +552,15 @@ pub fn decide_think(
     args: &ThinkArgs,
     call: CallRecord,
 ) -> Vec<NewEvent> {
-    let mut events = Vec::with_capacity(2);
-    if head.is_none() {
-        events.push(NewEvent::new(Payload::SessionStarted {
-            kind: SessionKind::Think,
-            title: title_of(&args.thought.thread_purpose),
-            aliases: Vec::new(),
-        }));
-    }
-    events.push(NewEvent::new(Payload::ThinkRecorded {
-        thought: args.thought.clone(),
-        call,
-    }));
-    events
+    with_start(
+        head,
+        SessionKind::Think,
+        &args.thought.thread_purpose,
+        Payload::ThinkRecorded {
+            thought: args.thought.clone(),
+            call,
+        },
+    )
 }
 
 /// Handles one `think` call.
@@ -504,41 +571,33 @@ pub async fn call_think(
 ) -> Result<CallToolResult, ToolError> {
     let started = Instant::now();
     let args = ThinkArgs::parse(tool, &raw)?;
-    let tool_name = tool.to_string();
-    let current = ctx.current.clone();
-    let job_args = args.clone();
-    let recorded = ctx
-        .ledger
-        .write(move |txn| -> Result<Recorded, ToolError> {
-            let purpose = &job_args.thought.thread_purpose;
-            let continued = if job_args.thought.thought_index == 1 {
-                None
-            } else {
-                current_sessions(&current)
+    let purpose = args.thought.thread_purpose.clone();
+    let first = args.thought.thought_index == 1;
+    let recorded = record(
+        ctx,
+        CallInput::new(tool, raw, started),
+        Target {
+            field: "session_id",
+            named: args.session_id.clone(),
+            kind: SessionKind::Think,
+        },
+        {
+            let purpose = purpose.clone();
+            move |current: &CurrentSessions| {
+                current
                     .think
                     .as_ref()
-                    .filter(|(_, current_purpose)| current_purpose == purpose)
+                    .filter(|(_, current_purpose)| !first && *current_purpose == purpose)
                     .map(|(session, _)| *session)
-            };
-            let head = target_head(
-                txn,
-                &tool_name,
-                "session_id",
-                job_args.session_id.as_deref(),
-                continued,
-                SessionKind::Think,
-            )?;
-            let call = CallRecord {
-                tool: tool_name.clone(),
-                raw_arguments: Value::Object(raw),
-                duration_us: started.elapsed().as_micros() as u64,
-            };
-            let events = decide_think(head.as_ref(), &job_args, call);
-            let recorded = append_and_head(txn, head, events)?;
-            current_sessions(&current).think = Some((recorded.session, purpose.clone()));
-            Ok(recorded)
-        })
-        .await??;
+            }
+        },
+        {
+            let args = args.clone();
+            move |head: Option<&SessionHead>, call| decide_think(head, &args, call)
+        },
+        move |current: &mut CurrentSessions, session| current.think = Some((session, purpose)),
+    )
+    .await?;
     let mut text = format!(
         "Thread purpose: {}\nThought {} logged.",
         args.thought.thread_purpose, args.thought.thought_index
