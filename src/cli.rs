@@ -464,8 +464,22 @@ fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
     for batch in batches {
         let session = batch[0].session;
         let head_seq = ledger.head(session)?.map_or(0, |h| h.seq);
-        // Events already stored are acknowledged by id; only the rest are appended.
-        let fresh: Vec<Event> = batch.into_iter().filter(|e| e.seq > head_seq).collect();
+        // Events the ledger already holds must be the same events (same hash); only the
+        // rest are appended.
+        let (known, fresh): (Vec<Event>, Vec<Event>) =
+            batch.into_iter().partition(|e| e.seq <= head_seq);
+        for event in &known {
+            let stored = ledger.events(session, event.seq, event.seq)?;
+            if event.computed_hash() != event.hash
+                || stored.first().map(|s| &s.hash) != Some(&event.hash)
+            {
+                bail!(
+                    "{}: event seq {} of session {session} differs from the one already in the ledger",
+                    file.display(),
+                    event.seq
+                );
+            }
+        }
         let count = fresh.len();
         ledger
             .write_blocking(move |txn| txn.import(fresh))?

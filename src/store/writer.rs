@@ -287,7 +287,7 @@ impl AppendTxn<'_> {
             if event.seq != seq {
                 return Err(AppendError::Conflict {
                     session,
-                    expected: event.seq - 1,
+                    expected: event.seq.saturating_sub(1),
                     actual: seq - 1,
                 });
             }

@@ -171,3 +171,21 @@ fn a_foreign_file_at_the_ledger_path_is_an_error_naming_it_and_left_untouched() 
         "the file must not be touched"
     );
 }
+
+#[tokio::test]
+async fn import_refuses_a_file_that_disagrees_with_stored_events() {
+    let dir = data_dir();
+    let session = one_session(dir.path()).await;
+    let exported = stdout(&cli(dir.path(), &["export", &session, "--format", "jsonl"]));
+    let altered = exported.replacen("the needle is here", "the needle was moved", 1);
+    let file = dir.path().join("altered.jsonl");
+    std::fs::write(&file, altered).unwrap();
+    let import = cli(dir.path(), &["import", file.to_str().unwrap()]);
+    assert_eq!(import.status.code(), Some(1));
+    assert!(
+        stderr(&import).contains("differs from the one already in the ledger"),
+        "{}",
+        stderr(&import)
+    );
+    assert!(cli(dir.path(), &["verify"]).status.success());
+}
