@@ -52,6 +52,8 @@ pub enum AppendError {
     IdReused { id: EventId },
     #[error("a new session's first event must be session_started, found {found}")]
     FirstEventNotStart { found: String },
+    #[error("an append needs at least one event")]
+    EmptyBatch,
     #[error("session_started may only be the first event of a session")]
     StartInsideSession,
     #[error("alias {alias:?} already names session {existing}")]

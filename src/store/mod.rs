@@ -15,7 +15,7 @@ mod tables;
 pub mod writer;
 
 pub use error::{AppendError, OpenError, StoreError, VerifyError};
-pub use writer::AppendTxn;
+pub use writer::{AppendTxn, Appended};
 
 use crate::event::{Event, SessionId};
 use crate::projection::summary::SessionSummary;
@@ -336,5 +336,113 @@ impl Ledger {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The append contract, against a real ledger file.
+
+    use super::*;
+    use crate::event::{NewEvent, Payload, SessionKind};
+
+    fn start(aliases: &[&str]) -> NewEvent {
+        NewEvent::new(Payload::SessionStarted {
+            kind: SessionKind::Thinking,
+            title: "t".into(),
+            aliases: aliases.iter().map(|a| a.to_string()).collect(),
+        })
+    }
+
+    fn closed(reason: &str) -> NewEvent {
+        NewEvent::new(Payload::SessionClosed {
+            reason: reason.into(),
+        })
+    }
+
+    fn append(
+        ledger: &Ledger,
+        session: SessionId,
+        expected: u64,
+        events: Vec<NewEvent>,
+    ) -> Result<Appended, AppendError> {
+        ledger
+            .write_blocking(move |txn| txn.append(session, expected, events))
+            .expect("commit")
+    }
+
+    #[test]
+    fn append_checks_the_expected_seq_and_writes_nothing_on_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let session = SessionId::generate();
+        let first = append(&ledger, session, 0, vec![start(&[]), closed("a")]).unwrap();
+        assert_eq!(first.head.seq, 2);
+        match append(&ledger, session, 1, vec![closed("b")]) {
+            Err(AppendError::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            }) => {}
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 2);
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn append_is_idempotent_by_event_id_and_refuses_a_reused_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let session = SessionId::generate();
+        let batch = vec![start(&[]), closed("a")];
+        let first = append(&ledger, session, 0, batch.clone()).unwrap();
+        // The same batch again (a retried call) is acknowledged with the stored events.
+        let again = append(&ledger, session, 0, batch.clone()).unwrap();
+        assert_eq!(again.events, first.events);
+        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 2);
+        let mut reused = closed("different");
+        reused.id = batch[1].id;
+        assert!(matches!(
+            append(&ledger, session, 2, vec![reused]),
+            Err(AppendError::IdReused { .. })
+        ));
+    }
+
+    #[test]
+    fn a_session_starts_with_session_started_once_and_aliases_are_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let session = SessionId::generate();
+        assert!(matches!(
+            append(&ledger, session, 0, vec![closed("x")]),
+            Err(AppendError::FirstEventNotStart { .. })
+        ));
+        append(&ledger, session, 0, vec![start(&["dp-1"])]).unwrap();
+        assert!(matches!(
+            append(&ledger, session, 1, vec![start(&[])]),
+            Err(AppendError::StartInsideSession)
+        ));
+        assert_eq!(ledger.resolve("dp-1").unwrap(), Some(session));
+        let other = SessionId::generate();
+        assert!(matches!(
+            append(&ledger, other, 0, vec![start(&["dp-1"])]),
+            Err(AppendError::AliasTaken { .. })
+        ));
+        assert!(
+            ledger.head(other).unwrap().is_none(),
+            "nothing of a refused batch"
+        );
+    }
+
+    #[test]
+    fn a_panicking_job_answers_an_error_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let outcome = ledger.write_blocking(|_txn| -> u8 { panic!("boom") });
+        assert!(matches!(outcome, Err(StoreError::JobPanicked(m)) if m == "boom"));
+        let session = SessionId::generate();
+        append(&ledger, session, 0, vec![start(&[])]).unwrap();
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
     }
 }

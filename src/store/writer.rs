@@ -163,6 +163,13 @@ fn commit_group(db: &Database, group: Vec<Job>) {
     }
 }
 
+/// What an append wrote (or found already written): the events and the session's new head.
+#[derive(Clone, Debug)]
+pub struct Appended {
+    pub events: Vec<Event>,
+    pub head: SessionHead,
+}
+
 /// The write transaction as a job sees it: read heads, append events.
 pub struct AppendTxn<'a> {
     txn: &'a WriteTransaction,
@@ -207,9 +214,9 @@ impl AppendTxn<'_> {
         session: SessionId,
         expected_seq: u64,
         events: Vec<NewEvent>,
-    ) -> Result<Vec<Event>, AppendError> {
+    ) -> Result<Appended, AppendError> {
         if let Some(stored) = self.already_stored(&events)? {
-            return Ok(stored);
+            return self.acknowledged_again(session, stored);
         }
         let head = self.head(session)?;
         let actual = head.as_ref().map_or(0, |h| h.seq);
@@ -253,9 +260,9 @@ impl AppendTxn<'_> {
 
     /// Appends events exactly as exported (ids, times and hashes kept), after checking
     /// that each one continues the stored chain. Idempotent like [`AppendTxn::append`].
-    pub fn import(&mut self, events: Vec<Event>) -> Result<Vec<Event>, AppendError> {
+    pub fn import(&mut self, events: Vec<Event>) -> Result<Option<Appended>, AppendError> {
         let Some(first) = events.first() else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let session = first.session;
         let as_new: Vec<NewEvent> = events
@@ -266,7 +273,7 @@ impl AppendTxn<'_> {
             })
             .collect();
         if let Some(stored) = self.already_stored(&as_new)? {
-            return Ok(stored);
+            return self.acknowledged_again(session, stored).map(Some);
         }
         let head = self.head(session)?;
         let mut seq = head.as_ref().map_or(0, |h| h.seq);
@@ -300,7 +307,19 @@ impl AppendTxn<'_> {
             }
             prev = event.hash.clone();
         }
-        self.insert_checked(head, events)
+        self.insert_checked(head, events).map(Some)
+    }
+
+    /// The answer to a batch that was already stored: its events and the current head.
+    fn acknowledged_again(
+        &self,
+        session: SessionId,
+        events: Vec<Event>,
+    ) -> Result<Appended, AppendError> {
+        let head = self.head(session)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("session {session} has events but no head"))
+        })?;
+        Ok(Appended { events, head })
     }
 
     /// `Some(stored events)` when every id is already stored with the same payload.
@@ -340,9 +359,9 @@ impl AppendTxn<'_> {
         &mut self,
         head: Option<SessionHead>,
         events: Vec<Event>,
-    ) -> Result<Vec<Event>, AppendError> {
+    ) -> Result<Appended, AppendError> {
         let Some(first) = events.first() else {
-            return Ok(events);
+            return Err(AppendError::EmptyBatch);
         };
         let session = first.session;
         let mut summary = match head {
@@ -393,7 +412,7 @@ impl AppendTxn<'_> {
             self.poisoned = Some(error.clone());
             return Err(error.into());
         }
-        Ok(events)
+        Ok(Appended { events, head })
     }
 
     fn write_rows(

@@ -307,10 +307,8 @@ fn append_and_head(
         None => (SessionId::generate(), 0),
     };
     let appended = txn.append(session, expected, events)?;
-    let seq = appended.last().map_or(expected, |e| e.seq);
-    let head = txn.head(session)?.ok_or_else(|| {
-        crate::store::StoreError::Corrupt(format!("session {session} has no head after append"))
-    })?;
+    let seq = appended.events.last().map_or(appended.head.seq, |e| e.seq);
+    let head = appended.head;
     Ok(Recorded { session, seq, head })
 }
 
