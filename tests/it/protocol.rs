@@ -136,3 +136,39 @@ async fn initialize_negotiates_older_protocol_versions() {
         server.child.kill().await.unwrap();
     }
 }
+
+#[test]
+fn stdout_carries_only_json_rpc_even_with_trace_logging() {
+    use std::io::Write;
+    let dir = data_dir();
+    let mut child = std::process::Command::new(bin())
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .env("RUST_LOG", "trace")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "sequentialthinking", "arguments": {"thought": "traced", "thoughtNumber": 1, "totalThoughts": 1, "nextThoughtNeeded": false}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    for line in stdout.lines() {
+        let message: Value = serde_json::from_str(line).expect("stdout line is JSON");
+        assert_eq!(message["jsonrpc"], json!("2.0"));
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("TRACE") && stderr.contains("Thought 1/1"),
+        "{stderr}"
+    );
+}
