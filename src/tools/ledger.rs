@@ -52,7 +52,9 @@ pub fn tools() -> Vec<Tool> {
                 "limit": {"type": "integer", "minimum": 1, "maximum": LIST_MAX_LIMIT},
                 "before": {"type": "string", "description": "nextCursor of the previous page"}
             }}),
-            None,
+            Some(
+                json!({"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object"}}, "nextCursor": {"type": "string"}}, "required": ["sessions"]}),
+            ),
             reading_annotations("List sessions"),
         ),
         tool_definition(
@@ -66,7 +68,9 @@ pub fn tools() -> Vec<Tool> {
                 "limit": {"type": "integer", "minimum": 1, "maximum": HISTORY_MAX_LIMIT},
                 "kinds": {"type": "array", "items": {"type": "string"}, "description": "Event types, e.g. thought_recorded"}
             }, "required": ["sessionId"]}),
-            None,
+            Some(
+                json!({"type": "object", "properties": {"sessionId": {"type": "string"}, "headSeq": {"type": "integer"}, "events": {"type": "array", "items": {"type": "object"}}, "nextFromSeq": {"type": "integer"}, "note": {"type": "string"}}, "required": ["sessionId", "headSeq", "events"]}),
+            ),
             reading_annotations("Get session history"),
         ),
         tool_definition(
@@ -78,7 +82,9 @@ pub fn tools() -> Vec<Tool> {
                 "kind": {"type": "string"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX_LIMIT}
             }, "required": ["query"]}),
-            None,
+            Some(
+                json!({"type": "object", "properties": {"query": {"type": "string"}, "matches": {"type": "array", "items": {"type": "object"}}, "note": {"type": "string"}}, "required": ["query", "matches"]}),
+            ),
             reading_annotations("Search history"),
         ),
         tool_definition(
@@ -101,7 +107,9 @@ pub fn tools() -> Vec<Tool> {
                 "sessionId": session_id,
                 "atSeq": {"type": "integer", "minimum": 1}
             }, "required": ["sessionId", "atSeq"]}),
-            None,
+            Some(
+                json!({"type": "object", "properties": {"sessionId": {"type": "string"}, "atSeq": {"type": "integer"}, "headSeq": {"type": "integer"}, "thoughts": {"type": "array", "items": {"type": "object"}}, "branches": {"type": "array", "items": {"type": "object"}}, "edges": {"type": "array", "items": {"type": "object"}}, "anomalies": {"type": "array", "items": {"type": "object"}}}, "required": ["sessionId", "atSeq", "thoughts", "branches", "edges", "anomalies"]}),
+            ),
             reading_annotations("Replay session"),
         ),
     ]
