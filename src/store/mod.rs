@@ -157,19 +157,8 @@ impl Ledger {
     pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         let txn = self.read_txn()?;
         let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
-        if let Ok(id) = text.parse::<SessionId>()
-            && heads
-                .get(session_key(id))
-                .map_err(StoreError::from_redb)?
-                .is_some()
-        {
-            return Ok(Some(id));
-        }
         let aliases = txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
-        Ok(aliases
-            .get(text)
-            .map_err(StoreError::from_redb)?
-            .map(|v| SessionId(ulid::Ulid(v.value()))))
+        tables::resolve(&heads, &aliases, text)
     }
 
     /// Events of `session` with seq in `from_seq..=to_seq`, in order.

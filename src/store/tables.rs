@@ -49,3 +49,23 @@ pub fn read_head(
         None => Ok(None),
     }
 }
+
+/// Finds a session by its id (if it has a head) or by an alias recorded when it started.
+pub fn resolve(
+    heads: &impl ReadableTable<u128, &'static [u8]>,
+    aliases: &impl ReadableTable<&'static str, u128>,
+    text: &str,
+) -> Result<Option<SessionId>, StoreError> {
+    if let Ok(id) = text.parse::<SessionId>()
+        && heads
+            .get(session_key(id))
+            .map_err(StoreError::from_redb)?
+            .is_some()
+    {
+        return Ok(Some(id));
+    }
+    Ok(aliases
+        .get(text)
+        .map_err(StoreError::from_redb)?
+        .map(|v| SessionId(ulid::Ulid(v.value()))))
+}

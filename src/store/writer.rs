@@ -188,19 +188,12 @@ impl AppendTxn<'_> {
 
     /// Finds a session by id or alias, as [`super::Ledger::resolve`] does.
     pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
-        if let Ok(id) = text.parse::<SessionId>()
-            && self.head(id)?.is_some()
-        {
-            return Ok(Some(id));
-        }
+        let heads = self.txn.open_table(HEADS).map_err(StoreError::from_redb)?;
         let aliases = self
             .txn
             .open_table(ALIASES)
             .map_err(StoreError::from_redb)?;
-        Ok(aliases
-            .get(text)
-            .map_err(StoreError::from_redb)?
-            .map(|v| SessionId(ulid::Ulid(v.value()))))
+        tables::resolve(&heads, &aliases, text)
     }
 
     /// Appends `events` to `session` after seq `expected_seq` (0 for a new session).
