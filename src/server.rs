@@ -51,11 +51,6 @@ impl LedgerServer {
         }
     }
 
-    /// The tools listed, in toolset order.
-    pub fn tools(&self) -> &[Tool] {
-        &self.tools
-    }
-
     /// Which toolset a called name belongs to, if it is switched on.
     fn route(&self, name: &str) -> Option<Toolset> {
         let set = match name {
