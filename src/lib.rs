@@ -18,6 +18,7 @@ pub mod bench_ledger;
 pub mod cli;
 pub mod event;
 pub mod export;
+pub mod fault;
 pub mod projection;
 pub mod server;
 pub mod store;

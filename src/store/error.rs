@@ -13,7 +13,7 @@ pub enum StoreError {
     Redb(Arc<redb::Error>),
     #[error("ledger holds an event that cannot be decoded: {0}")]
     Corrupt(String),
-    #[error("the ledger writer has stopped")]
+    #[error("the ledger writer stopped before confirming this write; it may or may not be recorded (check with get_history)")]
     WriterGone,
     #[error("a tool failed inside the write transaction: {0}")]
     JobPanicked(String),

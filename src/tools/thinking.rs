@@ -350,6 +350,7 @@ async fn record(
     remember: impl FnOnce(&mut CurrentSessions, SessionId) + Send + 'static,
 ) -> Result<Recorded, ToolError> {
     let sessions = ctx.current.clone();
+    crate::fault::hit(crate::fault::FaultPoint::ToolBeforeWrite);
     ctx.ledger
         .write(move |txn| -> Result<Recorded, ToolError> {
             let continued = current(&current_sessions(&sessions));
@@ -368,6 +369,7 @@ async fn record(
             };
             let events = decide(head.as_ref(), call);
             let recorded = append_and_head(txn, head, events)?;
+            crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
             remember(&mut current_sessions(&sessions), recorded.session);
             Ok(recorded)
         })

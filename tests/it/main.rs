@@ -11,6 +11,7 @@ mod cli;
 mod common;
 mod durability;
 mod exports;
+mod faults_process;
 mod ledger;
 mod protocol;
 mod thinking;
