@@ -23,3 +23,4 @@ pub mod projection;
 pub mod server;
 pub mod store;
 pub mod tools;
+pub mod transport;

@@ -19,8 +19,9 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
 
-/// Longest JSON-RPC line the server reads (bytes); longer lines are dropped unread, so
-/// memory stays bounded whatever a client sends. Above [`tools::args::MAX_TEXT_BYTES`]
+/// Longest JSON-RPC line the server reads (bytes); the rest of a longer line is skipped
+/// without being kept and the line is answered with a -32600 error, so memory stays
+/// bounded whatever a client sends. Above [`tools::args::MAX_TEXT_BYTES`]
 /// with room to spare, so an oversized thought still gets its clear size error.
 pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -282,12 +283,15 @@ impl ServerHandler for LedgerServer {
     }
 }
 
-/// Serves MCP over stdin/stdout until the client closes stdin.
+/// Serves MCP over stdin/stdout until the client closes stdin. Lines over
+/// [`MAX_LINE_BYTES`] and lines that are not JSON-RPC are answered by the transport
+/// ([`crate::transport`]) and never reach a handler.
 pub async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
-    let (stdin, stdout) = rmcp::transport::stdio();
-    let transport =
-        rmcp::transport::async_rw::AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
-            .with_max_line_length(MAX_LINE_BYTES);
+    let transport = crate::transport::LineTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        MAX_LINE_BYTES,
+    );
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())

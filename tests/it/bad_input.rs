@@ -417,26 +417,38 @@ async fn at_seq_out_of_range_is_rejected_by_export_and_replay() {
 
 // ---- raw JSON-RPC ----
 
-/// A server spoken to line by line, without an MCP client in between.
-struct Raw {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    stdout: BufReader<tokio::process::ChildStdout>,
+/// A server spoken to line by line, without an MCP client in between (also used by
+/// `hostile`).
+pub(crate) struct Raw {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) stdin: tokio::process::ChildStdin,
+    pub(crate) stdout: BufReader<tokio::process::ChildStdout>,
     /// Every line the server wrote so far.
-    lines: Vec<Vec<u8>>,
+    pub(crate) lines: Vec<Vec<u8>>,
 }
 
 impl Raw {
-    async fn spawn(dir: &std::path::Path) -> Raw {
+    pub(crate) async fn spawn(dir: &std::path::Path) -> Raw {
+        Raw::spawn_with(dir, &[], Stdio::null()).await
+    }
+
+    /// Spawns with extra environment variables and stderr going to `stderr`.
+    pub(crate) async fn spawn_with(
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Raw {
         let mut child = tokio::process::Command::new(common::bin())
             .arg("serve")
             .arg("--data-dir")
             .arg(dir)
             .env("DISABLE_THOUGHT_LOGGING", "true")
             .env_remove("REASONING_LEDGER_TOOLSETS")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .expect("spawn server");
@@ -450,18 +462,18 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, line: &[u8]) {
+    pub(crate) async fn send(&mut self, line: &[u8]) {
         self.stdin.write_all(line).await.expect("write");
         self.stdin.write_all(b"\n").await.expect("write");
         self.stdin.flush().await.expect("flush");
     }
 
-    async fn send_json(&mut self, value: Value) {
+    pub(crate) async fn send_json(&mut self, value: Value) {
         self.send(value.to_string().as_bytes()).await;
     }
 
     /// Reads lines until the answer to `id` arrives, and returns it.
-    async fn answer(&mut self, id: u64) -> Value {
+    pub(crate) async fn answer(&mut self, id: u64) -> Value {
         let wait = async {
             loop {
                 let mut line = Vec::new();
@@ -484,7 +496,7 @@ impl Raw {
             .unwrap_or_else(|_| panic!("no answer to request {id}"))
     }
 
-    async fn initialize(&mut self) {
+    pub(crate) async fn initialize(&mut self) {
         self.send_json(json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
@@ -497,7 +509,7 @@ impl Raw {
     }
 
     /// Closes stdin, reads what is left, and returns every line the server wrote.
-    async fn finish(mut self) -> Vec<Vec<u8>> {
+    pub(crate) async fn finish(mut self) -> Vec<Vec<u8>> {
         drop(self.stdin);
         let rest = async {
             loop {
@@ -522,7 +534,7 @@ impl Raw {
     }
 }
 
-fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
+pub(crate) fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
 }
 

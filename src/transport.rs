@@ -1,0 +1,566 @@
+//! The stdio transport: newline-delimited JSON-RPC with a bounded line reader that
+//! answers what it refuses.
+//!
+//! Owns: reading lines from the client (at most a cap's worth of bytes buffered, the
+//! rest of an over-long line skipped without keeping it), decoding them into rmcp
+//! messages, and the JSON-RPC error answers for lines no handler ever sees: an over-long
+//! line (-32600), a line that is not UTF-8 JSON (-32700), well-formed JSON that is not a
+//! message (-32600), and a known method whose params do not decode (-32602, where rmcp
+//! alone would answer -32601 naming the method). Each answer carries the request's id
+//! when the start of the line gives it away, else `null`, and tells the client how to
+//! fix the call. Also owns the single writer of stdout: every line written is one
+//! JSON-RPC message.
+//!
+//! Must not: answer a notification or anything shaped like a response (two peers that
+//! answer each other's garbage never stop), buffer more than the cap of any line, write
+//! anything to stdout that is not a JSON-RPC message, or exit on bad input.
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// Bytes kept from the start of an over-long line to recover its id from.
+pub const ID_PROBE_BYTES: usize = 4096;
+
+/// Read buffer size: big enough that skipping a huge line takes few reads.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// A line buffer grown past this is freed after its line, so one big call does not
+/// keep its memory for the life of the process.
+const KEEP_LINE_CAPACITY_BYTES: usize = 1024 * 1024;
+
+/// JSON-RPC error codes this module answers with.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// Request methods the server implements: a request for one of these that rmcp could
+/// not decode had bad params (rmcp would call it an unknown method).
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+];
+
+/// One line to write, and who waits for it to be written.
+type Outgoing = (Vec<u8>, Option<oneshot::Sender<std::io::Result<()>>>);
+
+/// Newline-delimited JSON-RPC over a reader and a writer (stdin and stdout in the
+/// server), for rmcp's service loop.
+pub struct LineTransport<R> {
+    read: BufReader<R>,
+    max_line_bytes: usize,
+    /// The line read so far (kept across cancelled `receive` calls).
+    line: Vec<u8>,
+    /// Skipping the rest of an over-long line until its newline.
+    discarding: bool,
+    /// The start of the over-long line being skipped, to find its id in.
+    probe: Vec<u8>,
+    /// Length of the over-long line so far.
+    skipped: usize,
+    outgoing: Option<mpsc::UnboundedSender<Outgoing>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What one bounded read produced.
+enum LineRead {
+    Line,
+    /// A line over the cap ended; its first [`ID_PROBE_BYTES`] are in `probe`.
+    Oversized {
+        length: usize,
+    },
+    Eof,
+    Io(std::io::Error),
+}
+
+impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
+    /// Starts the writer task on `write` (must run inside a tokio runtime).
+    pub fn new<W: AsyncWrite + Send + Unpin + 'static>(
+        read: R,
+        write: W,
+        max_line_bytes: usize,
+    ) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        LineTransport {
+            read: BufReader::with_capacity(READ_BUFFER_BYTES, read),
+            max_line_bytes,
+            line: Vec::new(),
+            discarding: false,
+            probe: Vec::new(),
+            skipped: 0,
+            outgoing: Some(sender),
+            writer: Some(tokio::spawn(write_lines(write, receiver))),
+        }
+    }
+
+    /// Reads one `\n`-terminated line into `self.line`, never holding more than
+    /// `max_line_bytes` of it. Cancel-safe: the state lives in `self`, and bytes are
+    /// consumed from the reader only together with the copy.
+    async fn read_line(&mut self) -> LineRead {
+        loop {
+            let available = match self.read.fill_buf().await {
+                Ok(available) => available,
+                Err(error) => return LineRead::Io(error),
+            };
+            if available.is_empty() {
+                return LineRead::Eof;
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            if !self.discarding && self.line.len() + take > self.max_line_bytes {
+                // Keep the start for the id, drop the rest from here on.
+                self.probe.clear();
+                let head = self.line.len().min(ID_PROBE_BYTES);
+                self.probe.extend_from_slice(&self.line[..head]);
+                let more = (ID_PROBE_BYTES - head).min(take);
+                self.probe.extend_from_slice(&available[..more]);
+                self.skipped = self.line.len();
+                self.line = Vec::new();
+                self.discarding = true;
+            }
+            if self.discarding {
+                self.skipped += take;
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+            }
+            self.read.consume(take);
+            if newline.is_some() {
+                if self.discarding {
+                    self.discarding = false;
+                    return LineRead::Oversized {
+                        // Without its newline, like any line's length.
+                        length: self.skipped - 1,
+                    };
+                }
+                return LineRead::Line;
+            }
+        }
+    }
+
+    /// Queues an answer of our own (sent in order with rmcp's).
+    fn answer(&self, message: Value) {
+        if let Some(outgoing) = &self.outgoing {
+            let mut line = message.to_string().into_bytes();
+            line.push(b'\n');
+            let _ = outgoing.send((line, None));
+        }
+    }
+
+    /// Decodes one whole line: a message for rmcp, or `None` after answering or
+    /// ignoring it.
+    fn decode(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        if let Err(error) = std::str::from_utf8(line) {
+            return self.refuse(
+                line,
+                PARSE_ERROR,
+                format!(
+                    "Parse error: the line is not valid UTF-8 (bad byte at offset {}); send each JSON-RPC message as one line of UTF-8 JSON",
+                    error.valid_up_to()
+                ),
+            );
+        }
+        match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+            Ok(JsonRpcMessage::Request(request)) => match &request.request {
+                ClientRequest::CustomRequest(custom)
+                    if KNOWN_METHODS.contains(&custom.method.as_str()) =>
+                {
+                    let message = params_problem(&custom.method, custom.params.as_ref());
+                    tracing::warn!(method = %custom.method, "refused a request: {message}");
+                    self.answer(error_answer(Some(&request.id), INVALID_PARAMS, &message));
+                    None
+                }
+                _ => Some(JsonRpcMessage::Request(request)),
+            },
+            Ok(message) => Some(message),
+            Err(error) if error.is_syntax() || error.is_eof() => {
+                let hint = parse_error_hint(&error.to_string());
+                self.refuse(line, PARSE_ERROR, format!("Parse error: {error}{hint}"))
+            }
+            Err(error) => {
+                // Well-formed JSON that rmcp cannot take. Notifications it does not
+                // know are dropped the way rmcp drops them.
+                let value: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+                if let Some(method) = value.get("method").and_then(Value::as_str)
+                    && value.get("id").is_none()
+                {
+                    tracing::debug!(
+                        method,
+                        "ignored a notification that does not decode: {error}"
+                    );
+                    return None;
+                }
+                let method = value.get("method").and_then(Value::as_str);
+                if let Some(method) = method.filter(|m| KNOWN_METHODS.contains(m))
+                    && value["jsonrpc"] == "2.0"
+                    && (value["id"].is_string() || value["id"].is_i64() || value["id"].is_u64())
+                {
+                    // A sound envelope around params rmcp cannot take.
+                    let message = params_problem(method, value.get("params"));
+                    return self.refuse(line, INVALID_PARAMS, message);
+                }
+                let message = if value.is_array() {
+                    "Invalid Request: batches are not supported; send one JSON-RPC message per line"
+                        .to_string()
+                } else {
+                    format!(
+                        "Invalid Request: {error}; a request is {{\"jsonrpc\": \"2.0\", \"id\": <number or string>, \"method\": <string>, \"params\": <object>}}"
+                    )
+                };
+                self.refuse(line, INVALID_REQUEST, message)
+            }
+        }
+    }
+
+    /// Answers a refused line unless it was a notification or a response; always `None`.
+    fn refuse(
+        &self,
+        line: &[u8],
+        code: i64,
+        message: String,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let probe = probe_line(line);
+        if probe.must_not_be_answered() {
+            tracing::warn!(code, "ignored a line that is not a request: {message}");
+            return None;
+        }
+        tracing::warn!(code, "refused a line: {message}");
+        self.answer(error_answer_value(probe.id, code, &message));
+        None
+    }
+}
+
+impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let outgoing = self.outgoing.clone();
+        async move {
+            let mut line = serde_json::to_vec(&item)?;
+            line.push(b'\n');
+            let (done, written) = oneshot::channel();
+            let closed =
+                || std::io::Error::new(std::io::ErrorKind::NotConnected, "transport is closed");
+            outgoing
+                .ok_or_else(closed)?
+                .send((line, Some(done)))
+                .map_err(|_| closed())?;
+            written.await.map_err(|_| closed())?
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read_line().await {
+                LineRead::Line => {}
+                LineRead::Oversized { length } => {
+                    let message = format!(
+                        "Invalid Request: the line has {length} bytes, more than the {} this server reads; send smaller requests (a thought over {} bytes is refused anyway: split it into several calls)",
+                        self.max_line_bytes,
+                        crate::tools::args::MAX_TEXT_BYTES
+                    );
+                    let probe = std::mem::take(&mut self.probe);
+                    self.refuse(&probe, INVALID_REQUEST, message);
+                    continue;
+                }
+                LineRead::Eof => return None,
+                LineRead::Io(error) => {
+                    tracing::error!("reading stdin failed: {error}");
+                    return None;
+                }
+            }
+            let line = std::mem::take(&mut self.line);
+            let decoded = self.decode(&line);
+            if line.capacity() <= KEEP_LINE_CAPACITY_BYTES {
+                self.line = line;
+                self.line.clear();
+            }
+            if decoded.is_some() {
+                return decoded;
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.outgoing.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.await;
+        }
+        Ok(())
+    }
+}
+
+/// The writer task: writes each queued line, flushing when the queue runs dry.
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut write: W,
+    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+) {
+    let mut waiting = Vec::new();
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        let mut result = Ok(());
+        while let Some((line, done)) = next.take() {
+            if result.is_ok() {
+                result = write.write_all(&line).await;
+            }
+            waiting.extend(done);
+            next = queue.try_recv().ok();
+        }
+        if result.is_ok() {
+            result = write.flush().await;
+        }
+        for done in waiting.drain(..) {
+            let _ = done.send(match &result {
+                Ok(()) => Ok(()),
+                Err(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
+            });
+        }
+    }
+}
+
+/// How to fix a line that is not JSON, from serde_json's description of the problem.
+fn parse_error_hint(error: &str) -> &'static str {
+    if error.contains("surrogate") || error.contains("hex escape") {
+        "; strings must be valid Unicode: a \\u escape has four hex digits, and \\uD800-\\uDFFF escapes come only in surrogate pairs (replace a lone one, e.g. with \\uFFFD)"
+    } else if error.contains("number out of range") {
+        "; numbers must be finite JSON numbers (integer fields take 1 to 9007199254740991)"
+    } else if error.contains("recursion limit") {
+        "; the message is nested too deeply (at most 127 levels): flatten the arguments"
+    } else {
+        "; send each JSON-RPC message as one line of JSON"
+    }
+}
+
+/// The text of a -32602 answer for a known method whose params rmcp could not decode.
+fn params_problem(method: &str, params: Option<&Value>) -> String {
+    let shape = match method {
+        "tools/call" => {
+            if let Some(arguments) = params.and_then(|p| p.get("arguments"))
+                && !arguments.is_object()
+                && !arguments.is_null()
+            {
+                return format!(
+                    "Invalid params for tools/call: \"arguments\" must be a JSON object of the tool's arguments (e.g. {{\"thought\": \"...\", \"thoughtNumber\": 1}}), not {}; pass the arguments as an object, not as a string of JSON",
+                    crate::tools::args::describe(arguments)
+                );
+            }
+            "{\"name\": <tool name>, \"arguments\": {<argument>: <value>, ...}}"
+        }
+        "resources/read" => "{\"uri\": <resource uri>}",
+        "initialize" => {
+            "{\"protocolVersion\": <string>, \"capabilities\": {}, \"clientInfo\": {\"name\": <string>, \"version\": <string>}}"
+        }
+        _ => "an object (or nothing)",
+    };
+    let got = params.map_or_else(|| "nothing".to_string(), crate::tools::args::describe);
+    format!("Invalid params for {method}: expected params {shape}, received {got}")
+}
+
+fn error_answer(id: Option<&RequestId>, code: i64, message: &str) -> Value {
+    let id = id.map_or(Value::Null, |id| {
+        serde_json::to_value(id).unwrap_or(Value::Null)
+    });
+    error_answer_value(id, code, message)
+}
+
+fn error_answer_value(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// What the start of a line says about the message it holds.
+#[derive(Debug, Default, PartialEq)]
+pub struct LineProbe {
+    /// The top-level `id`, when it is a number or a string; else null.
+    pub id: Value,
+    pub has_id: bool,
+    pub has_method: bool,
+    /// A top-level `result` or `error` key: the line is (meant as) a response.
+    pub has_outcome: bool,
+}
+
+impl LineProbe {
+    /// Notifications and responses are never answered, even when malformed.
+    pub fn must_not_be_answered(&self) -> bool {
+        (self.has_method && !self.has_id) || (self.has_outcome && !self.has_method)
+    }
+}
+
+/// Scans the top-level keys of a (possibly cut or malformed) JSON object without
+/// building it: no recursion, no allocation beyond the id, stops at the first byte that
+/// does not fit.
+pub fn probe_line(line: &[u8]) -> LineProbe {
+    let mut probe = LineProbe::default();
+    let mut at = skip_space(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return probe;
+    }
+    at += 1;
+    loop {
+        at = skip_space(line, at);
+        if line.get(at) != Some(&b'"') {
+            return probe;
+        }
+        let Some(key_end) = string_end(line, at) else {
+            return probe;
+        };
+        let key = &line[at + 1..key_end - 1];
+        at = skip_space(line, key_end);
+        if line.get(at) != Some(&b':') {
+            return probe;
+        }
+        at = skip_space(line, at + 1);
+        match key {
+            b"id" => probe.has_id = true,
+            b"method" => probe.has_method = true,
+            b"result" | b"error" => probe.has_outcome = true,
+            _ => {}
+        }
+        let Some(value_end) = value_end(line, at) else {
+            return probe;
+        };
+        if key == b"id" {
+            probe.id = match serde_json::from_slice::<Value>(&line[at..value_end]) {
+                Ok(id @ (Value::String(_) | Value::Number(_))) => id,
+                _ => Value::Null,
+            };
+        }
+        at = skip_space(line, value_end);
+        match line.get(at) {
+            Some(b',') => at += 1,
+            _ => return probe,
+        }
+    }
+}
+
+fn skip_space(line: &[u8], mut at: usize) -> usize {
+    while line
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// End (exclusive) of the string starting with the quote at `at`.
+fn string_end(line: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while i < line.len() {
+        match line[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// End (exclusive) of the value starting at `at`: a string, a nested object or array
+/// (by counting brackets outside strings), or a scalar.
+fn value_end(line: &[u8], at: usize) -> Option<usize> {
+    match line.get(at)? {
+        b'"' => string_end(line, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while i < line.len() {
+                match line[i] {
+                    b'"' => {
+                        i = string_end(line, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let end = line[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'))?;
+            (end > 0).then_some(at + end)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_finds_the_id_at_the_start_of_a_cut_line() {
+        let probe = probe_line(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"thought":"xxxx"#);
+        assert_eq!(probe.id, json!(7));
+        assert!(probe.has_method && probe.has_id && !probe.must_not_be_answered());
+        let probe = probe_line(br#" { "id" : "a\"b" , "method": "x"}"#);
+        assert_eq!(probe.id, json!("a\"b"));
+    }
+
+    #[test]
+    fn probe_skips_nested_values_before_the_id() {
+        let probe = probe_line(br#"{"params":{"a":[1,{"b":"}]"}]},"method":"m","id":-3}"#);
+        assert_eq!(probe.id, json!(-3));
+        let deep = format!(
+            "{{\"params\":{}1{},\"id\":1}}",
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert_eq!(probe_line(deep.as_bytes()).id, json!(1));
+    }
+
+    #[test]
+    fn probe_tells_notifications_and_responses_apart() {
+        assert!(
+            probe_line(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{"#)
+                .must_not_be_answered()
+        );
+        assert!(
+            probe_line(br#"{"jsonrpc":"2.0","id":null,"error":{"code":1"#).must_not_be_answered()
+        );
+        assert!(probe_line(br#"{"jsonrpc":"2.0","id":3,"result":{}"#).must_not_be_answered());
+        // No id found: answered with id null.
+        let garbage = probe_line(b"not json at all");
+        assert_eq!(garbage.id, Value::Null);
+        assert!(!garbage.must_not_be_answered());
+        // Ids that are neither number nor string are not echoed.
+        assert_eq!(
+            probe_line(br#"{"id":{"x":1},"method":"m"}"#).id,
+            Value::Null
+        );
+        assert_eq!(probe_line(br#"{"id":[1],"method":"m"}"#).id, Value::Null);
+    }
+
+    #[test]
+    fn probe_survives_any_prefix_of_a_message() {
+        let line = br#"{"jsonrpc":"2.0","id":"x\\y","method":"tools/call","params":{"name":"n","arguments":{"t":"a\"}b"}}}"#;
+        for end in 0..=line.len() {
+            let _ = probe_line(&line[..end]);
+        }
+        assert_eq!(probe_line(line).id, json!("x\\y"));
+    }
+}
