@@ -9,19 +9,65 @@ use std::sync::Arc;
 /// group commit can be reported to every caller in the group.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
+    #[error(
+        "the disk holding the ledger is full: nothing was recorded (free some space and retry; \
+         reading and exporting still work)"
+    )]
+    DiskFull(Arc<redb::Error>),
     #[error("ledger storage error: {0}")]
     Redb(Arc<redb::Error>),
     #[error("ledger holds an event that cannot be decoded: {0}")]
     Corrupt(String),
-    #[error("the ledger writer stopped before confirming this write; it may or may not be recorded (check with get_history)")]
+    #[error(
+        "the ledger writer stopped before confirming this write; it may or may not be recorded (check with get_history)"
+    )]
     WriterGone,
     #[error("a tool failed inside the write transaction: {0}")]
     JobPanicked(String),
 }
 
 impl StoreError {
+    /// Wraps a redb error; an I/O error that says the disk is full becomes
+    /// [`StoreError::DiskFull`], whose message a model or user can act on.
     pub fn from_redb(error: impl Into<redb::Error>) -> Self {
-        StoreError::Redb(Arc::new(error.into()))
+        let error = error.into();
+        if is_disk_full(&error) {
+            StoreError::DiskFull(Arc::new(error))
+        } else {
+            StoreError::Redb(Arc::new(error))
+        }
+    }
+}
+
+/// Whether `error` (or any error it wraps) is the operating system's "no space left".
+fn is_disk_full(error: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(redb::Error::Io(io)) = error.downcast_ref::<redb::Error>() {
+        return is_disk_full(io);
+    }
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && (io.kind() == std::io::ErrorKind::StorageFull
+                || io.raw_os_error() == Some(ENOSPC)
+                || io.get_ref().is_some_and(|inner| is_disk_full(inner)))
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// `ENOSPC` on Linux and macOS ("No space left on device").
+const ENOSPC: i32 = 28;
+
+impl StoreError {
+    /// The redb error underneath, if any.
+    pub fn redb(&self) -> Option<&redb::Error> {
+        match self {
+            StoreError::DiskFull(error) | StoreError::Redb(error) => Some(error),
+            _ => None,
+        }
     }
 }
 
@@ -37,6 +83,21 @@ pub enum OpenError {
     NotAFile { path: PathBuf },
     #[error("cannot open the ledger {path} (left as it is; move it away to start a new ledger)")]
     Database { path: PathBuf, source: redb::Error },
+    #[error(
+        "{path} is a redb database but not a reasoning-ledger ledger: {detail} (left as it is; \
+         move it away to start a new ledger)"
+    )]
+    NotALedger { path: PathBuf, detail: String },
+    #[error("cannot read {path}")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot create the ledger {path}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Why an append was refused. Nothing of the refused batch is written.

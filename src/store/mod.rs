@@ -10,7 +10,10 @@
 //! transaction is exclusive across processes, so reading the head inside it and checking
 //! the expected seq is what keeps two writers from both taking seq N.
 
+pub(crate) mod backend;
 mod error;
+#[cfg(test)]
+mod fault;
 mod tables;
 pub mod writer;
 
@@ -19,7 +22,7 @@ pub use writer::{AppendTxn, Appended};
 
 use crate::event::{Event, SessionId};
 use crate::projection::summary::SessionSummary;
-use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata, StorageBackend};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,9 +54,35 @@ pub struct VerifiedSession {
 /// A handle on the ledger file, shared by every tool of a process.
 #[derive(Clone)]
 pub struct Ledger {
-    db: Arc<Database>,
+    db: Arc<backend::Handle>,
     writer: writer::WriterHandle,
     path: Arc<PathBuf>,
+    /// Dropped last, with the last clone: waits for the database to close.
+    _closed_on_drop: Arc<CloseOnDrop>,
+}
+
+/// Longest the last [`Ledger`] handle waits, when dropped, for the writer thread to let go
+/// of the database so redb closes it cleanly.
+pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Makes dropping the last [`Ledger`] close the database before the process may exit.
+///
+/// Regression (`a_truncated_ledger_is_refused_untouched`): the writer thread holds the
+/// database and ends only after the last handle is dropped; a CLI command that returned
+/// from `main` at once killed it first, so redb never closed the file and every run left
+/// it marked "not shut down cleanly". The next open then had to recover it (a full repair
+/// of a big ledger), and a damaged file could no longer be told from a crashed one.
+struct CloseOnDrop {
+    db: std::sync::Weak<backend::Handle>,
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let deadline = std::time::Instant::now() + CLOSE_WAIT_LIMIT;
+        while self.db.strong_count() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
 }
 
 impl Ledger {
@@ -70,40 +99,38 @@ impl Ledger {
         Self::open_file(&path)
     }
 
-    /// Opens the ledger at an exact file path.
+    /// Opens the ledger at an exact file path (see [`backend::open_file`]: a new ledger
+    /// appears there complete or not at all; an existing file is checked read-only first).
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        let mut builder = Database::builder();
-        builder
-            .set_concurrency_mode(ConcurrencyMode::MultiWriter)
-            .set_cache_size(CACHE_SIZE_BYTES);
-        let exists = path.exists();
-        if exists && path.is_dir() {
-            return Err(OpenError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        let opened = if exists {
-            builder.open(path)
-        } else {
-            builder.create(path)
-        };
-        let db = opened.map_err(|source| OpenError::Database {
-            path: path.to_path_buf(),
-            source: redb::Error::from(source),
-        })?;
-        let db = Arc::new(db);
-        if !exists {
-            tables::create_all(&db).map_err(|source| OpenError::Database {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
+        Ok(Self::with_handle(backend::open_file(path)?, path))
+    }
+
+    /// Opens the ledger over any redb storage backend, with the same settings and rules as
+    /// a file (empty storage becomes a new ledger). `make` builds a fresh backend over the
+    /// same storage for every open; `label` names it in errors. The fault-injection tests
+    /// run the real writer and reads through this.
+    pub fn open_backend<B: StorageBackend>(
+        label: &Path,
+        make: impl Fn() -> B + Send + Sync + 'static,
+    ) -> Result<Ledger, OpenError> {
+        Ok(Self::with_handle(
+            backend::open_backend(label, make)?,
+            label,
+        ))
+    }
+
+    fn with_handle(handle: backend::Handle, path: &Path) -> Ledger {
+        let db = Arc::new(handle);
         let writer = writer::WriterHandle::spawn(db.clone());
-        Ok(Ledger {
+        let close = Arc::new(CloseOnDrop {
+            db: Arc::downgrade(&db),
+        });
+        Ledger {
             db,
             writer,
             path: Arc::new(path.to_path_buf()),
-        })
+            _closed_on_drop: close,
+        }
     }
 
     /// Path of the ledger file.
@@ -131,7 +158,7 @@ impl Ledger {
     }
 
     fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
-        self.db.begin_read().map_err(StoreError::from_redb)
+        self.db.begin_read()
     }
 
     /// The head of one session, if it exists.

@@ -16,7 +16,8 @@ use crate::event::{
     Event, GENESIS_HASH, NewEvent, Payload, SCHEMA_VERSION, SessionId, event_hash, now_ms,
 };
 use crate::projection::summary::SessionSummary;
-use redb::{Database, ReadableTable, WriteTransaction};
+use super::backend::Handle;
+use redb::{ReadableTable, WriteTransaction};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -36,7 +37,7 @@ pub struct WriterHandle {
 }
 
 impl WriterHandle {
-    pub fn spawn(db: Arc<Database>) -> Self {
+    pub(crate) fn spawn(db: Arc<Handle>) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -113,7 +114,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn run(db: Arc<Database>, queue: mpsc::Receiver<Job>) {
+fn run(db: Arc<Handle>, queue: mpsc::Receiver<Job>) {
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_JOBS_PER_COMMIT {
@@ -122,20 +123,14 @@ fn run(db: Arc<Database>, queue: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        // A panic outside any job (in redb, or after the commit) must not stop every later
-        // write: the group's callers get `WriterGone` (their replies are dropped), the
-        // uncommitted transaction is aborted by its drop, and the thread goes on.
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| commit_group(&db, group))) {
-            tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
-        }
+        commit_group(&db, group);
     }
 }
 
-fn commit_group(db: &Database, group: Vec<Job>) {
+fn commit_group(db: &Handle, group: Vec<Job>) {
     let txn = match db.begin_write() {
         Ok(txn) => txn,
         Err(error) => {
-            let error = StoreError::from_redb(error);
             tracing::error!(%error, "cannot begin a write transaction");
             for job in group {
                 job(None)(Err(error.clone()));
@@ -160,7 +155,6 @@ fn commit_group(db: &Database, group: Vec<Job>) {
         None if append.appended == 0 => txn.abort().map_err(StoreError::from_redb),
         None => txn.commit().map_err(StoreError::from_redb),
     };
-    crate::fault::hit(crate::fault::FaultPoint::AfterCommit);
     if let Err(error) = &result {
         tracing::error!(%error, "group commit failed; every call in the group gets the error");
     }

@@ -1,0 +1,280 @@
+//! The seam between the ledger and its storage: the one redb configuration every open uses,
+//! the atomic creation of a new ledger file, the check that an existing file is our ledger,
+//! and reopening the database after an I/O failure.
+//!
+//! Owns: [`Handle`] (the open database and how to open it again), [`open_file`] and
+//! [`open_backend`] (the same rules over a file path or any redb [`StorageBackend`], which
+//! the fault-injection tests use). Must not: initialise, "repair" or write to an existing
+//! file that is not our ledger (an empty, truncated or foreign file, or a redb file of
+//! another program, is refused before it is opened for writing), or hand out a database
+//! handle that redb has latched as failed when a fresh open would work.
+
+use super::error::OpenError;
+use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS};
+use super::{CACHE_SIZE_BYTES, StoreError};
+use redb::{
+    Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
+    ReadableDatabase, StorageBackend, StorageError, TableDefinition, TableError, TransactionError,
+    WriteTransaction,
+};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+/// The redb configuration of every open, for files and test backends alike: multi-writer
+/// mode (several processes share the file) and a capped cache.
+pub(crate) fn builder() -> Builder {
+    let mut builder = Database::builder();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_cache_size(CACHE_SIZE_BYTES);
+    builder
+}
+
+type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
+
+/// The open database, and how to open it again.
+///
+/// redb latches the first I/O error of a handle: every later operation of that handle,
+/// reads included, fails with [`StorageError::PreviousIo`]. A transient failure (one EIO,
+/// a disk that was full and has room again) would otherwise leave the process unable to
+/// read or write until restarted. So when beginning a transaction finds the handle failed,
+/// the database is opened again (redb recovers the file as after a crash) and the
+/// transaction is begun once more on the new handle. If that open fails too, its error is
+/// returned and the next transaction tries again.
+pub(crate) struct Handle {
+    current: RwLock<Arc<Database>>,
+    reopen: Reopen,
+}
+
+impl Handle {
+    fn new(db: Database, reopen: Reopen) -> Handle {
+        Handle {
+            current: RwLock::new(Arc::new(db)),
+            reopen,
+        }
+    }
+
+    fn current(&self) -> Arc<Database> {
+        self.current
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// Replaces `failed` with a freshly opened database, unless another thread already did.
+    fn reopen_after(&self, failed: &Arc<Database>) -> Result<Arc<Database>, StoreError> {
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if !Arc::ptr_eq(&current, failed) {
+            return Ok(current.clone());
+        }
+        tracing::warn!("the ledger's database handle failed an I/O operation; opening it again");
+        let db = (self.reopen)().map_err(StoreError::from_redb)?;
+        *current = Arc::new(db);
+        Ok(current.clone())
+    }
+
+    /// Runs `begin` on the current handle, and once more on a reopened one if the current
+    /// handle has latched an I/O failure.
+    fn begin<T>(
+        &self,
+        begin: impl Fn(&Database) -> Result<T, TransactionError>,
+    ) -> Result<T, StoreError> {
+        let db = self.current();
+        match begin(&db) {
+            Err(TransactionError::Storage(StorageError::PreviousIo | StorageError::Io(_))) => {
+                let db = self.reopen_after(&db)?;
+                begin(&db).map_err(StoreError::from_redb)
+            }
+            other => other.map_err(StoreError::from_redb),
+        }
+    }
+
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
+        self.begin(|db| db.begin_read())
+    }
+
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+        self.begin(|db| db.begin_write())
+    }
+}
+
+/// Opens the ledger file at `path`, creating it if nothing is there.
+///
+/// A new ledger is built under a temporary name beside `path` (tables created, committed)
+/// and then hard-linked to `path`, which fails if `path` appeared meanwhile: a file at
+/// `path` is therefore always a complete ledger, a crash during creation leaves nothing
+/// there, and two processes creating at once end up sharing one ledger. An existing file
+/// is checked read-only first ([`check_existing`]) and only opened for writing when it is
+/// a redb database holding our tables.
+pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
+    let database_error = |source: DatabaseError| OpenError::Database {
+        path: path.to_path_buf(),
+        source: redb::Error::from(source),
+    };
+    let reopen_path = path.to_path_buf();
+    let reopen: Reopen = Box::new(move || builder().open(&reopen_path));
+    loop {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                return Err(OpenError::NotAFile {
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok(_) => {
+                check_existing(path, builder().open_read_only(path))?;
+                let db = builder().open(path).map_err(database_error)?;
+                check_tables(path, &db)?;
+                return Ok(Handle::new(db, reopen));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(db) = create_file(path)? {
+                    return Ok(Handle::new(db, reopen));
+                }
+                // Another process created it first: open theirs.
+            }
+            Err(source) => {
+                return Err(OpenError::Unreadable {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Builds a new ledger beside `path` and links it into place. `None` when a file appeared
+/// at `path` first (the temporary file is removed).
+fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.creating-"))
+        .tempfile_in(dir)
+        .map_err(|source| OpenError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let database_error = |source: redb::Error| OpenError::Database {
+        path: path.to_path_buf(),
+        source,
+    };
+    let db = builder()
+        .create(temp.path())
+        .map_err(|e| database_error(e.into()))?;
+    tables::create_all(&db).map_err(database_error)?;
+    let linked = std::fs::hard_link(temp.path(), path);
+    let link_error = match linked {
+        Ok(()) => None,
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            drop(db);
+            return Ok(None);
+        }
+        Err(error) => Some(error),
+    };
+    if let Some(error) = link_error {
+        // A file system without hard links: fall back to a rename, which cannot refuse to
+        // replace a file that appeared meanwhile, so look first.
+        tracing::debug!(%error, "hard link refused; creating the ledger by rename");
+        if path.exists() {
+            drop(db);
+            return Ok(None);
+        }
+        temp.persist(path).map_err(|e| OpenError::Create {
+            path: path.to_path_buf(),
+            source: e.error,
+        })?;
+        return Ok(Some(db));
+    }
+    // `temp` removes its name on drop; the ledger lives on under `path`.
+    drop(temp);
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(Some(db))
+}
+
+/// Opens the ledger over a redb storage backend, with the rules [`open_file`] applies to a
+/// file: empty storage becomes a new ledger; anything else must already be one. `make`
+/// builds a fresh backend over the same storage for every open (the read-only check, the
+/// open, reopens after an I/O failure); `label` names it in errors.
+pub(crate) fn open_backend<B: StorageBackend>(
+    label: &Path,
+    make: impl Fn() -> B + Send + Sync + 'static,
+) -> Result<Handle, OpenError> {
+    let database_error = |source: redb::Error| OpenError::Database {
+        path: label.to_path_buf(),
+        source,
+    };
+    let probe = make();
+    let empty = probe
+        .len()
+        .map_err(|e| database_error(redb::Error::Io(e)))?
+        == 0;
+    drop(probe);
+    if !empty {
+        check_existing(label, builder().open_read_only_with_backend(make()))?;
+    }
+    let db = builder()
+        .create_with_backend(make())
+        .map_err(|e| database_error(e.into()))?;
+    if empty {
+        tables::create_all(&db).map_err(database_error)?;
+    } else {
+        check_tables(label, &db)?;
+    }
+    let reopen: Reopen = Box::new(move || builder().create_with_backend(make()));
+    Ok(Handle::new(db, reopen))
+}
+
+/// The read-only look at an existing file before it is opened for writing. A read-only
+/// open writes nothing, so whatever is refused here is left byte for byte as it was: not a
+/// redb file (empty, random, another format), a truncated one, or a redb file without our
+/// tables. A file a crashed writer left unclean cannot be opened read-only (redb wants to
+/// recover it first); it passes on to the writable open, where redb recovers it as after
+/// any crash and its tables are checked then.
+fn check_existing(
+    path: &Path,
+    opened: Result<ReadOnlyDatabase, DatabaseError>,
+) -> Result<(), OpenError> {
+    match opened {
+        Ok(db) => check_tables(path, &db),
+        Err(DatabaseError::RepairAborted) => Ok(()),
+        Err(source) => Err(OpenError::Database {
+            path: path.to_path_buf(),
+            source: source.into(),
+        }),
+    }
+}
+
+/// Refuses a redb database that lacks one of our tables or holds it with other types.
+fn check_tables(path: &Path, db: &impl ReadableDatabase) -> Result<(), OpenError> {
+    let not_ours = |detail: String| OpenError::NotALedger {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let txn = db.begin_read().map_err(|source| OpenError::Database {
+        path: path.to_path_buf(),
+        source: source.into(),
+    })?;
+    fn probe<K: redb::Key + 'static, V: redb::Value + 'static>(
+        txn: &ReadTransaction,
+        table: TableDefinition<K, V>,
+    ) -> Result<(), String> {
+        match txn.open_table(table) {
+            Ok(_) => Ok(()),
+            Err(TableError::TableDoesNotExist(name)) => Err(format!("it has no table {name:?}")),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+    probe(&txn, EVENTS)
+        .and_then(|()| probe(&txn, HEADS))
+        .and_then(|()| probe(&txn, EVENT_IDS))
+        .and_then(|()| probe(&txn, ALIASES))
+        .map_err(not_ours)
+}
