@@ -13,6 +13,7 @@ mod cli;
 mod common;
 mod durability;
 mod exports;
+mod faults_files;
 mod hostile;
 mod faults_process;
 mod ledger;
