@@ -18,6 +18,8 @@ pub mod bench_ledger;
 pub mod cli;
 pub mod event;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod fault;
 pub mod projection;
 pub mod server;

@@ -36,7 +36,7 @@ const ELLIPSIS: char = '…';
 const REPLACEMENT: &str = "\u{FFFD}";
 
 /// Our own line break between a label's prefix and its text (never taken from content).
-const LABEL_BREAK: &str = "<br/>";
+pub(crate) const LABEL_BREAK: &str = "<br/>";
 
 /// Indentation of statements.
 const INDENT: &str = "    ";
@@ -46,11 +46,11 @@ const CLASS_REVISION: &str = "revision";
 const CLASS_BRANCH: &str = "branch";
 const CLASS_THINK: &str = "think";
 /// Added to the nodes an anomaly names.
-const CLASS_ANOMALY: &str = "anomaly";
+pub(crate) const CLASS_ANOMALY: &str = "anomaly";
 const CLASS_EMPTY: &str = "empty";
 
 /// Style of each class, as `classDef` lines (constant text, no content).
-const CLASS_DEFS: [(&str, &str); 5] = [
+pub(crate) const CLASS_DEFS: [(&str, &str); 5] = [
     (
         CLASS_REVISION,
         "fill:#fff4e6,stroke:#e8590c,stroke-dasharray:4 3",
@@ -370,6 +370,10 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 mod tests {
     use super::*;
     use crate::event::{Payload, SequentialThought, SessionId, SessionKind, ThinkThought};
+    use crate::fuzzing::{
+        assert_label_inert as assert_inert, check_mermaid_structure as check_structure,
+        decode_label as decode, quoted_strings, shown_label as shown,
+    };
     use crate::projection::fixtures::*;
 
     fn label(text: &str, max_chars: usize) -> String {
@@ -411,6 +415,8 @@ mod tests {
         "",
         "   ",
         "\u{FFFE}\u{FFFF}",
+        "zero\u{200B}width\u{200C}non\u{200D}joiner\u{2060}wj\u{FEFF}bom \u{E0001}tag",
+        "esc \u{1b}[31mred\u{1b}[0m lrm\u{200E} alm\u{061C} pdi\u{2069} crlf\r\n",
     ];
 
     /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
@@ -478,72 +484,6 @@ mod tests {
         tree_of(text, SessionKind::Think, payloads)
     }
 
-    /// Undoes `escape_label` the way Mermaid draws a label: entities back to characters.
-    fn decode(escaped: &str) -> String {
-        let mut out = String::new();
-        let mut rest = escaped;
-        while let Some(at) = rest.find('#') {
-            out.push_str(&rest[..at]);
-            let end = rest[at..].find(';').expect("every # starts an entity") + at;
-            let name = &rest[at + 1..end];
-            out.push(match name {
-                "quot" => '"',
-                "lt" => '<',
-                "gt" => '>',
-                "amp" => '&',
-                digits => char::from_u32(digits.parse().expect("numeric entity")).unwrap(),
-            });
-            rest = &rest[end + 1..];
-        }
-        out.push_str(rest);
-        out
-    }
-
-    /// What a label should show for `text`: the same chars, with line breaks as spaces and
-    /// unsafe chars replaced.
-    fn shown(text: &str) -> String {
-        text.chars()
-            .map(|c| match c {
-                '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
-                    ' '
-                }
-                c if is_unsafe_char(c) => '\u{FFFD}',
-                c => c,
-            })
-            .collect()
-    }
-
-    fn assert_inert(escaped: &str) {
-        for bad in [
-            '"', '<', '>', '&', '[', ']', '{', '}', '(', ')', '|', '`', '%', ':', '\\', '\n', '\r',
-            '\t', '\0', '\u{7}', '\u{7f}', '\u{85}', '\u{9b}', '\u{202E}', '\u{2066}', '\u{2028}',
-            'ﬂ', '¶',
-        ] {
-            assert!(!escaped.contains(bad), "{bad:?} left in {escaped:?}");
-        }
-        for bad in ["-->", "%%", "\"]"] {
-            assert!(!escaped.contains(bad), "{bad:?} left in {escaped:?}");
-        }
-        assert!(
-            !escaped
-                .split(|c: char| !is_word_char(c))
-                .any(|word| word.eq_ignore_ascii_case("end")),
-            "word end left in {escaped:?}"
-        );
-        // Every `#` starts an entity, and every `;` ends one.
-        let mut rest = escaped;
-        while let Some(at) = rest.find(['#', ';']) {
-            assert_eq!(&rest[at..at + 1], "#", "stray ; in {escaped:?}");
-            let end = rest[at..].find(';').expect("entity closed") + at;
-            let name = &rest[at + 1..end];
-            assert!(
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()),
-                "bad entity {name:?} in {escaped:?}"
-            );
-            rest = &rest[end + 1..];
-        }
-    }
-
     #[test]
     fn escape_label_makes_hostile_text_inert_and_round_trips() {
         for text in HOSTILE {
@@ -596,95 +536,6 @@ mod tests {
         assert_eq!(cut("one two three", 8), "one two…");
         assert_eq!(cut("abcdefghij", 5), "abcd…");
         assert_eq!(cut("", 5), "");
-    }
-
-    /// Quoted strings removed, what is left of a line must be generated syntax only.
-    fn skeleton(line: &str) -> String {
-        let mut out = String::new();
-        let mut quoted = false;
-        for c in line.chars() {
-            if c == '"' {
-                quoted = !quoted;
-                out.push('"');
-            } else if !quoted {
-                out.push(c);
-            }
-        }
-        assert!(!quoted, "unbalanced quotes in {line:?}");
-        out
-    }
-
-    fn is_id(text: &str, prefix: char) -> bool {
-        text.strip_prefix(prefix)
-            .is_some_and(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
-    }
-
-    /// Checks every line is one of the forms `render` writes, with all content in quotes.
-    /// Returns (node statements, edge statements, subgraphs).
-    fn check_structure(diagram: &str) -> (usize, usize, usize) {
-        let mut lines = diagram.lines();
-        assert_eq!(lines.next(), Some("flowchart TD"));
-        let (mut nodes, mut edges, mut subgraphs, mut open) = (0, 0, 0, 0);
-        for line in lines {
-            let shape = skeleton(line.trim_start());
-            let words: Vec<&str> = shape.split(' ').collect();
-            if shape.starts_with("%%") {
-                assert!(
-                    shape
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || " %-(),:".contains(c)),
-                    "comment holds only generated text: {line:?}"
-                );
-            } else if shape.starts_with("classDef ") {
-                assert!(
-                    CLASS_DEFS
-                        .iter()
-                        .any(|(class, style)| shape == format!("classDef {class} {style}"))
-                );
-            } else if shape.starts_with("class ") {
-                assert_eq!(words.len(), 3);
-                assert!(words[1].split(',').all(|id| is_id(id, 't')));
-                assert_eq!(words[2], CLASS_ANOMALY);
-            } else if words[0] == "subgraph" {
-                assert_eq!(words.len(), 3, "{line:?}");
-                assert!(is_id(words[1], 'b'));
-                assert_eq!(words[2], "[\"\"]");
-                subgraphs += 1;
-                open += 1;
-            } else if shape == "end" {
-                open -= 1;
-            } else if words.len() == 3 {
-                assert!(is_id(words[0], 't') && is_id(words[2], 't'), "{line:?}");
-                assert!(
-                    matches!(words[1], "-->" | "-.->|revises|" | "-->|\"\"|"),
-                    "{line:?}"
-                );
-                edges += 1;
-            } else {
-                assert_eq!(words.len(), 1, "{line:?}");
-                let (id, rest) = shape.split_once('[').expect("node statement");
-                assert!(is_id(id, 't') || id == EMPTY_NODE_ID, "{line:?}");
-                assert!(
-                    matches!(
-                        rest,
-                        "\"\"]"
-                            | "\"\"]:::revision"
-                            | "\"\"]:::branch"
-                            | "\"\"]:::think"
-                            | "\"\"]:::empty"
-                    ),
-                    "{line:?}"
-                );
-                nodes += 1;
-            }
-        }
-        assert_eq!(open, 0, "every subgraph is closed");
-        (nodes, edges, subgraphs)
-    }
-
-    /// The quoted strings of a diagram, in order.
-    fn quoted_strings(diagram: &str) -> Vec<&str> {
-        diagram.split('"').skip(1).step_by(2).collect()
     }
 
     #[test]
