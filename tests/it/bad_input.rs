@@ -600,7 +600,7 @@ async fn malformed_json_rpc_lines_are_survived_and_stdout_stays_pure_json_rpc() 
         assert!(answer["error"]["code"].is_i64(), "{answer}");
         assert!(answer.get("result").is_none(), "{answer}");
     }
-    // `[]` is well-formed JSON but no message: an Invalid Request error without an id.
+    // `[]` is well-formed JSON but no message: an Invalid Request error with id null.
     assert!(
         values.iter().any(|v| v["error"]["code"] == -32600),
         "no Invalid Request answer"
