@@ -10,13 +10,13 @@
 //! Must not: hand out a result before the commit returned, or keep a half-applied job in
 //! a transaction that commits.
 
+use super::backend::Handle;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, session_key};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{
     Event, GENESIS_HASH, NewEvent, Payload, SCHEMA_VERSION, SessionId, event_hash, now_ms,
 };
 use crate::projection::summary::SessionSummary;
-use super::backend::Handle;
 use redb::{ReadableTable, WriteTransaction};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -123,7 +123,12 @@ fn run(db: Arc<Handle>, queue: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        commit_group(&db, group);
+        // A panic outside any job (in redb, or after the commit) must not stop every later
+        // write: the group's callers get `WriterGone` (their replies are dropped), the
+        // uncommitted transaction is aborted by its drop, and the thread goes on.
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| commit_group(&db, group))) {
+            tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
+        }
     }
 }
 
@@ -155,6 +160,7 @@ fn commit_group(db: &Handle, group: Vec<Job>) {
         None if append.appended == 0 => txn.abort().map_err(StoreError::from_redb),
         None => txn.commit().map_err(StoreError::from_redb),
     };
+    crate::fault::hit(crate::fault::FaultPoint::AfterCommit);
     if let Err(error) = &result {
         tracing::error!(%error, "group commit failed; every call in the group gets the error");
     }
