@@ -106,7 +106,7 @@ pub fn run(
         let head = ledger.head(session)?.context("fixture head")?;
         let mut tree = ThoughtTree::new(session);
         ledger.for_each_event(session, 1, head.seq, |event| {
-            tree.apply(&event);
+            tree.fold(event);
             true
         })?;
         tree.finish();

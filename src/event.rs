@@ -63,16 +63,26 @@ impl FromStr for SessionId {
 }
 
 mod ulid_string {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer};
     use ulid::Ulid;
 
     pub fn serialize<S: Serializer>(id: &Ulid, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&id.to_string())
     }
 
+    /// Reads the string without allocating: ids are decoded for every event of a rebuild.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ulid, D::Error> {
-        let text = String::deserialize(d)?;
-        Ulid::from_string(&text).map_err(serde::de::Error::custom)
+        struct UlidVisitor;
+        impl serde::de::Visitor<'_> for UlidVisitor {
+            type Value = Ulid;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a ULID string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Ulid, E> {
+                Ulid::from_string(text).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(UlidVisitor)
     }
 }
 
@@ -168,7 +178,12 @@ pub struct ThinkThought {
 }
 
 /// Everything the ledger records. Tagged by `"type"`; variants are never renamed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Written by serde's derive (internally tagged, thoughts flattened); read through
+/// [`PayloadWire`], a flat struct that decodes in one pass. The derived reader would buffer
+/// every payload as an untyped tree first (tag plus `flatten`), which made rebuilding a
+/// long session several times slower.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Payload {
     /// First event of every session.
@@ -192,6 +207,99 @@ pub enum Payload {
     },
     /// The session was closed; later calls start a new one.
     SessionClosed { reason: String },
+}
+
+/// The `type` tags of [`Payload`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PayloadType {
+    SessionStarted,
+    ThoughtRecorded,
+    ThinkRecorded,
+    SessionClosed,
+}
+
+/// Every field of every [`Payload`] variant, flat, as read from the wire. Field names are
+/// shared only where the variants agree on their type (`thought`, `call`).
+#[derive(Deserialize)]
+struct PayloadWire {
+    #[serde(rename = "type")]
+    tag: PayloadType,
+    kind: Option<SessionKind>,
+    title: Option<String>,
+    #[serde(default)]
+    aliases: Vec<String>,
+    thought: Option<String>,
+    thought_number: Option<u64>,
+    total_thoughts: Option<u64>,
+    next_thought_needed: Option<bool>,
+    is_revision: Option<bool>,
+    revises_thought: Option<u64>,
+    branch_from_thought: Option<u64>,
+    branch_id: Option<String>,
+    needs_more_thoughts: Option<bool>,
+    thread_purpose: Option<String>,
+    thought_index: Option<u64>,
+    tool_recommendation: Option<String>,
+    left_to_be_done: Option<String>,
+    open_items: Option<Vec<String>>,
+    call: Option<CallRecord>,
+    reason: Option<String>,
+}
+
+impl PayloadWire {
+    fn into_payload<E: serde::de::Error>(self) -> Result<Payload, E> {
+        fn required<T, E: serde::de::Error>(value: Option<T>, field: &'static str) -> Result<T, E> {
+            value.ok_or_else(|| E::missing_field(field))
+        }
+        Ok(match self.tag {
+            PayloadType::SessionStarted => Payload::SessionStarted {
+                kind: required(self.kind, "kind")?,
+                title: required(self.title, "title")?,
+                aliases: self.aliases,
+            },
+            PayloadType::ThoughtRecorded => Payload::ThoughtRecorded {
+                thought: SequentialThought {
+                    thought: required(self.thought, "thought")?,
+                    thought_number: required(self.thought_number, "thought_number")?,
+                    total_thoughts: required(self.total_thoughts, "total_thoughts")?,
+                    next_thought_needed: required(
+                        self.next_thought_needed,
+                        "next_thought_needed",
+                    )?,
+                    is_revision: self.is_revision,
+                    revises_thought: self.revises_thought,
+                    branch_from_thought: self.branch_from_thought,
+                    branch_id: self.branch_id,
+                    needs_more_thoughts: self.needs_more_thoughts,
+                },
+                call: required(self.call, "call")?,
+            },
+            PayloadType::ThinkRecorded => Payload::ThinkRecorded {
+                thought: ThinkThought {
+                    thread_purpose: required(self.thread_purpose, "thread_purpose")?,
+                    thought: required(self.thought, "thought")?,
+                    thought_index: required(self.thought_index, "thought_index")?,
+                    tool_recommendation: required(
+                        self.tool_recommendation,
+                        "tool_recommendation",
+                    )?,
+                    left_to_be_done: required(self.left_to_be_done, "left_to_be_done")?,
+                    open_items: required(self.open_items, "open_items")?,
+                },
+                call: required(self.call, "call")?,
+            },
+            PayloadType::SessionClosed => Payload::SessionClosed {
+                reason: required(self.reason, "reason")?,
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        PayloadWire::deserialize(deserializer)?.into_payload()
+    }
 }
 
 impl Payload {

@@ -61,6 +61,18 @@ impl SessionSummary {
 
     /// Folds one more event (seq `events + 1`) into the summary.
     pub fn apply(&mut self, event: &Event) {
+        let new_branch = match &event.payload {
+            Payload::ThoughtRecorded { thought, .. } => thought
+                .branch()
+                .is_some_and(|(id, _)| !self.branches.iter().any(|known| known == id)),
+            _ => false,
+        };
+        self.apply_known(event, new_branch);
+    }
+
+    /// [`SessionSummary::apply`] for a fold that already knows whether the event's branch
+    /// is new (the thought tree indexes its branches; a session can have thousands).
+    pub fn apply_known(&mut self, event: &Event, new_branch: bool) {
         self.events += 1;
         self.updated_at = event.at;
         match &event.payload {
@@ -70,7 +82,7 @@ impl SessionSummary {
                 self.total_thoughts = Some(thought.total_thoughts);
                 self.next_thought_needed = Some(thought.next_thought_needed);
                 if let Some((id, _)) = thought.branch()
-                    && !self.branches.iter().any(|known| known == id)
+                    && new_branch
                 {
                     self.branches.push(id.to_string());
                 }

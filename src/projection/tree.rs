@@ -113,6 +113,8 @@ pub struct ThoughtTree {
     pub order: Vec<NodeIndex>,
     pub branches: Vec<Branch>,
     pub anomalies: Vec<Anomaly>,
+    /// Position in `branches` of each branch id.
+    branch_index: HashMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
     line_tails: HashMap<Option<String>, NodeIndex>,
     /// Latest node for each thought number, on any line.
@@ -131,6 +133,7 @@ impl ThoughtTree {
             order: Vec::new(),
             branches: Vec::new(),
             anomalies: Vec::new(),
+            branch_index: HashMap::new(),
             line_tails: HashMap::new(),
             latest_by_number: HashMap::new(),
             latest_on_line: HashMap::new(),
@@ -141,7 +144,7 @@ impl ThoughtTree {
     pub fn build(session: SessionId, events: impl IntoIterator<Item = Event>) -> Self {
         let mut tree = ThoughtTree::new(session);
         for event in events {
-            tree.apply(&event);
+            tree.fold(event);
         }
         tree.finish();
         tree
@@ -175,53 +178,76 @@ impl ThoughtTree {
     /// Folds one event. Events of other sessions, and seqs not following the last one,
     /// are ignored (a fold of a crafted log never panics).
     pub fn apply(&mut self, event: &Event) {
-        if event.session != self.session || event.seq != self.at_seq + 1 {
+        if self.follows(event) {
+            self.fold(event.clone());
+        }
+    }
+
+    /// [`ThoughtTree::apply`] for an owned event: its texts move into the tree instead of
+    /// being copied (the rebuild path).
+    pub fn fold(&mut self, event: Event) {
+        if !self.follows(&event) {
             return;
         }
         self.at_seq = event.seq;
         match &mut self.summary {
-            None => self.summary = SessionSummary::start(event),
-            Some(summary) => summary.apply(event),
+            None => self.summary = SessionSummary::start(&event),
+            Some(summary) => {
+                let new_branch = match &event.payload {
+                    Payload::ThoughtRecorded { thought, .. } => thought
+                        .branch()
+                        .is_some_and(|(id, _)| !self.branch_index.contains_key(id)),
+                    _ => false,
+                };
+                summary.apply_known(&event, new_branch);
+            }
         }
-        let node = match &event.payload {
-            Payload::ThoughtRecorded { thought, call } => ThoughtNode {
-                seq: event.seq,
-                at: event.at,
-                tool: call.tool.clone(),
-                thought_number: thought.thought_number,
-                total_thoughts: Some(thought.total_thoughts),
-                thought: thought.thought.clone(),
-                next_thought_needed: Some(thought.next_thought_needed),
-                is_revision: thought.is_revision,
-                revises_thought: thought.revises_thought,
-                branch_from_thought: thought.branch_from_thought,
-                branch_id: thought.branch().map(|(id, _)| id.to_string()),
-                needs_more_thoughts: thought.needs_more_thoughts,
-                thread_purpose: None,
-                tool_recommendation: None,
-                open_items: Vec::new(),
-            },
+        let node = match event.payload {
+            Payload::ThoughtRecorded { thought, call } => {
+                let branch_id = thought.branch().map(|(id, _)| id.to_string());
+                ThoughtNode {
+                    seq: event.seq,
+                    at: event.at,
+                    tool: call.tool,
+                    thought_number: thought.thought_number,
+                    total_thoughts: Some(thought.total_thoughts),
+                    thought: thought.thought,
+                    next_thought_needed: Some(thought.next_thought_needed),
+                    is_revision: thought.is_revision,
+                    revises_thought: thought.revises_thought,
+                    branch_from_thought: thought.branch_from_thought,
+                    branch_id,
+                    needs_more_thoughts: thought.needs_more_thoughts,
+                    thread_purpose: None,
+                    tool_recommendation: None,
+                    open_items: Vec::new(),
+                }
+            }
             Payload::ThinkRecorded { thought, call } => ThoughtNode {
                 seq: event.seq,
                 at: event.at,
-                tool: call.tool.clone(),
+                tool: call.tool,
                 thought_number: thought.thought_index,
                 total_thoughts: None,
-                thought: thought.thought.clone(),
+                thought: thought.thought,
                 next_thought_needed: None,
                 is_revision: None,
                 revises_thought: None,
                 branch_from_thought: None,
                 branch_id: None,
                 needs_more_thoughts: None,
-                thread_purpose: Some(thought.thread_purpose.clone()),
-                tool_recommendation: Some(thought.tool_recommendation.clone())
+                thread_purpose: Some(thought.thread_purpose),
+                tool_recommendation: Some(thought.tool_recommendation)
                     .filter(|t| !t.eq_ignore_ascii_case("none")),
-                open_items: thought.open_items.clone(),
+                open_items: thought.open_items,
             },
             Payload::SessionStarted { .. } | Payload::SessionClosed { .. } => return,
         };
         self.add_thought(node);
+    }
+
+    fn follows(&self, event: &Event) -> bool {
+        event.session == self.session && event.seq == self.at_seq + 1
     }
 
     fn add_thought(&mut self, node: ThoughtNode) {
@@ -249,14 +275,18 @@ impl ThoughtTree {
             (None, None) => {}
         }
         if let Some(branch_id) = &line {
-            match self.branches.iter_mut().find(|b| &b.id == branch_id) {
-                Some(branch) => branch.thoughts += 1,
-                None => self.branches.push(Branch {
-                    id: branch_id.clone(),
-                    from_thought: branch_from.unwrap_or(0),
-                    thoughts: 1,
-                    first_seq: seq,
-                }),
+            match self.branch_index.get(branch_id) {
+                Some(&at) => self.branches[at].thoughts += 1,
+                None => {
+                    self.branch_index
+                        .insert(branch_id.clone(), self.branches.len());
+                    self.branches.push(Branch {
+                        id: branch_id.clone(),
+                        from_thought: branch_from.unwrap_or(0),
+                        thoughts: 1,
+                        first_seq: seq,
+                    });
+                }
             }
             if previous_on_line.is_none() {
                 match branch_point {
