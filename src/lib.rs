@@ -18,9 +18,9 @@ pub mod bench_ledger;
 pub mod cli;
 pub mod event;
 pub mod export;
+pub mod fault;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod fault;
 pub mod projection;
 pub mod server;
 pub mod store;
