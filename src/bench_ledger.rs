@@ -35,23 +35,39 @@ pub struct LedgerFigures {
 fn thought_payload(n: u64, total: u64) -> Payload {
     // A realistic mix: every 10th thought revises, every 25th starts a branch.
     let branch = n.is_multiple_of(25).then(|| format!("b{}", n / 25));
+    let thought = SequentialThought {
+        thought: format!(
+            "Thought {n}: weigh the evidence, note what is uncertain, and decide what to check next."
+        ),
+        thought_number: n,
+        total_thoughts: total,
+        next_thought_needed: n < total,
+        is_revision: n.is_multiple_of(10).then_some(true),
+        revises_thought: n.is_multiple_of(10).then(|| n - 1),
+        branch_from_thought: branch.as_ref().map(|_| n - 1),
+        branch_id: branch,
+        needs_more_thoughts: None,
+    };
+    // The arguments as a client sends them: the whole call, thought text included.
+    let mut raw = serde_json::json!({
+        "thought": thought.thought,
+        "thoughtNumber": n,
+        "totalThoughts": total,
+        "nextThoughtNeeded": n < total,
+    });
+    if let Some(revises) = thought.revises_thought {
+        raw["isRevision"] = true.into();
+        raw["revisesThought"] = revises.into();
+    }
+    if let Some(branch) = &thought.branch_id {
+        raw["branchFromThought"] = (n - 1).into();
+        raw["branchId"] = branch.as_str().into();
+    }
     Payload::ThoughtRecorded {
-        thought: SequentialThought {
-            thought: format!(
-                "Thought {n}: weigh the evidence, note what is uncertain, and decide what to check next."
-            ),
-            thought_number: n,
-            total_thoughts: total,
-            next_thought_needed: n < total,
-            is_revision: n.is_multiple_of(10).then_some(true),
-            revises_thought: n.is_multiple_of(10).then(|| n - 1),
-            branch_from_thought: branch.as_ref().map(|_| n - 1),
-            branch_id: branch,
-            needs_more_thoughts: None,
-        },
+        thought,
         call: CallRecord {
             tool: "sequentialthinking".into(),
-            raw_arguments: serde_json::json!({"thoughtNumber": n}),
+            raw_arguments: raw.into(),
             duration_us: 10,
         },
     }

@@ -324,7 +324,7 @@ fn sessions(
 fn show(settings: &Settings, id: &str) -> anyhow::Result<()> {
     let ledger = open(settings)?;
     let head = find_session(&ledger, id)?;
-    let (tree, _) = ledger_tools::load_tree(&ledger, &head, None)?;
+    let tree = ledger_tools::load_tree(&ledger, &head, None)?;
     stdout_write(&export::markdown::render(&tree))
 }
 
@@ -351,7 +351,7 @@ fn export_cmd(
     let ledger = open(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let (tree, events) = ledger_tools::load_tree(&ledger, &head, at)?;
+    let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, format)?;
     let text = export::render(format, &tree, &events);
     match output {
         None => stdout_write(&text),
@@ -375,7 +375,7 @@ fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> 
     let ledger = open(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let (tree, events) = ledger_tools::load_tree(&ledger, &head, at)?;
+    let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, Format::Jsonl)?;
     let mut text = format!(
         "Replay of session {} at seq {} of {}\n\n",
         head.session, tree.at_seq, head.seq

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::fmt;
 use std::str::FromStr;
 use ulid::Ulid;
@@ -113,13 +114,58 @@ impl SessionKind {
     }
 }
 
+/// A call's arguments as compact JSON text, kept verbatim: written and hashed exactly as a
+/// [`Value`] would serialize, but read back without building the value tree (a rebuild
+/// decodes every event and never looks inside the arguments).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawArguments(Box<RawValue>);
+
+impl RawArguments {
+    pub fn from_value(value: &Value) -> Self {
+        RawArguments(serde_json::value::to_raw_value(value).expect("JSON values always serialize"))
+    }
+
+    /// `null`: what a projection's read path puts in place of arguments it never reads.
+    pub fn null() -> Self {
+        RawArguments(RawValue::NULL.to_owned())
+    }
+
+    /// Parses compact JSON text (as [`RawArguments::as_json`] gives it).
+    pub fn from_json(text: String) -> Result<Self, serde_json::Error> {
+        RawValue::from_string(text).map(RawArguments)
+    }
+
+    /// The arguments as compact JSON text.
+    pub fn as_json(&self) -> &str {
+        self.0.get()
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).expect("raw arguments are valid JSON")
+    }
+}
+
+impl From<Value> for RawArguments {
+    fn from(value: Value) -> Self {
+        RawArguments::from_value(&value)
+    }
+}
+
+impl PartialEq for RawArguments {
+    /// Compact JSON of order-preserving values: equal texts ⇔ equal arguments.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
 /// The tool call that produced an event: kept so a session can be replayed call by call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     /// Tool name as the client called it (an alias stays an alias).
     pub tool: String,
     /// Arguments exactly as the client sent them, before coercion.
-    pub raw_arguments: Value,
+    pub raw_arguments: RawArguments,
     /// Time from receiving the call to handing its events to the store, in microseconds.
     pub duration_us: u64,
 }
@@ -263,10 +309,7 @@ impl PayloadWire {
                     thought: required(self.thought, "thought")?,
                     thought_number: required(self.thought_number, "thought_number")?,
                     total_thoughts: required(self.total_thoughts, "total_thoughts")?,
-                    next_thought_needed: required(
-                        self.next_thought_needed,
-                        "next_thought_needed",
-                    )?,
+                    next_thought_needed: required(self.next_thought_needed, "next_thought_needed")?,
                     is_revision: self.is_revision,
                     revises_thought: self.revises_thought,
                     branch_from_thought: self.branch_from_thought,
@@ -280,10 +323,7 @@ impl PayloadWire {
                     thread_purpose: required(self.thread_purpose, "thread_purpose")?,
                     thought: required(self.thought, "thought")?,
                     thought_index: required(self.thought_index, "thought_index")?,
-                    tool_recommendation: required(
-                        self.tool_recommendation,
-                        "tool_recommendation",
-                    )?,
+                    tool_recommendation: required(self.tool_recommendation, "tool_recommendation")?,
                     left_to_be_done: required(self.left_to_be_done, "left_to_be_done")?,
                     open_items: required(self.open_items, "open_items")?,
                 },

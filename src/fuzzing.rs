@@ -203,7 +203,7 @@ pub fn check_arguments(raw: &Map<String, Value>) {
     }
     let call = || CallRecord {
         tool: "fuzz".into(),
-        raw_arguments: Value::Object(raw.clone()),
+        raw_arguments: Value::Object(raw.clone()).into(),
         duration_us: 0,
     };
     match SequentialArgs::parse("sequentialthinking", raw) {
@@ -453,7 +453,7 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     while !bytes.is_empty() && payloads.len() <= MAX_FUZZ_THOUGHTS {
         let call = CallRecord {
             tool: "fuzz".into(),
-            raw_arguments: Value::Null,
+            raw_arguments: Value::Null.into(),
             duration_us: 0,
         };
         let flags = bytes.byte();

@@ -164,7 +164,8 @@ fn read_resource_blocking(ledger: &Ledger, uri: &str) -> Result<ReadResourceResu
                 .head(session)
                 .map_err(internal)?
                 .ok_or_else(not_found)?;
-            let (tree, events) = ledger::load_tree(ledger, &head, None).map_err(internal)?;
+            let (tree, events) =
+                ledger::load_for_export(ledger, &head, None, format).map_err(internal)?;
             (export::render(format, &tree, &events), format.mime_type())
         }
     };

@@ -23,7 +23,7 @@ pub fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
 pub fn call(tool: &str) -> CallRecord {
     CallRecord {
         tool: tool.into(),
-        raw_arguments: serde_json::json!({}),
+        raw_arguments: serde_json::json!({}).into(),
         duration_us: 1,
     }
 }

@@ -15,6 +15,10 @@ use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::Serialize;
 use std::collections::HashMap;
 
+/// Hash maps of the fold: keyed by thought numbers and branch ids the fold itself
+/// inserts, so a fast non-keyed hash is enough (a rebuild does one insert per thought).
+type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// One recorded thought (from `sequentialthinking` or `think`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,13 +118,13 @@ pub struct ThoughtTree {
     pub branches: Vec<Branch>,
     pub anomalies: Vec<Anomaly>,
     /// Position in `branches` of each branch id.
-    branch_index: HashMap<String, usize>,
+    branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
-    line_tails: HashMap<Option<String>, NodeIndex>,
+    line_tails: FoldMap<Option<String>, NodeIndex>,
     /// Latest node for each thought number, on any line.
-    latest_by_number: HashMap<u64, NodeIndex>,
+    latest_by_number: FoldMap<u64, NodeIndex>,
     /// Latest node for each (line, thought number); `None` is the main line.
-    latest_on_line: HashMap<(Option<String>, u64), NodeIndex>,
+    latest_on_line: FoldMap<(Option<String>, u64), NodeIndex>,
 }
 
 impl ThoughtTree {
@@ -133,10 +137,10 @@ impl ThoughtTree {
             order: Vec::new(),
             branches: Vec::new(),
             anomalies: Vec::new(),
-            branch_index: HashMap::new(),
-            line_tails: HashMap::new(),
-            latest_by_number: HashMap::new(),
-            latest_on_line: HashMap::new(),
+            branch_index: FoldMap::default(),
+            line_tails: FoldMap::default(),
+            latest_by_number: FoldMap::default(),
+            latest_on_line: FoldMap::default(),
         }
     }
 

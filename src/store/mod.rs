@@ -11,6 +11,7 @@
 //! the expected seq is what keeps two writers from both taking seq N.
 
 pub(crate) mod backend;
+mod codec;
 mod error;
 #[cfg(test)]
 mod fault;
@@ -224,6 +225,34 @@ impl Ledger {
         {
             let (_, value) = row.map_err(StoreError::from_redb)?;
             if !visit(tables::decode_event(value.value())?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Ledger::for_each_event`] for projections: leaves out what a fold never reads, so
+    /// a rebuild does not pay for it. Each event's `prev` and `hash` are empty and its
+    /// call's arguments are `null`; never export, verify or compare these events.
+    pub fn for_each_event_to_fold(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        mut visit: impl FnMut(Event) -> bool,
+    ) -> Result<(), StoreError> {
+        if from_seq > to_seq {
+            return Ok(());
+        }
+        let txn = self.read_txn()?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
+        let key = session_key(session);
+        for row in events
+            .range((key, from_seq)..=(key, to_seq))
+            .map_err(StoreError::from_redb)?
+        {
+            let (_, value) = row.map_err(StoreError::from_redb)?;
+            if !visit(codec::decode_event_to_fold(value.value())?) {
                 break;
             }
         }

@@ -1,6 +1,7 @@
 //! Table definitions and the byte encoding of rows.
 //!
-//! - `events`: (session, seq) → the event envelope as JSON.
+//! - `events`: (session, seq) → the event envelope ([`super::codec`]: binary, or JSON for
+//!   rows written by earlier builds).
 //! - `heads`: session → [`SessionHead`] as JSON (last seq, hash, folded summary).
 //! - `event_ids`: event id → (session, seq), for idempotent appends.
 //! - `aliases`: alias text → session, for ids a caller chose.
@@ -30,7 +31,7 @@ pub fn create_all(db: &Database) -> Result<(), redb::Error> {
 }
 
 pub fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
+    super::codec::decode_event(bytes)
 }
 
 pub fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {

@@ -428,7 +428,7 @@ impl AppendTxn<'_> {
                 .open_table(EVENT_IDS)
                 .map_err(StoreError::from_redb)?;
             for event in events {
-                let bytes = serde_json::to_vec(event).expect("events always serialize");
+                let bytes = super::codec::encode_event(event);
                 rows.insert((key, event.seq), bytes.as_slice())
                     .map_err(StoreError::from_redb)?;
                 ids.insert(event.id.0.0, (key, event.seq))

@@ -491,12 +491,33 @@ fn call_search(
     })))
 }
 
-/// Folds a session up to `at_seq` (its head when `None`), keeping the events for JSONL.
+/// Folds a session up to `at_seq` (its head when `None`) through the store's projection
+/// read path ([`Ledger::for_each_event_to_fold`]).
 pub fn load_tree(
     ledger: &Ledger,
     head: &SessionHead,
     at_seq: Option<u64>,
+) -> Result<ThoughtTree, StoreError> {
+    let upto = at_seq.unwrap_or(head.seq).min(head.seq);
+    let mut tree = ThoughtTree::new(head.session);
+    ledger.for_each_event_to_fold(head.session, 1, upto, |event| {
+        tree.fold(event);
+        true
+    })?;
+    tree.finish();
+    Ok(tree)
+}
+
+/// What [`export::render`] needs for `format`: the tree, and the whole events for JSONL.
+pub fn load_for_export(
+    ledger: &Ledger,
+    head: &SessionHead,
+    at_seq: Option<u64>,
+    format: Format,
 ) -> Result<(ThoughtTree, Vec<Event>), StoreError> {
+    if format != Format::Jsonl {
+        return Ok((load_tree(ledger, head, at_seq)?, Vec::new()));
+    }
     let upto = at_seq.unwrap_or(head.seq).min(head.seq);
     let events = ledger.events(head.session, 1, upto)?;
     let tree = ThoughtTree::build(head.session, events.iter().cloned());
@@ -539,8 +560,9 @@ fn call_export(
     let at_seq = at_seq_arg(&mut args, head.as_ref(), false);
     finish(tool, args)?;
     let head = head.expect("checked");
-    let (tree, events) = load_tree(ledger, &head, at_seq)?;
-    let text = export::render(format.expect("checked"), &tree, &events);
+    let format = format.expect("checked");
+    let (tree, events) = load_for_export(ledger, &head, at_seq, format)?;
+    let text = export::render(format, &tree, &events);
     Ok(CallToolResult::success(vec![Content::text(text)]))
 }
 
@@ -554,7 +576,7 @@ fn call_replay(
     let at_seq = at_seq_arg(&mut args, head.as_ref(), true);
     finish(tool, args)?;
     let head = head.expect("checked");
-    let (tree, _) = load_tree(ledger, &head, at_seq)?;
+    let tree = load_tree(ledger, &head, at_seq)?;
     let mut answer = tree.to_json();
     answer["headSeq"] = json!(head.seq);
     answer["note"] = json!(PROVENANCE_NOTE);

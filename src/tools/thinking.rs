@@ -364,7 +364,7 @@ async fn record(
             )?;
             let call = CallRecord {
                 tool: input.tool,
-                raw_arguments: Value::Object(input.raw),
+                raw_arguments: Value::Object(input.raw).into(),
                 duration_us: input.started.elapsed().as_micros() as u64,
             };
             let events = decide(head.as_ref(), call);
