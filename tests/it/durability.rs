@@ -241,8 +241,10 @@ async fn verify_catches_a_flipped_byte_in_an_event() {
     assert!(cli(dir.path(), &["verify"]).status.success());
     tamper(dir.path(), |table, key| {
         let mut bytes = table.get((key, 3)).unwrap().unwrap().value().to_vec();
-        let at = String::from_utf8_lossy(&bytes)
-            .find("thought 2")
+        // Rows are binary: look for the text's bytes, not a lossy string's char offsets.
+        let at = bytes
+            .windows(b"thought 2".len())
+            .position(|window| window == b"thought 2")
             .expect("text in event 3");
         bytes[at] ^= 0x01; // 't' becomes 'u'
         table.insert((key, 3), bytes.as_slice()).unwrap();
