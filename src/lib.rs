@@ -19,6 +19,9 @@ pub mod cli;
 pub mod event;
 pub mod export;
 pub mod fault;
+/// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
+/// never into the server a user runs.
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod projection;
