@@ -144,6 +144,17 @@ impl ThoughtTree {
         }
     }
 
+    /// An empty tree with room for `events` thoughts, for a fold that knows how many
+    /// events it will read (no regrowing of the graph and maps on a long session).
+    pub fn with_capacity(session: SessionId, events: usize) -> Self {
+        let mut tree = ThoughtTree::new(session);
+        tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
+        tree.order.reserve(events);
+        tree.latest_by_number.reserve(events);
+        tree.latest_on_line.reserve(events);
+        tree
+    }
+
     /// Folds `events` (in seq order) into a new tree.
     pub fn build(session: SessionId, events: impl IntoIterator<Item = Event>) -> Self {
         let mut tree = ThoughtTree::new(session);

@@ -499,7 +499,7 @@ pub fn load_tree(
     at_seq: Option<u64>,
 ) -> Result<ThoughtTree, StoreError> {
     let upto = at_seq.unwrap_or(head.seq).min(head.seq);
-    let mut tree = ThoughtTree::new(head.session);
+    let mut tree = ThoughtTree::with_capacity(head.session, upto as usize);
     ledger.for_each_event_to_fold(head.session, 1, upto, |event| {
         tree.fold(event);
         true
