@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 use ulid::Ulid;
@@ -119,21 +120,24 @@ impl SessionKind {
 /// decodes every event and never looks inside the arguments).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RawArguments(Box<RawValue>);
+pub struct RawArguments(Cow<'static, RawValue>);
 
 impl RawArguments {
     pub fn from_value(value: &Value) -> Self {
-        RawArguments(serde_json::value::to_raw_value(value).expect("JSON values always serialize"))
+        RawArguments(Cow::Owned(
+            serde_json::value::to_raw_value(value).expect("JSON values always serialize"),
+        ))
     }
 
-    /// `null`: what a projection's read path puts in place of arguments it never reads.
+    /// `null`: what a projection's read path puts in place of arguments it never reads
+    /// (borrowed, so a rebuild does not allocate it per event).
     pub fn null() -> Self {
-        RawArguments(RawValue::NULL.to_owned())
+        RawArguments(Cow::Borrowed(RawValue::NULL))
     }
 
     /// Parses compact JSON text (as [`RawArguments::as_json`] gives it).
     pub fn from_json(text: String) -> Result<Self, serde_json::Error> {
-        RawValue::from_string(text).map(RawArguments)
+        RawValue::from_string(text).map(|raw| RawArguments(Cow::Owned(raw)))
     }
 
     /// The arguments as compact JSON text.

@@ -105,6 +105,15 @@ pub struct EdgeView {
     pub kind: EdgeKind,
 }
 
+/// The latest thought with one number, as references resolve it.
+#[derive(Clone, Copy, Debug)]
+struct Latest {
+    /// On any line.
+    any: NodeIndex,
+    /// On the main line, if it has one.
+    main: Option<NodeIndex>,
+}
+
 /// The fold of one session's events.
 #[derive(Clone, Debug)]
 pub struct ThoughtTree {
@@ -121,10 +130,10 @@ pub struct ThoughtTree {
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
     line_tails: FoldMap<Option<String>, NodeIndex>,
-    /// Latest node for each thought number, on any line.
-    latest_by_number: FoldMap<u64, NodeIndex>,
-    /// Latest node for each (line, thought number); `None` is the main line.
-    latest_on_line: FoldMap<(Option<String>, u64), NodeIndex>,
+    /// Latest node for each thought number: on any line, and on the main line.
+    latest: FoldMap<u64, Latest>,
+    /// Latest node for each thought number on each branch.
+    latest_on_branch: FoldMap<String, FoldMap<u64, NodeIndex>>,
 }
 
 impl ThoughtTree {
@@ -139,8 +148,8 @@ impl ThoughtTree {
             anomalies: Vec::new(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
-            latest_by_number: FoldMap::default(),
-            latest_on_line: FoldMap::default(),
+            latest: FoldMap::default(),
+            latest_on_branch: FoldMap::default(),
         }
     }
 
@@ -150,8 +159,7 @@ impl ThoughtTree {
         let mut tree = ThoughtTree::new(session);
         tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
         tree.order.reserve(events);
-        tree.latest_by_number.reserve(events);
-        tree.latest_on_line.reserve(events);
+        tree.latest.reserve(events);
         tree
     }
 
@@ -340,20 +348,31 @@ impl ThoughtTree {
             }),
             None => {}
         }
+        let latest = self.latest.entry(number).or_insert(Latest {
+            any: index,
+            main: None,
+        });
+        latest.any = index;
+        match &line {
+            None => latest.main = Some(index),
+            Some(branch_id) => {
+                self.latest_on_branch
+                    .entry(branch_id.clone())
+                    .or_default()
+                    .insert(number, index);
+            }
+        }
         self.line_tails.insert(line, index);
-        self.latest_by_number.insert(number, index);
-        self.latest_on_line
-            .insert((self.graph[index].branch_id.clone(), number), index);
     }
 
     /// The thought a reference to `number` from `line` means: the latest with that
     /// number on the same line, else on the main line, else on any line.
     fn resolve(&self, line: &Option<String>, number: u64) -> Option<NodeIndex> {
-        self.latest_on_line
-            .get(&(line.clone(), number))
-            .or_else(|| self.latest_on_line.get(&(None, number)))
-            .or_else(|| self.latest_by_number.get(&number))
-            .copied()
+        let latest = self.latest.get(&number);
+        line.as_deref()
+            .and_then(|branch_id| self.latest_on_branch.get(branch_id)?.get(&number).copied())
+            .or_else(|| latest.and_then(|l| l.main))
+            .or_else(|| latest.map(|l| l.any))
     }
 
     /// Thoughts in seq order.

@@ -31,8 +31,12 @@ struct StoredEvent<'a> {
     schema: u32,
     #[serde(borrow)]
     payload: StoredPayload<'a>,
-    prev: [u8; 32],
-    hash: [u8; 32],
+    /// 32 bytes each; written as byte strings so they decode by borrowing, not byte by
+    /// byte.
+    #[serde(borrow)]
+    prev: &'a [u8],
+    #[serde(borrow)]
+    hash: &'a [u8],
 }
 
 /// [`Payload`] field by field. Variants are only ever appended (postcard stores the
@@ -96,8 +100,8 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
         at: event.at,
         schema: event.schema,
         payload: stored_payload(&event.payload),
-        prev,
-        hash,
+        prev: &prev,
+        hash: &hash,
     };
     let mut row = vec![BINARY_ROW_V1];
     postcard::to_io(&stored, &mut row).expect("writing to a Vec cannot fail");
@@ -252,16 +256,19 @@ fn build_event(stored: StoredEvent<'_>, fields: Fields) -> Result<Event, StoreEr
         at: stored.at,
         schema: stored.schema,
         payload,
-        prev: hex_unless_to_fold(&stored.prev, fields),
-        hash: hex_unless_to_fold(&stored.hash, fields),
+        prev: hex_unless_to_fold(stored.prev, fields)?,
+        hash: hex_unless_to_fold(stored.hash, fields)?,
     })
 }
 
-fn hex_unless_to_fold(bytes: &[u8; 32], fields: Fields) -> String {
-    match fields {
+fn hex_unless_to_fold(bytes: &[u8], fields: Fields) -> Result<String, StoreError> {
+    let bytes: &[u8; 32] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt(format!("a hash of {} bytes", bytes.len())))?;
+    Ok(match fields {
         Fields::All => bytes_to_hex(bytes),
         Fields::ToFold => String::new(),
-    }
+    })
 }
 
 fn call_from(call: StoredCall<'_>, fields: Fields) -> Result<CallRecord, StoreError> {
