@@ -510,21 +510,21 @@ fn demo(settings: &Settings) -> anyhow::Result<()> {
 }
 
 async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
-    use rmcp::ServiceExt;
-    use rmcp::model::CallToolRequestParams;
-    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-
     let script: Vec<serde_json::Value> =
         serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
     let exe = std::env::current_exe().context("locating this binary")?;
     let data_dir = data_dir.to_path_buf();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(exe).configure(|cmd| {
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .env(DISABLE_THOUGHT_LOGGING_ENV, "true");
-    }))?;
-    let client = ().serve(transport).await.context("starting the server")?;
+    let mut command = tokio::process::Command::new(exe);
+    command
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .env(DISABLE_THOUGHT_LOGGING_ENV, "true");
+    let client = crate::mcp_client::McpClient::spawn(command)?;
+    client
+        .initialize("reasoning-ledger-demo")
+        .await
+        .context("starting the server")?;
     eprintln!(
         "demo: a server is running on {}; sending {} thoughts",
         data_dir.display(),
@@ -543,11 +543,13 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         if let Some(id) = &session_id {
             arguments.insert("sessionId".into(), serde_json::json!(id));
         }
-        let result = client
-            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-            .await?;
+        let mut result = client.call_tool(&tool, arguments).await?;
+        if result["isError"] == serde_json::Value::Bool(true) {
+            bail!("demo: {tool} answered with an error: {}", result["content"]);
+        }
         let answer = result
-            .structured_content
+            .get_mut("structuredContent")
+            .map(serde_json::Value::take)
             .context("demo: the server answered without structured content")?;
         eprintln!("demo: {}", serde_json::to_string(&answer)?);
         session_id = answer["sessionId"].as_str().map(String::from);
@@ -558,14 +560,10 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         let mut arguments = serde_json::Map::new();
         arguments.insert("sessionId".into(), serde_json::json!(session_id));
         arguments.insert("format".into(), serde_json::json!(format.as_str()));
-        let result = client
-            .call_tool(CallToolRequestParams::new("export_session").with_arguments(arguments))
-            .await?;
-        let text = result
-            .content
-            .first()
-            .and_then(|c| c.as_text())
-            .map(|t| t.text.clone())
+        let result = client.call_tool("export_session", arguments).await?;
+        let text = result["content"][0]["text"]
+            .as_str()
+            .map(String::from)
             .context("demo: empty export")?;
         if format == Format::Mermaid {
             out.push_str("```mermaid\n");
@@ -575,7 +573,7 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
             out.push_str(&text);
         }
     }
-    client.cancel().await?;
+    client.close().await?;
     out.push_str(&format!(
         "\nSession {session_id} is stored in {}.\nTry: reasoning-ledger show {session_id}\n     reasoning-ledger export {session_id} --format json\n",
         data_dir.display()

@@ -12,6 +12,7 @@
 //! - [`event`]: the envelope and payloads, the hash chain.
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
 //!   import, demo, bench).
+//! - [`mcp_client`]: the small stdio MCP client `demo` and `bench` drive servers with.
 
 pub mod bench;
 pub mod bench_ledger;
@@ -24,6 +25,7 @@ pub mod fault;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod mcp_client;
 pub mod projection;
 pub mod server;
 pub mod store;

@@ -8,16 +8,13 @@
 //! stdin/stdout.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::mcp_client::McpClient;
 use anyhow::{Context as _, bail};
-use rmcp::model::{CallToolRequestParams, JsonObject};
-use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Map, Value};
 
 /// Name of the tool both servers expose.
 pub const TOOL_NAME: &str = "sequentialthinking";
@@ -36,8 +33,8 @@ const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest wait for one `tools/call` answer before the run counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Longest wait for the child to exit after its stdin is closed; rmcp itself
-/// escalates to SIGTERM and then SIGKILL within this.
+/// Longest wait for the child to exit after its stdin is closed (the client kills it
+/// after a shorter wait of its own).
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Target length of the `thought` text of each call, in bytes.
@@ -45,8 +42,9 @@ const THOUGHT_LEN: usize = 100;
 
 /// A live session with one spawned server.
 pub struct Session {
-    client: RunningService<RoleClient, ()>,
-    pid: Option<u32>,
+    client: McpClient,
+    /// The server's `initialize` result.
+    initialized: Value,
     /// Time from spawning the process to `initialize` answered.
     pub spawn_to_initialize: Duration,
 }
@@ -75,56 +73,51 @@ impl Session {
             .env(QUIET_ENV.0, QUIET_ENV.1);
 
         let start = Instant::now();
-        let (transport, _no_stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("spawning {}", argv.join(" ")))?;
-        let pid = transport.id();
-        let client = tokio::time::timeout(INITIALIZE_TIMEOUT, ().serve(transport))
-            .await
-            .with_context(|| format!("no initialize answer within {INITIALIZE_TIMEOUT:?}"))?
-            .context("MCP initialize handshake failed")?;
+        let client =
+            McpClient::spawn(command).with_context(|| format!("spawning {}", argv.join(" ")))?;
+        let initialized = tokio::time::timeout(
+            INITIALIZE_TIMEOUT,
+            client.initialize("reasoning-ledger-bench"),
+        )
+        .await
+        .with_context(|| format!("no initialize answer within {INITIALIZE_TIMEOUT:?}"))??;
         let spawn_to_initialize = start.elapsed();
         Ok(Self {
             client,
-            pid,
+            initialized,
             spawn_to_initialize,
         })
     }
 
     /// What the server reported in its `initialize` result.
     pub fn identity(&self) -> ServerIdentity {
-        let Some(info) = self.client.peer().peer_info() else {
-            return ServerIdentity::default();
-        };
+        let info = &self.initialized["serverInfo"];
         ServerIdentity {
-            name_version: info
-                .server_info
-                .as_ref()
-                .map(|i| format!("{} {}", i.name, i.version)),
-            protocol_version: Some(info.protocol_version.to_string()),
+            name_version: info["name"]
+                .as_str()
+                .map(|name| format!("{name} {}", info["version"].as_str().unwrap_or(""))),
+            protocol_version: self.initialized["protocolVersion"]
+                .as_str()
+                .map(String::from),
         }
     }
 
-    /// The peer handle for issuing calls (cheap to clone, shareable).
-    pub fn peer(&self) -> Peer<RoleClient> {
-        self.client.peer().clone()
+    /// The client handle for issuing calls (cheap to clone, shareable).
+    pub fn peer(&self) -> McpClient {
+        self.client.clone()
     }
 
     /// VmRSS of the server process in KiB.
     pub fn rss_kib(&self) -> anyhow::Result<u64> {
-        let pid = self.pid.context("server process id is unknown")?;
+        let pid = self.client.pid().context("server process id is unknown")?;
         read_vm_rss_kib(pid)
     }
 
-    /// Closes the server's stdin and waits for it to exit; rmcp escalates to
-    /// SIGTERM and SIGKILL if it lingers, so the child is gone on return.
+    /// Closes the server's stdin and waits for it to exit; the child is gone on return.
     pub async fn close(self) -> anyhow::Result<()> {
-        tokio::time::timeout(SHUTDOWN_TIMEOUT, self.client.cancel())
+        tokio::time::timeout(SHUTDOWN_TIMEOUT, self.client.close())
             .await
             .with_context(|| format!("server did not shut down within {SHUTDOWN_TIMEOUT:?}"))?
-            .context("client task failed while shutting down")?;
-        Ok(())
     }
 }
 
@@ -132,28 +125,29 @@ impl Session {
 /// round-trip time. A protocol error or a tool result flagged `isError` is an
 /// error: figures over failing calls would measure the error path.
 pub async fn call_thought(
-    peer: &Peer<RoleClient>,
+    peer: &McpClient,
     number: usize,
     total: usize,
 ) -> anyhow::Result<Duration> {
-    let params =
-        CallToolRequestParams::new(TOOL_NAME).with_arguments(thought_arguments(number, total));
+    let arguments = thought_arguments(number, total);
     let start = Instant::now();
-    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(params))
+    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(TOOL_NAME, arguments))
         .await
         .with_context(|| format!("thought {number}: no answer within {CALL_TIMEOUT:?}"))?
         .with_context(|| format!("thought {number}: tools/call failed"))?;
     let elapsed = start.elapsed();
-    if result.is_error == Some(true) {
-        let content = serde_json::to_string(&result.content).unwrap_or_default();
-        bail!("thought {number}: tool reported an error: {content}");
+    if result["isError"] == Value::Bool(true) {
+        bail!(
+            "thought {number}: tool reported an error: {}",
+            result["content"]
+        );
     }
     Ok(elapsed)
 }
 
 /// Calls thoughts `first..first + count` one after another.
 pub async fn call_sequential(
-    peer: &Peer<RoleClient>,
+    peer: &McpClient,
     first: usize,
     count: usize,
     total: usize,
@@ -176,7 +170,7 @@ pub struct ConcurrentRun {
 /// Calls thoughts `first..first + count` from `in_flight` tasks that share
 /// one peer, each taking the next number when its previous call is answered.
 pub async fn call_concurrent(
-    peer: &Peer<RoleClient>,
+    peer: &McpClient,
     first: usize,
     count: usize,
     total: usize,
@@ -212,7 +206,7 @@ pub async fn call_concurrent(
 }
 
 /// The arguments of one call: a ~100-byte thought that differs per number.
-fn thought_arguments(number: usize, total: usize) -> JsonObject {
+fn thought_arguments(number: usize, total: usize) -> Map<String, Value> {
     let mut thought = format!(
         "Thought {number}: weighing the evidence gathered so far before committing to the next step"
     );
@@ -227,7 +221,7 @@ fn thought_arguments(number: usize, total: usize) -> JsonObject {
     });
     match value {
         serde_json::Value::Object(map) => map,
-        _ => JsonObject::new(),
+        _ => Map::new(),
     }
 }
 
