@@ -105,6 +105,11 @@ pub struct EdgeView {
     pub kind: EdgeKind,
 }
 
+/// Most thoughts [`ThoughtTree::with_capacity`] reserves room for up front: a longer
+/// session grows as usual, and a damaged head claiming an absurd seq cannot make the fold
+/// allocate for it.
+pub const PRESIZE_LIMIT: usize = 1 << 20;
+
 /// The latest thought with one number, as references resolve it.
 #[derive(Clone, Copy, Debug)]
 struct Latest {
@@ -156,6 +161,7 @@ impl ThoughtTree {
     /// An empty tree with room for `events` thoughts, for a fold that knows how many
     /// events it will read (no regrowing of the graph and maps on a long session).
     pub fn with_capacity(session: SessionId, events: usize) -> Self {
+        let events = events.min(PRESIZE_LIMIT);
         let mut tree = ThoughtTree::new(session);
         tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
         tree.order.reserve(events);

@@ -31,8 +31,9 @@ struct StoredEvent<'a> {
     schema: u32,
     #[serde(borrow)]
     payload: StoredPayload<'a>,
-    /// 32 bytes each; written as byte strings so they decode by borrowing, not byte by
-    /// byte.
+    /// 32 bytes each. postcard writes a slice of `u8` as its length and then the bytes,
+    /// which is also its byte-string form, so they are read back by borrowing instead of
+    /// byte by byte (the codec tests round-trip every payload through this).
     #[serde(borrow)]
     prev: &'a [u8],
     #[serde(borrow)]
