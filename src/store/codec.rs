@@ -111,11 +111,16 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
 
 /// The event in a row of either encoding.
 pub fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
+    decode_row(row, Fields::All)
+}
+
+/// A row of either encoding, building `fields` of a binary one (JSON rows decode whole).
+fn decode_row(row: &[u8], fields: Fields) -> Result<Event, StoreError> {
     match row.first() {
         Some(&BINARY_ROW_V1) => {
             let stored: StoredEvent<'_> = postcard::from_bytes(&row[1..])
                 .map_err(|e| StoreError::Corrupt(format!("event row: {e}")))?;
-            build_event(stored, Fields::All)
+            build_event(stored, fields)
         }
         Some(b'{') => {
             serde_json::from_slice(row).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
@@ -131,12 +136,7 @@ pub fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
 /// call's arguments `null` (a fold never reads them; skipping them is a third of a
 /// rebuild). JSON rows decode whole.
 pub fn decode_event_to_fold(row: &[u8]) -> Result<Event, StoreError> {
-    if row.first() != Some(&BINARY_ROW_V1) {
-        return decode_event(row);
-    }
-    let stored: StoredEvent<'_> = postcard::from_bytes(&row[1..])
-        .map_err(|e| StoreError::Corrupt(format!("event row: {e}")))?;
-    build_event(stored, Fields::ToFold)
+    decode_row(row, Fields::ToFold)
 }
 
 /// How much of a stored event to build.

@@ -211,24 +211,9 @@ impl Ledger {
         session: SessionId,
         from_seq: u64,
         to_seq: u64,
-        mut visit: impl FnMut(Event) -> bool,
+        visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
-            return Ok(());
-        }
-        let txn = self.read_txn()?;
-        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-        let key = session_key(session);
-        for row in events
-            .range((key, from_seq)..=(key, to_seq))
-            .map_err(StoreError::from_redb)?
-        {
-            let (_, value) = row.map_err(StoreError::from_redb)?;
-            if !visit(tables::decode_event(value.value())?) {
-                break;
-            }
-        }
-        Ok(())
+        self.scan_session(session, from_seq, to_seq, tables::decode_event, visit)
     }
 
     /// [`Ledger::for_each_event`] for projections: leaves out what a fold never reads, so
@@ -239,6 +224,24 @@ impl Ledger {
         session: SessionId,
         from_seq: u64,
         to_seq: u64,
+        visit: impl FnMut(Event) -> bool,
+    ) -> Result<(), StoreError> {
+        self.scan_session(
+            session,
+            from_seq,
+            to_seq,
+            codec::decode_event_to_fold,
+            visit,
+        )
+    }
+
+    /// Streams the rows of `session` in `from_seq..=to_seq`, decoded by `decode`.
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: fn(&[u8]) -> Result<Event, StoreError>,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
         if from_seq > to_seq {
@@ -252,7 +255,7 @@ impl Ledger {
             .map_err(StoreError::from_redb)?
         {
             let (_, value) = row.map_err(StoreError::from_redb)?;
-            if !visit(codec::decode_event_to_fold(value.value())?) {
+            if !visit(decode(value.value())?) {
                 break;
             }
         }
