@@ -5,10 +5,11 @@
 //! the operations DESIGN §10 sets targets for. Must not: assert anything; it measures and
 //! reports. Run through `reasoning-ledger bench`.
 
-use crate::event::{CallRecord, NewEvent, Payload, SequentialThought, SessionId, SessionKind};
+use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
 use crate::export;
 use crate::projection::tree::ThoughtTree;
 use crate::store::Ledger;
+use crate::tools::thinking::{SequentialThought, ThinkingEvent};
 use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -63,7 +64,7 @@ fn thought_payload(n: u64, total: u64) -> Payload {
         raw["branchFromThought"] = (n - 1).into();
         raw["branchId"] = branch.as_str().into();
     }
-    Payload::ThoughtRecorded {
+    ThinkingEvent::ThoughtRecorded {
         thought,
         call: CallRecord {
             tool: "sequentialthinking".into(),
@@ -71,6 +72,7 @@ fn thought_payload(n: u64, total: u64) -> Payload {
             duration_us: 10,
         },
     }
+    .into()
 }
 
 /// Appends a thinking session of `events` events (one start + thoughts) in batches.
@@ -84,7 +86,7 @@ pub fn build_session(ledger: &Ledger, events: u64) -> anyhow::Result<SessionId> 
         for s in seq + 1..=upto {
             batch.push(NewEvent::new(if s == 1 {
                 Payload::SessionStarted {
-                    kind: SessionKind::Thinking,
+                    kind: SessionKind::THINKING,
                     title: "benchmark".into(),
                     aliases: Vec::new(),
                 }

@@ -247,7 +247,7 @@ fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
     });
     let toolsets = match chosen {
         Some(text) => Toolset::parse_list(&text).map_err(anyhow::Error::msg)?,
-        None => Toolset::DEFAULT.to_vec(),
+        None => Toolset::default_sets(),
     };
     let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -283,10 +283,9 @@ fn sessions(
     limit: usize,
 ) -> anyhow::Result<()> {
     let kind = match kind {
-        Some(text) => Some(
-            SessionKind::parse(&text)
-                .with_context(|| format!("unknown kind {text:?}: use thinking or think"))?,
-        ),
+        Some(text) => Some(SessionKind::parse(&text).with_context(|| {
+            format!("unknown kind {text:?}: use {}", crate::tools::kind_names())
+        })?),
         None => None,
     };
     let ledger = open(settings)?;

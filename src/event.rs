@@ -1,9 +1,12 @@
 //! The event envelope and payloads: the one wire format of the ledger.
 //!
 //! Owns: [`Event`] (the envelope a store hands out), [`NewEvent`] (what a tool asks the
-//! store to append), [`Payload`] (the tagged union of everything a tool can record) and the
-//! hash chain ([`event_hash`]). Must not: touch redb or any I/O; payload variants are never
-//! renamed or re-shaped without bumping [`SCHEMA_VERSION`] and adding an upcaster.
+//! store to append), [`Payload`] (the two core events and a [`FamilyPayload`] for
+//! everything a tool family records; [`family`] holds the contract a family's payloads
+//! meet), [`SessionKind`] and the hash chain ([`event_hash`]). Must not: touch the store
+//! or any I/O. A payload's shape never changes without its family bumping its schema and
+//! upcasting the older one; an event is hashed, verified and exported as it was written
+//! and upcast only for reading.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,10 +15,6 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 use ulid::Ulid;
-
-/// Version of the payload format written by this build. Stored in every envelope so older
-/// events can be upcast when the format changes.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// Domain prefix of the event hash; the trailing version lets the hash change later.
 const HASH_DOMAIN: &[u8] = b"reasoning-ledger/event-hash/v1\0";
@@ -64,6 +63,10 @@ impl FromStr for SessionId {
     }
 }
 
+pub mod family;
+
+pub use family::{DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+
 mod ulid_string {
     use serde::{Deserializer, Serializer};
     use ulid::Ulid;
@@ -89,29 +92,42 @@ mod ulid_string {
 }
 
 /// What kind of reasoning a session holds; decides which tools and projections apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionKind {
-    /// `sequentialthinking` thoughts.
-    Thinking,
-    /// A `think` thread.
-    Think,
-}
+///
+/// Kinds are registered by the tool families ([`crate::tools::FAMILIES`]); a family
+/// declares its kinds as constants (`SessionKind::THINKING` lives with the thinking
+/// family). Stored as its name; a name no registered family claims does not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKind(&'static str);
 
 impl SessionKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionKind::Thinking => "thinking",
-            SessionKind::Think => "think",
-        }
+    /// A kind named `name`; only families declare kinds (and register them).
+    pub const fn new(name: &'static str) -> Self {
+        SessionKind(name)
     }
 
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// The registered kind with this name.
     pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "thinking" => Some(SessionKind::Thinking),
-            "think" => Some(SessionKind::Think),
-            _ => None,
-        }
+        crate::tools::session_kinds()
+            .map(|info| info.kind)
+            .find(|kind| kind.0 == text)
+    }
+}
+
+impl Serialize for SessionKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = Cow::<'de, str>::deserialize(d)?;
+        SessionKind::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format_args!("unknown session kind {name:?}")))
     }
 }
 
@@ -174,197 +190,172 @@ pub struct CallRecord {
     pub duration_us: u64,
 }
 
-/// One `sequentialthinking` thought, with the values after coercion.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SequentialThought {
-    pub thought: String,
-    pub thought_number: u64,
-    pub total_thoughts: u64,
-    pub next_thought_needed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub is_revision: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revises_thought: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch_from_thought: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub needs_more_thoughts: Option<bool>,
-}
+/// Schema version of the core payloads (`session_started`, `session_closed`). A family's
+/// payloads carry their own version ([`PayloadCodec::schema`]).
+pub const CORE_SCHEMA: u32 = 1;
 
-impl SequentialThought {
-    /// The branch this thought belongs to: recorded only when both a branch point ≥ 1 and a
-    /// non-empty id are given (the reference server's rule).
-    pub fn branch(&self) -> Option<(&str, u64)> {
-        match (self.branch_from_thought, self.branch_id.as_deref()) {
-            (Some(from), Some(id)) if from >= 1 && !id.is_empty() => Some((id, from)),
-            _ => None,
-        }
-    }
-
-    /// The thought this one revises, when it is a revision.
-    pub fn revision_of(&self) -> Option<u64> {
-        if self.is_revision == Some(true) || self.revises_thought.is_some() {
-            self.revises_thought
-        } else {
-            None
-        }
-    }
-}
-
-/// One `think` thought.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ThinkThought {
-    pub thread_purpose: String,
-    pub thought: String,
-    pub thought_index: u64,
-    /// As given; the default when absent is the string "None".
-    pub tool_recommendation: String,
-    /// As given; the default when absent is the string "None".
-    pub left_to_be_done: String,
-    /// `left_to_be_done` split into its open items.
-    pub open_items: Vec<String>,
-}
-
-/// Everything the ledger records. Tagged by `"type"`; variants are never renamed.
+/// Everything the ledger records. Serialized as one object tagged by `"type"`; tags are
+/// never renamed.
 ///
-/// Written by serde's derive (internally tagged, thoughts flattened); read through
-/// [`PayloadWire`], a flat struct that decodes in one pass. The derived reader would buffer
-/// every payload as an untyped tree first (tag plus `flatten`), which made rebuilding a
-/// long session several times slower.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// The two core events frame every session and are read by the store itself (the start
+/// rule, aliases, the closed flag); everything a tool family records is a
+/// [`FamilyPayload`], encoded, folded and rendered by its family.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Payload {
     /// First event of every session.
     SessionStarted {
         kind: SessionKind,
         title: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         aliases: Vec<String>,
-    },
-    /// A `sequentialthinking` call.
-    ThoughtRecorded {
-        #[serde(flatten)]
-        thought: SequentialThought,
-        call: CallRecord,
-    },
-    /// A `think` call.
-    ThinkRecorded {
-        #[serde(flatten)]
-        thought: ThinkThought,
-        call: CallRecord,
     },
     /// The session was closed; later calls start a new one.
     SessionClosed { reason: String },
+    /// An event of a tool family.
+    Family(FamilyPayload),
 }
 
-/// The `type` tags of [`Payload`].
+/// The core payloads as written: tag first, then the fields (the canonical form hashed).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum CorePayloadRef<'a> {
+    SessionStarted {
+        kind: SessionKind,
+        title: &'a str,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        aliases: &'a [String],
+    },
+    SessionClosed {
+        reason: &'a str,
+    },
+}
+
+/// The core payloads as read from JSON.
 #[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum PayloadType {
-    SessionStarted,
-    ThoughtRecorded,
-    ThinkRecorded,
-    SessionClosed,
+#[serde(tag = "type", rename_all = "snake_case")]
+enum CorePayloadWire {
+    SessionStarted {
+        kind: SessionKind,
+        title: String,
+        #[serde(default)]
+        aliases: Vec<String>,
+    },
+    SessionClosed {
+        reason: String,
+    },
 }
 
-/// Every field of every [`Payload`] variant, flat, as read from the wire. Field names are
-/// shared only where the variants agree on their type (`thought`, `call`).
-#[derive(Deserialize)]
-struct PayloadWire {
-    #[serde(rename = "type")]
-    tag: PayloadType,
-    kind: Option<SessionKind>,
-    title: Option<String>,
-    #[serde(default)]
-    aliases: Vec<String>,
-    thought: Option<String>,
-    thought_number: Option<u64>,
-    total_thoughts: Option<u64>,
-    next_thought_needed: Option<bool>,
-    is_revision: Option<bool>,
-    revises_thought: Option<u64>,
-    branch_from_thought: Option<u64>,
-    branch_id: Option<String>,
-    needs_more_thoughts: Option<bool>,
-    thread_purpose: Option<String>,
-    thought_index: Option<u64>,
-    tool_recommendation: Option<String>,
-    left_to_be_done: Option<String>,
-    open_items: Option<Vec<String>>,
-    call: Option<CallRecord>,
-    reason: Option<String>,
-}
+/// Tag of the first event of every session.
+pub const SESSION_STARTED: &str = "session_started";
+/// Tag of the event that closes a session.
+pub const SESSION_CLOSED: &str = "session_closed";
 
-impl PayloadWire {
-    fn into_payload<E: serde::de::Error>(self) -> Result<Payload, E> {
-        fn required<T, E: serde::de::Error>(value: Option<T>, field: &'static str) -> Result<T, E> {
-            value.ok_or_else(|| E::missing_field(field))
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Payload::SessionStarted {
+                kind,
+                title,
+                aliases,
+            } => CorePayloadRef::SessionStarted {
+                kind: *kind,
+                title,
+                aliases,
+            }
+            .serialize(s),
+            Payload::SessionClosed { reason } => {
+                CorePayloadRef::SessionClosed { reason }.serialize(s)
+            }
+            Payload::Family(family) => family.serialize(s),
         }
-        Ok(match self.tag {
-            PayloadType::SessionStarted => Payload::SessionStarted {
-                kind: required(self.kind, "kind")?,
-                title: required(self.title, "title")?,
-                aliases: self.aliases,
-            },
-            PayloadType::ThoughtRecorded => Payload::ThoughtRecorded {
-                thought: SequentialThought {
-                    thought: required(self.thought, "thought")?,
-                    thought_number: required(self.thought_number, "thought_number")?,
-                    total_thoughts: required(self.total_thoughts, "total_thoughts")?,
-                    next_thought_needed: required(self.next_thought_needed, "next_thought_needed")?,
-                    is_revision: self.is_revision,
-                    revises_thought: self.revises_thought,
-                    branch_from_thought: self.branch_from_thought,
-                    branch_id: self.branch_id,
-                    needs_more_thoughts: self.needs_more_thoughts,
-                },
-                call: required(self.call, "call")?,
-            },
-            PayloadType::ThinkRecorded => Payload::ThinkRecorded {
-                thought: ThinkThought {
-                    thread_purpose: required(self.thread_purpose, "thread_purpose")?,
-                    thought: required(self.thought, "thought")?,
-                    thought_index: required(self.thought_index, "thought_index")?,
-                    tool_recommendation: required(self.tool_recommendation, "tool_recommendation")?,
-                    left_to_be_done: required(self.left_to_be_done, "left_to_be_done")?,
-                    open_items: required(self.open_items, "open_items")?,
-                },
-                call: required(self.call, "call")?,
-            },
-            PayloadType::SessionClosed => Payload::SessionClosed {
-                reason: required(self.reason, "reason")?,
-            },
-        })
     }
 }
 
-impl<'de> Deserialize<'de> for Payload {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        PayloadWire::deserialize(deserializer)?.into_payload()
-    }
+/// Just the tag of a JSON payload.
+#[derive(Deserialize)]
+struct TagOnly<'a> {
+    #[serde(rename = "type", borrow)]
+    tag: Cow<'a, str>,
 }
 
 impl Payload {
+    /// Decodes a payload's JSON as written with `schema`: core tags here, every other tag
+    /// by the family that registered it (which upcasts an older schema).
+    pub fn from_json(schema: u32, json: &str) -> Result<Payload, String> {
+        let tag = serde_json::from_str::<TagOnly<'_>>(json)
+            .map_err(|e| format!("payload: {e}"))?
+            .tag;
+        if tag == SESSION_STARTED || tag == SESSION_CLOSED {
+            if schema > CORE_SCHEMA {
+                return Err(format!(
+                    "{tag} of schema {schema}, newer than this build reads ({CORE_SCHEMA})"
+                ));
+            }
+            let core: CorePayloadWire =
+                serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+            return Ok(match core {
+                CorePayloadWire::SessionStarted {
+                    kind,
+                    title,
+                    aliases,
+                } => Payload::SessionStarted {
+                    kind,
+                    title,
+                    aliases,
+                },
+                CorePayloadWire::SessionClosed { reason } => Payload::SessionClosed { reason },
+            });
+        }
+        let codec = family::codec_for(&tag)
+            .ok_or_else(|| format!("unknown event type {tag:?} (written by another build?)"))?;
+        codec.decode_json(&tag, schema, json).map(Payload::Family)
+    }
+
     /// The `type` tag as written on the wire.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Payload::SessionStarted { .. } => "session_started",
-            Payload::ThoughtRecorded { .. } => "thought_recorded",
-            Payload::ThinkRecorded { .. } => "think_recorded",
-            Payload::SessionClosed { .. } => "session_closed",
+            Payload::SessionStarted { .. } => SESSION_STARTED,
+            Payload::SessionClosed { .. } => SESSION_CLOSED,
+            Payload::Family(family) => family.event().type_name(),
         }
     }
 
-    /// The thought text this event carries, if any (what search looks at first).
+    /// The schema version this payload is written with.
+    pub fn schema(&self) -> u32 {
+        match self {
+            Payload::SessionStarted { .. } | Payload::SessionClosed { .. } => CORE_SCHEMA,
+            Payload::Family(family) => family.event().schema(),
+        }
+    }
+
+    /// The text this event carries, if any (what search looks at).
     pub fn text(&self) -> Option<&str> {
         match self {
-            Payload::ThoughtRecorded { thought, .. } => Some(&thought.thought),
-            Payload::ThinkRecorded { thought, .. } => Some(&thought.thought),
             Payload::SessionStarted { title, .. } => Some(title),
             Payload::SessionClosed { reason } => Some(reason),
+            Payload::Family(family) => family.event().text(),
         }
+    }
+
+    /// The branch this event belongs to, if it records one.
+    pub fn branch(&self) -> Option<&str> {
+        match self {
+            Payload::Family(family) => family.event().branch(),
+            _ => None,
+        }
+    }
+
+    /// The family event of type `T`, if this is one.
+    pub fn family<T: FamilyEvent>(&self) -> Option<&T> {
+        match self {
+            Payload::Family(family) => family.event().as_any().downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl<T: FamilyEvent + Clone + PartialEq> From<T> for Payload {
+    fn from(event: T) -> Self {
+        Payload::Family(FamilyPayload::new(event))
     }
 }
 
@@ -385,7 +376,7 @@ impl NewEvent {
 }
 
 /// A committed event: the envelope as stored and as exported in JSONL.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
     pub id: EventId,
     pub session: SessionId,
@@ -393,13 +384,44 @@ pub struct Event {
     pub seq: u64,
     /// Commit time, milliseconds since the Unix epoch (UTC).
     pub at: u64,
-    /// Payload format version ([`SCHEMA_VERSION`] when written by this build).
+    /// Version of the payload's format as written ([`Payload::schema`] at the append).
     pub schema: u32,
     pub payload: Payload,
     /// `hash` of the previous event of the session, [`GENESIS_HASH`] for seq 1.
     pub prev: String,
     /// blake3 over the domain prefix, `prev` and the canonical bytes of the other fields.
     pub hash: String,
+}
+
+/// An envelope as read from JSON: the payload is decoded once `schema` is known.
+#[derive(Deserialize)]
+struct EventWire {
+    id: EventId,
+    session: SessionId,
+    seq: u64,
+    at: u64,
+    schema: u32,
+    payload: Box<RawValue>,
+    prev: String,
+    hash: String,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = EventWire::deserialize(deserializer)?;
+        let payload = Payload::from_json(wire.schema, wire.payload.get())
+            .map_err(serde::de::Error::custom)?;
+        Ok(Event {
+            id: wire.id,
+            session: wire.session,
+            seq: wire.seq,
+            at: wire.at,
+            schema: wire.schema,
+            payload,
+            prev: wire.prev,
+            hash: wire.hash,
+        })
+    }
 }
 
 /// The fields the hash covers, in a fixed order: the canonical form of an event.

@@ -12,10 +12,7 @@
 //! Must not: touch a ledger, the network or the file system (a fuzz target runs
 //! millions of times), or be used by the server.
 
-use crate::event::{
-    CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId, SessionKind,
-    ThinkThought,
-};
+use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId, SessionKind};
 use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
@@ -25,6 +22,7 @@ use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
 use crate::tools::thinking::{
     SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
 };
+use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 use serde_json::{Map, Number, Value};
 
 /// Most thoughts in a tree built from fuzz input (keeps one run fast).
@@ -224,7 +222,7 @@ pub fn check_arguments(raw: &Map<String, Value>) {
                 matches!(&events[0].payload, Payload::SessionStarted { title, .. } if *title == title_of(&t.thought))
             );
             assert!(
-                matches!(&events[1].payload, Payload::ThoughtRecorded { thought, .. } if thought == t)
+                matches!(events[1].payload.family(), Some(ThinkingEvent::ThoughtRecorded { thought, .. }) if thought == t)
             );
         }
         Err(error) => assert_validation(error, "sequentialthinking"),
@@ -234,7 +232,7 @@ pub fn check_arguments(raw: &Map<String, Value>) {
             assert!(args.thought.thought_index >= 1);
             let events = decide_think(None, &args, call());
             assert!(
-                matches!(&events[1].payload, Payload::ThinkRecorded { thought, .. } if *thought == args.thought)
+                matches!(events[1].payload.family(), Some(ThinkingEvent::ThinkRecorded { thought, .. }) if *thought == args.thought)
             );
         }
         Err(error) => assert_validation(error, "think"),
@@ -440,9 +438,9 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     let think = bytes.byte().is_multiple_of(4);
     let title = bytes.text();
     let kind = if think {
-        SessionKind::Think
+        SessionKind::THINK
     } else {
-        SessionKind::Thinking
+        SessionKind::THINKING
     };
     let mut payloads = vec![Payload::SessionStarted {
         kind,
@@ -459,7 +457,7 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
         let flags = bytes.byte();
         let number = small(&mut bytes).max(1);
         let payload = if think {
-            Payload::ThinkRecorded {
+            ThinkingEvent::ThinkRecorded {
                 thought: ThinkThought {
                     thread_purpose: bytes.text(),
                     thought: bytes.text(),
@@ -473,7 +471,7 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
         } else {
             let revises = small(&mut bytes);
             let from = small(&mut bytes);
-            Payload::ThoughtRecorded {
+            ThinkingEvent::ThoughtRecorded {
                 thought: SequentialThought {
                     thought: bytes.text(),
                     thought_number: number,
@@ -488,7 +486,7 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
                 call,
             }
         };
-        payloads.push(payload);
+        payloads.push(Payload::from(payload));
     }
     let events = payloads.into_iter().enumerate().map(|(i, payload)| Event {
         id: EventId::generate(),

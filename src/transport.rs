@@ -15,6 +15,7 @@
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
 
+use crate::tools::arrival::Arrival;
 use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -69,6 +70,8 @@ pub struct LineTransport<R> {
     skipped: usize,
     outgoing: Option<mpsc::UnboundedSender<Outgoing>>,
     writer: Option<tokio::task::JoinHandle<()>>,
+    /// `tools/call` requests read so far: the next one's [`Arrival`].
+    calls_received: u64,
 }
 
 /// What one bounded read produced.
@@ -99,6 +102,18 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             skipped: 0,
             outgoing: Some(sender),
             writer: Some(tokio::spawn(write_lines(write, receiver))),
+            calls_received: 0,
+        }
+    }
+
+    /// Numbers each `tools/call` request in the order its line was read, so the server can
+    /// apply a connection's writes in that order ([`crate::tools::arrival`]).
+    fn stamp_arrival(&mut self, message: &mut RxJsonRpcMessage<RoleServer>) {
+        if let JsonRpcMessage::Request(request) = message
+            && let ClientRequest::CallToolRequest(call) = &mut request.request
+        {
+            call.extensions.insert(Arrival(self.calls_received));
+            self.calls_received += 1;
         }
     }
 
@@ -292,8 +307,9 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
                 self.line = line;
                 self.line.clear();
             }
-            if decoded.is_some() {
-                return decoded;
+            if let Some(mut message) = decoded {
+                self.stamp_arrival(&mut message);
+                return Some(message);
             }
         }
     }

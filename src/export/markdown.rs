@@ -45,11 +45,10 @@ pub fn render(tree: &ThoughtTree) -> String {
 
 fn write_header(out: &mut String, tree: &ThoughtTree) {
     let summary = tree.summary.as_ref();
-    let kind = match tree.kind() {
-        Some(crate::event::SessionKind::Thinking) => "Thinking session",
-        Some(crate::event::SessionKind::Think) => "Think thread",
-        None => "Session",
-    };
+    let kind = tree
+        .kind()
+        .and_then(crate::tools::kind_info)
+        .map_or("Session", |info| info.label);
     let title = escape_inline(tree.title());
     let title = if title.is_empty() {
         "(untitled)".to_string()
@@ -427,13 +426,14 @@ fn closing_backticks(rest: &str, len: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Payload, SequentialThought, SessionId, SessionKind, ThinkThought};
+    use crate::event::{SessionId, SessionKind};
     use crate::projection::fixtures::*;
+    use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 
     fn sample_tree(text: &str) -> ThoughtTree {
         tree_with_aliases(
             text,
-            SessionKind::Thinking,
+            SessionKind::THINKING,
             vec!["alias *one*".into()],
             vec![
                 recorded(seq_thought(&format!("first {text}"), 1, 3)),
@@ -636,18 +636,21 @@ mod tests {
 
     #[test]
     fn think_threads_show_purpose_tool_and_open_items() {
-        let payloads = vec![Payload::ThinkRecorded {
-            thought: ThinkThought {
-                thread_purpose: "find the *bug*".into(),
-                thought: "look at <main>".into(),
-                thought_index: 1,
-                tool_recommendation: "grep".into(),
-                left_to_be_done: "a\n- b".into(),
-                open_items: vec!["read logs".into(), "- fix # it".into()],
-            },
-            call: call("think"),
-        }];
-        let doc = render(&tree_of("bug hunt", SessionKind::Think, payloads));
+        let payloads = vec![
+            ThinkingEvent::ThinkRecorded {
+                thought: ThinkThought {
+                    thread_purpose: "find the *bug*".into(),
+                    thought: "look at <main>".into(),
+                    thought_index: 1,
+                    tool_recommendation: "grep".into(),
+                    left_to_be_done: "a\n- b".into(),
+                    open_items: vec!["read logs".into(), "- fix # it".into()],
+                },
+                call: call("think"),
+            }
+            .into(),
+        ];
+        let doc = render(&tree_of("bug hunt", SessionKind::THINK, payloads));
         assert!(doc.starts_with("# Think thread: bug hunt\n"), "{doc}");
         assert!(doc.contains("### 🤔 Think 1\n\n*seq 2 · 2023-11-14T22:13:22.000Z · think*\n\n> look at &lt;main>\n\n"), "{doc}");
         assert!(doc.contains("- **Purpose:** find the \\*bug\\*\n- **Recommended tool:** grep\n- **Open items:**\n  - read logs\n  - \\- fix \\# it\n"), "{doc}");
@@ -657,7 +660,7 @@ mod tests {
 
     #[test]
     fn empty_and_unstarted_sessions_render() {
-        let doc = render(&tree_of("", SessionKind::Thinking, Vec::new()));
+        let doc = render(&tree_of("", SessionKind::THINKING, Vec::new()));
         assert!(doc.starts_with("# Thinking session: (untitled)\n"), "{doc}");
         assert!(
             doc.contains("## Thoughts\n\nNo thoughts recorded.\n"),

@@ -369,12 +369,13 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Payload, SequentialThought, SessionId, SessionKind, ThinkThought};
+    use crate::event::{Payload, SessionId, SessionKind};
     use crate::fuzzing::{
         assert_label_inert as assert_inert, check_mermaid_structure as check_structure,
         decode_label as decode, quoted_strings, shown_label as shown,
     };
     use crate::projection::fixtures::*;
+    use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 
     fn label(text: &str, max_chars: usize) -> String {
         let mut out = String::new();
@@ -464,24 +465,27 @@ mod tests {
             next_thought_needed: false,
             ..seq_thought(&text.repeat(20), 7, 7)
         }));
-        tree_of(text, SessionKind::Thinking, payloads)
+        tree_of(text, SessionKind::THINKING, payloads)
     }
 
     fn think_tree(text: &str) -> ThoughtTree {
         let payloads = (1..=3)
-            .map(|index| Payload::ThinkRecorded {
-                thought: ThinkThought {
-                    thread_purpose: text.into(),
-                    thought: format!("{index}: {text}"),
-                    thought_index: index,
-                    tool_recommendation: text.into(),
-                    left_to_be_done: text.into(),
-                    open_items: vec![text.into(), "second".into()],
-                },
-                call: call("think"),
+            .map(|index| -> Payload {
+                ThinkingEvent::ThinkRecorded {
+                    thought: ThinkThought {
+                        thread_purpose: text.into(),
+                        thought: format!("{index}: {text}"),
+                        thought_index: index,
+                        tool_recommendation: text.into(),
+                        left_to_be_done: text.into(),
+                        open_items: vec![text.into(), "second".into()],
+                    },
+                    call: call("think"),
+                }
+                .into()
             })
             .collect();
-        tree_of(text, SessionKind::Think, payloads)
+        tree_of(text, SessionKind::THINK, payloads)
     }
 
     #[test]
@@ -615,7 +619,7 @@ mod tests {
     fn long_thoughts_are_cut_in_the_label() {
         let tree = tree_of(
             "t",
-            SessionKind::Thinking,
+            SessionKind::THINKING,
             vec![recorded(seq_thought(&"word ".repeat(100), 1, 1))],
         );
         let diagram = render(&tree);
@@ -628,7 +632,7 @@ mod tests {
     #[test]
     fn an_empty_tree_is_still_a_diagram() {
         for tree in [
-            tree_of("nothing \"]", SessionKind::Thinking, Vec::new()),
+            tree_of("nothing \"]", SessionKind::THINKING, Vec::new()),
             ThoughtTree::new(SessionId::generate()),
         ] {
             let diagram = render(&tree);

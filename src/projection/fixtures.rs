@@ -1,10 +1,9 @@
 //! Test fixtures shared by the projection and export unit tests: events and trees built
 //! by hand (hashes are not checked by folds or renderers). Compiled only for tests.
 
-use crate::event::{
-    CallRecord, Event, EventId, GENESIS_HASH, Payload, SequentialThought, SessionId, SessionKind,
-};
+use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId, SessionKind};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::thinking::{SequentialThought, ThinkingEvent};
 
 /// An event of `session` at `seq`, timed one second per seq after a fixed instant.
 pub fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
@@ -45,10 +44,11 @@ pub fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
 
 /// `thought` as recorded by `sequentialthinking`.
 pub fn recorded(thought: SequentialThought) -> Payload {
-    Payload::ThoughtRecorded {
+    ThinkingEvent::ThoughtRecorded {
         thought,
         call: call("sequentialthinking"),
     }
+    .into()
 }
 
 /// A tree of one session: `session_started` (with `aliases`), then `payloads` in order.

@@ -1,7 +1,8 @@
 //! The session summary: a small fold kept beside the session head in the store.
 //!
 //! Owns: [`SessionSummary`], the counts and branch list every answer of the thinking tools
-//! needs, folded one event at a time. The store keeps the folded summary of each session
+//! needs, folded one event at a time (each family folds its own events into it through
+//! [`crate::event::FamilyEvent::summarize`]). The store keeps the folded summary of each session
 //! next to its head so a tool reads one row instead of replaying the log. Must not: do I/O
 //! or depend on anything but the events folded into it.
 
@@ -61,12 +62,10 @@ impl SessionSummary {
 
     /// Folds one more event (seq `events + 1`) into the summary.
     pub fn apply(&mut self, event: &Event) {
-        let new_branch = match &event.payload {
-            Payload::ThoughtRecorded { thought, .. } => thought
-                .branch()
-                .is_some_and(|(id, _)| !self.branches.iter().any(|known| known == id)),
-            _ => false,
-        };
+        let new_branch = event
+            .payload
+            .branch()
+            .is_some_and(|id| !self.branches.iter().any(|known| known == id));
         self.apply_known(event, new_branch);
     }
 
@@ -77,20 +76,8 @@ impl SessionSummary {
         self.updated_at = event.at;
         match &event.payload {
             Payload::SessionStarted { .. } => {}
-            Payload::ThoughtRecorded { thought, .. } => {
-                self.thoughts += 1;
-                self.total_thoughts = Some(thought.total_thoughts);
-                self.next_thought_needed = Some(thought.next_thought_needed);
-                if let Some((id, _)) = thought.branch()
-                    && new_branch
-                {
-                    self.branches.push(id.to_string());
-                }
-            }
-            Payload::ThinkRecorded { .. } => {
-                self.thoughts += 1;
-            }
             Payload::SessionClosed { .. } => self.closed = true,
+            Payload::Family(family) => family.event().summarize(self, new_branch),
         }
     }
 

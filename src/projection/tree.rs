@@ -2,7 +2,8 @@
 //! (the previous thought on the same line), `revises` (to the thought a revision revises)
 //! and `branches_from` (from a branch point to the first thought of its branch).
 //!
-//! Built by folding events in seq order ([`ThoughtTree::apply`]); replaying to seq N is
+//! Built by folding events in seq order ([`ThoughtTree::apply`]; each family's events add
+//! their nodes through [`crate::event::FamilyEvent::fold`]); replaying to seq N is
 //! folding the first N. Edges only ever point from an earlier node to a later one or from
 //! a later one back to an earlier one that already exists, so a fold can never loop; a
 //! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
@@ -222,64 +223,25 @@ impl ThoughtTree {
         match &mut self.summary {
             None => self.summary = SessionSummary::start(&event),
             Some(summary) => {
-                let new_branch = match &event.payload {
-                    Payload::ThoughtRecorded { thought, .. } => thought
-                        .branch()
-                        .is_some_and(|(id, _)| !self.branch_index.contains_key(id)),
-                    _ => false,
-                };
+                let new_branch = event
+                    .payload
+                    .branch()
+                    .is_some_and(|id| !self.branch_index.contains_key(id));
                 summary.apply_known(&event, new_branch);
             }
         }
-        let node = match event.payload {
-            Payload::ThoughtRecorded { thought, call } => {
-                let branch_id = thought.branch().map(|(id, _)| id.to_string());
-                ThoughtNode {
-                    seq: event.seq,
-                    at: event.at,
-                    tool: call.tool,
-                    thought_number: thought.thought_number,
-                    total_thoughts: Some(thought.total_thoughts),
-                    thought: thought.thought,
-                    next_thought_needed: Some(thought.next_thought_needed),
-                    is_revision: thought.is_revision,
-                    revises_thought: thought.revises_thought,
-                    branch_from_thought: thought.branch_from_thought,
-                    branch_id,
-                    needs_more_thoughts: thought.needs_more_thoughts,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                }
-            }
-            Payload::ThinkRecorded { thought, call } => ThoughtNode {
-                seq: event.seq,
-                at: event.at,
-                tool: call.tool,
-                thought_number: thought.thought_index,
-                total_thoughts: None,
-                thought: thought.thought,
-                next_thought_needed: None,
-                is_revision: None,
-                revises_thought: None,
-                branch_from_thought: None,
-                branch_id: None,
-                needs_more_thoughts: None,
-                thread_purpose: Some(thought.thread_purpose),
-                tool_recommendation: Some(thought.tool_recommendation)
-                    .filter(|t| !t.eq_ignore_ascii_case("none")),
-                open_items: thought.open_items,
-            },
-            Payload::SessionStarted { .. } | Payload::SessionClosed { .. } => return,
-        };
-        self.add_thought(node);
+        if let Payload::Family(family) = event.payload {
+            family.into_event().fold(event.seq, event.at, self);
+        }
     }
 
     fn follows(&self, event: &Event) -> bool {
         event.session == self.session && event.seq == self.at_seq + 1
     }
 
-    fn add_thought(&mut self, node: ThoughtNode) {
+    /// Adds a thought: linked to the previous one on its line, to what it revises and to
+    /// its branch point (the families' folds call this).
+    pub fn add_thought(&mut self, node: ThoughtNode) {
         let seq = node.seq;
         let number = node.thought_number;
         let line = node.branch_id.clone();
@@ -438,7 +400,7 @@ mod tests {
     fn log(session: SessionId) -> Vec<Event> {
         let payloads = vec![
             Payload::SessionStarted {
-                kind: SessionKind::Thinking,
+                kind: SessionKind::THINKING,
                 title: "t".into(),
                 aliases: Vec::new(),
             },

@@ -434,7 +434,7 @@ impl Step {
         Step {
             session,
             start: NewEvent::new(Payload::SessionStarted {
-                kind: SessionKind::Thinking,
+                kind: SessionKind::THINKING,
                 title: format!("session {session}"),
                 aliases: Vec::new(),
             }),

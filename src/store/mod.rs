@@ -149,6 +149,20 @@ impl Ledger {
         self.writer.submit(job).await
     }
 
+    /// Queues `job` for the next group commit now and returns what waits for its result:
+    /// jobs queued one after another run in that order (a connection's arrival order).
+    pub fn queue_write<R, F>(
+        &self,
+        job: F,
+    ) -> Result<impl std::future::Future<Output = Result<R, StoreError>> + use<R, F>, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
+    {
+        let answer = self.writer.enqueue(job)?;
+        Ok(async move { answer.await.map_err(|_| StoreError::WriterGone)? })
+    }
+
     /// Blocking form of [`Ledger::write`] for threads outside the async runtime.
     pub fn write_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
     where
@@ -396,7 +410,7 @@ mod tests {
 
     fn start(aliases: &[&str]) -> NewEvent {
         NewEvent::new(Payload::SessionStarted {
-            kind: SessionKind::Thinking,
+            kind: SessionKind::THINKING,
             title: "t".into(),
             aliases: aliases.iter().map(|a| a.to_string()).collect(),
         })

@@ -13,9 +13,7 @@
 use super::backend::Handle;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, session_key};
 use super::{AppendError, SessionHead, StoreError};
-use crate::event::{
-    Event, GENESIS_HASH, NewEvent, Payload, SCHEMA_VERSION, SessionId, event_hash, now_ms,
-};
+use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId, event_hash, now_ms};
 use crate::projection::summary::SessionSummary;
 use redb::{ReadableTable, WriteTransaction};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -46,7 +44,7 @@ impl WriterHandle {
         WriterHandle { jobs }
     }
 
-    fn enqueue<R, F>(
+    pub(crate) fn enqueue<R, F>(
         &self,
         job: F,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<R, StoreError>>, StoreError>
@@ -233,21 +231,14 @@ impl AppendTxn<'_> {
         let mut built = Vec::with_capacity(events.len());
         for (offset, new) in events.into_iter().enumerate() {
             let seq = actual + 1 + offset as u64;
-            let hash = event_hash(
-                &prev,
-                &new.id,
-                &session,
-                seq,
-                at,
-                SCHEMA_VERSION,
-                &new.payload,
-            );
+            let schema = new.payload.schema();
+            let hash = event_hash(&prev, &new.id, &session, seq, at, schema, &new.payload);
             let event = Event {
                 id: new.id,
                 session,
                 seq,
                 at,
-                schema: SCHEMA_VERSION,
+                schema,
                 payload: new.payload,
                 prev: std::mem::replace(&mut prev, hash.clone()),
                 hash,

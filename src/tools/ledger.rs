@@ -7,13 +7,28 @@
 //! its session and seq.
 
 use super::args::{Args, MAX_ID_BYTES};
-use super::{ToolContext, ToolError, reading_annotations, structured_result, tool_definition};
+use super::{
+    CallFuture, Family, ToolCall, ToolError, reading_annotations, structured_result,
+    tool_definition,
+};
 use crate::event::{Event, SessionId, SessionKind, format_time};
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead, StoreError};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
+
+/// The ledger family, as registered in [`super::FAMILIES`]: read-only, records nothing.
+pub static FAMILY: Family = Family {
+    name: "ledger",
+    instructions: "ledger (list_sessions, get_history, search_history, export_session, replay_session) to find, read, search, export and replay past sessions",
+    default_on: true,
+    tools,
+    aliases: &[],
+    call,
+    kinds: &[],
+    codec: None,
+};
 
 pub const LIST_SESSIONS: &str = "list_sessions";
 pub const GET_HISTORY: &str = "get_history";
@@ -128,22 +143,18 @@ async fn blocking<R: Send + 'static>(
 }
 
 /// Dispatches one ledger tool call.
-pub async fn call(
-    ctx: &ToolContext,
-    tool: &str,
-    raw: Map<String, Value>,
-) -> Result<CallToolResult, ToolError> {
-    let ledger = ctx.ledger.clone();
-    let tool = tool.to_string();
-    blocking(move || match tool.as_str() {
+fn call(call: ToolCall) -> CallFuture {
+    let ledger = call.ctx.ledger.clone();
+    let tool = call.name;
+    let raw = call.arguments;
+    Box::pin(blocking(move || match tool.as_str() {
         LIST_SESSIONS => call_list_sessions(&ledger, &tool, &raw),
         GET_HISTORY => call_get_history(&ledger, &tool, &raw),
         SEARCH_HISTORY => call_search(&ledger, &tool, &raw),
         EXPORT_SESSION => call_export(&ledger, &tool, &raw),
         REPLAY_SESSION => call_replay(&ledger, &tool, &raw),
         other => unreachable!("ledger::call dispatched {other}"),
-    })
-    .await
+    }))
 }
 
 fn kind_arg(args: &mut Args<'_>) -> Option<SessionKind> {
@@ -153,7 +164,7 @@ fn kind_arg(args: &mut Args<'_>) -> Option<SessionKind> {
         None => {
             args.problem(
                 "kind",
-                format!("unknown kind {text:?}; use thinking or think"),
+                format!("unknown kind {text:?}; use {}", super::kind_names()),
             );
             None
         }
@@ -298,8 +309,7 @@ pub fn event_row(event: &Event) -> Value {
 }
 
 fn event_on_branch(event: &Event, branch: &str) -> bool {
-    matches!(&event.payload, crate::event::Payload::ThoughtRecorded { thought, .. }
-        if thought.branch().is_some_and(|(id, _)| id == branch))
+    event.payload.branch() == Some(branch)
 }
 
 fn call_get_history(
@@ -391,7 +401,7 @@ pub fn search(
         let session_kind = kinds
             .get(&event.session)
             .copied()
-            .unwrap_or(SessionKind::Thinking);
+            .unwrap_or(SessionKind::THINKING);
         if kind.is_some_and(|k| k != session_kind) {
             return true;
         }

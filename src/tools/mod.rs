@@ -1,74 +1,179 @@
 //! The tool families, one module each, and what they share.
 //!
-//! Owns: [`Toolset`] selection, [`ToolContext`] (the ledger handle and the process's
-//! current sessions), [`ToolError`] and how each error reaches the model. Each family
-//! module owns its tools' definitions (schema, description, annotations), argument
-//! parsing, a pure `decide`, and the job it hands to the store. Must not: write stdout,
-//! open redb tables, or answer before the store acknowledged the events.
+//! Owns: [`FAMILIES`] (the one list of families; toolsets, routing, `tools/list`, server
+//! instructions, session kinds and payload codecs all derive from it), [`Family`] (what a
+//! family registers), [`Toolset`] selection, [`ToolContext`] (the ledger handle and the
+//! process's current sessions), [`ToolCall`] (one call with its request's context), and
+//! [`ToolError`] and how each error reaches the model. Each family module owns its tools'
+//! definitions (schema, description, annotations), argument parsing, a pure `decide`,
+//! its payloads ([`crate::event::FamilyEvent`]) and how they fold; writes go through
+//! [`write`]. Must not: write stdout, open store tables, or answer before the store
+//! acknowledged the events.
 
 pub mod args;
+pub mod arrival;
 pub mod ledger;
+#[cfg(test)]
+pub mod note;
 pub mod thinking;
+pub mod write;
 
-use crate::event::SessionId;
+use crate::event::{PayloadCodec, SessionId, SessionKind};
 use crate::store::{AppendError, Ledger, StoreError};
-use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
-use serde_json::Value;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock as Content, ProgressToken, Tool};
+use rmcp::service::Peer;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-/// A family of tools that can be switched on as a whole.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Toolset {
-    /// sequentialthinking (alias sequential_thinking) and think.
-    Thinking,
-    /// list_sessions, get_history, search_history, export_session, replay_session.
-    Ledger,
+/// Every tool family of this build, in the order `tools/list` shows them. Adding a
+/// family is adding its module and one line here.
+pub static FAMILIES: &[&Family] = &[
+    &thinking::FAMILY,
+    &ledger::FAMILY,
+    #[cfg(test)]
+    &note::FAMILY,
+];
+
+/// Families DESIGN names that this build does not have yet.
+pub const PLANNED: [&str; 4] = ["qa", "planning", "agent", "booster"];
+
+/// The answer of one tool call, as a family's `call` returns it.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ToolError>> + Send>>;
+
+/// What a tool family registers.
+pub struct Family {
+    /// Its toolset's name (`serve --toolsets NAME`).
+    pub name: &'static str,
+    /// Its part of the server instructions: the set's name, its tools, what it is for.
+    pub instructions: &'static str,
+    /// Whether it is on when no toolset is chosen (the context budget of DESIGN §5).
+    pub default_on: bool,
+    /// The tools it lists.
+    pub tools: fn() -> Vec<Tool>,
+    /// Other names its tools answer to, not listed (other servers' spellings).
+    pub aliases: &'static [&'static str],
+    /// Runs one call of one of its tools (listed or alias).
+    pub call: fn(ToolCall) -> CallFuture,
+    /// The session kinds it records.
+    pub kinds: &'static [KindInfo],
+    /// The codec of its payloads, if it records any of its own.
+    pub codec: Option<&'static dyn PayloadCodec>,
+}
+
+/// A session kind and how it is named to a person.
+pub struct KindInfo {
+    pub kind: SessionKind,
+    /// Heading of its Markdown export, e.g. "Thinking session".
+    pub label: &'static str,
+}
+
+/// Every registered session kind.
+pub fn session_kinds() -> impl Iterator<Item = &'static KindInfo> {
+    FAMILIES.iter().flat_map(|family| family.kinds.iter())
+}
+
+/// The registration of a session kind.
+pub fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
+    session_kinds().find(|info| info.kind == kind)
+}
+
+/// Registered kind names, for messages: "thinking or think".
+pub fn kind_names() -> String {
+    let names: Vec<&str> = session_kinds().map(|k| k.kind.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A family of tools that can be switched on as a whole: a registered [`Family`].
+#[derive(Clone, Copy)]
+pub struct Toolset {
+    /// Position in [`FAMILIES`] (orders `tools/list`).
+    index: usize,
 }
 
 impl Toolset {
-    /// Every toolset this build provides.
-    pub const AVAILABLE: [Toolset; 2] = [Toolset::Thinking, Toolset::Ledger];
-
-    /// Toolsets on when nothing is chosen: both fit in the context budget of DESIGN §5
-    /// (3 × the reference server's `tools/list`), measured by a test.
-    pub const DEFAULT: [Toolset; 2] = [Toolset::Thinking, Toolset::Ledger];
-
-    /// Families DESIGN names that this build does not have yet.
-    pub const PLANNED: [&'static str; 4] = ["qa", "planning", "agent", "booster"];
+    pub fn family(self) -> &'static Family {
+        FAMILIES[self.index]
+    }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Toolset::Thinking => "thinking",
-            Toolset::Ledger => "ledger",
-        }
+        self.family().name
+    }
+
+    /// Every toolset this build provides.
+    pub fn available() -> Vec<Toolset> {
+        (0..FAMILIES.len()).map(|index| Toolset { index }).collect()
+    }
+
+    /// Toolsets on when nothing is chosen.
+    pub fn default_sets() -> Vec<Toolset> {
+        Toolset::available()
+            .into_iter()
+            .filter(|t| t.family().default_on)
+            .collect()
     }
 
     /// The tools this set lists.
     pub fn tools(self) -> Vec<Tool> {
-        match self {
-            Toolset::Thinking => thinking::tools(),
-            Toolset::Ledger => ledger::tools(),
-        }
+        (self.family().tools)()
     }
 
-    /// Parses `a,b` (or `all`) into a sorted, de-duplicated list.
+    /// "thinking, ledger": the names for messages.
+    fn names() -> String {
+        let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
+        names.join(", ")
+    }
+
+    /// Parses `a,b` (or `all`) into a de-duplicated list in registration order.
     pub fn parse_list(text: &str) -> Result<Vec<Toolset>, String> {
         let mut out = Vec::new();
         for name in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if name.eq_ignore_ascii_case("all") {
-                out.extend(Toolset::AVAILABLE);
+                out.extend(Toolset::available());
             } else {
                 out.push(name.parse()?);
             }
         }
         if out.is_empty() {
-            return Err("no toolset named: use thinking, ledger or all".into());
+            return Err(format!("no toolset named: use {} or all", Toolset::names()));
         }
         out.sort();
         out.dedup();
         Ok(out)
+    }
+}
+
+impl PartialEq for Toolset {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+    }
+}
+impl Eq for Toolset {}
+impl PartialOrd for Toolset {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Toolset {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.index.cmp(&other.index)
+    }
+}
+
+impl fmt::Debug for Toolset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -82,27 +187,40 @@ impl FromStr for Toolset {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
-        if let Some(found) = Toolset::AVAILABLE.into_iter().find(|t| t.as_str() == lower) {
-            return Ok(found);
+        if let Some(index) = FAMILIES.iter().position(|f| f.name == lower) {
+            return Ok(Toolset { index });
         }
-        if Toolset::PLANNED.contains(&lower.as_str()) {
+        let available = Toolset::names();
+        if PLANNED.contains(&lower.as_str()) {
             return Err(format!(
-                "toolset {lower:?} is not in this build yet; available: thinking, ledger, all"
+                "toolset {lower:?} is not in this build yet; available: {available}, all"
             ));
         }
         Err(format!(
-            "unknown toolset {s:?}; available: thinking, ledger, all"
+            "unknown toolset {s:?}; available: {available}, all"
         ))
     }
 }
 
-/// The sessions a process continues when a call names none.
+/// The session a process continues, per kind, when a call names none: the session and
+/// the key it was remembered under (think: the thread purpose; otherwise empty).
 #[derive(Debug, Default)]
 pub struct CurrentSessions {
-    /// The sequentialthinking session.
-    pub thinking: Option<SessionId>,
-    /// The think thread and its purpose.
-    pub think: Option<(SessionId, String)>,
+    by_kind: HashMap<SessionKind, (SessionId, String)>,
+}
+
+impl CurrentSessions {
+    /// The current session of `kind` if it was remembered under `key`.
+    pub fn get(&self, kind: SessionKind, key: &str) -> Option<SessionId> {
+        self.by_kind
+            .get(&kind)
+            .filter(|(_, remembered)| remembered == key)
+            .map(|(session, _)| *session)
+    }
+
+    pub fn set(&mut self, kind: SessionKind, session: SessionId, key: String) {
+        self.by_kind.insert(kind, (session, key));
+    }
 }
 
 /// What every tool call can reach.
@@ -112,6 +230,53 @@ pub struct ToolContext {
     pub current: Arc<Mutex<CurrentSessions>>,
     /// Draw the stderr box for each thought (off with DISABLE_THOUGHT_LOGGING=true).
     pub log_thoughts: bool,
+}
+
+impl ToolContext {
+    pub fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
+        Arc::new(ToolContext {
+            ledger,
+            current: Arc::new(Mutex::new(CurrentSessions::default())),
+            log_thoughts,
+        })
+    }
+}
+
+/// The request a call came in: who to ask (sampling), when to stop, where to report
+/// progress, and its place in the connection's arrival order.
+pub struct Request {
+    /// The client, when the call came over a connection (sampling, notifications).
+    pub peer: Option<Peer<RoleServer>>,
+    /// Cancelled when the client cancels the request.
+    pub cancel: CancellationToken,
+    /// The client's progress token, if it asked for progress.
+    pub progress: Option<ProgressToken>,
+    /// The call's turn to write ([`arrival`]).
+    pub turn: arrival::Turn,
+}
+
+impl Request {
+    /// A request outside any connection (tests, the CLI).
+    pub fn detached() -> Self {
+        Request {
+            peer: None,
+            cancel: CancellationToken::new(),
+            progress: None,
+            turn: arrival::Turn::unordered(),
+        }
+    }
+}
+
+/// One tool call, as a family's `call` receives it.
+pub struct ToolCall {
+    pub ctx: Arc<ToolContext>,
+    /// The tool name as called (an alias stays an alias).
+    pub name: String,
+    /// Arguments exactly as the client sent them.
+    pub arguments: Map<String, Value>,
+    /// When the call was received (for the recorded duration).
+    pub received: Instant,
+    pub request: Request,
 }
 
 /// Why a tool call failed, and how the model is told.

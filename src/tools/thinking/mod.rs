@@ -1,31 +1,70 @@
 //! The thinking toolset: `sequentialthinking` (alias `sequential_thinking`) and `think`,
 //! as `specs/thinking.md` describes them, recorded durably.
 //!
-//! Owns: their definitions, argument parsing, the pure [`decide_sequential`] and
-//! [`decide_think`], the answers, and the stderr box. Must not: write stdout, keep any
-//! state but the process's current sessions, or answer before the commit.
+//! Owns: the family's registration ([`FAMILY`]), its tools' definitions, argument
+//! parsing, the pure [`decide_sequential`] and [`decide_think`], the answers, and the
+//! stderr box; its events, codec and folds are in [`payload`]. Must not: write stdout,
+//! keep any state but the process's current sessions, or answer before the commit.
+
+pub mod payload;
 
 use super::args::{Args, MAX_ID_BYTES};
+use super::write::{Target, with_start};
 use super::{
-    CurrentSessions, ToolContext, ToolError, structured_result, tool_definition,
+    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
     writing_annotations,
 };
-use crate::event::{
-    CallRecord, NewEvent, Payload, SequentialThought, SessionId, SessionKind, ThinkThought,
-};
-use crate::store::{AppendTxn, SessionHead};
+use crate::event::{CallRecord, NewEvent, SessionKind};
+use crate::store::SessionHead;
+pub use payload::{SequentialThought, ThinkThought, ThinkingEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
-use std::time::Instant;
+
+pub use super::write::{TITLE_CHARS, title_of};
+
+impl SessionKind {
+    /// A `sequentialthinking` session.
+    pub const THINKING: SessionKind = SessionKind::new("thinking");
+    /// A `think` thread.
+    pub const THINK: SessionKind = SessionKind::new("think");
+}
+
+/// The thinking family, as registered in [`super::FAMILIES`].
+pub static FAMILY: Family = Family {
+    name: "thinking",
+    instructions: "thinking (sequentialthinking, think) for step-by-step reasoning with revisions and branches",
+    default_on: true,
+    tools,
+    aliases: &[SEQUENTIAL_ALIAS],
+    call,
+    kinds: &[
+        KindInfo {
+            kind: SessionKind::THINKING,
+            label: "Thinking session",
+        },
+        KindInfo {
+            kind: SessionKind::THINK,
+            label: "Think thread",
+        },
+    ],
+    codec: Some(&payload::THINKING_CODEC),
+};
+
+fn call(call: ToolCall) -> CallFuture {
+    Box::pin(async move {
+        if call.name == THINK {
+            call_think(call).await
+        } else {
+            call_sequential(call).await
+        }
+    })
+}
 
 /// Name the reference server lists.
 pub const SEQUENTIAL: &str = "sequentialthinking";
 /// Accepted alias (other servers' spelling); not listed, to keep `tools/list` small.
 pub const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
 pub const THINK: &str = "think";
-
-/// Characters of the first thought (or purpose) kept as a session's title.
-pub const TITLE_CHARS: usize = 80;
 
 const SEQUENTIAL_DESCRIPTION: &str = "Think through a problem step by step, with room to revise and branch. Each call records one thought durably; the session persists and can be continued later, even after a restart, by passing its sessionId.
 
@@ -196,220 +235,36 @@ pub fn decide_sequential(
 ) -> Vec<NewEvent> {
     with_start(
         head,
-        SessionKind::Thinking,
+        SessionKind::THINKING,
         &args.thought.thought,
-        Payload::ThoughtRecorded {
+        [ThinkingEvent::ThoughtRecorded {
             thought: args.thought.clone(),
             call,
-        },
-    )
-}
-
-/// Pure: `payload` for the session at `head`, preceded by `session_started` (titled from
-/// `title_source`) when there is no session yet.
-fn with_start(
-    head: Option<&SessionHead>,
-    kind: SessionKind,
-    title_source: &str,
-    payload: Payload,
-) -> Vec<NewEvent> {
-    let mut events = Vec::with_capacity(2);
-    if head.is_none() {
-        events.push(NewEvent::new(Payload::SessionStarted {
-            kind,
-            title: title_of(title_source),
-            aliases: Vec::new(),
-        }));
-    }
-    events.push(NewEvent::new(payload));
-    events
-}
-
-/// The first line of a text, cut to [`TITLE_CHARS`].
-pub fn title_of(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    let mut title: String = line.chars().take(TITLE_CHARS).collect();
-    if title.len() < line.len() {
-        title.push('…');
-    }
-    title
-}
-
-/// What a committed call answers with.
-struct Recorded {
-    session: SessionId,
-    seq: u64,
-    head: SessionHead,
-}
-
-fn unknown_session(tool: &str, field: &str, given: &str) -> ToolError {
-    ToolError::validation(
-        tool,
-        vec![format!(
-            "{field}: no session {given:?} in the ledger; omit {field} to start a new session, or call list_sessions to find one"
-        )],
-    )
-}
-
-fn wrong_kind(tool: &str, field: &str, head: &SessionHead, wanted: SessionKind) -> ToolError {
-    ToolError::validation(
-        tool,
-        vec![format!(
-            "{field}: session {} is a {} session; {tool} continues {} sessions",
-            head.session,
-            head.summary.kind.as_str(),
-            wanted.as_str()
-        )],
-    )
-}
-
-/// The session a call continues: the named one (which must exist and be of `kind`), or
-/// the process's current one if it still exists and `fresh` is false, else none.
-fn target_head(
-    txn: &AppendTxn<'_>,
-    tool: &str,
-    field: &str,
-    named: Option<&str>,
-    current: Option<SessionId>,
-    kind: SessionKind,
-) -> Result<Option<SessionHead>, ToolError> {
-    if let Some(text) = named {
-        let session = txn
-            .resolve(text)?
-            .ok_or_else(|| unknown_session(tool, field, text))?;
-        let head = txn
-            .head(session)?
-            .ok_or_else(|| unknown_session(tool, field, text))?;
-        if head.summary.kind != kind {
-            return Err(wrong_kind(tool, field, &head, kind));
         }
-        return Ok(Some(head));
-    }
-    match current {
-        Some(session) => Ok(txn
-            .head(session)?
-            .filter(|h| h.summary.kind == kind && !h.summary.closed)),
-        None => Ok(None),
-    }
-}
-
-fn append_and_head(
-    txn: &mut AppendTxn<'_>,
-    head: Option<SessionHead>,
-    events: Vec<NewEvent>,
-) -> Result<Recorded, ToolError> {
-    let (session, expected) = match &head {
-        Some(h) => (h.session, h.seq),
-        None => (SessionId::generate(), 0),
-    };
-    let appended = txn.append(session, expected, events)?;
-    let seq = appended.events.last().map_or(appended.head.seq, |e| e.seq);
-    let head = appended.head;
-    Ok(Recorded { session, seq, head })
-}
-
-/// A writing call as received: the tool name as called, its raw arguments and when it
-/// arrived (for the recorded duration).
-struct CallInput {
-    tool: String,
-    raw: Map<String, Value>,
-    started: Instant,
-}
-
-impl CallInput {
-    fn new(tool: &str, raw: Map<String, Value>, started: Instant) -> Self {
-        CallInput {
-            tool: tool.to_string(),
-            raw,
-            started,
-        }
-    }
-}
-
-/// Which session a call may continue: the one it names in `field`, of `kind`.
-struct Target {
-    field: &'static str,
-    named: Option<String>,
-    kind: SessionKind,
-}
-
-/// Runs one writing call on the writer thread, inside the group's transaction: picks the
-/// session (the named one, else the process's current one that `current` picks, else a
-/// new one), lets the pure `decide` produce the events, appends them, and lets
-/// `remember` make that session current. Returns once the commit is durable.
-async fn record(
-    ctx: &ToolContext,
-    input: CallInput,
-    target: Target,
-    current: impl FnOnce(&CurrentSessions) -> Option<SessionId> + Send + 'static,
-    decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Vec<NewEvent> + Send + 'static,
-    remember: impl FnOnce(&mut CurrentSessions, SessionId) + Send + 'static,
-) -> Result<Recorded, ToolError> {
-    let sessions = ctx.current.clone();
-    crate::fault::hit(crate::fault::FaultPoint::ToolBeforeWrite);
-    ctx.ledger
-        .write(move |txn| -> Result<Recorded, ToolError> {
-            let continued = current(&current_sessions(&sessions));
-            let head = target_head(
-                txn,
-                &input.tool,
-                target.field,
-                target.named.as_deref(),
-                continued,
-                target.kind,
-            )?;
-            let call = CallRecord {
-                tool: input.tool,
-                raw_arguments: Value::Object(input.raw).into(),
-                duration_us: input.started.elapsed().as_micros() as u64,
-            };
-            let events = decide(head.as_ref(), call);
-            let recorded = append_and_head(txn, head, events)?;
-            crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
-            remember(&mut current_sessions(&sessions), recorded.session);
-            Ok(recorded)
-        })
-        .await?
+        .into()],
+    )
 }
 
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
-pub async fn call_sequential(
-    ctx: &ToolContext,
-    tool: &str,
-    raw: Map<String, Value>,
-) -> Result<CallToolResult, ToolError> {
-    let started = Instant::now();
+pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     // Errors name the listed tool, as the reference's text does, whatever alias was used.
-    let args = SequentialArgs::parse(SEQUENTIAL, &raw)?;
-    let job_args = args.clone();
-    let recorded = record(
-        ctx,
-        CallInput::new(tool, raw, started),
-        Target {
-            field: "sessionId",
-            named: args.session_id.clone(),
-            kind: SessionKind::Thinking,
-        },
-        move |current: &CurrentSessions| {
-            if job_args.starts_session() {
-                None
-            } else {
-                current.thinking
-            }
-        },
-        {
-            let args = args.clone();
-            move |head: Option<&SessionHead>, call| decide_sequential(head, &args, call)
-        },
-        |current: &mut CurrentSessions, session| current.thinking = Some(session),
-    )
-    .await?;
-    if ctx.log_thoughts {
+    let args = SequentialArgs::parse(SEQUENTIAL, &call.arguments)?;
+    let target = Target {
+        kind: SessionKind::THINKING,
+        field: "sessionId",
+        named: args.session_id.clone(),
+        continue_key: (!args.starts_session()).then(String::new),
+        remember_key: String::new(),
+    };
+    let recorded = {
+        let args = args.clone();
+        call.record(target, move |head, record| {
+            decide_sequential(head, &args, record)
+        })
+        .await?
+    };
+    if call.ctx.log_thoughts {
         eprintln!("{}", thought_box(&args.thought));
     }
     let summary = &recorded.head.summary;
@@ -422,14 +277,6 @@ pub async fn call_sequential(
         "sessionId": recorded.session.to_string(),
         "eventSeq": recorded.seq,
     })))
-}
-
-fn current_sessions(
-    current: &std::sync::Mutex<CurrentSessions>,
-) -> std::sync::MutexGuard<'_, CurrentSessions> {
-    current
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The box the reference server draws on stderr for each thought.
@@ -554,50 +401,34 @@ pub fn decide_think(
 ) -> Vec<NewEvent> {
     with_start(
         head,
-        SessionKind::Think,
+        SessionKind::THINK,
         &args.thought.thread_purpose,
-        Payload::ThinkRecorded {
+        [ThinkingEvent::ThinkRecorded {
             thought: args.thought.clone(),
             call,
-        },
+        }
+        .into()],
     )
 }
 
 /// Handles one `think` call.
-pub async fn call_think(
-    ctx: &ToolContext,
-    tool: &str,
-    raw: Map<String, Value>,
-) -> Result<CallToolResult, ToolError> {
-    let started = Instant::now();
-    let args = ThinkArgs::parse(tool, &raw)?;
+pub async fn call_think(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
+    let args = ThinkArgs::parse(&call.name, &call.arguments)?;
     let purpose = args.thought.thread_purpose.clone();
-    let first = args.thought.thought_index == 1;
-    let recorded = record(
-        ctx,
-        CallInput::new(tool, raw, started),
-        Target {
-            field: "session_id",
-            named: args.session_id.clone(),
-            kind: SessionKind::Think,
-        },
-        {
-            let purpose = purpose.clone();
-            move |current: &CurrentSessions| {
-                current
-                    .think
-                    .as_ref()
-                    .filter(|(_, current_purpose)| !first && *current_purpose == purpose)
-                    .map(|(session, _)| *session)
-            }
-        },
-        {
-            let args = args.clone();
-            move |head: Option<&SessionHead>, call| decide_think(head, &args, call)
-        },
-        move |current: &mut CurrentSessions, session| current.think = Some((session, purpose)),
-    )
-    .await?;
+    let target = Target {
+        kind: SessionKind::THINK,
+        field: "session_id",
+        named: args.session_id.clone(),
+        continue_key: (args.thought.thought_index != 1).then(|| purpose.clone()),
+        remember_key: purpose,
+    };
+    let recorded = {
+        let args = args.clone();
+        call.record(target, move |head, record| {
+            decide_think(head, &args, record)
+        })
+        .await?
+    };
     let mut text = format!(
         "Thread purpose: {}\nThought {} logged.",
         args.thought.thread_purpose, args.thought.thought_index

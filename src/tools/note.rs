@@ -1,0 +1,493 @@
+//! A test-only tool family, whole in this one file plus its line in
+//! [`super::FAMILIES`]: the proof that a family needs nothing else. Its `note` tool
+//! records `note_added` events in `note` sessions through the shared write path; the
+//! events fold into the tree and the summary, verify, export and re-import.
+//!
+//! It also plays a payload's change of shape: `note_added` was first written without
+//! tags (schema 1, [`NoteAddedV1`], still constructible here as an older build would
+//! write it) and is now written with them (schema 2, [`NoteAdded`]). Its codec reads
+//! both; a schema-1 event is upcast for reading and keeps verifying as written.
+
+use super::args::{Args, MAX_ID_BYTES};
+use super::write::{Target, with_start};
+use super::{
+    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
+    writing_annotations,
+};
+use crate::event::family::{postcard_decode, postcard_encode};
+use crate::event::{
+    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, RawArguments, SessionKind,
+};
+use crate::projection::summary::SessionSummary;
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+impl SessionKind {
+    /// A session of notes (test builds only).
+    pub const NOTE: SessionKind = SessionKind::new("note");
+}
+
+/// Name of the one tool.
+pub const NOTE: &str = "note";
+/// Tag of its event.
+pub const NOTE_ADDED: &str = "note_added";
+/// Schema this build writes.
+pub const NOTE_SCHEMA: u32 = 2;
+
+pub static FAMILY: Family = Family {
+    name: "note",
+    instructions: "note (note) to jot notes (test builds only)",
+    default_on: false,
+    tools,
+    aliases: &[],
+    call,
+    kinds: &[KindInfo {
+        kind: SessionKind::NOTE,
+        label: "Notes",
+    }],
+    codec: Some(&NOTE_CODEC),
+};
+
+fn tools() -> Vec<rmcp::model::Tool> {
+    vec![tool_definition(
+        NOTE,
+        "Note",
+        "Record a note.",
+        json!({"type": "object", "properties": {
+            "text": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "sessionId": {"type": "string"}
+        }, "required": ["text"]}),
+        None,
+        writing_annotations("Note"),
+    )]
+}
+
+fn call(mut call: ToolCall) -> CallFuture {
+    Box::pin(async move {
+        let mut args = Args::new(&call.arguments);
+        let text = args.string(&["text"], true);
+        let tags = args.string_list(&["tags"]).unwrap_or_default();
+        let session_id = args.string_limited(&["sessionId"], false, MAX_ID_BYTES);
+        if args.has_problems() {
+            return Err(ToolError::validation(NOTE, args.into_problems()));
+        }
+        let text = text.expect("required");
+        let target = Target {
+            kind: SessionKind::NOTE,
+            field: "sessionId",
+            named: session_id,
+            continue_key: Some(String::new()),
+            remember_key: String::new(),
+        };
+        let recorded = call
+            .record(target, move |head, record| {
+                let title = text.clone();
+                with_start(
+                    head,
+                    SessionKind::NOTE,
+                    &title,
+                    [NoteAdded {
+                        text,
+                        tags,
+                        call: record,
+                    }
+                    .into()],
+                )
+            })
+            .await?;
+        Ok(structured_result(json!({
+            "sessionId": recorded.session.to_string(),
+            "eventSeq": recorded.seq,
+            "notes": recorded.head.summary.thoughts,
+        })))
+    })
+}
+
+/// `note_added` as written now (schema 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "note_added")]
+pub struct NoteAdded {
+    pub text: String,
+    pub tags: Vec<String>,
+    pub call: CallRecord,
+}
+
+/// `note_added` as schema 1 wrote it: no tags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "note_added")]
+pub struct NoteAddedV1 {
+    pub text: String,
+    pub call: CallRecord,
+}
+
+impl NoteAddedV1 {
+    /// The upcaster: schema 1 → 2 (no tags then).
+    fn upcast(self) -> NoteAdded {
+        NoteAdded {
+            text: self.text,
+            tags: Vec::new(),
+            call: self.call,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredNote<'a> {
+    text: &'a str,
+    #[serde(borrow)]
+    tags: Vec<&'a str>,
+    tool: &'a str,
+    raw_arguments: &'a str,
+    duration_us: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredNoteV1<'a> {
+    text: &'a str,
+    tool: &'a str,
+    raw_arguments: &'a str,
+    duration_us: u64,
+}
+
+fn call_of(
+    tool: &str,
+    raw: &str,
+    duration_us: u64,
+    fields: DecodeFields,
+) -> Result<CallRecord, String> {
+    Ok(CallRecord {
+        tool: tool.to_string(),
+        raw_arguments: match fields {
+            DecodeFields::All => {
+                RawArguments::from_json(raw.to_string()).map_err(|e| e.to_string())?
+            }
+            DecodeFields::ToFold => RawArguments::null(),
+        },
+        duration_us,
+    })
+}
+
+impl FamilyEvent for NoteAdded {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &NOTE_CODEC
+    }
+    fn type_name(&self) -> &'static str {
+        NOTE_ADDED
+    }
+    fn text(&self) -> Option<&str> {
+        Some(&self.text)
+    }
+    fn call(&self) -> Option<&CallRecord> {
+        Some(&self.call)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let stored = StoredNote {
+            text: &self.text,
+            tags: self.tags.iter().map(String::as_str).collect(),
+            tool: &self.call.tool,
+            raw_arguments: self.call.raw_arguments.as_json(),
+            duration_us: self.call.duration_us,
+        };
+        postcard_encode(&stored, out);
+    }
+    fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
+        summary.thoughts += 1;
+    }
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let number = tree.order.len() as u64 + 1;
+        tree.add_thought(ThoughtNode {
+            seq,
+            at,
+            tool: self.call.tool,
+            thought_number: number,
+            total_thoughts: None,
+            thought: self.text,
+            next_thought_needed: None,
+            is_revision: None,
+            revises_thought: None,
+            branch_from_thought: None,
+            branch_id: None,
+            needs_more_thoughts: None,
+            thread_purpose: None,
+            tool_recommendation: None,
+            open_items: self.tags,
+        });
+    }
+}
+
+impl FamilyEvent for NoteAddedV1 {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &NOTE_CODEC
+    }
+    fn type_name(&self) -> &'static str {
+        NOTE_ADDED
+    }
+    fn schema(&self) -> u32 {
+        1
+    }
+    fn text(&self) -> Option<&str> {
+        Some(&self.text)
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let stored = StoredNoteV1 {
+            text: &self.text,
+            tool: &self.call.tool,
+            raw_arguments: self.call.raw_arguments.as_json(),
+            duration_us: self.call.duration_us,
+        };
+        postcard_encode(&stored, out);
+    }
+    fn summarize(&self, summary: &mut SessionSummary, new_branch: bool) {
+        self.clone().upcast().summarize(summary, new_branch)
+    }
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        Box::new(self.upcast()).fold(seq, at, tree)
+    }
+}
+
+pub struct NoteCodec;
+pub static NOTE_CODEC: NoteCodec = NoteCodec;
+
+/// Schema 1 read as written, then upcast: the JSON it was written as is kept.
+fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, String> {
+    let written = serde_json::value::to_raw_value(&old).map_err(|e| e.to_string())?;
+    Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
+}
+
+impl PayloadCodec for NoteCodec {
+    fn family(&self) -> &'static str {
+        "note"
+    }
+    fn schema(&self) -> u32 {
+        NOTE_SCHEMA
+    }
+    fn types(&self) -> &'static [&'static str] {
+        &[NOTE_ADDED]
+    }
+    fn decode(
+        &self,
+        _tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        fields: DecodeFields,
+    ) -> Result<FamilyPayload, String> {
+        match schema {
+            1 => {
+                let stored: StoredNoteV1<'_> = postcard_decode(bytes)?;
+                upcast_v1(NoteAddedV1 {
+                    text: stored.text.to_string(),
+                    call: call_of(
+                        stored.tool,
+                        stored.raw_arguments,
+                        stored.duration_us,
+                        fields,
+                    )?,
+                })
+            }
+            NOTE_SCHEMA => {
+                let stored: StoredNote<'_> = postcard_decode(bytes)?;
+                Ok(FamilyPayload::new(NoteAdded {
+                    text: stored.text.to_string(),
+                    tags: stored.tags.into_iter().map(str::to_string).collect(),
+                    call: call_of(
+                        stored.tool,
+                        stored.raw_arguments,
+                        stored.duration_us,
+                        fields,
+                    )?,
+                }))
+            }
+            other => Err(format!("note schema {other} is unknown to this build")),
+        }
+    }
+    fn decode_json(&self, _tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+        match schema {
+            1 => {
+                let old: NoteAddedV1 = serde_json::from_str(json).map_err(|e| e.to_string())?;
+                let written = RawValue::from_string(json.to_string()).map_err(|e| e.to_string())?;
+                Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
+            }
+            NOTE_SCHEMA => serde_json::from_str::<NoteAdded>(json)
+                .map(FamilyPayload::new)
+                .map_err(|e| e.to_string()),
+            other => Err(format!("note schema {other} is unknown to this build")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, NewEvent, Payload, SessionId};
+    use crate::export::{self, Format};
+    use crate::server::LedgerServer;
+    use crate::store::Ledger;
+    use crate::tools::{Toolset, ledger as ledger_tools};
+    use serde_json::Value;
+
+    fn arguments(value: Value) -> serde_json::Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    /// Folds, renders and re-imports a session; the import must verify.
+    fn export_all(ledger: &Ledger, session: SessionId) -> (String, String, String) {
+        let head = ledger.head(session).unwrap().unwrap();
+        let (tree, _) =
+            ledger_tools::load_for_export(ledger, &head, None, Format::Markdown).unwrap();
+        let (_, events) =
+            ledger_tools::load_for_export(ledger, &head, None, Format::Jsonl).unwrap();
+        let markdown = export::render(Format::Markdown, &tree, &events);
+        let mermaid = export::render(Format::Mermaid, &tree, &events);
+        let jsonl = export::render(Format::Jsonl, &tree, &events);
+        let copy_dir = tempfile::tempdir().unwrap();
+        let copy = Ledger::open(copy_dir.path()).unwrap();
+        let parsed: Vec<Event> = jsonl
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        copy.write_blocking(move |txn| txn.import(parsed))
+            .unwrap()
+            .unwrap();
+        copy.verify_all().unwrap();
+        let again = {
+            let head = copy.head(session).unwrap().unwrap();
+            let (tree, events) =
+                ledger_tools::load_for_export(&copy, &head, None, Format::Jsonl).unwrap();
+            export::render(Format::Jsonl, &tree, &events)
+        };
+        assert_eq!(again, jsonl, "JSONL survives an import byte for byte");
+        (markdown, mermaid, jsonl)
+    }
+
+    #[test]
+    fn a_family_in_one_file_lists_records_folds_verifies_and_exports() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let sets = Toolset::parse_list("note,ledger").unwrap();
+        let server = LedgerServer::new(ledger.clone(), sets, false);
+        let names: Vec<String> = server
+            .listed_tools()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert_eq!(names.last().map(String::as_str), Some(NOTE), "{names:?}");
+        assert!(
+            !names.iter().any(|n| n == "sequentialthinking"),
+            "{names:?}"
+        );
+        assert!(server.instructions().contains("note (note)"));
+        let call = |name: &str, args: Value| {
+            runtime
+                .block_on(server.dispatch(name, arguments(args)))
+                .unwrap()
+        };
+        let first = call(NOTE, json!({"text": "buy <milk>", "tags": ["home"]}));
+        let answer = first.structured_content.clone().unwrap();
+        let session = answer["sessionId"].as_str().unwrap().to_string();
+        assert_eq!(answer["eventSeq"], 2, "{answer}");
+        let second = call(NOTE, json!({"text": "call \"Bob\""}));
+        let answer = second.structured_content.unwrap();
+        assert_eq!(
+            answer["sessionId"],
+            session.as_str(),
+            "continues the current session"
+        );
+        assert_eq!(answer["notes"], 2);
+        let bad = call(NOTE, json!({"tags": "x"}));
+        assert_eq!(bad.is_error, Some(true));
+
+        let session: SessionId = session.parse().unwrap();
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
+        let (markdown, mermaid, jsonl) = export_all(&ledger, session);
+        assert!(
+            markdown.starts_with("# Notes: buy \\<milk\\>"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("call \"Bob\""), "{markdown}");
+        assert!(mermaid.contains("flowchart"), "{mermaid}");
+        assert_eq!(jsonl.lines().count(), 3);
+        assert!(
+            jsonl.contains(r#""type":"note_added","text":"buy <milk>","tags":["home"]"#),
+            "{jsonl}"
+        );
+
+        let listed = call("list_sessions", json!({"kind": "note"}));
+        assert_eq!(
+            listed.structured_content.unwrap()["sessions"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_schema_1_event_is_read_through_the_schema_2_upcaster_and_still_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let session = SessionId::generate();
+        // What an older build wrote: a schema-1 note, hashed and stored as schema 1.
+        let old = NoteAddedV1 {
+            text: "written by v1".into(),
+            call: CallRecord {
+                tool: NOTE.into(),
+                raw_arguments: json!({"text": "written by v1"}).into(),
+                duration_us: 3,
+            },
+        };
+        let events = vec![
+            NewEvent::new(Payload::SessionStarted {
+                kind: SessionKind::NOTE,
+                title: "notes".into(),
+                aliases: Vec::new(),
+            }),
+            NewEvent::new(Payload::from(old.clone())),
+        ];
+        ledger
+            .write_blocking(move |txn| txn.append(session, 0, events))
+            .unwrap()
+            .unwrap();
+        // And what this build writes after it.
+        let new = NoteAdded {
+            text: "written by v2".into(),
+            tags: vec!["t".into()],
+            call: old.call.clone(),
+        };
+        let more = vec![NewEvent::new(Payload::from(new.clone()))];
+        ledger
+            .write_blocking(move |txn| txn.append(session, 2, more))
+            .unwrap()
+            .unwrap();
+
+        let stored = ledger.events(session, 1, 3).unwrap();
+        assert_eq!(stored[1].schema, 1);
+        assert_eq!(stored[2].schema, NOTE_SCHEMA);
+        let upcast: &NoteAdded = stored[1]
+            .payload
+            .family()
+            .expect("read as the current shape");
+        assert_eq!(upcast.text, "written by v1");
+        assert!(upcast.tags.is_empty());
+        assert_eq!(stored[2].payload.family::<NoteAdded>(), Some(&new));
+        // Hashed as written: the stored hash is the one schema 1 computed.
+        assert_eq!(stored[1].computed_hash(), stored[1].hash);
+        ledger.verify_all().unwrap();
+
+        let (_, _, jsonl) = export_all(&ledger, session);
+        let line = jsonl.lines().nth(1).unwrap();
+        assert!(
+            line.contains(
+                r#""schema":1,"payload":{"type":"note_added","text":"written by v1","call":"#
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("tags"), "exported as written: {line}");
+        let head = ledger.head(session).unwrap().unwrap();
+        let tree = ledger_tools::load_tree(&ledger, &head, None).unwrap();
+        assert_eq!(tree.thoughts().count(), 2);
+    }
+}

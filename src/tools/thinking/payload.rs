@@ -1,0 +1,440 @@
+//! The thinking family's events: what `sequentialthinking` and `think` record, their one
+//! codec, and how they fold into the summary and the thought tree.
+//!
+//! Owns: [`SequentialThought`], [`ThinkThought`], [`ThinkingEvent`] (tags
+//! `thought_recorded` and `think_recorded`, schema [`THINKING_SCHEMA`]) and
+//! [`THINKING_CODEC`]. Must not: change a stored layout ([`StoredThought`],
+//! [`StoredThink`] are also the layout of the rows builds before families wrote) or a
+//! JSON field name without bumping the schema and reading the old one.
+
+use crate::event::family::{postcard_decode, postcard_encode};
+use crate::event::{
+    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, RawArguments,
+};
+use crate::projection::summary::SessionSummary;
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use serde::{Deserialize, Serialize};
+
+/// Schema of the thinking family's payloads written by this build.
+pub const THINKING_SCHEMA: u32 = 1;
+/// Tag of a `sequentialthinking` thought.
+pub const THOUGHT_RECORDED: &str = "thought_recorded";
+/// Tag of a `think` thought.
+pub const THINK_RECORDED: &str = "think_recorded";
+
+/// One `sequentialthinking` thought, with the values after coercion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SequentialThought {
+    pub thought: String,
+    pub thought_number: u64,
+    pub total_thoughts: u64,
+    pub next_thought_needed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_revision: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revises_thought: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_from_thought: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_more_thoughts: Option<bool>,
+}
+
+impl SequentialThought {
+    /// The branch this thought belongs to: recorded only when both a branch point ≥ 1 and a
+    /// non-empty id are given (the reference server's rule).
+    pub fn branch(&self) -> Option<(&str, u64)> {
+        match (self.branch_from_thought, self.branch_id.as_deref()) {
+            (Some(from), Some(id)) if from >= 1 && !id.is_empty() => Some((id, from)),
+            _ => None,
+        }
+    }
+
+    /// The thought this one revises, when it is a revision.
+    pub fn revision_of(&self) -> Option<u64> {
+        if self.is_revision == Some(true) || self.revises_thought.is_some() {
+            self.revises_thought
+        } else {
+            None
+        }
+    }
+}
+
+/// One `think` thought.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThinkThought {
+    pub thread_purpose: String,
+    pub thought: String,
+    pub thought_index: u64,
+    /// As given; the default when absent is the string "None".
+    pub tool_recommendation: String,
+    /// As given; the default when absent is the string "None".
+    pub left_to_be_done: String,
+    /// `left_to_be_done` split into its open items.
+    pub open_items: Vec<String>,
+}
+
+/// What the thinking tools record. Written tag first, thought fields flattened, then the
+/// call (the JSON every earlier build wrote and hashed).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThinkingEvent {
+    /// A `sequentialthinking` call.
+    ThoughtRecorded {
+        #[serde(flatten)]
+        thought: SequentialThought,
+        call: CallRecord,
+    },
+    /// A `think` call.
+    ThinkRecorded {
+        #[serde(flatten)]
+        thought: ThinkThought,
+        call: CallRecord,
+    },
+}
+
+impl FamilyEvent for ThinkingEvent {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &THINKING_CODEC
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            ThinkingEvent::ThoughtRecorded { .. } => THOUGHT_RECORDED,
+            ThinkingEvent::ThinkRecorded { .. } => THINK_RECORDED,
+        }
+    }
+
+    fn text(&self) -> Option<&str> {
+        match self {
+            ThinkingEvent::ThoughtRecorded { thought, .. } => Some(&thought.thought),
+            ThinkingEvent::ThinkRecorded { thought, .. } => Some(&thought.thought),
+        }
+    }
+
+    fn call(&self) -> Option<&CallRecord> {
+        match self {
+            ThinkingEvent::ThoughtRecorded { call, .. }
+            | ThinkingEvent::ThinkRecorded { call, .. } => Some(call),
+        }
+    }
+
+    fn branch(&self) -> Option<&str> {
+        match self {
+            ThinkingEvent::ThoughtRecorded { thought, .. } => thought.branch().map(|(id, _)| id),
+            ThinkingEvent::ThinkRecorded { .. } => None,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            ThinkingEvent::ThoughtRecorded { thought, call } => {
+                postcard_encode(&StoredThought::of(thought, call), out)
+            }
+            ThinkingEvent::ThinkRecorded { thought, call } => {
+                postcard_encode(&StoredThink::of(thought, call), out)
+            }
+        }
+    }
+
+    fn summarize(&self, summary: &mut SessionSummary, new_branch: bool) {
+        summary.thoughts += 1;
+        if let ThinkingEvent::ThoughtRecorded { thought, .. } = self {
+            summary.total_thoughts = Some(thought.total_thoughts);
+            summary.next_thought_needed = Some(thought.next_thought_needed);
+            if let Some((id, _)) = thought.branch()
+                && new_branch
+            {
+                summary.branches.push(id.to_string());
+            }
+        }
+    }
+
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let node = match *self {
+            ThinkingEvent::ThoughtRecorded { thought, call } => {
+                let branch_id = thought.branch().map(|(id, _)| id.to_string());
+                ThoughtNode {
+                    seq,
+                    at,
+                    tool: call.tool,
+                    thought_number: thought.thought_number,
+                    total_thoughts: Some(thought.total_thoughts),
+                    thought: thought.thought,
+                    next_thought_needed: Some(thought.next_thought_needed),
+                    is_revision: thought.is_revision,
+                    revises_thought: thought.revises_thought,
+                    branch_from_thought: thought.branch_from_thought,
+                    branch_id,
+                    needs_more_thoughts: thought.needs_more_thoughts,
+                    thread_purpose: None,
+                    tool_recommendation: None,
+                    open_items: Vec::new(),
+                }
+            }
+            ThinkingEvent::ThinkRecorded { thought, call } => ThoughtNode {
+                seq,
+                at,
+                tool: call.tool,
+                thought_number: thought.thought_index,
+                total_thoughts: None,
+                thought: thought.thought,
+                next_thought_needed: None,
+                is_revision: None,
+                revises_thought: None,
+                branch_from_thought: None,
+                branch_id: None,
+                needs_more_thoughts: None,
+                thread_purpose: Some(thought.thread_purpose),
+                tool_recommendation: Some(thought.tool_recommendation)
+                    .filter(|t| !t.eq_ignore_ascii_case("none")),
+                open_items: thought.open_items,
+            },
+        };
+        tree.add_thought(node);
+    }
+}
+
+/// The thinking family's codec.
+pub struct ThinkingCodec;
+
+/// The one instance, registered with the family.
+pub static THINKING_CODEC: ThinkingCodec = ThinkingCodec;
+
+impl PayloadCodec for ThinkingCodec {
+    fn family(&self) -> &'static str {
+        "thinking"
+    }
+
+    fn schema(&self) -> u32 {
+        THINKING_SCHEMA
+    }
+
+    fn types(&self) -> &'static [&'static str] {
+        &[THOUGHT_RECORDED, THINK_RECORDED]
+    }
+
+    fn decode(
+        &self,
+        tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        fields: DecodeFields,
+    ) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let event = match tag {
+            THOUGHT_RECORDED => postcard_decode::<StoredThought<'_>>(bytes)?.build(fields)?,
+            THINK_RECORDED => postcard_decode::<StoredThink<'_>>(bytes)?.build(fields)?,
+            other => return Err(format!("the thinking family has no event {other:?}")),
+        };
+        Ok(FamilyPayload::new(event))
+    }
+
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let wire: ThinkingWire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        if wire.tag != tag {
+            return Err(format!("payload tagged {:?}, expected {tag:?}", wire.tag));
+        }
+        wire.into_event().map(FamilyPayload::new)
+    }
+}
+
+fn newer_check(schema: u32) -> Result<(), String> {
+    if schema > THINKING_SCHEMA {
+        return Err(format!(
+            "a thinking event of schema {schema}, newer than this build reads ({THINKING_SCHEMA})"
+        ));
+    }
+    Ok(())
+}
+
+/// Every field of both events, flat, as read from JSON in one pass. (serde's derived
+/// reader for a tagged enum with flattened fields buffers each payload first, and cannot
+/// hand the call's raw arguments through.)
+#[derive(Deserialize)]
+struct ThinkingWire {
+    #[serde(rename = "type")]
+    tag: String,
+    thought: Option<String>,
+    thought_number: Option<u64>,
+    total_thoughts: Option<u64>,
+    next_thought_needed: Option<bool>,
+    is_revision: Option<bool>,
+    revises_thought: Option<u64>,
+    branch_from_thought: Option<u64>,
+    branch_id: Option<String>,
+    needs_more_thoughts: Option<bool>,
+    thread_purpose: Option<String>,
+    thought_index: Option<u64>,
+    tool_recommendation: Option<String>,
+    left_to_be_done: Option<String>,
+    open_items: Option<Vec<String>>,
+    call: Option<CallRecord>,
+}
+
+fn required<T>(value: Option<T>, field: &str) -> Result<T, String> {
+    value.ok_or_else(|| format!("payload: missing field `{field}`"))
+}
+
+impl ThinkingWire {
+    fn into_event(self) -> Result<ThinkingEvent, String> {
+        Ok(match self.tag.as_str() {
+            THOUGHT_RECORDED => ThinkingEvent::ThoughtRecorded {
+                thought: SequentialThought {
+                    thought: required(self.thought, "thought")?,
+                    thought_number: required(self.thought_number, "thought_number")?,
+                    total_thoughts: required(self.total_thoughts, "total_thoughts")?,
+                    next_thought_needed: required(self.next_thought_needed, "next_thought_needed")?,
+                    is_revision: self.is_revision,
+                    revises_thought: self.revises_thought,
+                    branch_from_thought: self.branch_from_thought,
+                    branch_id: self.branch_id,
+                    needs_more_thoughts: self.needs_more_thoughts,
+                },
+                call: required(self.call, "call")?,
+            },
+            THINK_RECORDED => ThinkingEvent::ThinkRecorded {
+                thought: ThinkThought {
+                    thread_purpose: required(self.thread_purpose, "thread_purpose")?,
+                    thought: required(self.thought, "thought")?,
+                    thought_index: required(self.thought_index, "thought_index")?,
+                    tool_recommendation: required(self.tool_recommendation, "tool_recommendation")?,
+                    left_to_be_done: required(self.left_to_be_done, "left_to_be_done")?,
+                    open_items: required(self.open_items, "open_items")?,
+                },
+                call: required(self.call, "call")?,
+            },
+            other => return Err(format!("the thinking family has no event {other:?}")),
+        })
+    }
+}
+
+/// A `thought_recorded` payload as stored in a binary row; strings borrow from the row.
+/// Frozen: rows written before families existed hold exactly these fields in this order.
+#[derive(Serialize, Deserialize)]
+pub struct StoredThought<'a> {
+    thought: &'a str,
+    thought_number: u64,
+    total_thoughts: u64,
+    next_thought_needed: bool,
+    is_revision: Option<bool>,
+    revises_thought: Option<u64>,
+    branch_from_thought: Option<u64>,
+    #[serde(borrow)]
+    branch_id: Option<&'a str>,
+    needs_more_thoughts: Option<bool>,
+    #[serde(borrow)]
+    call: StoredCall<'a>,
+}
+
+/// A `think_recorded` payload as stored in a binary row. Frozen like [`StoredThought`].
+#[derive(Serialize, Deserialize)]
+pub struct StoredThink<'a> {
+    thread_purpose: &'a str,
+    thought: &'a str,
+    thought_index: u64,
+    tool_recommendation: &'a str,
+    left_to_be_done: &'a str,
+    #[serde(borrow)]
+    open_items: Vec<&'a str>,
+    #[serde(borrow)]
+    call: StoredCall<'a>,
+}
+
+/// A call record in a binary row.
+#[derive(Serialize, Deserialize)]
+struct StoredCall<'a> {
+    tool: &'a str,
+    /// Compact JSON text, exactly as hashed.
+    raw_arguments: &'a str,
+    duration_us: u64,
+}
+
+impl<'a> StoredCall<'a> {
+    fn of(call: &'a CallRecord) -> Self {
+        StoredCall {
+            tool: &call.tool,
+            raw_arguments: call.raw_arguments.as_json(),
+            duration_us: call.duration_us,
+        }
+    }
+
+    fn build(self, fields: DecodeFields) -> Result<CallRecord, String> {
+        let raw_arguments = match fields {
+            DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
+                .map_err(|e| format!("call arguments: {e}"))?,
+            DecodeFields::ToFold => RawArguments::null(),
+        };
+        Ok(CallRecord {
+            tool: self.tool.to_string(),
+            raw_arguments,
+            duration_us: self.duration_us,
+        })
+    }
+}
+
+impl<'a> StoredThought<'a> {
+    fn of(thought: &'a SequentialThought, call: &'a CallRecord) -> Self {
+        StoredThought {
+            thought: &thought.thought,
+            thought_number: thought.thought_number,
+            total_thoughts: thought.total_thoughts,
+            next_thought_needed: thought.next_thought_needed,
+            is_revision: thought.is_revision,
+            revises_thought: thought.revises_thought,
+            branch_from_thought: thought.branch_from_thought,
+            branch_id: thought.branch_id.as_deref(),
+            needs_more_thoughts: thought.needs_more_thoughts,
+            call: StoredCall::of(call),
+        }
+    }
+
+    /// The event this row holds.
+    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, String> {
+        Ok(ThinkingEvent::ThoughtRecorded {
+            thought: SequentialThought {
+                thought: self.thought.to_string(),
+                thought_number: self.thought_number,
+                total_thoughts: self.total_thoughts,
+                next_thought_needed: self.next_thought_needed,
+                is_revision: self.is_revision,
+                revises_thought: self.revises_thought,
+                branch_from_thought: self.branch_from_thought,
+                branch_id: self.branch_id.map(str::to_string),
+                needs_more_thoughts: self.needs_more_thoughts,
+            },
+            call: self.call.build(fields)?,
+        })
+    }
+}
+
+impl<'a> StoredThink<'a> {
+    fn of(thought: &'a ThinkThought, call: &'a CallRecord) -> Self {
+        StoredThink {
+            thread_purpose: &thought.thread_purpose,
+            thought: &thought.thought,
+            thought_index: thought.thought_index,
+            tool_recommendation: &thought.tool_recommendation,
+            left_to_be_done: &thought.left_to_be_done,
+            open_items: thought.open_items.iter().map(String::as_str).collect(),
+            call: StoredCall::of(call),
+        }
+    }
+
+    /// The event this row holds.
+    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, String> {
+        Ok(ThinkingEvent::ThinkRecorded {
+            thought: ThinkThought {
+                thread_purpose: self.thread_purpose.to_string(),
+                thought: self.thought.to_string(),
+                thought_index: self.thought_index,
+                tool_recommendation: self.tool_recommendation.to_string(),
+                left_to_be_done: self.left_to_be_done.to_string(),
+                open_items: self.open_items.into_iter().map(str::to_string).collect(),
+            },
+            call: self.call.build(fields)?,
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! The one write path every tool family uses: pick the session (named, current or new),
+//! let the family's pure `decide` produce the events, append them with the expected seq,
+//! and answer only after the commit.
+//!
+//! Owns: [`Target`] (which session a call may continue), [`ToolCall::record`] and
+//! [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
+//! writer thread inside the group's transaction, so it reads the session head and the
+//! process's current sessions in commit order; it is queued in the connection's arrival
+//! order ([`super::arrival`]). Idempotency is the store's: event ids are the keys.
+//! Must not: decide what to record (families do), or answer before the commit.
+
+use super::{CurrentSessions, ToolCall, ToolError};
+use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
+use crate::store::{AppendTxn, SessionHead};
+use serde_json::Value;
+
+/// Characters of the first thought (or purpose) kept as a session's title.
+pub const TITLE_CHARS: usize = 80;
+
+/// The first line of a text, cut to [`TITLE_CHARS`].
+pub fn title_of(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
+    if title.len() < line.len() {
+        title.push('…');
+    }
+    title
+}
+
+/// Pure: `payloads` for the session at `head`, preceded by `session_started` of `kind`
+/// (titled from `title_source`) when there is no session yet.
+pub fn with_start(
+    head: Option<&SessionHead>,
+    kind: SessionKind,
+    title_source: &str,
+    payloads: impl IntoIterator<Item = Payload>,
+) -> Vec<NewEvent> {
+    let mut events = Vec::with_capacity(2);
+    if head.is_none() {
+        events.push(NewEvent::new(Payload::SessionStarted {
+            kind,
+            title: title_of(title_source),
+            aliases: Vec::new(),
+        }));
+    }
+    events.extend(payloads.into_iter().map(NewEvent::new));
+    events
+}
+
+/// Which session a call may continue.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The kind of session the call records.
+    pub kind: SessionKind,
+    /// The argument that names a session (for error messages).
+    pub field: &'static str,
+    /// The session (id or alias) the call names, if any: it must exist and be of `kind`.
+    pub named: Option<String>,
+    /// Without a named session: continue the process's current session of `kind` if it
+    /// was remembered under this key (and is still open); `None` starts a new session.
+    pub continue_key: Option<String>,
+    /// The key the session is remembered under after the call.
+    pub remember_key: String,
+}
+
+/// What a committed append answers with.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub session: SessionId,
+    /// Seq of the last event appended.
+    pub seq: u64,
+    pub head: SessionHead,
+}
+
+fn unknown_session(tool: &str, field: &str, given: &str) -> ToolError {
+    ToolError::validation(
+        tool,
+        vec![format!(
+            "{field}: no session {given:?} in the ledger; omit {field} to start a new session, or call list_sessions to find one"
+        )],
+    )
+}
+
+fn wrong_kind(tool: &str, field: &str, head: &SessionHead, wanted: SessionKind) -> ToolError {
+    ToolError::validation(
+        tool,
+        vec![format!(
+            "{field}: session {} is a {} session; {tool} continues {} sessions",
+            head.session,
+            head.summary.kind.as_str(),
+            wanted.as_str()
+        )],
+    )
+}
+
+/// The session a call continues: the named one, else the current one, else none.
+fn target_head(
+    txn: &AppendTxn<'_>,
+    tool: &str,
+    target: &Target,
+    current: Option<SessionId>,
+) -> Result<Option<SessionHead>, ToolError> {
+    if let Some(text) = target.named.as_deref() {
+        let session = txn
+            .resolve(text)?
+            .ok_or_else(|| unknown_session(tool, target.field, text))?;
+        let head = txn
+            .head(session)?
+            .ok_or_else(|| unknown_session(tool, target.field, text))?;
+        if head.summary.kind != target.kind {
+            return Err(wrong_kind(tool, target.field, &head, target.kind));
+        }
+        return Ok(Some(head));
+    }
+    match current {
+        Some(session) => Ok(txn
+            .head(session)?
+            .filter(|h| h.summary.kind == target.kind && !h.summary.closed)),
+        None => Ok(None),
+    }
+}
+
+fn append(
+    txn: &mut AppendTxn<'_>,
+    session: SessionId,
+    expected: u64,
+    events: Vec<NewEvent>,
+) -> Result<Recorded, ToolError> {
+    let appended = txn.append(session, expected, events)?;
+    let seq = appended.events.last().map_or(appended.head.seq, |e| e.seq);
+    Ok(Recorded {
+        session,
+        seq,
+        head: appended.head,
+    })
+}
+
+fn lock(current: &std::sync::Mutex<CurrentSessions>) -> std::sync::MutexGuard<'_, CurrentSessions> {
+    current
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ToolCall {
+    /// Records this call: on the writer thread, inside the group's transaction, picks the
+    /// session ([`Target`]), lets the pure `decide` produce the events from the head
+    /// (`None`: a new session) and the call's record, appends them at the head's seq and
+    /// remembers the session as current. Queued in arrival order; returns once the
+    /// commit is durable.
+    pub async fn record(
+        &mut self,
+        target: Target,
+        decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Vec<NewEvent> + Send + 'static,
+    ) -> Result<Recorded, ToolError> {
+        let sessions = self.ctx.current.clone();
+        let tool = self.name.clone();
+        let arguments = std::mem::take(&mut self.arguments);
+        let received = self.received;
+        self.write(move |txn| -> Result<Recorded, ToolError> {
+            let current = match target.continue_key.as_deref() {
+                Some(key) => lock(&sessions).get(target.kind, key),
+                None => None,
+            };
+            let head = target_head(txn, &tool, &target, current)?;
+            let call = CallRecord {
+                tool,
+                raw_arguments: Value::Object(arguments).into(),
+                duration_us: received.elapsed().as_micros() as u64,
+            };
+            let events = decide(head.as_ref(), call);
+            let (session, expected) = match &head {
+                Some(h) => (h.session, h.seq),
+                None => (SessionId::generate(), 0),
+            };
+            let recorded = append(txn, session, expected, events)?;
+            crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
+            lock(&sessions).set(target.kind, recorded.session, target.remember_key);
+            Ok(recorded)
+        })
+        .await
+    }
+
+    /// Appends more events to a session this call already recorded to (a model call's
+    /// outcome after its request), right after `after`.
+    pub async fn record_more(
+        &mut self,
+        after: &Recorded,
+        events: Vec<NewEvent>,
+    ) -> Result<Recorded, ToolError> {
+        let (session, expected) = (after.session, after.seq);
+        self.write(move |txn| append(txn, session, expected, events))
+            .await
+    }
+
+    /// Queues `job` in this call's turn and waits for its commit.
+    async fn write<R: Send + 'static>(
+        &mut self,
+        job: impl FnOnce(&mut AppendTxn<'_>) -> Result<R, ToolError> + Send + 'static,
+    ) -> Result<R, ToolError> {
+        crate::fault::hit(crate::fault::FaultPoint::ToolBeforeWrite);
+        self.request.turn.wait().await;
+        let queued = self.ctx.ledger.queue_write(job);
+        self.request.turn.release();
+        queued?.await?
+    }
+}
