@@ -3,7 +3,7 @@
 //!
 //! Modules: `common` (spawning, calling, snapshot `check`), `thinking` (the spec's cases
 //! for sequentialthinking and think), `ledger` (ledger tools and resources), `durability`
-//! (restart, several processes, kill -9, verify), `bad_input` (hostile calls), `cli`
+//! (restart, several processes, verify), `bad_input` (hostile calls), `cli`
 //! (the command line), `exports` (snapshots of every export format and answer shape),
 //! `hostile` (malformed lines, a 200 MB line, spoofing characters, number and boolean
 //! look-alikes for every field in the tools' schemas), `faults_files` (bad files at the
