@@ -9,10 +9,12 @@
 //! look-alikes for every field in the tools' schemas), `faults_files` (bad files at the
 //! ledger path), `faults_process` (a panic in a tool, stdin closed or calls cancelled
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
-//! stdio). Storage faults (crash at every sync point, I/O errors, a full disk) are unit
-//! tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
+//! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
+//! server built beside it). Storage faults (crash at every sync point, I/O errors, a full
+//! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod bad_input;
+mod bench;
 mod cli;
 mod common;
 mod durability;
