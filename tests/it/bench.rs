@@ -48,11 +48,12 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
     }
     assert_eq!(report["ledger"]["rebuild_events"], 50);
     // What was measured is the server binary of this build, found beside the harness.
-    let ours = &report["servers"]["ours"];
+    let servers = &report["servers"]["servers"];
+    let ours = &servers["ours"];
     assert_eq!(ours["command"][0], bin().to_str().unwrap(), "{ours}");
     assert_eq!(ours["command"][1], "serve", "{ours}");
     assert!(ours.get("error").is_none(), "{ours}");
-    assert_eq!(report["servers"]["reference"], serde_json::Value::Null);
+    assert_eq!(servers["reference"], serde_json::Value::Null, "{servers}");
 }
 
 #[test]
