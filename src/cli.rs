@@ -95,45 +95,6 @@ pub enum Command {
     Import { file: PathBuf },
     /// Run a short scripted session through the real server and print it
     Demo,
-    /// Measure: side by side with the Node reference server, and the ledger itself
-    Bench(BenchArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// Scratch directory for the benchmark ledgers [default: a new temporary directory]
-    #[arg(long)]
-    pub scratch: Option<PathBuf>,
-    /// Calls for the one-caller and the in-flight runs
-    #[arg(long, default_value_t = crate::bench::DEFAULT_CALLS)]
-    pub calls: usize,
-    /// Spawn → initialize runs per server
-    #[arg(long, default_value_t = crate::bench::DEFAULT_SPAWN_RUNS)]
-    pub spawn_runs: usize,
-    /// Thought counts at which RSS is read (comma-separated)
-    #[arg(long, default_value = "10000", value_delimiter = ',')]
-    pub rss_at: Vec<usize>,
-    /// Skip the MCP server benchmarks
-    #[arg(long)]
-    pub no_servers: bool,
-    /// Skip the Node reference server even if installed (bench/reference)
-    #[arg(long)]
-    pub no_reference: bool,
-    /// Skip the ledger benchmarks
-    #[arg(long)]
-    pub no_ledger: bool,
-    /// Events in the session rebuilt
-    #[arg(long, default_value_t = 100_000)]
-    pub rebuild_events: u64,
-    /// Thoughts in the tree exported as Mermaid
-    #[arg(long, default_value_t = 10_000)]
-    pub mermaid_thoughts: u64,
-    /// Events in the ledger opened
-    #[arg(long, default_value_t = 1_000_000)]
-    pub open_events: u64,
-    /// Print the figures as JSON
-    #[arg(long)]
-    pub json: bool,
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -224,7 +185,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Verify { id } => verify(&settings, id.as_deref()),
         Command::Import { file } => import(&settings, &file),
         Command::Demo => demo(&settings),
-        Command::Bench(args) => bench(args),
     }
 }
 
@@ -578,61 +538,4 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         data_dir.display()
     ));
     stdout_write(&out)
-}
-
-fn bench(args: BenchArgs) -> anyhow::Result<()> {
-    let temp;
-    let scratch = match args.scratch {
-        Some(dir) => dir,
-        None => {
-            temp = tempfile::tempdir().context("creating a scratch directory")?;
-            temp.path().to_path_buf()
-        }
-    };
-    let mut report = serde_json::Map::new();
-    let mut text = String::new();
-    if !args.no_servers {
-        let exe = std::env::current_exe().context("locating this binary")?;
-        let mut options = crate::bench::ServerBenchOptions::new(scratch.join("servers"));
-        options.ours = Some(crate::bench::ours_command(&exe));
-        options.calls = args.calls;
-        options.spawn_runs = args.spawn_runs;
-        options.rss_checkpoints = args.rss_at.clone();
-        if !args.no_reference {
-            let root = std::env::current_dir()?;
-            options.reference = crate::bench::reference_command(&root);
-            if options.reference.is_none() {
-                eprintln!(
-                    "bench: the Node reference server is not installed; run `npm ci --prefix {}` to compare side by side",
-                    crate::bench::REFERENCE_PROJECT_DIR
-                );
-            }
-        }
-        let figures = runtime()?.block_on(crate::bench::run_server_bench(options))?;
-        text.push_str(&format!("{figures}\n"));
-        report.insert("servers".into(), figures.report_json());
-    }
-    if !args.no_ledger {
-        eprintln!(
-            "bench: building ledger fixtures ({} + {} + {} events)…",
-            args.rebuild_events, args.mermaid_thoughts, args.open_events
-        );
-        let figures = crate::bench_ledger::run(
-            &scratch.join("ledger"),
-            args.rebuild_events,
-            args.mermaid_thoughts,
-            args.open_events,
-        )?;
-        text.push_str(&format!(
-            "| ledger figure | measured | target |\n|---|---|---|\n| rebuild a {}-event session | {:.1} ms | ≤ 150 ms |\n| Mermaid export of {} thoughts | {:.1} ms | ≤ 50 ms |\n| open a ledger of {} events ({:.0} MiB) | {:.2} ms | ≤ 50 ms |\n",
-            figures.rebuild_events, figures.rebuild_ms, figures.mermaid_thoughts, figures.mermaid_ms,
-            figures.open_events, figures.open_file_bytes as f64 / 1048576.0, figures.open_ms
-        ));
-        report.insert("ledger".into(), serde_json::to_value(&figures)?);
-    }
-    if args.json {
-        stdout_write(&format!("{}\n", serde_json::to_string_pretty(&report)?))
-    } else {
-        stdout_write(&text)
-    }
 }

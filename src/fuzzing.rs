@@ -54,7 +54,9 @@ const FIELD_NAMES: &[&str] = &[
     "thought_index",
     "thoughtIndex",
     "tool_recommendation",
+    "toolRecommendation",
     "left_to_be_done",
+    "leftToBeDone",
 ];
 
 /// Strings that sit on the edges of the coercion policy.

@@ -2,8 +2,9 @@
 //!
 //! Layout (data flows down this list and back up as answers):
 //!
-//! - [`server`]: the MCP transport side (rmcp over stdio): tool listing, dispatch,
-//!   resources. The only writer of stdout.
+//! - [`transport`]: stdio lines in and out: the bounded line reader, JSON-RPC errors for
+//!   lines no handler sees, the single writer of stdout.
+//! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
 //! - [`store`]: the redb event log, the only module that touches the database.
@@ -11,11 +12,15 @@
 //! - [`export`]: Mermaid, Markdown, JSON and JSONL renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
-//!   import, demo, bench).
-//! - [`mcp_client`]: the small stdio MCP client `demo` and `bench` drive servers with.
+//!   import, demo).
+//! - [`mcp_client`]: the small stdio MCP client `demo` drives the server with (the
+//!   benchmark harness, `src/bin/reasoning-ledger-bench/`, uses it too).
+//! - [`fault`]: debug-only fault points (`REASONING_LEDGER_FAULT`) for the fault tests.
+//! - `fuzzing` (test builds and cargo-fuzz only): the fuzz targets' bodies and invariants.
+//!
+//! The benchmark harness is not part of the library or of the `reasoning-ledger` binary:
+//! it is the second binary target, `reasoning-ledger-bench`.
 
-pub mod bench;
-pub mod bench_ledger;
 pub mod cli;
 pub mod event;
 pub mod export;

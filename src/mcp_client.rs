@@ -1,5 +1,6 @@
-//! A small MCP client over a child process's stdio, for `bench` and `demo`: spawn a
-//! server, `initialize`, call tools with any number of requests in flight, end it.
+//! A small MCP client over a child process's stdio, for `demo` and the benchmark harness
+//! (`reasoning-ledger-bench`): spawn a server, `initialize`, call tools with any number
+//! of requests in flight, end it.
 //!
 //! Owns: the child process (killed when the client is dropped while it still runs) and
 //! its pipes. Must not: serve anything (the server side is `server.rs` and

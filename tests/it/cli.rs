@@ -1,5 +1,6 @@
-//! The command line: sessions, show, export (-o, --at), replay, search, verify, import,
-//! demo, usage errors and a broken pipe.
+//! The command line: sessions, show, export (-o, --at; Mermaid compared with the
+//! server's own export and the session's tree), replay, search, verify, import, demo,
+//! usage errors and a broken pipe.
 
 use crate::common::*;
 use serde_json::json;
@@ -88,6 +89,120 @@ async fn export_to_a_file_refuses_to_overwrite_and_import_round_trips() {
     assert!(stdout(&twice).contains("imported 0 event(s)"));
 }
 
+/// The MCP `export_session` text of `session` in `format`, optionally at `at`.
+async fn mcp_export(client: &Client, session: &str, format: &str, at: Option<u64>) -> String {
+    let mut arguments = json!({"sessionId": session, "format": format});
+    if let Some(at) = at {
+        arguments["atSeq"] = json!(at);
+    }
+    let result = call(client, "export_session", arguments).await;
+    assert!(!is_error(&result), "{format}: {}", text(&result));
+    text(&result)
+}
+
+/// What a Mermaid diagram holds: thought node ids (`t<seq>`), edge lines, subgraphs.
+fn mermaid_parts(diagram: &str) -> (Vec<u64>, usize, usize) {
+    let mut nodes = Vec::new();
+    let (mut edges, mut subgraphs) = (0, 0);
+    for line in diagram.lines().map(str::trim_start) {
+        if line.starts_with("subgraph ") {
+            subgraphs += 1;
+        } else if line
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|arrow| arrow.starts_with("-->") || arrow.starts_with("-.->"))
+        {
+            edges += 1;
+        } else if let Some(rest) = line.strip_prefix('t')
+            && let Some((id, _)) = rest.split_once('[')
+            && let Ok(seq) = id.parse()
+        {
+            nodes.push(seq);
+        }
+    }
+    (nodes, edges, subgraphs)
+}
+
+#[tokio::test]
+async fn the_cli_mermaid_export_is_the_session_the_server_holds() {
+    let dir = data_dir();
+    let client = spawn(dir.path()).await;
+    let first = structured(
+        &call(
+            &client,
+            "sequentialthinking",
+            thought(1, 4, true, "root idea"),
+        )
+        .await,
+    );
+    let session = first["sessionId"].as_str().unwrap().to_string();
+    let mut steps = vec![
+        thought(2, 4, true, "second step"),
+        thought(2, 4, true, "second, revised"),
+    ];
+    steps[1]["isRevision"] = json!(true);
+    steps[1]["revisesThought"] = json!(2);
+    let mut branch = thought(3, 4, false, "another way");
+    branch["branchFromThought"] = json!(1);
+    branch["branchId"] = json!("alt");
+    steps.push(branch);
+    for mut step in steps {
+        step["sessionId"] = json!(session);
+        call(&client, "sequentialthinking", step).await;
+    }
+    let served = mcp_export(&client, &session, "mermaid", None).await;
+    let served_at_3 = mcp_export(&client, &session, "mermaid", Some(3)).await;
+    let tree: serde_json::Value =
+        serde_json::from_str(&mcp_export(&client, &session, "json", None).await).unwrap();
+    client.cancel().await.unwrap();
+
+    // The command line prints and writes the very diagram the server exports.
+    let printed = cli(dir.path(), &["export", &session, "--format", "mermaid"]);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    assert_eq!(stdout(&printed), served);
+    let file = dir.path().join("session.mmd");
+    let written = cli(
+        dir.path(),
+        &[
+            "export",
+            &session,
+            "-f",
+            "mermaid",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(written.status.success(), "{}", stderr(&written));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), served);
+    let at_3 = stdout(&cli(
+        dir.path(),
+        &["export", &session, "--format", "mermaid", "--at", "3"],
+    ));
+    assert_eq!(at_3, served_at_3);
+    assert_ne!(at_3, served, "--at 3 shows the session as it stood then");
+
+    // And that diagram is the session: one node per thought (with its text), one edge
+    // line per edge of the tree, one subgraph per branch.
+    let (nodes, edges, subgraphs) = mermaid_parts(&served);
+    let seqs: Vec<u64> = tree["thoughts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(nodes, seqs, "{served}");
+    assert_eq!(edges, tree["edges"].as_array().unwrap().len(), "{served}");
+    assert_eq!(
+        subgraphs,
+        tree["branches"].as_array().unwrap().len(),
+        "{served}"
+    );
+    for text in ["root idea", "second step", "second, revised", "another way"] {
+        assert!(served.contains(text), "{text:?} missing:\n{served}");
+    }
+    assert_eq!(mermaid_parts(&at_3).0, [2, 3], "{at_3}");
+}
+
 #[test]
 fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
     let dir = data_dir();
@@ -98,6 +213,8 @@ fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
             .code(),
         Some(2)
     );
+    // The benchmark harness is its own binary (`reasoning-ledger-bench`), not a command.
+    assert_eq!(cli(dir.path(), &["bench"]).status.code(), Some(2));
     let missing = cli(dir.path(), &["show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("no session"));
@@ -114,43 +231,6 @@ fn demo_runs_a_session_through_the_real_server() {
         "{out}"
     );
     assert!(cli(dir.path(), &["verify"]).status.success());
-}
-
-#[test]
-fn bench_measures_the_server_end_to_end_with_tiny_counts() {
-    // Not a timing test: the harness (its own stdio client, 8 calls in flight, RSS,
-    // ledger fixtures) must run and report every figure.
-    let scratch = data_dir();
-    let scratch_arg = scratch.path().to_str().unwrap();
-    let bench = cli(
-        scratch.path(),
-        &[
-            "bench",
-            "--json",
-            "--no-reference",
-            "--scratch",
-            scratch_arg,
-            "--calls",
-            "20",
-            "--spawn-runs",
-            "2",
-            "--rss-at",
-            "30",
-            "--rebuild-events",
-            "50",
-            "--mermaid-thoughts",
-            "20",
-            "--open-events",
-            "60",
-        ],
-    );
-    assert!(bench.status.success(), "{}", stderr(&bench));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&bench)).expect("JSON report");
-    let text = report.to_string();
-    for figure in ["servers", "ledger", "rebuild_ms", "mermaid_ms", "open_ms"] {
-        assert!(text.contains(figure), "{figure} missing from {text}");
-    }
-    assert_eq!(report["ledger"]["rebuild_events"], 50);
 }
 
 #[tokio::test]

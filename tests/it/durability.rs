@@ -1,10 +1,10 @@
-//! Durability: restart, several processes on one ledger, kill -9 mid-stream, and
-//! `verify` catching tampering.
+//! Durability: restart, several processes on one ledger, and `verify` catching
+//! tampering. kill -9 mid-stream is
+//! `faults_process::kill_9_randomized_two_servers_lose_no_acknowledged_event`.
 
 use crate::common::*;
 use redb::ReadableTable;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 
 #[tokio::test]
 async fn session_continues_after_restart_with_its_branches_and_counts() {
@@ -91,116 +91,6 @@ async fn two_servers_and_a_cli_export_share_one_ledger() {
     );
     let verify = cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
-}
-
-#[tokio::test]
-async fn kill_9_during_appends_loses_no_acknowledged_thought() {
-    let dir = data_dir();
-    for round in 0..3u64 {
-        let client = std::sync::Arc::new(spawn(dir.path()).await);
-        let pid = client_pid(dir.path());
-        let first = structured(
-            &call(
-                &client,
-                "sequentialthinking",
-                thought(1, 1000, true, &format!("round {round} start")),
-            )
-            .await,
-        );
-        let session = first["sessionId"].as_str().unwrap().to_string();
-        let acked = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
-        acked.lock().unwrap().insert(
-            first["eventSeq"].as_u64().unwrap(),
-            format!("round {round} start"),
-        );
-        let mut writers = Vec::new();
-        for writer in 0..4u64 {
-            let client = client.clone();
-            let acked = acked.clone();
-            let session = session.clone();
-            writers.push(tokio::spawn(async move {
-                for i in 0.. {
-                    let text = format!("round {round} writer {writer} thought {i}");
-                    let mut args = thought(2 + i, 1000, true, &text);
-                    args["sessionId"] = json!(session);
-                    match try_call(&client, "sequentialthinking", args).await {
-                        Ok(result) if !is_error(&result) => {
-                            let seq = result.structured_content.unwrap()["eventSeq"]
-                                .as_u64()
-                                .unwrap();
-                            acked.lock().unwrap().insert(seq, text);
-                        }
-                        _ => break,
-                    }
-                }
-            }));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(150 + round * 70)).await;
-        let killed = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        for writer in writers {
-            let _ = writer.await;
-        }
-        let acked = acked.lock().unwrap().clone();
-        assert!(
-            acked.len() > 1,
-            "round {round}: nothing was acknowledged before the kill"
-        );
-        let events = jsonl_events(dir.path(), &session);
-        let stored: HashMap<u64, String> = events
-            .iter()
-            .filter(|e| e["payload"]["type"] == "thought_recorded")
-            .map(|e| {
-                (
-                    e["seq"].as_u64().unwrap(),
-                    e["payload"]["thought"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        for (seq, text) in &acked {
-            assert_eq!(
-                stored.get(seq),
-                Some(text),
-                "round {round}: acknowledged seq {seq} missing or different"
-            );
-        }
-        let verify = cli(dir.path(), &["verify"]);
-        assert!(
-            verify.status.success(),
-            "round {round}: {}",
-            stderr(&verify)
-        );
-    }
-}
-
-/// The pid of the one server process serving `dir` (found through /proc).
-fn client_pid(dir: &std::path::Path) -> u32 {
-    let wanted = dir.to_string_lossy().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect();
-        if args.iter().any(|a| a == "serve") && args.contains(&wanted) {
-            found.push(pid);
-        }
-    }
-    assert_eq!(
-        found.len(),
-        1,
-        "expected one server on {wanted}, found {found:?}"
-    );
-    found[0]
 }
 
 /// The events table as the store defines it, opened directly to tamper with the file.

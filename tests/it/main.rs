@@ -3,16 +3,18 @@
 //!
 //! Modules: `common` (spawning, calling, snapshot `check`), `thinking` (the spec's cases
 //! for sequentialthinking and think), `ledger` (ledger tools and resources), `durability`
-//! (restart, several processes, kill -9, verify), `bad_input` (hostile calls), `cli`
+//! (restart, several processes, verify), `bad_input` (hostile calls), `cli`
 //! (the command line), `exports` (snapshots of every export format and answer shape),
 //! `hostile` (malformed lines, a 200 MB line, spoofing characters, number and boolean
 //! look-alikes for every field in the tools' schemas), `faults_files` (bad files at the
 //! ledger path), `faults_process` (a panic in a tool, stdin closed or calls cancelled
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
-//! stdio). Storage faults (crash at every sync point, I/O errors, a full disk) are unit
-//! tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
+//! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
+//! server built beside it). Storage faults (crash at every sync point, I/O errors, a full
+//! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod bad_input;
+mod bench;
 mod cli;
 mod common;
 mod durability;

@@ -2,17 +2,26 @@
 //! tree, and opening a ledger holding a million events.
 //!
 //! Owns: building the fixture ledgers (batched appends through the real store) and timing
-//! the operations DESIGN §10 sets targets for. Must not: assert anything; it measures and
-//! reports. Run through `reasoning-ledger bench`.
+//! the operations DESIGN §10 sets targets for, and the table of their figures. Must not:
+//! judge the figures; it measures and reports (the targets are shown beside them).
 
-use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
-use crate::export;
-use crate::projection::tree::ThoughtTree;
-use crate::store::Ledger;
-use crate::tools::thinking::{SequentialThought, ThinkingEvent};
 use anyhow::Context;
+use reasoning_ledger::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
+use reasoning_ledger::export;
+use reasoning_ledger::projection::tree::ThoughtTree;
+use reasoning_ledger::store::Ledger;
+use reasoning_ledger::tools::thinking::{SequentialThought, ThinkingEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Events in the session whose rebuild (a tool's own fold) is timed, by default.
+pub const DEFAULT_REBUILD_EVENTS: u64 = 100_000;
+
+/// Thoughts in the tree whose Mermaid export is timed, by default.
+pub const DEFAULT_MERMAID_THOUGHTS: u64 = 10_000;
+
+/// Events in the ledger whose open is timed, by default.
+pub const DEFAULT_OPEN_EVENTS: u64 = 1_000_000;
 
 /// Events appended per transaction while building fixtures (fixtures are not the
 /// measured part; one commit per event would take minutes for a million).
@@ -31,6 +40,23 @@ pub struct LedgerFigures {
     /// Median time of `Ledger::open` on the big ledger (a fresh process would pay this).
     pub open_ms: f64,
     pub open_file_bytes: u64,
+}
+
+impl std::fmt::Display for LedgerFigures {
+    /// A Markdown table: figure, measurement, DESIGN §10 target.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "| ledger figure | measured | target |\n|---|---|---|\n| rebuild a {}-event session | {:.1} ms | ≤ 150 ms |\n| Mermaid export of {} thoughts | {:.1} ms | ≤ 50 ms |\n| open a ledger of {} events ({:.0} MiB) | {:.2} ms | ≤ 50 ms |\n",
+            self.rebuild_events,
+            self.rebuild_ms,
+            self.mermaid_thoughts,
+            self.mermaid_ms,
+            self.open_events,
+            self.open_file_bytes as f64 / 1048576.0,
+            self.open_ms
+        )
+    }
 }
 
 fn thought_payload(n: u64, total: u64) -> Payload {
@@ -123,7 +149,7 @@ pub fn run(
         let started = Instant::now();
         // What a ledger tool or export does: read the head, fold the session.
         let head = ledger.head(session)?.context("fixture head")?;
-        let tree = crate::tools::ledger::load_tree(&ledger, &head, None)?;
+        let tree = reasoning_ledger::tools::ledger::load_tree(&ledger, &head, None)?;
         samples.push(started.elapsed());
         assert_eq!(tree.at_seq, rebuild_events);
     }
@@ -163,7 +189,8 @@ pub fn run(
         samples.push(started.elapsed());
         drop(ledger);
     }
-    let open_file_bytes = std::fs::metadata(open_dir.join(crate::store::LEDGER_FILE_NAME))?.len();
+    let open_file_bytes =
+        std::fs::metadata(open_dir.join(reasoning_ledger::store::LEDGER_FILE_NAME))?.len();
     Ok(LedgerFigures {
         rebuild_events,
         rebuild_ms,

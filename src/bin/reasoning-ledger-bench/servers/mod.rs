@@ -1,4 +1,4 @@
-//! Benchmark harness behind `reasoning-ledger bench`: measures stdio MCP
+//! The server benchmarks of `reasoning-ledger-bench`: measures stdio MCP
 //! servers given as command lines — our own binary and the Node reference
 //! server `@modelcontextprotocol/server-sequential-thinking` — side by side,
 //! plus the cost of one `fdatasync` on the data directory's filesystem.
@@ -22,10 +22,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 pub use fsync::{FSYNC_WRITE_BYTES, FsyncFigures};
-pub use report::{
-    DURABILITY_BUDGET_FACTOR, DurabilityBudget, ServerBenchReport, ServerFigures, ServerOutcome,
-};
-pub use session::{DATA_DIR_PLACEHOLDER, QUIET_ENV, TOOL_NAME};
+pub use report::{ServerBenchReport, ServerFigures, ServerOutcome};
+pub use session::DATA_DIR_PLACEHOLDER;
 pub use stats::LatencySummary;
 
 use session::Session;
@@ -45,9 +43,6 @@ pub const DEFAULT_IN_FLIGHT: usize = 8;
 
 /// Thoughts recorded in a fresh server before its RSS is read.
 pub const DEFAULT_RSS_THOUGHTS: usize = 10_000;
-
-/// The optional, larger RSS checkpoint (`--rss-100k` or similar in the CLI).
-pub const LARGE_RSS_THOUGHTS: usize = 100_000;
 
 /// `fdatasync` samples for the durability baseline.
 pub const DEFAULT_FSYNC_SAMPLES: usize = 200;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::mcp_client::McpClient;
 use anyhow::{Context as _, bail};
+use reasoning_ledger::mcp_client::McpClient;
 use serde_json::{Map, Value};
 
 /// Name of the tool both servers expose.

@@ -1,0 +1,233 @@
+//! `reasoning-ledger-bench`: the benchmark harness. A binary target of its own, so the
+//! `reasoning-ledger` binary a user installs carries none of it. It measures our stdio
+//! MCP server side by side with the Node reference server ([`servers`]) and the ledger
+//! itself ([`ledger`]), and prints the figures as Markdown tables or JSON.
+//!
+//! Owns: the bench's command line, finding the `reasoning-ledger` binary it measures
+//! (`--server`, else the sibling of this executable in the same cargo target
+//! directory), the scratch directory, and the printed report. Must not: judge the
+//! figures (targets are shown beside them, never enforced), or drive our server other
+//! than as a child process behind its argv (what is measured is the binary users run).
+
+mod ledger;
+mod servers;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Name of the binary target that serves MCP (the one users install), without the
+/// platform's executable suffix.
+const SERVER_BIN_NAME: &str = "reasoning-ledger";
+
+/// The directory cargo puts test and build-script executables in, below the profile
+/// directory that holds the binaries.
+const CARGO_DEPS_DIR: &str = "deps";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "reasoning-ledger-bench",
+    version,
+    about = "Measure reasoning-ledger: side by side with the Node reference server, and the ledger itself",
+    long_about = "Measure reasoning-ledger: side by side with the Node reference server, and the ledger itself.\n\nBuild both binaries first (`cargo build --release`), then run target/release/reasoning-ledger-bench from the repository root (the reference server is looked up in bench/reference/ there)."
+)]
+struct BenchArgs {
+    /// The server binary to measure [default: reasoning-ledger beside this executable]
+    #[arg(long, value_name = "PATH")]
+    server: Option<PathBuf>,
+    /// Scratch directory for the benchmark ledgers [default: a new temporary directory]
+    #[arg(long)]
+    scratch: Option<PathBuf>,
+    /// Calls for the one-caller and the in-flight runs
+    #[arg(long, default_value_t = servers::DEFAULT_CALLS)]
+    calls: usize,
+    /// Spawn → initialize runs per server
+    #[arg(long, default_value_t = servers::DEFAULT_SPAWN_RUNS)]
+    spawn_runs: usize,
+    /// Thought counts at which RSS is read (comma-separated)
+    #[arg(long, default_values_t = [servers::DEFAULT_RSS_THOUGHTS], value_delimiter = ',')]
+    rss_at: Vec<usize>,
+    /// Skip the MCP server benchmarks
+    #[arg(long)]
+    no_servers: bool,
+    /// Skip the Node reference server even if installed (bench/reference)
+    #[arg(long)]
+    no_reference: bool,
+    /// Skip the ledger benchmarks
+    #[arg(long)]
+    no_ledger: bool,
+    /// Events in the session rebuilt
+    #[arg(long, default_value_t = ledger::DEFAULT_REBUILD_EVENTS)]
+    rebuild_events: u64,
+    /// Thoughts in the tree exported as Mermaid
+    #[arg(long, default_value_t = ledger::DEFAULT_MERMAID_THOUGHTS)]
+    mermaid_thoughts: u64,
+    /// Events in the ledger opened
+    #[arg(long, default_value_t = ledger::DEFAULT_OPEN_EVENTS)]
+    open_events: u64,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let args = BenchArgs::parse();
+    init_logging();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The store's warnings and errors go to stderr, as they would from the server.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
+}
+
+/// The `reasoning-ledger` binary to measure: `--server`, else the file of that name in
+/// this executable's directory, where cargo builds both binaries of the package
+/// (`target/<profile>/`; from a test harness in `target/<profile>/deps/`, its parent).
+/// Missing, it is an error naming the command that builds it.
+fn server_binary(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = flag {
+        if !path.is_file() {
+            bail!("--server {}: no such file", path.display());
+        }
+        return Ok(path);
+    }
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let dir = exe
+        .parent()
+        .with_context(|| format!("{} has no parent directory", exe.display()))?;
+    let file_name = format!("{SERVER_BIN_NAME}{}", std::env::consts::EXE_SUFFIX);
+    let sibling = dir.join(&file_name);
+    let candidates = match dir.file_name() {
+        Some(name) if name == CARGO_DEPS_DIR => {
+            vec![sibling, dir.with_file_name(&file_name)]
+        }
+        _ => vec![sibling],
+    };
+    if let Some(found) = candidates.iter().find(|path| path.is_file()) {
+        return Ok(found.clone());
+    }
+    let profile = if cfg!(debug_assertions) {
+        ""
+    } else {
+        " --release"
+    };
+    bail!(
+        "the server binary to measure is missing: no {} beside this bench at {}.\nBuild it first: `cargo build{profile}` (builds both binaries), or pass --server PATH",
+        file_name,
+        dir.display()
+    )
+}
+
+/// Our binary's path and build time, so a report can be matched to a build (a stale
+/// binary is measured as it is; rebuild with `cargo build` first).
+fn describe_binary(path: &Path) -> String {
+    let built = std::fs::metadata(path)
+        .and_then(|meta| meta.modified())
+        .map(|time| format!(", built {}", humantime::format_rfc3339_seconds(time)))
+        .unwrap_or_default();
+    format!("{}{built}", path.display())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn run(args: BenchArgs) -> anyhow::Result<()> {
+    // Found before anything is measured: a missing binary fails at once, not after the
+    // ledger fixtures.
+    let server = if args.no_servers {
+        None
+    } else {
+        Some(server_binary(args.server.clone())?)
+    };
+    let temp;
+    let scratch = match args.scratch {
+        Some(dir) => dir,
+        None => {
+            temp = tempfile::tempdir().context("creating a scratch directory")?;
+            temp.path().to_path_buf()
+        }
+    };
+    let mut report = serde_json::Map::new();
+    let mut text = String::new();
+    if let Some(server) = server {
+        eprintln!("bench: measuring {}", describe_binary(&server));
+        let mut options = servers::ServerBenchOptions::new(scratch.join("servers"));
+        options.ours = Some(servers::ours_command(&server));
+        options.calls = args.calls;
+        options.spawn_runs = args.spawn_runs;
+        options.rss_checkpoints = args.rss_at.clone();
+        if !args.no_reference {
+            let root = std::env::current_dir()?;
+            options.reference = servers::reference_command(&root);
+            if options.reference.is_none() {
+                eprintln!(
+                    "bench: the Node reference server is not installed; run `npm ci --prefix {}` to compare side by side",
+                    servers::REFERENCE_PROJECT_DIR
+                );
+            }
+        }
+        let figures = runtime()?.block_on(servers::run_server_bench(options))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("servers".into(), figures.report_json());
+    }
+    if !args.no_ledger {
+        eprintln!(
+            "bench: building ledger fixtures ({} + {} + {} events)…",
+            args.rebuild_events, args.mermaid_thoughts, args.open_events
+        );
+        let figures = ledger::run(
+            &scratch.join("ledger"),
+            args.rebuild_events,
+            args.mermaid_thoughts,
+            args.open_events,
+        )?;
+        text.push_str(&figures.to_string());
+        report.insert("ledger".into(), serde_json::to_value(&figures)?);
+    }
+    let out = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
+    } else {
+        text
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_server_flag_names_the_path() {
+        let error = server_binary(Some(PathBuf::from("/nonexistent/reasoning-ledger")))
+            .expect_err("no such file");
+        assert!(error.to_string().contains("/nonexistent/reasoning-ledger"));
+    }
+
+    #[test]
+    fn the_arguments_parse_with_their_defaults() {
+        let args = BenchArgs::try_parse_from(["reasoning-ledger-bench"]).expect("no arguments");
+        assert_eq!(args.calls, servers::DEFAULT_CALLS);
+        assert_eq!(args.rss_at, [servers::DEFAULT_RSS_THOUGHTS]);
+        assert_eq!(args.open_events, ledger::DEFAULT_OPEN_EVENTS);
+    }
+}
