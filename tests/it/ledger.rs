@@ -546,7 +546,7 @@ async fn read(client: &Client, uri: &str) -> Result<(String, String), rmcp::Serv
 }
 
 #[tokio::test]
-async fn resources_list_the_sessions_and_three_templates() {
+async fn resources_list_the_sessions_and_a_template_per_rendering() {
     let dir = common::data_dir();
     let client = spawn(dir.path()).await;
     let session = scripted(&client).await;
@@ -587,6 +587,7 @@ async fn resources_list_the_sessions_and_three_templates() {
             ("ledger://sessions/{id}", "application/json"),
             ("ledger://sessions/{id}/mermaid", "text/vnd.mermaid"),
             ("ledger://sessions/{id}/markdown", "text/markdown"),
+            ("ledger://sessions/{id}/jsonl", "application/jsonl"),
         ]
     );
 }
