@@ -58,6 +58,7 @@ impl ArrivalOrder {
     }
 
     fn release(&self, ticket: u64) {
+        tracing::trace!(ticket, "turn given up");
         let mut state = self.state();
         if ticket == state.next {
             state.next += 1;
@@ -76,6 +77,7 @@ impl ArrivalOrder {
     }
 
     async fn wait_for(&self, ticket: u64) {
+        tracing::trace!(ticket, "waiting for the turn");
         let deadline = tokio::time::Instant::now() + ARRIVAL_WAIT_LIMIT;
         loop {
             let notified = self.changed.notified();
