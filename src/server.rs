@@ -118,8 +118,9 @@ impl LedgerServer {
             .await
     }
 
-    /// Runs one tool call in its own task (a panic becomes an error answer).
-    async fn dispatch_request(
+    /// Runs one tool call with its request's context, in its own task (a panic becomes an
+    /// error answer).
+    pub async fn dispatch_request(
         &self,
         name: &str,
         arguments: Map<String, Value>,
@@ -153,7 +154,10 @@ impl LedgerServer {
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {
-                if !matches!(error, ToolError::Validation { .. }) {
+                if !matches!(
+                    error,
+                    ToolError::Validation { .. } | ToolError::Cancelled { .. }
+                ) {
                     tracing::error!(tool = name, %error, "tool call failed");
                 }
                 error.into_result()

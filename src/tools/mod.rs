@@ -291,6 +291,9 @@ pub enum ToolError {
     /// The store refused the events: nothing was recorded.
     #[error("{0}")]
     Append(#[from] AppendError),
+    /// The client cancelled the call before it was recorded.
+    #[error("the client cancelled {tool} before it was recorded: nothing was recorded")]
+    Cancelled { tool: String },
     /// The tool panicked: nothing was recorded.
     #[error("internal error in tool {tool}: {message}")]
     Panicked { tool: String, message: String },

@@ -426,6 +426,25 @@ mod tests {
     }
 
     #[test]
+    fn the_request_reaches_the_family_and_a_call_cancelled_before_its_write_records_nothing() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let server = LedgerServer::new(ledger.clone(), Toolset::parse_list("note").unwrap(), false);
+        let request = crate::tools::Request::detached();
+        request.cancel.cancel();
+        let answer = runtime
+            .block_on(server.dispatch_request(NOTE, arguments(json!({"text": "late"})), request))
+            .unwrap();
+        assert_eq!(answer.is_error, Some(true));
+        assert!(
+            format!("{answer:?}").contains("nothing was recorded"),
+            "{answer:?}"
+        );
+        assert!(ledger.heads().unwrap().is_empty());
+    }
+
+    #[test]
     fn a_schema_1_event_is_read_through_the_schema_2_upcaster_and_still_verifies() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::open(dir.path()).unwrap();

@@ -196,13 +196,24 @@ impl ToolCall {
             .await
     }
 
-    /// Queues `job` in this call's turn and waits for its commit.
+    /// Queues `job` in this call's turn and waits for its commit. A call the client
+    /// cancelled before its job was queued records nothing (its answer would be dropped
+    /// anyway); once queued, the job commits whatever happens to the request.
     async fn write<R: Send + 'static>(
         &mut self,
         job: impl FnOnce(&mut AppendTxn<'_>) -> Result<R, ToolError> + Send + 'static,
     ) -> Result<R, ToolError> {
         crate::fault::hit(crate::fault::FaultPoint::ToolBeforeWrite);
-        self.request.turn.wait().await;
+        tokio::select! {
+            biased;
+            () = self.request.cancel.cancelled() => {}
+            () = self.request.turn.wait() => {}
+        }
+        if self.request.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled {
+                tool: self.name.clone(),
+            });
+        }
         let queued = self.ctx.ledger.queue_write(job);
         self.request.turn.release();
         queued?.await?
