@@ -41,12 +41,8 @@ async fn pipelined_writes_of_one_connection_take_effect_in_arrival_order() {
     let dir = common::data_dir();
     let mut raw = Raw::spawn(dir.path()).await;
     raw.initialize().await;
-    raw.send(
-        &thought_call(2, 1, "the old session", None)[..]
-            .strip_suffix(b"\n")
-            .unwrap(),
-    )
-    .await;
+    let first = thought_call(2, 1, "the old session", None);
+    raw.send(first.strip_suffix(b"\n").unwrap()).await;
     let (old, _) = answer_of(&raw.answer(2).await);
 
     // Everything in one write: the server reads the lines faster than it runs the calls.
