@@ -1,0 +1,371 @@
+//! The redb backend: the ledger in one embedded file, shared by every process of a user
+//! through redb's multi-writer mode (DESIGN §3).
+//!
+//! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
+//! views, the tables ([`tables`]), opening a file or a test storage ([`open`]), assigning
+//! positions to the events of a ledger an earlier build wrote, and the fault suites
+//! ([`fault`], test builds only). Must not: hold an append rule or a verify check (those
+//! live once in the store's facade), or let a `redb` type out of this module.
+//!
+//! A write transaction is exclusive across processes in multi-writer mode, so reading the
+//! last position inside it and numbering the batch's events after it makes commit order
+//! position order.
+
+#[cfg(test)]
+mod fault;
+pub(crate) mod open;
+mod tables;
+
+use super::contract::{
+    AppendPlan, Backend, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
+};
+use super::error::is_disk_full;
+use super::{Ledger, OpenError, SessionHead, StoreError, codec};
+use crate::event::{Event, EventId, SessionId};
+use ::redb::{
+    ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
+    WriteTransaction,
+};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use tables::{
+    ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, session_key, session_of,
+};
+
+/// Maps a redb error to the store's: an I/O error saying the disk is full becomes
+/// [`StoreError::DiskFull`]; anything else [`StoreError::Backend`] with it as the source.
+pub(crate) fn store_error(error: impl Into<::redb::Error>) -> StoreError {
+    let error = error.into();
+    if let ::redb::Error::Io(io) = &error
+        && is_disk_full(io)
+    {
+        return StoreError::DiskFull(Arc::new(error));
+    }
+    StoreError::backend(error)
+}
+
+impl Ledger {
+    /// Opens the ledger at an exact file path (see [`open::open_file`]: a new ledger
+    /// appears there complete or not at all; an existing file is checked read-only first).
+    pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
+        let handle = open::open_file(path)?;
+        Ok(Ledger::with_backend(RedbBackend { handle }, path))
+    }
+
+    /// Opens the ledger over any redb storage backend, with the same settings and rules as
+    /// a file (empty storage becomes a new ledger). `make` builds a fresh backend over the
+    /// same storage for every open; `label` names it in errors. The fault-injection tests
+    /// run the real writer and reads through this.
+    #[cfg(test)]
+    pub(crate) fn open_backend<B: ::redb::StorageBackend>(
+        label: &Path,
+        make: impl Fn() -> B + Send + Sync + 'static,
+    ) -> Result<Ledger, OpenError> {
+        let handle = open::open_backend(label, make)?;
+        Ok(Ledger::with_backend(RedbBackend { handle }, label))
+    }
+}
+
+/// The ledger in a redb database.
+pub struct RedbBackend {
+    handle: open::Handle,
+}
+
+impl Backend for RedbBackend {
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        Ok(Box::new(RedbRead {
+            txn: self.handle.begin_read()?,
+        }))
+    }
+
+    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+        let txn = self.handle.begin_write()?;
+        let changed = assign_positions(&txn)?;
+        Ok(Box::new(RedbWrite { txn, changed }))
+    }
+}
+
+/// A redb read transaction.
+struct RedbRead {
+    txn: ReadTransaction,
+}
+
+impl RedbRead {
+    /// A table, or `None` when the file has no such table (a ledger of an earlier build
+    /// before its first write: no `positions` yet).
+    fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+        &self,
+        table: TableDefinition<K, V>,
+    ) -> Result<Option<::redb::ReadOnlyTable<K, V>>, StoreError> {
+        match self.txn.open_table(table) {
+            Ok(table) => Ok(Some(table)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+}
+
+/// The redb write transaction.
+struct RedbWrite {
+    txn: WriteTransaction,
+    /// Something was written (rows, a head, positions assigned at the start).
+    changed: bool,
+}
+
+impl RedbWrite {
+    /// A table (a write transaction creates one that is missing).
+    fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+        &self,
+        table: TableDefinition<K, V>,
+    ) -> Result<Option<::redb::Table<'_, K, V>>, StoreError> {
+        self.txn.open_table(table).map(Some).map_err(store_error)
+    }
+}
+
+/// The read side, written once for both transaction kinds (their table types differ).
+macro_rules! read_view {
+    ($view:ty) => {
+        impl ReadView for $view {
+            fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+                match self.open(HEADS)? {
+                    Some(heads) => tables::read_head(&heads, session),
+                    None => Ok(None),
+                }
+            }
+
+            fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+                let mut out = Vec::new();
+                if let Some(heads) = self.open(HEADS)? {
+                    for row in heads.iter().map_err(store_error)? {
+                        let (_, value) = row.map_err(store_error)?;
+                        out.push(tables::decode_head(value.value())?);
+                    }
+                }
+                Ok(out)
+            }
+
+            fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+                let Some(aliases) = self.open(ALIASES)? else {
+                    return Ok(None);
+                };
+                Ok(aliases
+                    .get(alias)
+                    .map_err(store_error)?
+                    .map(|v| session_of(v.value())))
+            }
+
+            fn event_by_id(&self, id: EventId) -> Result<Option<Event>, StoreError> {
+                let (Some(ids), Some(events)) = (self.open(EVENT_IDS)?, self.open(EVENTS)?) else {
+                    return Ok(None);
+                };
+                let Some(location) = ids.get(id.0.0).map_err(store_error)? else {
+                    return Ok(None);
+                };
+                let row = events
+                    .get(location.value())
+                    .map_err(store_error)?
+                    .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
+                tables::decode_event(row.value()).map(Some)
+            }
+
+            fn scan_session(
+                &self,
+                session: SessionId,
+                from_seq: u64,
+                to_seq: u64,
+                decode: Decode,
+                visit: &mut RowVisitor<'_>,
+            ) -> Result<(), StoreError> {
+                if from_seq > to_seq {
+                    return Ok(());
+                }
+                let Some(events) = self.open(EVENTS)? else {
+                    return Ok(());
+                };
+                let decode = match decode {
+                    Decode::Full => codec::decode_event,
+                    Decode::ToFold => codec::decode_event_to_fold,
+                };
+                let key = session_key(session);
+                for row in events
+                    .range((key, from_seq)..=(key, to_seq))
+                    .map_err(store_error)?
+                {
+                    let (stored_key, value) = row.map_err(store_error)?;
+                    if !visit(stored_key.value().1, decode(value.value())) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+
+            fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+                let Some(events) = self.open(EVENTS)? else {
+                    return Ok(());
+                };
+                for row in events.iter().map_err(store_error)? {
+                    let (_, value) = row.map_err(store_error)?;
+                    if !visit(tables::decode_event(value.value())?) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+
+            fn event_count(&self) -> Result<u64, StoreError> {
+                match self.open(EVENTS)? {
+                    Some(events) => events.len().map_err(store_error),
+                    None => Ok(0),
+                }
+            }
+
+            fn last_position(&self) -> Result<u64, StoreError> {
+                let Some(positions) = self.open(POSITIONS)? else {
+                    return Ok(0);
+                };
+                Ok(positions
+                    .last()
+                    .map_err(store_error)?
+                    .map_or(0, |(position, _)| position.value()))
+            }
+
+            fn scan_positions(
+                &self,
+                from: u64,
+                visit: &mut PositionVisitor<'_>,
+            ) -> Result<(), StoreError> {
+                let (Some(positions), Some(events)) = (self.open(POSITIONS)?, self.open(EVENTS)?)
+                else {
+                    return Ok(());
+                };
+                for row in positions.range(from..).map_err(store_error)? {
+                    let (position, location) = row.map_err(store_error)?;
+                    let (position, location) = (position.value(), location.value());
+                    let row = events.get(location).map_err(store_error)?.ok_or_else(|| {
+                        StoreError::Corrupt(format!("position {position} has no event row"))
+                    })?;
+                    if !visit(position, tables::decode_event(row.value())?) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+read_view!(RedbRead);
+read_view!(RedbWrite);
+
+impl WriteView for RedbWrite {
+    fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError> {
+        self.changed = true;
+        let key = session_key(plan.head.session);
+        let mut position = self.last_position()?;
+        {
+            let mut rows = self.txn.open_table(EVENTS).map_err(store_error)?;
+            let mut ids = self.txn.open_table(EVENT_IDS).map_err(store_error)?;
+            let mut positions = self.txn.open_table(POSITIONS).map_err(store_error)?;
+            for event in &plan.events {
+                position += 1;
+                let bytes = codec::encode_event(event);
+                rows.insert((key, event.seq), bytes.as_slice())
+                    .map_err(store_error)?;
+                ids.insert(event.id.0.0, (key, event.seq))
+                    .map_err(store_error)?;
+                positions
+                    .insert(position, (key, event.seq))
+                    .map_err(store_error)?;
+            }
+        }
+        let head = SessionHead {
+            position,
+            ..plan.head.clone()
+        };
+        self.put_head(&head)?;
+        let mut aliases = self.txn.open_table(ALIASES).map_err(store_error)?;
+        for alias in &plan.aliases {
+            aliases.insert(alias.as_str(), key).map_err(store_error)?;
+        }
+        Ok(position)
+    }
+
+    fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
+        self.changed = true;
+        let mut heads = self.txn.open_table(HEADS).map_err(store_error)?;
+        heads
+            .insert(
+                session_key(head.session),
+                tables::encode_head(head).as_slice(),
+            )
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn has_changes(&self) -> bool {
+        self.changed
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.txn.commit().map_err(store_error)
+    }
+
+    fn abort(self: Box<Self>) -> Result<(), StoreError> {
+        self.txn.abort().map_err(store_error)
+    }
+}
+
+/// Gives every event of a ledger written by an earlier build (which kept no positions) a
+/// position, once: ordered by time, then session, then seq, the closest to commit order
+/// those rows still tell. Runs in the first write transaction that finds
+/// [`POSITIONS_ASSIGNED`] missing, so the scan is paid once per ledger, never on an open;
+/// every later transaction only reads that one key. Returns whether it wrote anything.
+fn assign_positions(txn: &WriteTransaction) -> Result<bool, StoreError> {
+    let mut meta = txn.open_table(META).map_err(store_error)?;
+    if meta.get(POSITIONS_ASSIGNED).map_err(store_error)?.is_some() {
+        return Ok(false);
+    }
+    let events = txn.open_table(EVENTS).map_err(store_error)?;
+    let mut order: Vec<(u64, u128, u64)> = Vec::new();
+    for row in events.iter().map_err(store_error)? {
+        let (key, value) = row.map_err(store_error)?;
+        let (session, seq) = key.value();
+        // An undecodable row still gets a position (last); verify reports the row.
+        let at = codec::decode_event_to_fold(value.value()).map_or(u64::MAX, |e| e.at);
+        order.push((at, session, seq));
+    }
+    order.sort_unstable();
+    let mut positions = txn.open_table(POSITIONS).map_err(store_error)?;
+    let mut start = positions
+        .last()
+        .map_err(store_error)?
+        .map_or(0, |(p, _)| p.value());
+    let mut last_of: HashMap<u128, u64> = HashMap::new();
+    for (_, session, seq) in order {
+        start += 1;
+        positions
+            .insert(start, (session, seq))
+            .map_err(store_error)?;
+        last_of.insert(session, start);
+    }
+    let mut heads = txn.open_table(HEADS).map_err(store_error)?;
+    let mut rewritten = Vec::new();
+    for row in heads.iter().map_err(store_error)? {
+        let (key, value) = row.map_err(store_error)?;
+        let mut head = tables::decode_head(value.value())?;
+        if let Some(position) = last_of.get(&key.value()) {
+            head.position = *position;
+            rewritten.push((key.value(), tables::encode_head(&head)));
+        }
+    }
+    for (key, bytes) in rewritten {
+        heads.insert(key, bytes.as_slice()).map_err(store_error)?;
+    }
+    meta.insert(POSITIONS_ASSIGNED, 1).map_err(store_error)?;
+    tracing::info!(
+        events = last_of.len(),
+        "assigned ledger positions to the events of an earlier build"
+    );
+    Ok(true)
+}
