@@ -364,8 +364,142 @@ fn assign_positions(txn: &WriteTransaction) -> Result<bool, StoreError> {
     }
     meta.insert(POSITIONS_ASSIGNED, 1).map_err(store_error)?;
     tracing::info!(
-        events = last_of.len(),
+        events = start,
         "assigned ledger positions to the events of an earlier build"
     );
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    //! What only redb has: ledgers written by an earlier build.
+
+    use super::*;
+    use crate::event::{NewEvent, Payload, SessionKind};
+    use crate::store::rules::{self, Batch, Plan};
+
+    /// Builds, with redb alone, a ledger as the build before positions wrote it: four
+    /// tables, heads without a position and summaries without a version. Each session is
+    /// (id, [(at, thoughts)]): one batch per entry, the first starting it.
+    fn earlier_build_ledger(path: &Path, sessions: &[(SessionId, Vec<u64>)]) {
+        let db = open::builder().create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut events = txn.open_table(EVENTS).unwrap();
+            let mut heads = txn.open_table(HEADS).unwrap();
+            let mut ids = txn.open_table(EVENT_IDS).unwrap();
+            txn.open_table(ALIASES).unwrap();
+            for (session, batches) in sessions {
+                let mut head: Option<SessionHead> = None;
+                for (index, at) in batches.iter().enumerate() {
+                    let payload = if index == 0 {
+                        Payload::SessionStarted {
+                            kind: SessionKind::Thinking,
+                            title: "old".into(),
+                            aliases: Vec::new(),
+                        }
+                    } else {
+                        Payload::SessionClosed {
+                            reason: format!("{index}"),
+                        }
+                    };
+                    let batch = Batch::New {
+                        session: *session,
+                        expected_seq: head.as_ref().map_or(0, |h| h.seq),
+                        at: *at,
+                        events: vec![NewEvent::new(payload)],
+                    };
+                    let Plan::Write(plan) =
+                        rules::plan_append(head.as_ref(), &Default::default(), batch).unwrap()
+                    else {
+                        panic!("a write")
+                    };
+                    for event in &plan.events {
+                        let key = (session_key(*session), event.seq);
+                        events
+                            .insert(key, codec::encode_event(event).as_slice())
+                            .unwrap();
+                        ids.insert(event.id.0.0, key).unwrap();
+                    }
+                    head = Some(plan.head);
+                }
+                let mut json = serde_json::to_value(head.unwrap()).unwrap();
+                json.as_object_mut().unwrap().remove("position");
+                json["summary"].as_object_mut().unwrap().remove("version");
+                heads
+                    .insert(
+                        session_key(*session),
+                        serde_json::to_vec(&json).unwrap().as_slice(),
+                    )
+                    .unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn an_earlier_builds_ledger_opens_verifies_and_gets_positions_on_its_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let (a, b) = (SessionId::generate(), SessionId::generate());
+        // Interleaved in time: a@10, b@20, a@30, b@40.
+        earlier_build_ledger(&path, &[(a, vec![10, 30]), (b, vec![20, 40])]);
+        let ledger = Ledger::open_file(&path).unwrap();
+        assert_eq!(
+            ledger.last_position().unwrap(),
+            0,
+            "no position before a write"
+        );
+        assert!(ledger.heads().unwrap().iter().all(|h| h.position == 0));
+        assert!(ledger.events_from_position(0, 10).unwrap().is_empty());
+        assert_eq!(ledger.verify_all().unwrap().len(), 2, "old rows verify");
+        assert_eq!(ledger.head(a).unwrap().unwrap().summary.version, 1);
+
+        // The first write assigns positions by time, then numbers its own after them.
+        let appended = ledger
+            .write_blocking(move |txn| {
+                txn.append(
+                    a,
+                    2,
+                    vec![NewEvent::new(Payload::SessionClosed {
+                        reason: "new".into(),
+                    })],
+                )
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(appended.head.position, 5);
+        let order: Vec<(u64, SessionId, u64)> = ledger
+            .events_from_position(0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.position, e.event.session, e.event.seq))
+            .collect();
+        assert_eq!(
+            order,
+            [(1, a, 1), (2, b, 1), (3, a, 2), (4, b, 2), (5, a, 3)]
+        );
+        assert_eq!(ledger.head(b).unwrap().unwrap().position, 4);
+        assert_eq!(ledger.verify_all().unwrap().len(), 2);
+        drop(ledger);
+        // Once: a second handle finds the positions there.
+        let again = Ledger::open_file(&path).unwrap();
+        assert_eq!(again.last_position().unwrap(), 5);
+    }
+
+    #[test]
+    fn a_write_transaction_that_only_assigns_positions_commits_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let a = SessionId::generate();
+        earlier_build_ledger(&path, &[(a, vec![10, 20, 30])]);
+        let ledger = Ledger::open_file(&path).unwrap();
+        // A job that appends nothing (a refused append) still carries the upkeep.
+        let refused = ledger
+            .write_blocking(move |txn| txn.append(a, 0, Vec::new()))
+            .unwrap();
+        assert!(refused.is_err());
+        assert_eq!(ledger.last_position().unwrap(), 3);
+        assert_eq!(ledger.head(a).unwrap().unwrap().position, 3);
+    }
 }
