@@ -2,10 +2,10 @@
 //!
 //! Tools submit jobs (closures over an [`AppendTxn`]); the thread takes the job waiting
 //! longest plus every job queued behind it (up to [`MAX_JOBS_PER_COMMIT`]), runs them in
-//! order inside one write transaction of the backend ([`WriteView`]), commits once (durably),
-//! and only then hands each job's result back. Concurrent callers thus share one fsync. If the
-//! commit fails, every job in the group gets the error: nothing is acknowledged that is
-//! not durable. A job runs on this thread, never on an async worker.
+//! order inside one write transaction of the backend ([`WriteView`]), commits once
+//! (durably), and only then hands each job's result back. Concurrent callers thus share
+//! one fsync. If the commit fails, every job in the group gets the error: nothing is
+//! acknowledged that is not durable. A job runs on this thread, never on an async worker.
 //!
 //! Owns: the thread, [`AppendTxn`] (what a job may do: read heads, append, import, each
 //! through [`rules::plan_append`]) and telling watches about each commit. Must not: hand
@@ -98,14 +98,14 @@ impl WriterHandle {
                     let _ = reply.send(committed.and(Err(StoreError::WriterGone)));
                 }) as Completion;
             };
-            let appended_before = txn.appended;
+            let writes_before = txn.writes();
             let outcome = catch_unwind(AssertUnwindSafe(|| job(txn)));
             let outcome = match outcome {
                 Ok(value) => Ok(value),
                 Err(panic) => {
                     let message = panic_message(&panic);
                     tracing::error!(%message, "a job panicked inside the write transaction");
-                    if txn.appended != appended_before {
+                    if txn.writes() != writes_before {
                         // It may have left part of its events: the whole group must abort.
                         txn.poisoned = Some(StoreError::JobPanicked(message.clone()));
                     }
@@ -189,6 +189,7 @@ fn commit_group(backend: &dyn Backend, commits: &tokio::sync::watch::Sender<u64>
     let mut append = AppendTxn {
         txn: &mut *txn,
         appended: 0,
+        raw: 0,
         poisoned: None,
     };
     let mut completions = Vec::with_capacity(group.len());
@@ -237,6 +238,8 @@ pub struct AppendTxn<'a> {
     txn: &'a mut dyn WriteView,
     /// Events appended in this transaction so far (by every job of the group).
     appended: usize,
+    /// Times the backend's transaction was handed out for a raw write ([`Self::backend`]).
+    raw: usize,
     /// Set when a storage error or a panic may have left part of a job's writes behind.
     poisoned: Option<StoreError>,
 }
@@ -313,6 +316,13 @@ impl AppendTxn<'_> {
     /// summaries) and for tests that inject damage through the contract.
     /// What is written this way is committed with the group ([`WriteView::has_changes`]).
     pub(crate) fn backend(&mut self) -> &mut dyn WriteView {
+        self.raw += 1;
         &mut *self.txn
+    }
+
+    /// Changes whenever this transaction may have been written to: a job that panics
+    /// after that poisons its group.
+    fn writes(&self) -> usize {
+        self.appended + self.raw
     }
 }
