@@ -63,6 +63,32 @@ pub trait Backend: Send + Sync + 'static {
     fn poll_interval(&self) -> Duration {
         super::watch::WATCH_POLL_INTERVAL
     }
+
+    /// Called once, when the ledger is built over this backend, with the signal that wakes
+    /// its watches. A backend that hears of other processes' commits (a LISTEN/NOTIFY
+    /// listener) keeps it and calls [`CommitSignal::committed`]; the default ignores it.
+    fn on_commits(&self, signal: CommitSignal) {
+        let _ = signal;
+    }
+}
+
+/// Wakes every [`super::Watch`] of one ledger: the writer thread raises it after each
+/// commit of this process, and a backend may raise it for commits it hears of.
+#[derive(Clone)]
+pub struct CommitSignal(pub(super) std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+
+impl CommitSignal {
+    /// Says that the ledger's events up to `position` are committed (a lower position than
+    /// one already signalled wakes no one).
+    pub fn committed(&self, position: u64) {
+        self.0.send_if_modified(|last| {
+            let newer = position > *last;
+            if newer {
+                *last = position;
+            }
+            newer
+        });
+    }
 }
 
 /// A consistent snapshot of the ledger (a read transaction, or the write transaction

@@ -30,7 +30,7 @@ pub use writer::{AppendTxn, Appended};
 
 use crate::event::{Event, GENESIS_HASH, SessionId};
 use crate::projection::summary::{SUMMARY_VERSION, SessionSummary};
-use contract::{Backend, Decode, ReadView};
+use contract::{Backend, CommitSignal, Decode, ReadView};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -75,8 +75,9 @@ pub struct PositionedEvent {
 pub struct Ledger {
     backend: Arc<dyn Backend>,
     writer: writer::WriterHandle,
-    /// The last position this process committed; watches wait on it.
-    commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Raised on each commit this process makes (or its backend hears of); watches wait
+    /// on it.
+    commits: CommitSignal,
     path: Arc<PathBuf>,
     /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
@@ -138,8 +139,9 @@ impl Ledger {
     /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
     /// credentials). Starts the writer thread.
     pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
+        let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
+        backend.on_commits(commits.clone());
         let backend: Arc<dyn Backend> = Arc::new(backend);
-        let commits = Arc::new(tokio::sync::watch::Sender::new(0));
         let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
         Ledger {
             backend,

@@ -26,7 +26,7 @@ pub struct Watch {
 
 impl Watch {
     pub(super) fn new(ledger: Ledger, from: u64) -> Watch {
-        let commits = ledger.commits.subscribe();
+        let commits = ledger.commits.0.subscribe();
         let poll = ledger.backend.poll_interval();
         Watch {
             ledger,

@@ -12,7 +12,7 @@
 //! out a result before the commit returned, or keep a half-applied job in a transaction
 //! that commits. Backend-neutral: it sees a [`Backend`], never a table.
 
-use super::contract::{Backend, WriteView};
+use super::contract::{Backend, CommitSignal, WriteView};
 use super::rules::{self, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, NewEvent, SessionId, now_ms};
@@ -59,11 +59,8 @@ impl WriterThread {
 
 impl WriterHandle {
     /// Starts the writer thread over `backend`. After each commit that wrote something it
-    /// stores the ledger's last position in `commits` (what a watch waits on).
-    pub(crate) fn spawn(
-        backend: Arc<dyn Backend>,
-        commits: Arc<tokio::sync::watch::Sender<u64>>,
-    ) -> (Self, WriterThread) {
+    /// raises `commits` with the ledger's last position (what a watch waits on).
+    pub(crate) fn spawn(backend: Arc<dyn Backend>, commits: CommitSignal) -> (Self, WriterThread) {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ended_tx, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -151,11 +148,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn run(
-    backend: Arc<dyn Backend>,
-    commits: &tokio::sync::watch::Sender<u64>,
-    queue: mpsc::Receiver<Job>,
-) {
+fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<Job>) {
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_JOBS_PER_COMMIT {
@@ -175,7 +168,7 @@ fn run(
     }
 }
 
-fn commit_group(backend: &dyn Backend, commits: &tokio::sync::watch::Sender<u64>, group: Vec<Job>) {
+fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) {
     let mut txn = match backend.write() {
         Ok(txn) => txn,
         Err(error) => {
@@ -217,7 +210,7 @@ fn commit_group(backend: &dyn Backend, commits: &tokio::sync::watch::Sender<u64>
         }
         Ok(()) => {
             if let Some(position) = committed_position {
-                commits.send_replace(position);
+                commits.committed(position);
             }
         }
     }
