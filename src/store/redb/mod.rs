@@ -4,7 +4,7 @@
 //! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
 //! views, the tables ([`tables`]), opening a file or a test storage ([`open`]), assigning
 //! positions to the events of a ledger an earlier build wrote, and the fault suites
-//! ([`fault`], test builds only). Must not: hold an append rule or a verify check (those
+//! (`fault`, test builds only). Must not: hold an append rule or a verify check (those
 //! live once in the store's facade), or let a `redb` type out of this module.
 //!
 //! A write transaction is exclusive across processes in multi-writer mode, so reading the
@@ -46,8 +46,9 @@ pub(crate) fn store_error(error: impl Into<::redb::Error>) -> StoreError {
 }
 
 impl Ledger {
-    /// Opens the ledger at an exact file path (see [`open::open_file`]: a new ledger
-    /// appears there complete or not at all; an existing file is checked read-only first).
+    /// Opens the ledger at an exact file path: a new ledger appears there complete or not
+    /// at all (built beside it, then linked into place); an existing file is checked
+    /// read-only first and refused, untouched, unless it is our ledger.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
         let handle = open::open_file(path)?;
         Ok(Ledger::with_backend(RedbBackend { handle }, path))
