@@ -103,8 +103,9 @@ pub trait ReadView {
     /// The session an alias names (aliases are recorded by `session_started`).
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError>;
 
-    /// The stored event with this id, whole.
-    fn event_by_id(&self, id: EventId) -> Result<Option<Event>, StoreError>;
+    /// For each id, in order, the stored event with that id, whole (one question for the
+    /// whole batch: a network database answers it in one round trip).
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError>;
 
     /// The rows of `session` with seq in `from_seq..=to_seq`, in seq order, decoded as
     /// `decode` says, until `visit` returns false. Streams: no row is held after its visit.

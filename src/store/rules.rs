@@ -83,10 +83,15 @@ pub enum Plan {
 
 /// Reads what [`plan_append`] needs for `batch` through any backend's view.
 pub fn lookups(view: &dyn ReadView, batch: &Batch) -> Result<Stored, StoreError> {
-    let mut stored = Stored::default();
-    for (id, _) in batch.ids_and_payloads() {
-        stored.by_id.push(view.event_by_id(id)?);
-    }
+    let ids: Vec<crate::event::EventId> = batch
+        .ids_and_payloads()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let mut stored = Stored {
+        by_id: view.events_by_id(&ids)?,
+        taken_aliases: Vec::new(),
+    };
     for alias in batch.aliases() {
         if let Some(owner) = view.alias(alias)? {
             stored.taken_aliases.push((alias.to_string(), owner));

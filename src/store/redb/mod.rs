@@ -156,18 +156,24 @@ macro_rules! read_view {
                     .map(|v| session_of(v.value())))
             }
 
-            fn event_by_id(&self, id: EventId) -> Result<Option<Event>, StoreError> {
-                let (Some(ids), Some(events)) = (self.open(EVENT_IDS)?, self.open(EVENTS)?) else {
-                    return Ok(None);
+            fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+                let (Some(index), Some(events)) = (self.open(EVENT_IDS)?, self.open(EVENTS)?)
+                else {
+                    return Ok(vec![None; ids.len()]);
                 };
-                let Some(location) = ids.get(id.0.0).map_err(store_error)? else {
-                    return Ok(None);
-                };
-                let row = events
-                    .get(location.value())
-                    .map_err(store_error)?
-                    .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
-                tables::decode_event(row.value()).map(Some)
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let Some(location) = index.get(id.0.0).map_err(store_error)? else {
+                        out.push(None);
+                        continue;
+                    };
+                    let row = events
+                        .get(location.value())
+                        .map_err(store_error)?
+                        .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
+                    out.push(Some(tables::decode_event(row.value())?));
+                }
+                Ok(out)
             }
 
             fn scan_session(
