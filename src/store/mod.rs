@@ -352,7 +352,8 @@ impl Ledger {
     /// the fold (a stale [`SUMMARY_VERSION`], or a summary that does not match its log),
     /// in one write transaction. Never touches an event, a seq or a hash: a session whose
     /// log is damaged (it does not fold) is left as it is for `verify` to report. Returns
-    /// the sessions whose summary was rewritten.
+    /// the sessions whose summary was rewritten. Blocks (it runs on the writer thread):
+    /// call it off the async workers.
     pub fn rebuild_summaries(&self) -> Result<Vec<SessionId>, StoreError> {
         self.write_blocking(|txn| -> Result<Vec<SessionId>, StoreError> {
             let view = txn.backend();
