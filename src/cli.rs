@@ -90,7 +90,12 @@ pub enum Command {
         limit: usize,
     },
     /// Check every hash chain and seq (or one session's)
-    Verify { id: Option<String> },
+    Verify {
+        id: Option<String>,
+        /// First fold every session again and rewrite stale or differing summaries
+        #[arg(long)]
+        rebuild: bool,
+    },
     /// Import events from a JSONL export
     Import { file: PathBuf },
     /// Run a short scripted session through the real server and print it
@@ -182,7 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => export_cmd(&settings, &id, format, at, output.as_deref()),
         Command::Replay { id, at } => replay(&settings, &id, at),
         Command::Search { text, json, limit } => search(&settings, &text, json, limit),
-        Command::Verify { id } => verify(&settings, id.as_deref()),
+        Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
         Command::Import { file } => import(&settings, &file),
         Command::Demo => demo(&settings),
     }
@@ -381,8 +386,16 @@ fn search(settings: &Settings, query: &str, json: bool, limit: usize) -> anyhow:
     stdout_write(&text)
 }
 
-fn verify(settings: &Settings, id: Option<&str>) -> anyhow::Result<()> {
+fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> anyhow::Result<()> {
     let ledger = open(settings)?;
+    if rebuild {
+        let fixed = ledger.rebuild_summaries()?;
+        let mut text = format!("rebuilt {} session summary(ies)\n", fixed.len());
+        for session in &fixed {
+            text.push_str(&format!("  {session}\n"));
+        }
+        stdout_write(&text)?;
+    }
     let verified = match id {
         Some(id) => {
             let session = ledger

@@ -7,7 +7,8 @@
 //! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
-//! - [`store`]: the redb event log, the only module that touches the database.
+//! - [`store`]: the event log behind a backend contract (redb today), the only module
+//!   that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
 //! - [`export`]: Mermaid, Markdown, JSON and JSONL renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.

@@ -9,9 +9,22 @@
 use crate::event::{Event, Payload, SessionKind};
 use serde::{Deserialize, Serialize};
 
+/// Version of what [`SessionSummary`] folds. Raise it when a field is added or a fold
+/// rule changes: the store then reports summaries stored by an earlier build as stale
+/// (`verify`), and a rebuild (`verify --rebuild`) folds them again. Heads stored before
+/// summaries carried a version read as version 1.
+pub const SUMMARY_VERSION: u32 = 1;
+
+fn summary_version_one() -> u32 {
+    1
+}
+
 /// Counts and state of one session after the events folded into it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionSummary {
+    /// The [`SUMMARY_VERSION`] of the build that folded it.
+    #[serde(default = "summary_version_one")]
+    pub version: u32,
     pub kind: SessionKind,
     pub title: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -44,6 +57,7 @@ impl SessionSummary {
                 title,
                 aliases,
             } => Some(SessionSummary {
+                version: SUMMARY_VERSION,
                 kind: *kind,
                 title: title.clone(),
                 aliases: aliases.clone(),

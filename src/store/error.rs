@@ -1,9 +1,17 @@
 //! Errors of the store, one enum per operation: open, append, verify, and the storage
 //! failures they share.
+//!
+//! Owns: the backend-neutral error types every backend reports through. Must not: name a
+//! backend's own error type in a public variant (a backend wraps its error as a
+//! [`BackendError`], keeping it as the `source` so logs and tests can still look inside).
 
 use crate::event::{EventId, SessionId};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// A backend's own error (redb's, a database driver's), kept as the source of a
+/// [`StoreError`] or [`OpenError`].
+pub type BackendError = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A storage failure: the file could not be read or written. Cloneable so one failed
 /// group commit can be reported to every caller in the group.
@@ -13,11 +21,13 @@ pub enum StoreError {
         "the disk holding the ledger is full: nothing was recorded (free some space and retry; \
          reading and exporting still work)"
     )]
-    DiskFull(Arc<redb::Error>),
+    DiskFull(BackendError),
     #[error("ledger storage error: {0}")]
-    Redb(Arc<redb::Error>),
+    Backend(BackendError),
     #[error("ledger holds an event that cannot be decoded: {0}")]
     Corrupt(String),
+    #[error("ledger holds events of session {session} but no head for it")]
+    MissingHead { session: SessionId },
     #[error(
         "the ledger writer stopped before confirming this write; it may or may not be recorded (check with get_history)"
     )]
@@ -27,23 +37,29 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Wraps a redb error; an I/O error that says the disk is full becomes
-    /// [`StoreError::DiskFull`], whose message a model or user can act on.
-    pub fn from_redb(error: impl Into<redb::Error>) -> Self {
-        let error = error.into();
-        if is_disk_full(&error) {
-            StoreError::DiskFull(Arc::new(error))
+    /// Wraps a backend's error; an I/O error (anywhere in its source chain) that says the
+    /// disk is full becomes [`StoreError::DiskFull`], whose message a model or user can act
+    /// on.
+    pub fn backend(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let error: BackendError = Arc::new(error);
+        if is_disk_full(&*error) {
+            StoreError::DiskFull(error)
         } else {
-            StoreError::Redb(Arc::new(error))
+            StoreError::Backend(error)
+        }
+    }
+
+    /// The backend's error underneath, if any.
+    pub fn source_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            StoreError::DiskFull(error) | StoreError::Backend(error) => Some(&**error),
+            _ => None,
         }
     }
 }
 
 /// Whether `error` (or any error it wraps) is the operating system's "no space left".
-fn is_disk_full(error: &(dyn std::error::Error + 'static)) -> bool {
-    if let Some(redb::Error::Io(io)) = error.downcast_ref::<redb::Error>() {
-        return is_disk_full(io);
-    }
+pub(crate) fn is_disk_full(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = next {
         if let Some(io) = error.downcast_ref::<std::io::Error>()
@@ -61,16 +77,6 @@ fn is_disk_full(error: &(dyn std::error::Error + 'static)) -> bool {
 /// `ENOSPC` on Linux and macOS ("No space left on device").
 const ENOSPC: i32 = 28;
 
-impl StoreError {
-    /// The redb error underneath, if any.
-    pub fn redb(&self) -> Option<&redb::Error> {
-        match self {
-            StoreError::DiskFull(error) | StoreError::Redb(error) => Some(error),
-            _ => None,
-        }
-    }
-}
-
 /// Why the ledger file could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -82,7 +88,7 @@ pub enum OpenError {
     #[error("{path} is a directory, not a ledger file")]
     NotAFile { path: PathBuf },
     #[error("cannot open the ledger {path} (left as it is; move it away to start a new ledger)")]
-    Database { path: PathBuf, source: redb::Error },
+    Database { path: PathBuf, source: BackendError },
     #[error(
         "{path} is a redb database but not a reasoning-ledger ledger: {detail} (left as it is; \
          move it away to start a new ledger)"
@@ -179,8 +185,25 @@ pub enum VerifyError {
     },
     #[error("session {session}: the stored summary differs from a fold of the log")]
     SummaryMismatch { session: SessionId },
+    #[error(
+        "session {session}: the stored summary is version {found}, this build folds version \
+         {current}: stale, not damaged (`verify --rebuild` rewrites it)"
+    )]
+    StaleSummary {
+        session: SessionId,
+        found: u32,
+        current: u32,
+    },
     #[error("the ledger holds {found} events but its sessions account for {expected}")]
     OrphanEvents { expected: u64, found: u64 },
     #[error(transparent)]
     Storage(#[from] StoreError),
+}
+
+impl VerifyError {
+    /// Whether a rebuild ([`super::Ledger::rebuild_summaries`]) fixes this without touching
+    /// an event: derived state that is out of date, as opposed to damage to the log.
+    pub fn is_fixable(&self) -> bool {
+        matches!(self, VerifyError::StaleSummary { .. })
+    }
 }

@@ -1,33 +1,39 @@
-//! The event log on redb: the only module that touches the database file.
+//! The event log: the only module that touches storage.
 //!
-//! Owns: opening the ledger file ([`Ledger::open`]), the tables, the append contract
-//! ([`AppendTxn::append`]: expected seq, all-or-nothing, idempotent by event id, hash
-//! chain), the group-commit writer thread ([`writer`]), reads for projections and the CLI,
-//! and `verify`. Must not: decide what to record (tools do), fold anything beyond the
-//! [`SessionSummary`] kept beside each head, write to stdout, or rewrite a committed event.
+//! Owns: the [`Ledger`] facade every caller uses (open, reads for projections and the CLI,
+//! the ledger-wide position, watches, `verify`, rebuilding summaries), the storage
+//! contract ([`contract`]: what a backend must do), the append rules written once
+//! ([`rules::plan_append`]: expected seq, all-or-nothing, idempotent by event id, start
+//! event, aliases, hash chain), the group-commit writer thread ([`writer`]), and redb as
+//! one backend (`redb`, private: nothing outside this module names a redb type). Must not:
+//! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
+//! beside each head, write to stdout, or rewrite a committed event.
 //!
-//! Several processes share one file through redb's multi-writer mode (DESIGN §3): a write
-//! transaction is exclusive across processes, so reading the head inside it and checking
-//! the expected seq is what keeps two writers from both taking seq N.
+//! Several processes share one ledger (DESIGN §3): a backend's write transaction is
+//! exclusive across processes, so reading the head inside it and checking the expected seq
+//! is what keeps two writers from both taking seq N, and numbering events after the last
+//! position inside it makes commit order position order.
 
-pub(crate) mod backend;
-mod codec;
-mod error;
+pub(crate) mod codec;
 #[cfg(test)]
-mod fault;
-mod tables;
+mod conformance;
+pub mod contract;
+mod error;
+mod redb;
+pub mod rules;
+pub mod watch;
 pub mod writer;
 
-pub use error::{AppendError, OpenError, StoreError, VerifyError};
+pub use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
+pub use watch::Watch;
 pub use writer::{AppendTxn, Appended};
 
-use crate::event::{Event, SessionId};
-use crate::projection::summary::SessionSummary;
-use redb::{ReadableTable, ReadableTableMetadata, StorageBackend};
+use crate::event::{Event, GENESIS_HASH, SessionId};
+use crate::projection::summary::{SUMMARY_VERSION, SessionSummary};
+use contract::{Backend, CommitSignal, Decode, ReadView};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use tables::{ALIASES, EVENTS, HEADS, session_key};
+use std::sync::{Arc, Mutex};
 
 /// File name of the ledger inside the data directory.
 pub const LEDGER_FILE_NAME: &str = "ledger.redb";
@@ -36,13 +42,18 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 /// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
 pub const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
-/// The head of a session: its last seq and hash, and the summary folded up to it.
+/// The head of a session: its last seq and hash, the ledger-wide position of its last
+/// event, and the summary folded up to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionHead {
     pub session: SessionId,
     pub seq: u64,
     pub hash: String,
     pub summary: SessionSummary,
+    /// Position of the session's last event (see [`Ledger::last_position`]); 0 in a
+    /// ledger of an earlier build until its first write assigns positions.
+    #[serde(default)]
+    pub position: u64,
 }
 
 /// What `verify` found for one session.
@@ -52,21 +63,33 @@ pub struct VerifiedSession {
     pub events: u64,
 }
 
-/// A handle on the ledger file, shared by every tool of a process.
+/// An event with its ledger-wide position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PositionedEvent {
+    pub position: u64,
+    pub event: Event,
+}
+
+/// A handle on the ledger, shared by every tool of a process.
 #[derive(Clone)]
 pub struct Ledger {
-    db: Arc<backend::Handle>,
+    backend: Arc<dyn Backend>,
     writer: writer::WriterHandle,
+    /// Raised on each commit this process makes (or its backend hears of); watches wait
+    /// on it.
+    commits: CommitSignal,
     path: Arc<PathBuf>,
-    /// Dropped last, with the last clone: waits for the database to close.
+    /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
 }
 
 /// Longest the last [`Ledger`] handle waits, when dropped, for the writer thread to let go
-/// of the database so redb closes it cleanly.
+/// of the database so it closes cleanly.
 pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Makes dropping the last [`Ledger`] close the database before the process may exit.
+/// Makes dropping the last [`Ledger`] close the database before the process may exit: it
+/// joins the writer thread (which holds the backend until its queue closes), waiting at
+/// most [`CLOSE_WAIT_LIMIT`].
 ///
 /// Regression (`a_truncated_ledger_is_refused_untouched`): the writer thread holds the
 /// database and ends only after the last handle is dropped; a CLI command that returned
@@ -74,16 +97,29 @@ pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs
 /// it marked "not shut down cleanly". The next open then had to recover it (a full repair
 /// of a big ledger), and a damaged file could no longer be told from a crashed one.
 struct CloseOnDrop {
-    db: std::sync::Weak<backend::Handle>,
+    writer: Mutex<writer::WriterThread>,
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        let deadline = std::time::Instant::now() + CLOSE_WAIT_LIMIT;
-        while self.db.strong_count() > 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_micros(200));
+        let writer = self
+            .writer
+            .get_mut()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if !writer.join_within(CLOSE_WAIT_LIMIT) {
+            tracing::warn!("the ledger writer did not stop in time; the file may need recovery");
         }
     }
+}
+
+/// Finds a session by its id (if it has a head) or by an alias recorded when it started.
+pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<SessionId>, StoreError> {
+    if let Ok(id) = text.parse::<SessionId>()
+        && view.head(id)?.is_some()
+    {
+        return Ok(Some(id));
+    }
+    view.alias(text)
 }
 
 impl Ledger {
@@ -100,37 +136,21 @@ impl Ledger {
         Self::open_file(&path)
     }
 
-    /// Opens the ledger at an exact file path (see [`backend::open_file`]: a new ledger
-    /// appears there complete or not at all; an existing file is checked read-only first).
-    pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        Ok(Self::with_handle(backend::open_file(path)?, path))
-    }
-
-    /// Opens the ledger over any redb storage backend, with the same settings and rules as
-    /// a file (empty storage becomes a new ledger). `make` builds a fresh backend over the
-    /// same storage for every open; `label` names it in errors. The fault-injection tests
-    /// run the real writer and reads through this.
-    pub fn open_backend<B: StorageBackend>(
-        label: &Path,
-        make: impl Fn() -> B + Send + Sync + 'static,
-    ) -> Result<Ledger, OpenError> {
-        Ok(Self::with_handle(
-            backend::open_backend(label, make)?,
-            label,
-        ))
-    }
-
-    fn with_handle(handle: backend::Handle, path: &Path) -> Ledger {
-        let db = Arc::new(handle);
-        let writer = writer::WriterHandle::spawn(db.clone());
-        let close = Arc::new(CloseOnDrop {
-            db: Arc::downgrade(&db),
-        });
+    /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
+    /// credentials). Starts the writer thread.
+    pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
+        let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
+        backend.on_commits(commits.clone());
+        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
         Ledger {
-            db,
+            backend,
             writer,
-            path: Arc::new(path.to_path_buf()),
-            _closed_on_drop: close,
+            commits,
+            path: Arc::new(label.to_path_buf()),
+            _closed_on_drop: Arc::new(CloseOnDrop {
+                writer: Mutex::new(thread),
+            }),
         }
     }
 
@@ -172,35 +192,23 @@ impl Ledger {
         self.writer.submit_blocking(job)
     }
 
-    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
-        self.db.begin_read()
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        self.backend.read()
     }
 
     /// The head of one session, if it exists.
     pub fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
-        let txn = self.read_txn()?;
-        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
-        tables::read_head(&heads, session)
+        self.read()?.head(session)
     }
 
     /// Every session head, in no particular order.
     pub fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        let txn = self.read_txn()?;
-        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
-        let mut out = Vec::new();
-        for row in heads.iter().map_err(StoreError::from_redb)? {
-            let (_, value) = row.map_err(StoreError::from_redb)?;
-            out.push(tables::decode_head(value.value())?);
-        }
-        Ok(out)
+        self.read()?.heads()
     }
 
     /// Finds a session by its id or by an alias recorded when it started.
     pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
-        let txn = self.read_txn()?;
-        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
-        let aliases = txn.open_table(ALIASES).map_err(StoreError::from_redb)?;
-        tables::resolve(&heads, &aliases, text)
+        resolve_in(&*self.read()?, text)
     }
 
     /// Events of `session` with seq in `from_seq..=to_seq`, in order.
@@ -227,7 +235,7 @@ impl Ledger {
         to_seq: u64,
         visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        self.scan_session(session, from_seq, to_seq, tables::decode_event, visit)
+        self.scan_session(session, from_seq, to_seq, Decode::Full, visit)
     }
 
     /// [`Ledger::for_each_event`] for projections: leaves out what a fold never reads, so
@@ -240,40 +248,35 @@ impl Ledger {
         to_seq: u64,
         visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        self.scan_session(
-            session,
-            from_seq,
-            to_seq,
-            codec::decode_event_to_fold,
-            visit,
-        )
+        self.scan_session(session, from_seq, to_seq, Decode::ToFold, visit)
     }
 
-    /// Streams the rows of `session` in `from_seq..=to_seq`, decoded by `decode`.
+    /// Streams the events of `session` in `from_seq..=to_seq`; the first row that does
+    /// not decode ends the scan with its error.
     fn scan_session(
         &self,
         session: SessionId,
         from_seq: u64,
         to_seq: u64,
-        decode: fn(&[u8]) -> Result<Event, StoreError>,
+        decode: Decode,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
-            return Ok(());
-        }
-        let txn = self.read_txn()?;
-        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-        let key = session_key(session);
-        for row in events
-            .range((key, from_seq)..=(key, to_seq))
-            .map_err(StoreError::from_redb)?
-        {
-            let (_, value) = row.map_err(StoreError::from_redb)?;
-            if !visit(decode(value.value())?) {
-                break;
-            }
-        }
-        Ok(())
+        let mut failed = None;
+        self.read()?
+            .scan_session(
+                session,
+                from_seq,
+                to_seq,
+                decode,
+                &mut |_, decoded| match decoded {
+                    Ok(event) => visit(event),
+                    Err(error) => {
+                        failed = Some(error);
+                        false
+                    }
+                },
+            )?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Calls `visit` with every event of every session (sessions in id order, events in
@@ -282,114 +285,73 @@ impl Ledger {
         &self,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        let txn = self.read_txn()?;
-        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-        for row in events.iter().map_err(StoreError::from_redb)? {
-            let (_, value) = row.map_err(StoreError::from_redb)?;
-            if !visit(tables::decode_event(value.value())?) {
-                break;
-            }
+        self.read()?.scan_all(&mut visit)
+    }
+
+    /// The position of the last committed event: every event gets the next one when its
+    /// transaction commits, so positions follow commit order across sessions and
+    /// processes. 0 when the ledger is empty (or was written by an earlier build and has
+    /// not been written since: positions are assigned by its first write).
+    pub fn last_position(&self) -> Result<u64, StoreError> {
+        self.read()?.last_position()
+    }
+
+    /// Calls `visit` with each event at position `from` or later, in position order (the
+    /// order of commit, across every session), until it returns false.
+    pub fn for_each_event_from_position(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(PositionedEvent) -> bool,
+    ) -> Result<(), StoreError> {
+        self.read()?.scan_positions(from, &mut |position, event| {
+            visit(PositionedEvent { position, event })
+        })
+    }
+
+    /// Up to `limit` events at position `from` or later, in position order: cross-session
+    /// history, or "what happened since P" for a caller that remembers P.
+    pub fn events_from_position(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<PositionedEvent>, StoreError> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
         }
-        Ok(())
+        self.for_each_event_from_position(from, |event| {
+            out.push(event);
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
+    /// Events as they are committed, starting at position `from` (pass
+    /// [`Ledger::last_position`] + 1 for only new ones). See [`Watch`].
+    pub fn watch(&self, from: u64) -> Watch {
+        Watch::new(self.clone(), from)
     }
 
     /// Checks one session: seqs gapless from 1, every `prev` equal to the previous `hash`,
     /// every hash recomputed from the content, the head equal to the last event and its
-    /// summary equal to a fold of the log. Stops at the first bad event.
+    /// summary equal to a fold of the log (a summary folded by another
+    /// [`SUMMARY_VERSION`] is reported as [`VerifyError::StaleSummary`], fixable, apart
+    /// from damage). Stops at the first bad event.
     pub fn verify_session(&self, session: SessionId) -> Result<VerifiedSession, VerifyError> {
-        let txn = self.read_txn()?;
-        let heads = txn.open_table(HEADS).map_err(StoreError::from_redb)?;
-        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-        let head = tables::read_head(&heads, session)?.ok_or(VerifyError::NoHead { session })?;
-        let key = session_key(session);
-        let mut expected_seq = 1;
-        let mut prev = crate::event::GENESIS_HASH.to_string();
-        let mut summary: Option<SessionSummary> = None;
-        for row in events
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(StoreError::from_redb)?
-        {
-            let (stored_key, value) = row.map_err(StoreError::from_redb)?;
-            let (_, stored_seq) = stored_key.value();
-            let event =
-                tables::decode_event(value.value()).map_err(|_| VerifyError::Undecodable {
-                    session,
-                    seq: stored_seq,
-                })?;
-            if stored_seq != expected_seq || event.seq != expected_seq {
-                return Err(VerifyError::Gap {
-                    session,
-                    expected: expected_seq,
-                    found: stored_seq,
-                });
-            }
-            if event.session != session {
-                return Err(VerifyError::WrongSession {
-                    session,
-                    seq: stored_seq,
-                    found: event.session,
-                });
-            }
-            if event.prev != prev {
-                return Err(VerifyError::BrokenChain {
-                    session,
-                    seq: stored_seq,
-                    expected: prev,
-                    found: event.prev,
-                });
-            }
-            let computed = event.computed_hash();
-            if computed != event.hash {
-                return Err(VerifyError::HashMismatch {
-                    session,
-                    seq: stored_seq,
-                    expected: computed,
-                    found: event.hash,
-                });
-            }
-            match summary.as_mut() {
-                None => {
-                    summary = Some(SessionSummary::start(&event).ok_or(
-                        VerifyError::FirstEventNotStart {
-                            session,
-                            found: event.payload.type_name().to_string(),
-                        },
-                    )?)
-                }
-                Some(summary) => summary.apply(&event),
-            }
-            prev = event.hash;
-            expected_seq += 1;
-        }
-        let last = expected_seq - 1;
-        if head.seq != last || head.hash != prev {
-            return Err(VerifyError::HeadMismatch {
-                session,
-                expected: head.seq,
-                found: last,
-            });
-        }
-        if summary.as_ref() != Some(&head.summary) {
-            return Err(VerifyError::SummaryMismatch { session });
-        }
-        Ok(VerifiedSession {
-            session,
-            events: last,
-        })
+        verify_in(&*self.read()?, session)
     }
 
     /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad
     /// one. Also reports events stored under a session that has no head.
     pub fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
-        let mut heads: Vec<SessionId> = self.heads()?.into_iter().map(|h| h.session).collect();
+        let view = self.read()?;
+        let mut heads: Vec<SessionId> = view.heads()?.into_iter().map(|h| h.session).collect();
         heads.sort();
         let mut out = Vec::new();
         for session in &heads {
-            out.push(self.verify_session(*session)?);
+            out.push(verify_in(&*view, *session)?);
         }
-        let txn = self.read_txn()?;
-        let events = txn.open_table(EVENTS).map_err(StoreError::from_redb)?;
-        let total = events.len().map_err(StoreError::from_redb)?;
+        let total = view.event_count()?;
         let counted: u64 = out.iter().map(|v| v.events).sum();
         if total != counted {
             return Err(VerifyError::OrphanEvents {
@@ -399,112 +361,179 @@ impl Ledger {
         }
         Ok(out)
     }
+
+    /// Folds every session again and rewrites each head whose stored summary differs from
+    /// the fold (a stale [`SUMMARY_VERSION`], or a summary that does not match its log),
+    /// in one write transaction. Never touches an event, a seq or a hash: a session whose
+    /// log is damaged (it does not fold) is left as it is for `verify` to report. Returns
+    /// the sessions whose summary was rewritten. Blocks (it runs on the writer thread):
+    /// call it off the async workers.
+    pub fn rebuild_summaries(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.write_blocking(|txn| -> Result<Vec<SessionId>, StoreError> {
+            let view = txn.backend();
+            let mut fixed = Vec::new();
+            let mut heads = view.heads()?;
+            heads.sort_by_key(|h| h.session);
+            for head in heads {
+                let Some(summary) = fold_summary(&*view, &head)? else {
+                    continue;
+                };
+                if summary != head.summary {
+                    view.put_head(&SessionHead {
+                        summary,
+                        ..head.clone()
+                    })?;
+                    fixed.push(head.session);
+                }
+            }
+            Ok(fixed)
+        })?
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    //! The append contract, against a real ledger file.
+/// The summary a fold of `head`'s log gives, `None` when the log does not fold (a row
+/// that does not decode, or no `session_started` first).
+fn fold_summary(
+    view: &dyn ReadView,
+    head: &SessionHead,
+) -> Result<Option<SessionSummary>, StoreError> {
+    let mut summary: Option<SessionSummary> = None;
+    let mut folds = true;
+    view.scan_session(
+        head.session,
+        1,
+        head.seq,
+        Decode::ToFold,
+        &mut |_, decoded| {
+            let Ok(event) = decoded else {
+                folds = false;
+                return false;
+            };
+            match summary.as_mut() {
+                None => match SessionSummary::start(&event) {
+                    Some(started) => summary = Some(started),
+                    None => folds = false,
+                },
+                Some(summary) => summary.apply(&event),
+            }
+            folds
+        },
+    )?;
+    Ok(summary.filter(|_| folds))
+}
 
-    use super::*;
-    use crate::event::{NewEvent, Payload, SessionKind};
-
-    fn start(aliases: &[&str]) -> NewEvent {
-        NewEvent::new(Payload::SessionStarted {
-            kind: SessionKind::THINKING,
-            title: "t".into(),
-            aliases: aliases.iter().map(|a| a.to_string()).collect(),
-        })
+/// [`Ledger::verify_session`] over any view.
+fn verify_in(view: &dyn ReadView, session: SessionId) -> Result<VerifiedSession, VerifyError> {
+    let head = view.head(session)?.ok_or(VerifyError::NoHead { session })?;
+    let mut expected_seq = 1;
+    let mut prev = GENESIS_HASH.to_string();
+    let mut summary: Option<SessionSummary> = None;
+    let mut found: Option<VerifyError> = None;
+    view.scan_session(
+        session,
+        0,
+        u64::MAX,
+        Decode::Full,
+        &mut |stored_seq, decoded| match verify_event(
+            session,
+            stored_seq,
+            decoded,
+            expected_seq,
+            &prev,
+            &mut summary,
+        ) {
+            Ok(hash) => {
+                prev = hash;
+                expected_seq += 1;
+                true
+            }
+            Err(error) => {
+                found = Some(error);
+                false
+            }
+        },
+    )?;
+    if let Some(error) = found {
+        return Err(error);
     }
-
-    fn closed(reason: &str) -> NewEvent {
-        NewEvent::new(Payload::SessionClosed {
-            reason: reason.into(),
-        })
+    let last = expected_seq - 1;
+    if head.seq != last || head.hash != prev {
+        return Err(VerifyError::HeadMismatch {
+            session,
+            expected: head.seq,
+            found: last,
+        });
     }
-
-    fn append(
-        ledger: &Ledger,
-        session: SessionId,
-        expected: u64,
-        events: Vec<NewEvent>,
-    ) -> Result<Appended, AppendError> {
-        ledger
-            .write_blocking(move |txn| txn.append(session, expected, events))
-            .expect("commit")
+    if head.summary.version != SUMMARY_VERSION {
+        return Err(VerifyError::StaleSummary {
+            session,
+            found: head.summary.version,
+            current: SUMMARY_VERSION,
+        });
     }
+    if summary.as_ref() != Some(&head.summary) {
+        return Err(VerifyError::SummaryMismatch { session });
+    }
+    Ok(VerifiedSession {
+        session,
+        events: last,
+    })
+}
 
-    #[test]
-    fn append_checks_the_expected_seq_and_writes_nothing_on_conflict() {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
-        let session = SessionId::generate();
-        let first = append(&ledger, session, 0, vec![start(&[]), closed("a")]).unwrap();
-        assert_eq!(first.head.seq, 2);
-        match append(&ledger, session, 1, vec![closed("b")]) {
-            Err(AppendError::Conflict {
-                expected: 1,
-                actual: 2,
-                ..
-            }) => {}
-            other => panic!("expected a conflict, got {other:?}"),
+/// Checks one stored row against the chain so far; returns its hash.
+fn verify_event(
+    session: SessionId,
+    stored_seq: u64,
+    decoded: Result<Event, StoreError>,
+    expected_seq: u64,
+    prev: &str,
+    summary: &mut Option<SessionSummary>,
+) -> Result<String, VerifyError> {
+    let event = decoded.map_err(|_| VerifyError::Undecodable {
+        session,
+        seq: stored_seq,
+    })?;
+    if stored_seq != expected_seq || event.seq != expected_seq {
+        return Err(VerifyError::Gap {
+            session,
+            expected: expected_seq,
+            found: stored_seq,
+        });
+    }
+    if event.session != session {
+        return Err(VerifyError::WrongSession {
+            session,
+            seq: stored_seq,
+            found: event.session,
+        });
+    }
+    if event.prev != prev {
+        return Err(VerifyError::BrokenChain {
+            session,
+            seq: stored_seq,
+            expected: prev.to_string(),
+            found: event.prev,
+        });
+    }
+    let computed = event.computed_hash();
+    if computed != event.hash {
+        return Err(VerifyError::HashMismatch {
+            session,
+            seq: stored_seq,
+            expected: computed,
+            found: event.hash,
+        });
+    }
+    match summary.as_mut() {
+        None => {
+            *summary = Some(SessionSummary::start(&event).ok_or_else(|| {
+                VerifyError::FirstEventNotStart {
+                    session,
+                    found: event.payload.type_name().to_string(),
+                }
+            })?)
         }
-        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 2);
-        assert_eq!(ledger.verify_all().unwrap().len(), 1);
+        Some(summary) => summary.apply(&event),
     }
-
-    #[test]
-    fn append_is_idempotent_by_event_id_and_refuses_a_reused_id() {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
-        let session = SessionId::generate();
-        let batch = vec![start(&[]), closed("a")];
-        let first = append(&ledger, session, 0, batch.clone()).unwrap();
-        // The same batch again (a retried call) is acknowledged with the stored events.
-        let again = append(&ledger, session, 0, batch.clone()).unwrap();
-        assert_eq!(again.events, first.events);
-        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 2);
-        let mut reused = closed("different");
-        reused.id = batch[1].id;
-        assert!(matches!(
-            append(&ledger, session, 2, vec![reused]),
-            Err(AppendError::IdReused { .. })
-        ));
-    }
-
-    #[test]
-    fn a_session_starts_with_session_started_once_and_aliases_are_unique() {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
-        let session = SessionId::generate();
-        assert!(matches!(
-            append(&ledger, session, 0, vec![closed("x")]),
-            Err(AppendError::FirstEventNotStart { .. })
-        ));
-        append(&ledger, session, 0, vec![start(&["dp-1"])]).unwrap();
-        assert!(matches!(
-            append(&ledger, session, 1, vec![start(&[])]),
-            Err(AppendError::StartInsideSession)
-        ));
-        assert_eq!(ledger.resolve("dp-1").unwrap(), Some(session));
-        let other = SessionId::generate();
-        assert!(matches!(
-            append(&ledger, other, 0, vec![start(&["dp-1"])]),
-            Err(AppendError::AliasTaken { .. })
-        ));
-        assert!(
-            ledger.head(other).unwrap().is_none(),
-            "nothing of a refused batch"
-        );
-    }
-
-    #[test]
-    fn a_panicking_job_answers_an_error_and_the_writer_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
-        let outcome = ledger.write_blocking(|_txn| -> u8 { panic!("boom") });
-        assert!(matches!(outcome, Err(StoreError::JobPanicked(m)) if m == "boom"));
-        let session = SessionId::generate();
-        append(&ledger, session, 0, vec![start(&[])]).unwrap();
-        assert_eq!(ledger.verify_all().unwrap().len(), 1);
-    }
+    Ok(event.hash)
 }

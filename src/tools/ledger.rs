@@ -213,10 +213,18 @@ pub fn session_row(head: &SessionHead) -> Value {
 }
 
 fn cursor_of(head: &SessionHead) -> String {
-    format!("{}.{}", head.summary.updated_at, head.session)
+    format!("{}.{}", head.position, head.session)
 }
 
-/// Sessions newest first (by last update, then id), filtered, after `before`.
+/// Newest-first order: the ledger position of the session's last event (commit order,
+/// across processes); in a ledger of an earlier build not yet written to every position
+/// is 0, and the last update time decides as it used to. Then the id.
+fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
+    (head.position, head.summary.updated_at, head.session)
+}
+
+/// Sessions newest first (by the position of their last event, then id), filtered, after
+/// `before`.
 pub fn list_sessions(
     ledger: &Ledger,
     kind: Option<SessionKind>,
@@ -225,7 +233,15 @@ pub fn list_sessions(
     limit: usize,
 ) -> Result<(Vec<SessionHead>, Option<String>), StoreError> {
     let mut heads = ledger.heads()?;
-    heads.sort_by_key(|h| std::cmp::Reverse((h.summary.updated_at, h.session)));
+    heads.sort_by_key(|h| std::cmp::Reverse(newest_key(h)));
+    // Where the cursor's session stands in that order (an unreadable cursor, refused by
+    // the tool, lets every session through).
+    let past = before.and_then(parse_cursor).map(|(position, session)| {
+        heads
+            .iter()
+            .find(|h| h.session == session)
+            .map_or((position, u64::MAX, session), newest_key)
+    });
     let query = query.map(str::to_lowercase);
     let mut rows: Vec<SessionHead> = heads
         .into_iter()
@@ -236,23 +252,17 @@ pub fn list_sessions(
                     || h.session.to_string().to_lowercase().contains(q)
             })
         })
-        .filter(|h| before.is_none_or(|cursor| cursor_is_past(h, cursor)))
+        .filter(|h| past.is_none_or(|cursor| newest_key(h) < cursor))
         .collect();
     let next = (rows.len() > limit).then(|| cursor_of(&rows[limit - 1]));
     rows.truncate(limit);
     Ok((rows, next))
 }
 
-/// A `nextCursor` taken apart: the last row's update time and session id.
+/// A `nextCursor` taken apart: the last row's position and session id.
 fn parse_cursor(cursor: &str) -> Option<(u64, SessionId)> {
-    let (time, id) = cursor.split_once('.')?;
-    Some((time.parse().ok()?, id.parse().ok()?))
-}
-
-/// Whether `head` comes after the cursor's session in newest-first order (an unreadable
-/// cursor, refused by the tool, lets every session through).
-fn cursor_is_past(head: &SessionHead, cursor: &str) -> bool {
-    parse_cursor(cursor).is_none_or(|position| (head.summary.updated_at, head.session) < position)
+    let (position, id) = cursor.split_once('.')?;
+    Some((position.parse().ok()?, id.parse().ok()?))
 }
 
 fn call_list_sessions(
@@ -397,7 +407,9 @@ pub fn search(
         .map(|h| (h.session, h.summary.kind))
         .collect();
     let mut hits: Vec<(SearchHit, u64)> = Vec::new();
-    ledger.for_each_event_everywhere(|event| {
+    // `order` is the event's ledger position (commit order); a ledger of an earlier build
+    // not yet written to has none, and its events' times stand in.
+    let mut consider = |order: u64, event: Event| {
         let session_kind = kinds
             .get(&event.session)
             .copied()
@@ -431,11 +443,16 @@ pub fn search(
                 at: event.at_rfc3339(),
                 snippet: snippet(text, anchor),
             },
-            event.at,
+            order,
         ));
         true
-    })?;
-    hits.sort_by_key(|(hit, at)| (hit.rank, std::cmp::Reverse(*at)));
+    };
+    if ledger.last_position()? > 0 {
+        ledger.for_each_event_from_position(1, |e| consider(e.position, e.event))?;
+    } else {
+        ledger.for_each_event_everywhere(|event| consider(event.at, event))?;
+    }
+    hits.sort_by_key(|(hit, order)| (hit.rank, std::cmp::Reverse(*order)));
     hits.truncate(limit);
     Ok(hits.into_iter().map(|(hit, _)| hit).collect())
 }

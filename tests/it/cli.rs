@@ -306,3 +306,57 @@ async fn import_refuses_a_file_that_disagrees_with_stored_events() {
     );
     assert!(cli(dir.path(), &["verify"]).status.success());
 }
+
+/// Rewrites every head of the ledger in `dir` with its summary's version set to `version`,
+/// as a build that folded summaries differently would have left them.
+fn set_summary_versions(dir: &std::path::Path, version: u64) {
+    let heads: redb::TableDefinition<u128, &[u8]> = redb::TableDefinition::new("heads");
+    let mut builder = redb::Database::builder();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder
+        .open(dir.join("ledger.redb"))
+        .expect("open the ledger");
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(heads).unwrap();
+        let rows: Vec<(u128, Vec<u8>)> = redb::ReadableTable::iter(&table)
+            .unwrap()
+            .map(|row| {
+                let (key, value) = row.unwrap();
+                (key.value(), value.value().to_vec())
+            })
+            .collect();
+        for (key, bytes) in rows {
+            let mut head: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            head["summary"]["version"] = json!(version);
+            table
+                .insert(key, serde_json::to_vec(&head).unwrap().as_slice())
+                .unwrap();
+        }
+    }
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn verify_reports_a_stale_summary_apart_from_damage_and_rebuild_fixes_it() {
+    let dir = data_dir();
+    let session = one_session(dir.path()).await;
+    set_summary_versions(dir.path(), 0);
+    let refused = cli(dir.path(), &["verify"]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(message.contains("stale, not damaged"), "{message}");
+    assert!(message.contains("verify --rebuild"), "{message}");
+
+    let rebuilt = cli(dir.path(), &["verify", "--rebuild"]);
+    assert!(rebuilt.status.success(), "{}", stderr(&rebuilt));
+    let text = stdout(&rebuilt);
+    assert!(text.contains("rebuilt 1 session summary(ies)"), "{text}");
+    assert!(text.contains(&session), "{text}");
+    assert!(text.contains("ok: 1 session(s), 3 event(s)"), "{text}");
+
+    let again = cli(dir.path(), &["verify"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let text = stdout(&cli(dir.path(), &["verify", "--rebuild"]));
+    assert!(text.contains("rebuilt 0 session summary(ies)"), "{text}");
+}

@@ -6,17 +6,8 @@
 
 use crate::common::{self, Client, call, check, check_json, spawn, structured, text, thought};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const SEQ: &str = "sequentialthinking";
-
-/// Calls a tool, then waits a little so every event has its own commit millisecond
-/// (orderings by time are then the same on every run).
-async fn step(client: &Client, tool: &str, args: Value) -> rmcp::model::CallToolResult {
-    let result = call(client, tool, args).await;
-    tokio::time::sleep(Duration::from_millis(3)).await;
-    result
-}
 
 fn with(mut args: Value, extra: Value) -> Value {
     for (k, v) in extra.as_object().unwrap() {
@@ -81,7 +72,7 @@ async fn scripted(client: &Client) -> String {
     ];
     let mut session = None;
     for args in calls {
-        let answer = structured(&step(client, SEQ, args).await);
+        let answer = structured(&call(client, SEQ, args).await);
         session.get_or_insert(answer["sessionId"].as_str().unwrap().to_string());
     }
     session.unwrap()
@@ -165,7 +156,7 @@ async fn export_jsonl_of_the_hostile_session() {
 async fn answer_shape_sequentialthinking() {
     let dir = common::data_dir();
     let client = spawn(dir.path()).await;
-    step(&client, SEQ, thought(1, 3, true, "first")).await;
+    call(&client, SEQ, thought(1, 3, true, "first")).await;
     let result = call(
         &client,
         SEQ,
@@ -221,7 +212,7 @@ async fn answer_shape_validation_error() {
 /// The scripted session plus a think thread, for the ledger answers.
 async fn ledger_fixture(client: &Client) -> String {
     let session = scripted(client).await;
-    step(
+    call(
         client,
         "think",
         json!({"thread_purpose": "Review the plan", "thought": "Check the conclusion again", "thought_index": 1}),
@@ -238,7 +229,8 @@ async fn answer_shape_list_sessions() {
     let answer = structured(&call(&client, "list_sessions", json!({})).await);
     check_json("answer_list_sessions", &answer);
     let mut answer = structured(&call(&client, "list_sessions", json!({"limit": 1})).await);
-    // The cursor is `<updated ms>.<session id>`: the time part changes from run to run.
+    // The cursor is `<position>.<session id>`: shown as `<ms>` in the snapshot, where it
+    // was once the update time.
     let cursor = answer["nextCursor"]
         .as_str()
         .expect("a next page")

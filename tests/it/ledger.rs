@@ -4,7 +4,6 @@
 use crate::common::{self, Client, call, is_error, spawn, structured, text, thought};
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const SEQ: &str = "sequentialthinking";
 
@@ -23,8 +22,6 @@ fn branch(n: u64, total: u64, text: &str, from: u64, id: &str) -> Value {
 /// Starts a new thinking session titled `title` and returns its id.
 async fn new_session(client: &Client, title: &str, done: bool) -> String {
     let answer = seq(client, thought(1, 1, !done, title)).await;
-    // Distinct update times, so "newest first" has one answer.
-    tokio::time::sleep(Duration::from_millis(3)).await;
     answer["sessionId"].as_str().unwrap().to_string()
 }
 
@@ -316,7 +313,6 @@ async fn search_history_ranks_exact_phrase_before_all_words_case_insensitively()
         thought(2, 4, true, "The Red Fox jumps over the dog"),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(3)).await;
     // Newer, but only all the words: ranked after the phrase.
     seq(&client, thought(3, 4, true, "a fox that is red")).await;
     seq(&client, thought(4, 4, false, "only the fox")).await;

@@ -3,18 +3,18 @@
 //! and reopening the database after an I/O failure.
 //!
 //! Owns: [`Handle`] (the open database and how to open it again), [`open_file`] and
-//! [`open_backend`] (the same rules over a file path or any redb [`StorageBackend`], which
+//! `open_backend` (test builds: the same rules over a file path or any redb `StorageBackend`, which
 //! the fault-injection tests use). Must not: initialise, "repair" or write to an existing
 //! file that is not our ledger (an empty, truncated or foreign file, or a redb file of
 //! another program, is refused before it is opened for writing), or hand out a database
 //! handle that redb has latched as failed when a fresh open would work.
 
-use super::error::OpenError;
+use super::store_error;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS};
-use super::{CACHE_SIZE_BYTES, StoreError};
+use crate::store::{CACHE_SIZE_BYTES, OpenError, StoreError};
 use redb::{
     Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
-    ReadableDatabase, StorageBackend, StorageError, TableDefinition, TableError, TransactionError,
+    ReadableDatabase, StorageError, TableDefinition, TableError, TransactionError,
     WriteTransaction,
 };
 use std::path::Path;
@@ -71,7 +71,7 @@ impl Handle {
             return Ok(current.clone());
         }
         tracing::warn!("the ledger's database handle failed an I/O operation; opening it again");
-        let db = (self.reopen)().map_err(StoreError::from_redb)?;
+        let db = (self.reopen)().map_err(store_error)?;
         *current = Arc::new(db);
         Ok(current.clone())
     }
@@ -86,9 +86,9 @@ impl Handle {
         match begin(&db) {
             Err(TransactionError::Storage(StorageError::PreviousIo | StorageError::Io(_))) => {
                 let db = self.reopen_after(&db)?;
-                begin(&db).map_err(StoreError::from_redb)
+                begin(&db).map_err(store_error)
             }
-            other => other.map_err(StoreError::from_redb),
+            other => other.map_err(store_error),
         }
     }
 
@@ -112,7 +112,7 @@ impl Handle {
 pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
     let database_error = |source: DatabaseError| OpenError::Database {
         path: path.to_path_buf(),
-        source: redb::Error::from(source),
+        source: Arc::new(redb::Error::from(source)),
     };
     let reopen_path = path.to_path_buf();
     let reopen: Reopen = Box::new(move || builder().open(&reopen_path));
@@ -162,7 +162,7 @@ fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
         })?;
     let database_error = |source: redb::Error| OpenError::Database {
         path: path.to_path_buf(),
-        source,
+        source: Arc::new(source),
     };
     let db = builder()
         .create(temp.path())
@@ -203,13 +203,14 @@ fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
 /// file: empty storage becomes a new ledger; anything else must already be one. `make`
 /// builds a fresh backend over the same storage for every open (the read-only check, the
 /// open, reopens after an I/O failure); `label` names it in errors.
-pub(crate) fn open_backend<B: StorageBackend>(
+#[cfg(test)]
+pub(crate) fn open_backend<B: redb::StorageBackend>(
     label: &Path,
     make: impl Fn() -> B + Send + Sync + 'static,
 ) -> Result<Handle, OpenError> {
     let database_error = |source: redb::Error| OpenError::Database {
         path: label.to_path_buf(),
-        source,
+        source: Arc::new(source),
     };
     let probe = make();
     let empty = probe
@@ -247,12 +248,14 @@ fn check_existing(
         Err(DatabaseError::RepairAborted) => Ok(()),
         Err(source) => Err(OpenError::Database {
             path: path.to_path_buf(),
-            source: source.into(),
+            source: Arc::new(redb::Error::from(source)),
         }),
     }
 }
 
-/// Refuses a redb database that lacks one of our tables or holds it with other types.
+/// Refuses a redb database that lacks one of our tables or holds it with other types. Only
+/// the four tables every build has created are required: `positions` and `meta` appear in
+/// an earlier build's ledger with its first write here.
 fn check_tables(path: &Path, db: &impl ReadableDatabase) -> Result<(), OpenError> {
     let not_ours = |detail: String| OpenError::NotALedger {
         path: path.to_path_buf(),
@@ -260,7 +263,7 @@ fn check_tables(path: &Path, db: &impl ReadableDatabase) -> Result<(), OpenError
     };
     let txn = db.begin_read().map_err(|source| OpenError::Database {
         path: path.to_path_buf(),
-        source: source.into(),
+        source: Arc::new(redb::Error::from(source)),
     })?;
     fn probe<K: redb::Key + 'static, V: redb::Value + 'static>(
         txn: &ReadTransaction,

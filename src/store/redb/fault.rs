@@ -9,10 +9,11 @@
 //! writer thread (the code path tools use), or hold a lock the tests cannot bound: a
 //! blocking lock gives up after [`LOCK_WAIT_LIMIT`].
 
-use super::{AppendError, Appended, Ledger, StoreError, backend};
+use super::open as backend;
 use crate::event::{Event, NewEvent, Payload, SessionId, SessionKind};
 use crate::projection::fixtures;
 use crate::projection::tree::ThoughtTree;
+use crate::store::{AppendError, Appended, Ledger, StoreError};
 use redb::{BackendError, StorageBackend};
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -107,7 +108,7 @@ impl Disk {
     }
 
     /// Opens the ledger on this disk the way the product opens a file.
-    fn open_ledger(&self) -> Result<Ledger, super::OpenError> {
+    fn open_ledger(&self) -> Result<Ledger, crate::store::OpenError> {
         let disk = self.clone();
         Ledger::open_backend(Path::new("simulated-disk/ledger.redb"), move || disk.file())
     }

@@ -1,0 +1,168 @@
+//! The storage contract: what a backend (redb today, a network database later) must do
+//! for the [`super::Ledger`] facade, and nothing more.
+//!
+//! Owns: [`Backend`] (begin a read snapshot or a write transaction, how often a watch
+//! polls), [`ReadView`] (a consistent snapshot: heads, aliases, event ids, a session's
+//! rows from a seq, every row, the ledger-wide position index), [`WriteView`] (the same
+//! inside the exclusive write transaction, plus writing an [`AppendPlan`] and a head,
+//! commit, abort) and [`Decode`]. Must not: hold a rule. Which batch may be appended
+//! ([`super::rules::plan_append`]), what `verify` checks and how a summary is folded live
+//! once in the facade; a backend stores and returns what it is given.
+//!
+//! Every method blocks; the facade calls them on the writer thread or off the async
+//! workers. A backend maps its own errors with [`StoreError::backend`] (so a full disk
+//! keeps its message) and reports a missing head row for stored events as
+//! [`StoreError::MissingHead`].
+//!
+//! What a backend guarantees:
+//! - A [`WriteView`] is exclusive across every process sharing the ledger (redb's
+//!   multi-writer write lock; a database's row lock on a counter or `SERIALIZABLE`), and
+//!   sees every commit before it. Reading a head inside it and comparing the expected seq
+//!   is then enough to keep two writers from taking one seq; a network database should
+//!   still make `(session, seq)` and the event id unique keys, as a second line.
+//! - [`WriteView::append`] gives each event the next ledger-wide position (1, 2, 3 … in
+//!   the order the events are given, continuing after [`ReadView::last_position`]), and
+//!   commit order is position order: a reader never sees position P+1 without P.
+//! - Nothing written in a write view is visible to anyone before [`WriteView::commit`]
+//!   returns, and all of it after; [`WriteView::abort`] (or dropping the view) leaves no
+//!   trace. Commit is durable when it returns.
+//! - Positions are not part of an event: not hashed, not exported.
+
+use super::{SessionHead, StoreError};
+use crate::event::{Event, EventId, SessionId};
+use std::time::Duration;
+
+/// How much of a stored event a scan builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decode {
+    /// The whole event (exports, verify, history).
+    Full,
+    /// What a projection's fold reads: `prev` and `hash` empty, the call's arguments
+    /// `null` (see [`super::Ledger::for_each_event_to_fold`]).
+    ToFold,
+}
+
+/// Visits one stored row of a session scan: the seq it is stored under and the event it
+/// decodes to (or why it does not). Returns false to stop the scan.
+pub type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bool + 'v;
+
+/// Visits one event in position order with its position. Returns false to stop.
+pub type PositionVisitor<'v> = dyn FnMut(u64, Event) -> bool + 'v;
+
+/// A backend: something that hands out read snapshots and exclusive write transactions.
+pub trait Backend: Send + Sync + 'static {
+    /// A consistent snapshot of the ledger as of now.
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError>;
+
+    /// Begins the write transaction (blocks while another process holds it).
+    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError>;
+
+    /// How often a [`super::watch::Watch`] looks for commits of other processes. A backend
+    /// that is told about them (LISTEN/NOTIFY) can return a long interval; this process's
+    /// own commits always wake a watch at once.
+    fn poll_interval(&self) -> Duration {
+        super::watch::WATCH_POLL_INTERVAL
+    }
+
+    /// Called once, when the ledger is built over this backend, with the signal that wakes
+    /// its watches. A backend that hears of other processes' commits (a LISTEN/NOTIFY
+    /// listener) keeps it and calls [`CommitSignal::committed`]; the default ignores it.
+    fn on_commits(&self, signal: CommitSignal) {
+        let _ = signal;
+    }
+}
+
+/// Wakes every [`super::Watch`] of one ledger: the writer thread raises it after each
+/// commit of this process, and a backend may raise it for commits it hears of.
+#[derive(Clone)]
+pub struct CommitSignal(pub(super) std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+
+impl CommitSignal {
+    /// Says that the ledger's events up to `position` are committed (a lower position than
+    /// one already signalled wakes no one).
+    pub fn committed(&self, position: u64) {
+        self.0.send_if_modified(|last| {
+            let newer = position > *last;
+            if newer {
+                *last = position;
+            }
+            newer
+        });
+    }
+}
+
+/// A consistent snapshot of the ledger (a read transaction, or the write transaction
+/// seeing its own writes).
+pub trait ReadView {
+    /// The head of one session.
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError>;
+
+    /// Every head, in no particular order.
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError>;
+
+    /// The session an alias names (aliases are recorded by `session_started`).
+    fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError>;
+
+    /// For each id, in order, the stored event with that id, whole (one question for the
+    /// whole batch: a network database answers it in one round trip).
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError>;
+
+    /// The rows of `session` with seq in `from_seq..=to_seq`, in seq order, decoded as
+    /// `decode` says, until `visit` returns false. Streams: no row is held after its visit.
+    /// A row that does not decode is visited with the error (verify reports it by seq).
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError>;
+
+    /// Every event of every session (sessions in id order, events in seq order), whole,
+    /// until `visit` returns false.
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError>;
+
+    /// How many event rows the ledger holds.
+    fn event_count(&self) -> Result<u64, StoreError>;
+
+    /// The position of the last committed event, 0 when none has one yet.
+    fn last_position(&self) -> Result<u64, StoreError>;
+
+    /// Events with a position `>= from`, in position order, whole, until `visit` returns
+    /// false.
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError>;
+}
+
+/// The exclusive write transaction. Dropping it without [`WriteView::commit`] aborts it.
+pub trait WriteView: ReadView {
+    /// Writes a planned batch exactly as given (the rules ran in
+    /// [`super::rules::plan_append`]; a backend does not check them again): each event
+    /// under (`plan.head.session`, its seq) with the next position, its id in the id index, each alias,
+    /// and `plan.head` with `position` set to the last event's. Returns that position.
+    fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError>;
+
+    /// Replaces a session's head row (a rebuilt summary). Writes no event.
+    fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError>;
+
+    /// Whether this transaction holds anything to commit (appended rows, a head, or a
+    /// backend's own upkeep such as assigning positions to an older ledger's events).
+    fn has_changes(&self) -> bool;
+
+    /// Makes every write of this transaction durable and visible.
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Discards every write of this transaction.
+    fn abort(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A batch the rules accepted, ready to be written as it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppendPlan {
+    /// The events, seqs following the head, hashes chained.
+    pub events: Vec<Event>,
+    /// The session's new head (its `position` is set by [`WriteView::append`]).
+    pub head: SessionHead,
+    /// Aliases the batch's `session_started` claims; none is taken.
+    pub aliases: Vec<String>,
+}

@@ -1,0 +1,74 @@
+//! redb's tables and the byte encoding of their rows.
+//!
+//! - `events`: (session, seq) → the event envelope ([`crate::store::codec`]: binary, or
+//!   JSON for rows written by earlier builds).
+//! - `heads`: session → [`SessionHead`] as JSON (last seq, hash, position, folded summary).
+//! - `event_ids`: event id → (session, seq), for idempotent appends.
+//! - `aliases`: alias text → session, for ids a caller chose.
+//! - `positions`: ledger-wide position → (session, seq), in commit order.
+//! - `meta`: named numbers; [`POSITIONS_ASSIGNED`] says every event has a position.
+//!
+//! `positions` and `meta` are newer than the other four: a ledger written by an earlier
+//! build lacks them until its first write transaction creates them (and assigns positions
+//! to the events already there, see [`super::RedbWrite`]).
+
+use crate::event::{Event, SessionId};
+use crate::store::{SessionHead, StoreError};
+use redb::{Database, ReadableTable, TableDefinition};
+
+pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
+pub const HEADS: TableDefinition<u128, &[u8]> = TableDefinition::new("heads");
+pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
+pub const ALIASES: TableDefinition<&str, u128> = TableDefinition::new("aliases");
+pub const POSITIONS: TableDefinition<u64, (u128, u64)> = TableDefinition::new("positions");
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// `meta` key: present (value 1) once every event of the ledger has a position.
+pub const POSITIONS_ASSIGNED: &str = "positions_assigned";
+
+pub fn session_key(session: SessionId) -> u128 {
+    session.0.0
+}
+
+pub fn session_of(key: u128) -> SessionId {
+    SessionId(ulid::Ulid(key))
+}
+
+/// Creates every table so readers never meet a missing one, and marks the new ledger's
+/// positions as assigned (it has no event without one).
+pub fn create_all(db: &Database) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    txn.open_table(EVENTS)?;
+    txn.open_table(HEADS)?;
+    txn.open_table(EVENT_IDS)?;
+    txn.open_table(ALIASES)?;
+    txn.open_table(POSITIONS)?;
+    txn.open_table(META)?.insert(POSITIONS_ASSIGNED, 1)?;
+    txn.commit()?;
+    Ok(())
+}
+
+pub fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
+    crate::store::codec::decode_event(bytes)
+}
+
+pub fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+}
+
+pub fn encode_head(head: &SessionHead) -> Vec<u8> {
+    serde_json::to_vec(head).expect("heads always serialize")
+}
+
+pub fn read_head(
+    heads: &impl ReadableTable<u128, &'static [u8]>,
+    session: SessionId,
+) -> Result<Option<SessionHead>, StoreError> {
+    match heads
+        .get(session_key(session))
+        .map_err(super::store_error)?
+    {
+        Some(value) => Ok(Some(decode_head(value.value())?)),
+        None => Ok(None),
+    }
+}
