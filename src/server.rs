@@ -113,7 +113,7 @@ impl LedgerServer {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-    ) -> Result<rmcp::model::CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         self.dispatch_request(name, arguments, Request::detached())
             .await
     }
@@ -125,7 +125,7 @@ impl LedgerServer {
         name: &str,
         arguments: Map<String, Value>,
         mut request: Request,
-    ) -> Result<rmcp::model::CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let received = Instant::now();
         let Some(route) = self.routes.get(name).copied() else {
             return Err(McpError::invalid_params(
@@ -160,7 +160,7 @@ impl LedgerServer {
                 ) {
                     tracing::error!(tool = name, %error, "tool call failed");
                 }
-                error.into_result()
+                error.into_result().into()
             }
         })
     }
@@ -274,10 +274,11 @@ impl ServerHandler for LedgerServer {
             peer: Some(context.peer),
             cancel: context.ct,
             turn: self.arrivals.turn(arrival),
+            input_responses: request.input_responses,
+            request_state: request.request_state,
         };
         self.dispatch_request(&request.name, arguments, request_context)
             .await
-            .map(Into::into)
     }
 
     async fn list_resources(

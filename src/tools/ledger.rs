@@ -147,13 +147,16 @@ fn call(call: ToolCall) -> CallFuture {
     let ledger = call.ctx.ledger.clone();
     let tool = call.name;
     let raw = call.arguments;
-    Box::pin(blocking(move || match tool.as_str() {
-        LIST_SESSIONS => call_list_sessions(&ledger, &tool, &raw),
-        GET_HISTORY => call_get_history(&ledger, &tool, &raw),
-        SEARCH_HISTORY => call_search(&ledger, &tool, &raw),
-        EXPORT_SESSION => call_export(&ledger, &tool, &raw),
-        REPLAY_SESSION => call_replay(&ledger, &tool, &raw),
-        other => unreachable!("ledger::call dispatched {other}"),
+    Box::pin(blocking(move || {
+        match tool.as_str() {
+            LIST_SESSIONS => call_list_sessions(&ledger, &tool, &raw),
+            GET_HISTORY => call_get_history(&ledger, &tool, &raw),
+            SEARCH_HISTORY => call_search(&ledger, &tool, &raw),
+            EXPORT_SESSION => call_export(&ledger, &tool, &raw),
+            REPLAY_SESSION => call_replay(&ledger, &tool, &raw),
+            other => unreachable!("ledger::call dispatched {other}"),
+        }
+        .map(Into::into)
     }))
 }
 

@@ -21,7 +21,9 @@ pub mod write;
 use crate::event::{PayloadCodec, SessionId, SessionKind};
 use crate::store::{AppendError, Ledger, StoreError};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock as Content, ProgressToken, Tool};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock as Content, InputResponses, ProgressToken, Tool,
+};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -45,8 +47,9 @@ pub static FAMILIES: &[&Family] = &[
 /// Families DESIGN names that this build does not have yet.
 pub const PLANNED: [&str; 4] = ["qa", "planning", "agent", "booster"];
 
-/// The answer of one tool call, as a family's `call` returns it.
-pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ToolError>> + Send>>;
+/// The answer of one tool call, as a family's `call` returns it: complete, or (protocol
+/// 2026-07-28) input required from the client before it can complete.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolError>> + Send>>;
 
 /// What a tool family registers.
 pub struct Family {
@@ -253,6 +256,11 @@ pub struct Request {
     pub progress: Option<ProgressToken>,
     /// The call's turn to write ([`arrival`]).
     pub turn: arrival::Turn,
+    /// The client's answers to what an earlier round of this call asked for (protocol
+    /// 2026-07-28 "input required" round trips).
+    pub input_responses: Option<InputResponses>,
+    /// The state an earlier round handed the client, echoed back (untrusted).
+    pub request_state: Option<String>,
 }
 
 impl Request {
@@ -263,6 +271,8 @@ impl Request {
             cancel: CancellationToken::new(),
             progress: None,
             turn: arrival::Turn::unordered(),
+            input_responses: None,
+            request_state: None,
         }
     }
 }

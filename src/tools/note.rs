@@ -102,7 +102,8 @@ fn call(mut call: ToolCall) -> CallFuture {
             "sessionId": recorded.session.to_string(),
             "eventSeq": recorded.seq,
             "notes": recorded.head.summary.thoughts,
-        })))
+        }))
+        .into())
     })
 }
 
@@ -332,6 +333,13 @@ mod tests {
         value.as_object().cloned().unwrap()
     }
 
+    fn complete(response: rmcp::model::CallToolResponse) -> rmcp::model::CallToolResult {
+        match response {
+            rmcp::model::CallToolResponse::Complete(result) => result,
+            other => panic!("expected a complete answer, got {other:?}"),
+        }
+    }
+
     /// Folds, renders and re-imports a session; the import must verify.
     fn export_all(ledger: &Ledger, session: SessionId) -> (String, String, String) {
         let head = ledger.head(session).unwrap().unwrap();
@@ -381,9 +389,11 @@ mod tests {
         );
         assert!(server.instructions().contains("note (note)"));
         let call = |name: &str, args: Value| {
-            runtime
-                .block_on(server.dispatch(name, arguments(args)))
-                .unwrap()
+            complete(
+                runtime
+                    .block_on(server.dispatch(name, arguments(args)))
+                    .unwrap(),
+            )
         };
         let first = call(NOTE, json!({"text": "buy <milk>", "tags": ["home"]}));
         let answer = first.structured_content.clone().unwrap();
@@ -433,9 +443,15 @@ mod tests {
         let server = LedgerServer::new(ledger.clone(), Toolset::parse_list("note").unwrap(), false);
         let request = crate::tools::Request::detached();
         request.cancel.cancel();
-        let answer = runtime
-            .block_on(server.dispatch_request(NOTE, arguments(json!({"text": "late"})), request))
-            .unwrap();
+        let answer = complete(
+            runtime
+                .block_on(server.dispatch_request(
+                    NOTE,
+                    arguments(json!({"text": "late"})),
+                    request,
+                ))
+                .unwrap(),
+        );
         assert_eq!(answer.is_error, Some(true));
         assert!(
             format!("{answer:?}").contains("nothing was recorded"),

@@ -53,9 +53,9 @@ pub static FAMILY: Family = Family {
 fn call(call: ToolCall) -> CallFuture {
     Box::pin(async move {
         if call.name == THINK {
-            call_think(call).await
+            call_think(call).await.map(Into::into)
         } else {
-            call_sequential(call).await
+            call_sequential(call).await.map(Into::into)
         }
     })
 }
