@@ -13,10 +13,10 @@
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
-use crate::event::CallRecord;
+use crate::event::{CallRecord, RawArguments};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::any::Any;
 use std::collections::HashMap;
@@ -221,4 +221,38 @@ pub fn postcard_decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result
 /// Appends postcard of `value` to `out`.
 pub fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
     postcard::to_io(value, out).expect("writing to a Vec cannot fail");
+}
+
+/// A call record in a family's binary row (fields in this order: every family that keeps
+/// its call stores it so; the thinking family's rows of every format do).
+#[derive(Serialize, Deserialize)]
+pub struct StoredCall<'a> {
+    tool: &'a str,
+    /// Compact JSON text, exactly as hashed.
+    raw_arguments: &'a str,
+    duration_us: u64,
+}
+
+impl<'a> StoredCall<'a> {
+    pub fn of(call: &'a CallRecord) -> Self {
+        StoredCall {
+            tool: &call.tool,
+            raw_arguments: call.raw_arguments.as_json(),
+            duration_us: call.duration_us,
+        }
+    }
+
+    /// The call record, without its arguments for a fold.
+    pub fn build(self, fields: DecodeFields) -> Result<CallRecord, String> {
+        let raw_arguments = match fields {
+            DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
+                .map_err(|e| format!("call arguments: {e}"))?,
+            DecodeFields::ToFold => RawArguments::null(),
+        };
+        Ok(CallRecord {
+            tool: self.tool.to_string(),
+            raw_arguments,
+            duration_us: self.duration_us,
+        })
+    }
 }

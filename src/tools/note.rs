@@ -14,9 +14,9 @@ use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
     writing_annotations,
 };
-use crate::event::family::{postcard_decode, postcard_encode};
+use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{
-    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, RawArguments, SessionKind,
+    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
@@ -140,35 +140,15 @@ struct StoredNote<'a> {
     text: &'a str,
     #[serde(borrow)]
     tags: Vec<&'a str>,
-    tool: &'a str,
-    raw_arguments: &'a str,
-    duration_us: u64,
+    #[serde(borrow)]
+    call: StoredCall<'a>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct StoredNoteV1<'a> {
     text: &'a str,
-    tool: &'a str,
-    raw_arguments: &'a str,
-    duration_us: u64,
-}
-
-fn call_of(
-    tool: &str,
-    raw: &str,
-    duration_us: u64,
-    fields: DecodeFields,
-) -> Result<CallRecord, String> {
-    Ok(CallRecord {
-        tool: tool.to_string(),
-        raw_arguments: match fields {
-            DecodeFields::All => {
-                RawArguments::from_json(raw.to_string()).map_err(|e| e.to_string())?
-            }
-            DecodeFields::ToFold => RawArguments::null(),
-        },
-        duration_us,
-    })
+    #[serde(borrow)]
+    call: StoredCall<'a>,
 }
 
 impl FamilyEvent for NoteAdded {
@@ -188,9 +168,7 @@ impl FamilyEvent for NoteAdded {
         let stored = StoredNote {
             text: &self.text,
             tags: self.tags.iter().map(String::as_str).collect(),
-            tool: &self.call.tool,
-            raw_arguments: self.call.raw_arguments.as_json(),
-            duration_us: self.call.duration_us,
+            call: StoredCall::of(&self.call),
         };
         postcard_encode(&stored, out);
     }
@@ -235,9 +213,7 @@ impl FamilyEvent for NoteAddedV1 {
     fn encode(&self, out: &mut Vec<u8>) {
         let stored = StoredNoteV1 {
             text: &self.text,
-            tool: &self.call.tool,
-            raw_arguments: self.call.raw_arguments.as_json(),
-            duration_us: self.call.duration_us,
+            call: StoredCall::of(&self.call),
         };
         postcard_encode(&stored, out);
     }
@@ -280,12 +256,7 @@ impl PayloadCodec for NoteCodec {
                 let stored: StoredNoteV1<'_> = postcard_decode(bytes)?;
                 upcast_v1(NoteAddedV1 {
                     text: stored.text.to_string(),
-                    call: call_of(
-                        stored.tool,
-                        stored.raw_arguments,
-                        stored.duration_us,
-                        fields,
-                    )?,
+                    call: stored.call.build(fields)?,
                 })
             }
             NOTE_SCHEMA => {
@@ -293,12 +264,7 @@ impl PayloadCodec for NoteCodec {
                 Ok(FamilyPayload::new(NoteAdded {
                     text: stored.text.to_string(),
                     tags: stored.tags.into_iter().map(str::to_string).collect(),
-                    call: call_of(
-                        stored.tool,
-                        stored.raw_arguments,
-                        stored.duration_us,
-                        fields,
-                    )?,
+                    call: stored.call.build(fields)?,
                 }))
             }
             other => Err(format!("note schema {other} is unknown to this build")),

@@ -7,10 +7,8 @@
 //! [`StoredThink`] are also the layout of the rows builds before families wrote) or a
 //! JSON field name without bumping the schema and reading the old one.
 
-use crate::event::family::{postcard_decode, postcard_encode};
-use crate::event::{
-    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, RawArguments,
-};
+use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::{Deserialize, Serialize};
@@ -341,38 +339,6 @@ pub struct StoredThink<'a> {
     open_items: Vec<&'a str>,
     #[serde(borrow)]
     call: StoredCall<'a>,
-}
-
-/// A call record in a binary row.
-#[derive(Serialize, Deserialize)]
-struct StoredCall<'a> {
-    tool: &'a str,
-    /// Compact JSON text, exactly as hashed.
-    raw_arguments: &'a str,
-    duration_us: u64,
-}
-
-impl<'a> StoredCall<'a> {
-    fn of(call: &'a CallRecord) -> Self {
-        StoredCall {
-            tool: &call.tool,
-            raw_arguments: call.raw_arguments.as_json(),
-            duration_us: call.duration_us,
-        }
-    }
-
-    fn build(self, fields: DecodeFields) -> Result<CallRecord, String> {
-        let raw_arguments = match fields {
-            DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
-                .map_err(|e| format!("call arguments: {e}"))?,
-            DecodeFields::ToFold => RawArguments::null(),
-        };
-        Ok(CallRecord {
-            tool: self.tool.to_string(),
-            raw_arguments,
-            duration_us: self.duration_us,
-        })
-    }
 }
 
 impl<'a> StoredThought<'a> {
