@@ -42,6 +42,19 @@ impl EventId {
     pub fn generate() -> Self {
         EventId(Ulid::generate())
     }
+
+    /// The id of the `index`-th event a call keyed `key` records: the same key always
+    /// gives the same ids, so a call that runs again records nothing twice (a 128-bit
+    /// blake3 digest, written as a ULID).
+    pub fn derived(key: &str, index: u64) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"reasoning-ledger/derived-event-id/v1\0");
+        hasher.update(&index.to_le_bytes());
+        hasher.update(key.as_bytes());
+        let digest = hasher.finalize();
+        let bytes: [u8; 16] = digest.as_bytes()[..16].try_into().expect("16 of 32 bytes");
+        EventId(Ulid(u128::from_be_bytes(bytes)))
+    }
 }
 
 impl fmt::Display for SessionId {

@@ -15,7 +15,7 @@
 use super::contract::{Backend, CommitSignal, WriteView};
 use super::rules::{self, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
-use crate::event::{Event, NewEvent, SessionId, now_ms};
+use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -246,6 +246,11 @@ impl AppendTxn<'_> {
     /// Finds a session by id or alias, as [`super::Ledger::resolve`] does.
     pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         super::resolve_in(&*self.txn, text)
+    }
+
+    /// The stored events with these ids, in order (`None` where none is stored).
+    pub fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        self.txn.events_by_id(ids)
     }
 
     /// Appends `events` to `session` after seq `expected_seq` (0 for a new session).

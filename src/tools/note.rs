@@ -58,7 +58,8 @@ fn tools() -> Vec<rmcp::model::Tool> {
         json!({"type": "object", "properties": {
             "text": {"type": "string"},
             "tags": {"type": "array", "items": {"type": "string"}},
-            "sessionId": {"type": "string"}
+            "sessionId": {"type": "string"},
+            "key": {"type": "string", "description": "Idempotency key"}
         }, "required": ["text"]}),
         None,
         writing_annotations("Note"),
@@ -71,6 +72,7 @@ fn call(mut call: ToolCall) -> CallFuture {
         let text = args.string(&["text"], true);
         let tags = args.string_list(&["tags"]).unwrap_or_default();
         let session_id = args.string_limited(&["sessionId"], false, MAX_ID_BYTES);
+        let key = args.string_limited(&["key"], false, MAX_ID_BYTES);
         if args.has_problems() {
             return Err(ToolError::validation(NOTE, args.into_problems()));
         }
@@ -81,6 +83,7 @@ fn call(mut call: ToolCall) -> CallFuture {
             named: session_id,
             continue_key: Some(String::new()),
             remember_key: String::new(),
+            idempotency_key: key,
         };
         let recorded = call
             .record(target, move |head, record| {
@@ -373,6 +376,11 @@ mod tests {
             "continues the current session"
         );
         assert_eq!(answer["notes"], 2);
+        // A keyed call that runs again records nothing new and answers the same.
+        let keyed = call(NOTE, json!({"text": "once", "key": "k-1"}));
+        let again = call(NOTE, json!({"text": "once", "key": "k-1"}));
+        assert_eq!(keyed.structured_content, again.structured_content);
+        assert_eq!(keyed.structured_content.unwrap()["eventSeq"], 4);
         let bad = call(NOTE, json!({"tags": "x"}));
         assert_eq!(bad.is_error, Some(true));
 
@@ -385,7 +393,7 @@ mod tests {
         );
         assert!(markdown.contains("call \"Bob\""), "{markdown}");
         assert!(mermaid.contains("flowchart"), "{mermaid}");
-        assert_eq!(jsonl.lines().count(), 3);
+        assert_eq!(jsonl.lines().count(), 4, "the keyed note once");
         assert!(
             jsonl.contains(r#""type":"note_added","text":"buy <milk>","tags":["home"]"#),
             "{jsonl}"

@@ -6,13 +6,20 @@
 //! [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
 //! writer thread inside the group's transaction, so it reads the session head and the
 //! process's current sessions in commit order; it is queued in the connection's arrival
-//! order ([`super::arrival`]). Idempotency is the store's: event ids are the keys.
+//! order ([`super::arrival`]). Idempotency is by event id: a call given a key
+//! ([`Target::idempotency_key`]) records its events under ids derived from it, so a call
+//! that runs again (a retried request, a 2026-07-28 round that runs the tool body again)
+//! finds what it recorded and appends nothing.
 //! Must not: decide what to record (families do), or answer before the commit.
 
 use super::{CurrentSessions, ToolCall, ToolError};
-use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
+use crate::event::{CallRecord, EventId, NewEvent, Payload, SessionId, SessionKind};
 use crate::store::{AppendTxn, SessionHead};
 use serde_json::Value;
+
+/// Most events one keyed call (or one keyed `record_more`) may append: what a re-run
+/// looks up to find them again.
+pub const MAX_EVENTS_PER_KEYED_CALL: usize = 16;
 
 /// Characters of the first thought (or purpose) kept as a session's title.
 pub const TITLE_CHARS: usize = 80;
@@ -65,6 +72,9 @@ pub struct Target {
     pub continue_key: Option<String>,
     /// The key the session is remembered under after the call.
     pub remember_key: String,
+    /// Makes the call idempotent: its events get ids derived from this key, and a call
+    /// with a key that already recorded answers with what it recorded, appending nothing.
+    pub idempotency_key: Option<String>,
 }
 
 /// What a committed append answers with.
@@ -139,6 +149,44 @@ fn append(
     })
 }
 
+/// Gives `events` the ids derived from `key`.
+fn key_events(key: &str, events: &mut [NewEvent]) -> Result<(), ToolError> {
+    if events.len() > MAX_EVENTS_PER_KEYED_CALL {
+        return Err(ToolError::Panicked {
+            tool: "write path".into(),
+            message: format!(
+                "a keyed call may append at most {MAX_EVENTS_PER_KEYED_CALL} events, not {}",
+                events.len()
+            ),
+        });
+    }
+    for (index, event) in events.iter_mut().enumerate() {
+        event.id = EventId::derived(key, index as u64);
+    }
+    Ok(())
+}
+
+/// What a call keyed `key` recorded before, if it did: the last of its events.
+fn recorded_before(txn: &AppendTxn<'_>, key: &str) -> Result<Option<Recorded>, ToolError> {
+    let ids: Vec<EventId> = (0..MAX_EVENTS_PER_KEYED_CALL as u64)
+        .map(|index| EventId::derived(key, index))
+        .collect();
+    let found = txn.events_by_id(&ids)?;
+    let Some(last) = found.into_iter().map_while(|event| event).last() else {
+        return Ok(None);
+    };
+    let head = txn
+        .head(last.session)?
+        .ok_or(crate::store::StoreError::MissingHead {
+            session: last.session,
+        })?;
+    Ok(Some(Recorded {
+        session: last.session,
+        seq: last.seq,
+        head,
+    }))
+}
+
 fn lock(current: &std::sync::Mutex<CurrentSessions>) -> std::sync::MutexGuard<'_, CurrentSessions> {
     current
         .lock()
@@ -161,6 +209,12 @@ impl ToolCall {
         let arguments = std::mem::take(&mut self.arguments);
         let received = self.received;
         self.write(move |txn| -> Result<Recorded, ToolError> {
+            if let Some(key) = target.idempotency_key.as_deref()
+                && let Some(recorded) = recorded_before(txn, key)?
+            {
+                lock(&sessions).set(target.kind, recorded.session, target.remember_key);
+                return Ok(recorded);
+            }
             let current = match target.continue_key.as_deref() {
                 Some(key) => lock(&sessions).get(target.kind, key),
                 None => None,
@@ -171,7 +225,10 @@ impl ToolCall {
                 raw_arguments: Value::Object(arguments).into(),
                 duration_us: received.elapsed().as_micros() as u64,
             };
-            let events = decide(head.as_ref(), call);
+            let mut events = decide(head.as_ref(), call);
+            if let Some(key) = target.idempotency_key.as_deref() {
+                key_events(key, &mut events)?;
+            }
             let (session, expected) = match &head {
                 Some(h) => (h.session, h.seq),
                 None => (SessionId::generate(), 0),
@@ -185,15 +242,25 @@ impl ToolCall {
     }
 
     /// Appends more events to a session this call already recorded to (a model call's
-    /// outcome after its request), right after `after`.
+    /// outcome after its request), right after `after`. With a key, as
+    /// [`Target::idempotency_key`]: a re-run finds them and appends nothing.
     pub async fn record_more(
         &mut self,
         after: &Recorded,
-        events: Vec<NewEvent>,
+        idempotency_key: Option<String>,
+        mut events: Vec<NewEvent>,
     ) -> Result<Recorded, ToolError> {
         let (session, expected) = (after.session, after.seq);
-        self.write(move |txn| append(txn, session, expected, events))
-            .await
+        self.write(move |txn| {
+            if let Some(key) = idempotency_key.as_deref() {
+                if let Some(recorded) = recorded_before(txn, key)? {
+                    return Ok(recorded);
+                }
+                key_events(key, &mut events)?;
+            }
+            append(txn, session, expected, events)
+        })
+        .await
     }
 
     /// Queues `job` in this call's turn and waits for its commit. A call the client

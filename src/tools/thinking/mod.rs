@@ -256,6 +256,7 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
         named: args.session_id.clone(),
         continue_key: (!args.starts_session()).then(String::new),
         remember_key: String::new(),
+        idempotency_key: None,
     };
     let recorded = {
         let args = args.clone();
@@ -421,6 +422,7 @@ pub async fn call_think(mut call: ToolCall) -> Result<CallToolResult, ToolError>
         named: args.session_id.clone(),
         continue_key: (args.thought.thought_index != 1).then(|| purpose.clone()),
         remember_key: purpose,
+        idempotency_key: None,
     };
     let recorded = {
         let args = args.clone();
