@@ -64,36 +64,28 @@ impl LedgerServer {
     pub fn with_context(ctx: Arc<ToolContext>, toolsets: Vec<Toolset>) -> Self {
         let mut tools = Vec::new();
         let mut routes = HashMap::new();
+        let read_only = |tool: &Tool| {
+            tool.annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false)
+        };
         for set in &toolsets {
             let listed = set.tools();
             for tool in &listed {
-                let read_only = tool
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false);
-                routes.insert(
-                    tool.name.to_string(),
-                    Route {
-                        set: *set,
-                        read_only,
-                    },
-                );
+                let route = Route {
+                    set: *set,
+                    read_only: read_only(tool),
+                };
+                routes.insert(tool.name.to_string(), route);
             }
-            let writes = listed.iter().any(|t| {
-                !t.annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false)
-            });
+            // An alias may write if any tool of its family does.
+            let route = Route {
+                set: *set,
+                read_only: listed.iter().all(read_only),
+            };
             for alias in set.family().aliases {
-                routes.insert(
-                    alias.to_string(),
-                    Route {
-                        set: *set,
-                        read_only: !writes,
-                    },
-                );
+                routes.insert(alias.to_string(), route);
             }
             tools.extend(listed);
         }
