@@ -628,7 +628,9 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         format!("export {session_id} --format json"),
         "sessions".to_string(),
     ] {
-        out.push_str(&format!("  {program} --data-dir {data_dir_arg} {command}\n"));
+        out.push_str(&format!(
+            "  {program} --data-dir {data_dir_arg} {command}\n"
+        ));
     }
     stdout_write(&out)
 }
