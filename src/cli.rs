@@ -45,8 +45,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio (the default)
     Serve {
-        /// Toolsets to list: thinking, ledger, or all [env: REASONING_LEDGER_TOOLSETS; default: thinking,ledger]
-        #[arg(long, value_name = "A,B")]
+        #[arg(long, value_name = "A,B", help = toolsets_help())]
         toolsets: Option<String>,
     },
     /// List sessions, newest first
@@ -114,6 +113,22 @@ pub enum Command {
     },
     /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
     Demo,
+}
+
+/// Help of `serve --toolsets`, from the registered families: a toolset that lands appears
+/// in it, in `all`, and in the default only if it is on by default.
+fn toolsets_help() -> String {
+    let names = |sets: Vec<Toolset>| {
+        sets.iter()
+            .map(|set| set.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "Toolsets to list: {}, or all (every toolset of this build) [env: {TOOLSETS_ENV}; default: {}]",
+        names(Toolset::available()).replace(',', ", "),
+        names(Toolset::default_sets())
+    )
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {

@@ -594,3 +594,79 @@ async fn verify_reports_a_stale_summary_apart_from_damage_and_rebuild_fixes_it()
     let text = stdout(&cli(dir.path(), &["verify", "--rebuild"]));
     assert!(text.contains("rebuilt 0 session summary(ies)"), "{text}");
 }
+
+// ---- toolsets, as README tells them ----
+
+/// README's toolset table: (toolset, on by default, its tools as listed).
+fn readme_toolsets() -> Vec<(String, bool, Vec<String>)> {
+    let readme = include_str!("../../README.md");
+    let table = readme
+        .split_once("| toolset | on by default | tools |")
+        .expect("README has the toolset table")
+        .1;
+    table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let tools = cells[3]
+                .split(", ")
+                .map(|tool| {
+                    // "`sequentialthinking` (alias `sequential_thinking`)": the listed name.
+                    tool.split('`')
+                        .nth(1)
+                        .expect("a tool in backticks")
+                        .to_string()
+                })
+                .collect();
+            (
+                cells[1].trim_matches('`').to_string(),
+                cells[2] == "yes",
+                tools,
+            )
+        })
+        .collect()
+}
+
+async fn listed_names(dir: &std::path::Path, toolsets: Option<&str>) -> Vec<String> {
+    let client = match toolsets {
+        Some(sets) => spawn_with(dir, &["--toolsets", sets], &[]).await,
+        None => spawn(dir).await,
+    };
+    let tools = client.list_tools(None).await.expect("tools/list").tools;
+    client.cancel().await.unwrap();
+    tools.iter().map(|tool| tool.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn the_readme_toolset_table_is_what_toolsets_list_and_all_is_every_toolset() {
+    let dir = data_dir();
+    let table = readme_toolsets();
+    assert!(!table.is_empty());
+    let mut every = Vec::new();
+    let mut default = Vec::new();
+    for (name, on_by_default, tools) in &table {
+        assert_eq!(&listed_names(dir.path(), Some(name)).await, tools, "{name}");
+        every.extend(tools.clone());
+        if *on_by_default {
+            default.extend(tools.clone());
+        }
+    }
+    assert_eq!(listed_names(dir.path(), Some("all")).await, every);
+    assert_eq!(listed_names(dir.path(), None).await, default);
+    // serve --help names every toolset the table names.
+    let help = stdout(&cli(dir.path(), &["serve", "--help"]));
+    for (name, _, _) in &table {
+        assert!(help.contains(name.as_str()), "{name} missing:\n{help}");
+    }
+    // An unknown toolset is refused naming the real ones (exit 1, nothing served).
+    let refused = cli(dir.path(), &["serve", "--toolsets", "planning"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let names: Vec<&str> = table.iter().map(|(name, _, _)| name.as_str()).collect();
+    assert!(
+        stderr(&refused).contains(&names.join(", ")),
+        "{}",
+        stderr(&refused)
+    );
+}
