@@ -8,7 +8,7 @@
 use crate::event::{Event, SessionId, SessionKind};
 use crate::export::{self, Format};
 use crate::server::{LedgerServer, serve_stdio};
-use crate::store::{Ledger, SessionHead};
+use crate::store::{LEDGER_FILE_NAME, Ledger, OpenError, SessionHead};
 use crate::tools::{Toolset, ledger as ledger_tools};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -45,13 +45,12 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio (the default)
     Serve {
-        /// Toolsets to list: thinking, ledger, or all [env: REASONING_LEDGER_TOOLSETS; default: thinking,ledger]
-        #[arg(long, value_name = "A,B")]
+        #[arg(long, value_name = "A,B", help = toolsets_help())]
         toolsets: Option<String>,
     },
     /// List sessions, newest first
     Sessions {
-        /// Print JSON instead of a table
+        /// Print JSON ({"sessions": [...]}, as list_sessions answers) instead of a table
         #[arg(long)]
         json: bool,
         /// Only sessions of this kind (thinking, think)
@@ -62,44 +61,74 @@ pub enum Command {
         limit: usize,
     },
     /// Show one session as Markdown
-    Show { id: String },
+    Show {
+        /// Session id or alias (`sessions` lists them)
+        id: String,
+    },
     /// Export one session
     Export {
+        /// Session id or alias (`sessions` lists them)
         id: String,
-        #[arg(long, short = 'f', value_parser = parse_format)]
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree) or jsonl (the raw events, re-importable)
+        #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
         format: Format,
-        /// As the session stood after this seq
-        #[arg(long)]
+        /// Export the session as it stood right after this event seq (default: its last event)
+        #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
-        /// Write to this file instead of stdout (refuses to overwrite)
-        #[arg(long, short = 'o')]
+        /// Write to this new file instead of stdout (never overwrites; its folder must exist)
+        #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
     /// Show a session as it stood after one event, with the events up to it
     Replay {
+        /// Session id or alias (`sessions` lists them)
         id: String,
-        #[arg(long)]
+        /// Replay up to and including this event seq (default: its last event)
+        #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
     },
     /// Search every session's text
     Search {
+        /// Text to find, case-insensitive: the exact phrase first, then all its words
         text: String,
+        /// Print JSON ({"query", "matches"}, as search_history answers) instead of lines
         #[arg(long)]
         json: bool,
+        /// At most this many matches
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
     /// Check every hash chain and seq (or one session's)
     Verify {
+        /// Only this session (id or alias)
         id: Option<String>,
         /// First fold every session again and rewrite stale or differing summaries
         #[arg(long)]
         rebuild: bool,
     },
-    /// Import events from a JSONL export
-    Import { file: PathBuf },
-    /// Run a short scripted session through the real server and print it
+    /// Import events from a JSONL export (creates the ledger if there is none)
+    Import {
+        /// A file written by `export --format jsonl`
+        file: PathBuf,
+    },
+    /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
     Demo,
+}
+
+/// Help of `serve --toolsets`, from the registered families: a toolset that lands appears
+/// in it, in `all`, and in the default only if it is on by default.
+fn toolsets_help() -> String {
+    let names = |sets: Vec<Toolset>| {
+        sets.iter()
+            .map(|set| set.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "Toolsets to list: {}, or all (every toolset of this build) [env: {TOOLSETS_ENV}; default: {}]",
+        names(Toolset::available()).replace(',', ", "),
+        names(Toolset::default_sets())
+    )
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -200,8 +229,37 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// Opens the ledger, creating it if missing: for the commands that record (`serve`,
+/// `demo`, `import`).
 fn open(settings: &Settings) -> anyhow::Result<Ledger> {
     Ok(Ledger::open(&settings.data_dir)?)
+}
+
+/// Opens an existing ledger: for the commands that only read. A missing one is an error
+/// naming the path and the default ledger, so a mistyped `--data-dir` is noticed instead
+/// of answering from a new, empty ledger.
+fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
+    match Ledger::open_existing(&settings.data_dir) {
+        Ok(ledger) => Ok(ledger),
+        Err(OpenError::NoLedger { path }) => {
+            let default = match resolve_data_dir(None) {
+                Ok(dir) if dir == settings.data_dir => {
+                    "this is the default data directory".to_string()
+                }
+                Ok(dir) => format!(
+                    "the default ledger is {}",
+                    dir.join(LEDGER_FILE_NAME).display()
+                ),
+                Err(_) => "there is no default data directory here".to_string(),
+            };
+            bail!(
+                "no ledger at {} (check --data-dir / {DATA_DIR_ENV}; {default}). Read-only \
+                 commands never create one: `serve`, `demo` and `import` do",
+                path.display()
+            )
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
@@ -253,11 +311,11 @@ fn sessions(
         })?),
         None => None,
     };
-    let ledger = open(settings)?;
-    let (rows, _) = ledger_tools::list_sessions(&ledger, kind, None, None, limit)?;
+    let ledger = open_existing(settings)?;
+    let (rows, next) = ledger_tools::list_sessions(&ledger, kind, None, None, limit)?;
     if json {
-        let list: Vec<_> = rows.iter().map(ledger_tools::session_row).collect();
-        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&list)?));
+        let answer = ledger_tools::sessions_answer(&rows, next);
+        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();
     if rows.is_empty() {
@@ -286,7 +344,7 @@ fn sessions(
 }
 
 fn show(settings: &Settings, id: &str) -> anyhow::Result<()> {
-    let ledger = open(settings)?;
+    let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     let tree = ledger_tools::load_tree(&ledger, &head, None)?;
     stdout_write(&export::markdown::render(&tree))
@@ -312,7 +370,7 @@ fn export_cmd(
     at: Option<u64>,
     output: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let ledger = open(settings)?;
+    let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
     let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, format)?;
@@ -320,13 +378,7 @@ fn export_cmd(
     match output {
         None => stdout_write(&text),
         Some(path) => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .with_context(|| {
-                    format!("cannot create {} (it must not exist yet)", path.display())
-                })?;
+            let mut file = create_new_file(path)?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
             eprintln!("wrote {} ({} bytes)", path.display(), text.len());
@@ -335,8 +387,41 @@ fn export_cmd(
     }
 }
 
+/// Creates `path` for an export, refusing to overwrite, with an error that says what is
+/// wrong: the file exists, or its folder does not.
+fn create_new_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => Ok(file),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} already exists: export never overwrites a file (choose another name or remove it)",
+            path.display()
+        ),
+        Err(_) if !folder.exists() => bail!(
+            "cannot write {}: the folder {} does not exist (create it first)",
+            path.display(),
+            folder.display()
+        ),
+        Err(_) if !folder.is_dir() => bail!(
+            "cannot write {}: {} is a file, not a folder",
+            path.display(),
+            folder.display()
+        ),
+        Err(error) => {
+            Err(anyhow::Error::new(error).context(format!("cannot create {}", path.display())))
+        }
+    }
+}
+
 fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> {
-    let ledger = open(settings)?;
+    let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
     let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, Format::Jsonl)?;
@@ -365,10 +450,11 @@ fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> 
 }
 
 fn search(settings: &Settings, query: &str, json: bool, limit: usize) -> anyhow::Result<()> {
-    let ledger = open(settings)?;
+    let ledger = open_existing(settings)?;
     let hits = ledger_tools::search(&ledger, query, None, limit)?;
     if json {
-        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&hits)?));
+        let answer = ledger_tools::search_answer(query, &hits);
+        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();
     for hit in &hits {
@@ -387,7 +473,7 @@ fn search(settings: &Settings, query: &str, json: bool, limit: usize) -> anyhow:
 }
 
 fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> anyhow::Result<()> {
-    let ledger = open(settings)?;
+    let ledger = open_existing(settings)?;
     if rebuild {
         let fixed = ledger.rebuild_summaries()?;
         let mut text = format!("rebuilt {} session summary(ies)\n", fixed.len());
@@ -486,7 +572,7 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
     let exe = std::env::current_exe().context("locating this binary")?;
     let data_dir = data_dir.to_path_buf();
-    let mut command = tokio::process::Command::new(exe);
+    let mut command = tokio::process::Command::new(&exe);
     command
         .arg("serve")
         .arg("--data-dir")
@@ -546,9 +632,53 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         }
     }
     client.close().await?;
+    let program = follow_up_program(&exe);
+    let data_dir_arg = shell_quote(&std::path::absolute(&data_dir).unwrap_or(data_dir.clone()));
     out.push_str(&format!(
-        "\nSession {session_id} is stored in {}.\nTry: reasoning-ledger show {session_id}\n     reasoning-ledger export {session_id} --format json\n",
-        data_dir.display()
+        "\nSession {session_id} is stored in {}.\nTry:\n",
+        data_dir.join(LEDGER_FILE_NAME).display()
     ));
+    for command in [
+        format!("show {session_id}"),
+        format!("export {session_id} --format json"),
+        "sessions".to_string(),
+    ] {
+        out.push_str(&format!(
+            "  {program} --data-dir {data_dir_arg} {command}\n"
+        ));
+    }
     stdout_write(&out)
+}
+
+/// How a follow-up command names this binary so that it runs as printed: `reasoning-ledger`
+/// when that name on `PATH` is this very binary, else its full path (after `cargo run` it
+/// lives in the target directory, which is not on `PATH`).
+fn follow_up_program(exe: &Path) -> String {
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            dir.join(exe.file_name().unwrap_or_default())
+                .canonicalize()
+                .is_ok_and(|found| found == exe)
+        })
+    });
+    match exe.file_stem() {
+        Some(stem) if on_path => stem.to_string_lossy().into_owned(),
+        _ => shell_quote(&exe),
+    }
+}
+
+/// `path` as one POSIX shell word: as it is when it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_quote(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=".contains(c));
+    if plain {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }

@@ -61,6 +61,11 @@ pub(crate) const CLASS_DEFS: [(&str, &str); 5] = [
     (CLASS_EMPTY, "fill:#f8f9fa,stroke:#adb5bd,color:#868e96"),
 ];
 
+/// `count` and its noun, singular for exactly one ("1 branch", "0 branches", "2 branches").
+fn counted(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// Renders the tree as a Mermaid flowchart.
 pub fn render(tree: &ThoughtTree) -> String {
     let edges = tree.edges();
@@ -69,14 +74,14 @@ pub fn render(tree: &ThoughtTree) -> String {
     // Generated values only: a ULID, an enum name and counts.
     let _ = writeln!(
         out,
-        "{INDENT}%% reasoning-ledger session {} ({}), at seq {}: {} thoughts, {} edges, {} branches, {} anomalies",
+        "{INDENT}%% reasoning-ledger session {} ({}), at seq {}: {}, {}, {}, {}",
         tree.session,
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
-        tree.order.len(),
-        edges.len(),
-        tree.branches.len(),
-        tree.anomalies.len(),
+        counted(tree.order.len(), "thought", "thoughts"),
+        counted(edges.len(), "edge", "edges"),
+        counted(tree.branches.len(), "branch", "branches"),
+        counted(tree.anomalies.len(), "anomaly", "anomalies"),
     );
     for (class, style) in CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
@@ -603,7 +608,7 @@ mod tests {
         );
         assert!(diagram.contains("\n    class t8,t9 anomaly\n"), "{diagram}");
         assert!(
-            diagram.contains(&format!("{} anomalies", tree.anomalies.len())),
+            diagram.contains(&counted(tree.anomalies.len(), "anomaly", "anomalies")),
             "{diagram}"
         );
 
@@ -646,12 +651,40 @@ mod tests {
         }
     }
 
-    /// Writes renders of hostile trees to `target/mermaid-fixtures/` for the real Mermaid
-    /// parser, which `.ci/run` runs on them (`tools/mermaid-check/check.mjs`). Each file's
-    /// expected counts are written beside it as `NAME.counts` (`nodes edges subgraphs`).
+    #[test]
+    fn the_count_header_says_one_branch_and_two_branches() {
+        assert_eq!(counted(1, "branch", "branches"), "1 branch");
+        assert_eq!(counted(0, "branch", "branches"), "0 branches");
+        assert_eq!(counted(2, "anomaly", "anomalies"), "2 anomalies");
+    }
+
+    /// The target directory cargo built this test into: the nearest ancestor of the test
+    /// binary holding cargo's `CACHEDIR.TAG` (so `CARGO_TARGET_DIR`, `--target-dir` and
+    /// `build.target-dir` are all followed); else `$CARGO_TARGET_DIR`, else `target/`.
+    fn cargo_target_dir() -> std::path::PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        if let Some(dir) = exe
+            .ancestors()
+            .skip(1)
+            .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        {
+            return dir.to_path_buf();
+        }
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| manifest.join("target"), |dir| manifest.join(dir))
+    }
+
+    /// Writes renders of hostile trees to `mermaid-fixtures/` in cargo's target directory
+    /// (`target/` unless `CARGO_TARGET_DIR` or cargo's configuration moves it; never the
+    /// source tree otherwise) for the real Mermaid parser, which `.ci/mermaid-check` runs
+    /// on them (`tools/mermaid-check/check.mjs`, finding the same directory with `cargo
+    /// metadata`). Each file's expected counts are written beside it as `NAME.counts`
+    /// (`nodes edges subgraphs`).
     #[test]
     fn write_hostile_renders_for_the_mermaid_checker() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mermaid-fixtures");
+        let dir = cargo_target_dir().join("mermaid-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let mut trees = vec![("empty".to_string(), ThoughtTree::new(SessionId::generate()))];
         for (i, text) in HOSTILE.iter().enumerate() {

@@ -20,13 +20,20 @@ use std::collections::HashMap;
 /// inserts, so a fast non-keyed hash is enough (a rebuild does one insert per thought).
 type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Serializes a time in ms since the epoch as ISO 8601 ([`crate::event::format_time`]).
+fn serialize_time<S: serde::Serializer>(at_ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&crate::event::format_time(*at_ms))
+}
+
 /// One recorded thought (from `sequentialthinking` or `think`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThoughtNode {
     /// Seq of the event that recorded it.
     pub seq: u64,
-    /// Commit time, ms since the epoch.
+    /// Commit time, ms since the epoch; serialized as ISO 8601 (UTC, milliseconds) like
+    /// every other time in answers and exports.
+    #[serde(serialize_with = "serialize_time")]
     pub at: u64,
     /// Tool that wrote it, as called.
     pub tool: String,

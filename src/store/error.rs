@@ -80,6 +80,10 @@ const ENOSPC: i32 = 28;
 /// Why the ledger file could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    #[error("no ledger at {path}")]
+    NoLedger { path: PathBuf },
+    #[error("the data directory {path} is a file, not a directory")]
+    DataDirIsAFile { path: PathBuf },
     #[error("cannot create the data directory {path}")]
     DataDir {
         path: PathBuf,

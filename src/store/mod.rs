@@ -128,12 +128,35 @@ impl Ledger {
     /// A file that exists is only ever opened, never initialised: an empty, truncated or
     /// foreign file is an error naming its path.
     pub fn open(data_dir: &Path) -> Result<Ledger, OpenError> {
+        if data_dir.is_file() {
+            return Err(OpenError::DataDirIsAFile {
+                path: data_dir.to_path_buf(),
+            });
+        }
         std::fs::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
             path: data_dir.to_path_buf(),
             source,
         })?;
         let path = data_dir.join(LEDGER_FILE_NAME);
         Self::open_file(&path)
+    }
+
+    /// Opens `ledger.redb` inside `data_dir` only if it is there: never creates the
+    /// directory or the file ([`OpenError::NoLedger`] when nothing is at the path). What is
+    /// there is opened and checked as [`Ledger::open`] does.
+    pub fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
+        if data_dir.is_file() {
+            return Err(OpenError::DataDirIsAFile {
+                path: data_dir.to_path_buf(),
+            });
+        }
+        let path = data_dir.join(LEDGER_FILE_NAME);
+        match std::fs::symlink_metadata(&path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(OpenError::NoLedger { path })
+            }
+            _ => Self::open_file(&path),
+        }
     }
 
     /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without

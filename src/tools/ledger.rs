@@ -304,11 +304,23 @@ fn call_list_sessions(
         before.as_deref(),
         limit as usize,
     )?;
+    Ok(structured_result(sessions_answer(&rows, next)))
+}
+
+/// The one shape of a list of sessions, for `list_sessions` and `sessions --json`:
+/// `{"sessions": [...], "nextCursor"?}`.
+pub fn sessions_answer(rows: &[SessionHead], next: Option<String>) -> Value {
     let mut answer = json!({"sessions": rows.iter().map(session_row).collect::<Vec<_>>()});
     if let Some(next) = next {
         answer["nextCursor"] = json!(next);
     }
-    Ok(structured_result(answer))
+    answer
+}
+
+/// The one shape of search results, for `search_history` (which adds its provenance note)
+/// and `search --json`: `{"query", "matches": [...]}`.
+pub fn search_answer(query: &str, hits: &[SearchHit]) -> Value {
+    json!({"query": query, "matches": hits})
 }
 
 /// An event as `get_history` shows it.
@@ -514,11 +526,9 @@ fn call_search(
     finish(tool, args)?;
     let query = query.expect("checked");
     let hits = search(ledger, &query, kind, limit as usize)?;
-    Ok(structured_result(json!({
-        "query": query,
-        "matches": hits,
-        "note": PROVENANCE_NOTE,
-    })))
+    let mut answer = search_answer(&query, &hits);
+    answer["note"] = json!(PROVENANCE_NOTE);
+    Ok(structured_result(answer))
 }
 
 /// Folds a session up to `at_seq` (its head when `None`) through the store's projection

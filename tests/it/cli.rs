@@ -29,7 +29,9 @@ async fn sessions_show_search_and_replay_read_the_ledger() {
     let session = one_session(dir.path()).await;
     let list = cli(dir.path(), &["sessions", "--json"]);
     assert!(list.status.success());
-    let rows: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    // The shape list_sessions answers.
+    let rows = &listed["sessions"];
     assert_eq!(rows[0]["sessionId"], json!(session));
     assert_eq!(rows[0]["thoughts"], json!(2));
     assert!(stdout(&cli(dir.path(), &["sessions"])).contains(&session));
@@ -39,6 +41,10 @@ async fn sessions_show_search_and_replay_read_the_ledger() {
         found.contains(&session) && found.contains("\"seq\": 2"),
         "{found}"
     );
+    // The shape search_history answers (without its note).
+    let found: serde_json::Value = serde_json::from_str(&found).unwrap();
+    assert_eq!(found["query"], json!("NEEDLE"));
+    assert_eq!(found["matches"][0]["sessionId"], json!(session));
     let replay = stdout(&cli(dir.path(), &["replay", &session, "--at", "2"]));
     assert!(
         replay.contains("the needle is here") && !replay.contains("second thought"),
@@ -201,6 +207,18 @@ async fn the_cli_mermaid_export_is_the_session_the_server_holds() {
         assert!(served.contains(text), "{text:?} missing:\n{served}");
     }
     assert_eq!(mermaid_parts(&at_3).0, [2, 3], "{at_3}");
+    // Counted nouns agree with their counts.
+    assert!(
+        served.contains(": 4 thoughts, 4 edges, 1 branch, 0 anomalies\n"),
+        "{served}"
+    );
+    assert!(at_3.contains(": 2 thoughts, 1 edge, 0 branches,"), "{at_3}");
+    // Thought times are ISO 8601 like every other time in answers.
+    let at = tree["thoughts"][0]["at"].as_str().expect("at is a string");
+    assert!(
+        at.len() == 24 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+        "{at}"
+    );
 }
 
 #[test]
@@ -215,22 +233,238 @@ fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
     );
     // The benchmark harness is its own binary (`reasoning-ledger-bench`), not a command.
     assert_eq!(cli(dir.path(), &["bench"]).status.code(), Some(2));
+    // An empty import creates the ledger (read-only commands never do).
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let created = cli(dir.path(), &["import", empty.to_str().unwrap()]);
+    assert!(created.status.success(), "{}", stderr(&created));
     let missing = cli(dir.path(), &["show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("no session"));
 }
 
 #[test]
-fn demo_runs_a_session_through_the_real_server() {
-    let dir = data_dir();
-    let demo = cli(dir.path(), &["demo"]);
+fn demo_runs_a_session_through_the_real_server_and_its_follow_ups_run_as_printed() {
+    let root = data_dir();
+    // A data dir the shell would split, in a folder that does not exist yet.
+    let dir = root.path().join("my ledger's dir");
+    let demo = cli(&dir, &["demo"]);
     assert!(demo.status.success(), "{}", stderr(&demo));
     let out = stdout(&demo);
     assert!(
         out.contains("flowchart TD") && out.contains("late-load"),
         "{out}"
     );
-    assert!(cli(dir.path(), &["verify"]).status.success());
+    assert!(cli(&dir, &["verify"]).status.success());
+
+    // Every suggested command runs as printed, from elsewhere, with no
+    // REASONING_LEDGER_DIR and the binary not on PATH, on the ledger demo used.
+    let follow_ups: Vec<&str> = out
+        .split_once("\nTry:\n")
+        .expect("follow-ups")
+        .1
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert_eq!(follow_ups.len(), 3, "{out}");
+    let session = out
+        .split("\nSession ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("session id");
+    for command in follow_ups {
+        assert!(command.contains("--data-dir"), "{command}");
+        let run = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(root.path())
+            .env_remove("REASONING_LEDGER_DIR")
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{command}: {}", stderr(&run));
+        assert!(
+            stdout(&run).contains(session),
+            "{command}: {}",
+            stdout(&run)
+        );
+    }
+}
+
+// ---- a missing or misnamed data directory ----
+
+/// Every command that only reads, with arguments that would otherwise be valid.
+const READ_ONLY: &[&[&str]] = &[
+    &["sessions"],
+    &["sessions", "--json"],
+    &["show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+    &["export", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--format", "json"],
+    &["replay", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+    &["search", "anything"],
+    &["verify"],
+    &["verify", "--rebuild"],
+];
+
+#[test]
+fn read_only_commands_never_create_a_ledger_and_say_there_is_none() {
+    let root = data_dir();
+    let default = root.path().join("the default");
+    let typo = root.path().join("ledgr");
+    let empty = root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for dir in [&typo, &empty] {
+        for args in READ_ONLY {
+            let output = std::process::Command::new(bin())
+                .arg("--data-dir")
+                .arg(dir)
+                .args(*args)
+                .env("REASONING_LEDGER_DIR", &default)
+                .output()
+                .unwrap();
+            let message = stderr(&output);
+            assert_eq!(output.status.code(), Some(1), "{args:?}: {message}");
+            assert!(stdout(&output).is_empty(), "{args:?}: stdout is for data");
+            let path = dir.join("ledger.redb");
+            assert!(
+                message.contains(&format!("no ledger at {}", path.display())),
+                "{args:?}: {message}"
+            );
+            assert!(
+                message.contains(&format!(
+                    "the default ledger is {}",
+                    default.join("ledger.redb").display()
+                )),
+                "{args:?}: {message}"
+            );
+            assert!(!path.exists(), "{args:?} created {}", path.display());
+        }
+    }
+    assert!(!typo.exists(), "no directory is created either");
+    assert!(!default.exists());
+    // The default data directory itself, when it holds no ledger.
+    let output = std::process::Command::new(bin())
+        .arg("sessions")
+        .env("REASONING_LEDGER_DIR", &default)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("this is the default data directory"),
+        "{}",
+        stderr(&output)
+    );
+
+    // import creates one; then the same commands answer from it.
+    let file = root.path().join("nothing.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let import = cli(&typo, &["import", file.to_str().unwrap()]);
+    assert!(import.status.success(), "{}", stderr(&import));
+    let sessions = cli(&typo, &["sessions"]);
+    assert!(sessions.status.success(), "{}", stderr(&sessions));
+    assert!(stdout(&sessions).starts_with("no sessions in "));
+    assert!(cli(&typo, &["verify"]).status.success());
+}
+
+#[test]
+fn a_data_dir_that_is_a_file_is_named_as_a_file() {
+    let root = data_dir();
+    let file = root.path().join("notes.txt");
+    std::fs::write(&file, "my notes\n").unwrap();
+    let nothing = root.path().join("nothing.jsonl");
+    std::fs::write(&nothing, "").unwrap();
+    for args in [
+        &["sessions"][..],
+        &["import", nothing.to_str().unwrap()],
+        &["serve"],
+    ] {
+        let output = cli(&file, args);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {message}");
+        assert!(
+            message.contains(&format!(
+                "the data directory {} is a file, not a directory",
+                file.display()
+            )),
+            "{args:?}: {message}"
+        );
+        assert!(!message.contains("File exists"), "{args:?}: {message}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "my notes\n");
+}
+
+#[tokio::test]
+async fn export_to_a_missing_folder_or_an_existing_file_says_which() {
+    let dir = data_dir();
+    let session = one_session(dir.path()).await;
+    let missing = dir.path().join("no such folder").join("out.md");
+    let output = cli(
+        dir.path(),
+        &[
+            "export",
+            &session,
+            "-f",
+            "markdown",
+            "-o",
+            missing.to_str().unwrap(),
+        ],
+    );
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!(
+            "the folder {} does not exist",
+            missing.parent().unwrap().display()
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("must not exist yet"), "{message}");
+    assert!(!missing.parent().unwrap().exists());
+
+    let existing = dir.path().join("kept.md");
+    std::fs::write(&existing, "mine\n").unwrap();
+    let output = cli(
+        dir.path(),
+        &[
+            "export",
+            &session,
+            "-f",
+            "markdown",
+            "-o",
+            existing.to_str().unwrap(),
+        ],
+    );
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("already exists: export never overwrites"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "mine\n");
+}
+
+#[test]
+fn every_export_and_replay_option_has_help() {
+    let dir = data_dir();
+    let export = stdout(&cli(dir.path(), &["export", "--help"]));
+    for needle in [
+        "--format <FORMAT>",
+        "mermaid (flowchart), markdown, json",
+        "--at <SEQ>",
+        "as it stood right after this event seq",
+        "never overwrites",
+    ] {
+        assert!(export.contains(needle), "{needle:?} missing:\n{export}");
+    }
+    let replay = stdout(&cli(dir.path(), &["replay", "--help"]));
+    assert!(
+        replay.contains("--at <SEQ>") && replay.contains("up to and including this event seq"),
+        "{replay}"
+    );
+    assert!(
+        !dir.path().join("ledger.redb").exists(),
+        "--help opens nothing"
+    );
 }
 
 #[tokio::test]
@@ -359,4 +593,80 @@ async fn verify_reports_a_stale_summary_apart_from_damage_and_rebuild_fixes_it()
     assert!(again.status.success(), "{}", stderr(&again));
     let text = stdout(&cli(dir.path(), &["verify", "--rebuild"]));
     assert!(text.contains("rebuilt 0 session summary(ies)"), "{text}");
+}
+
+// ---- toolsets, as README tells them ----
+
+/// README's toolset table: (toolset, on by default, its tools as listed).
+fn readme_toolsets() -> Vec<(String, bool, Vec<String>)> {
+    let readme = include_str!("../../README.md");
+    let table = readme
+        .split_once("| toolset | on by default | tools |")
+        .expect("README has the toolset table")
+        .1;
+    table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let tools = cells[3]
+                .split(", ")
+                .map(|tool| {
+                    // "`sequentialthinking` (alias `sequential_thinking`)": the listed name.
+                    tool.split('`')
+                        .nth(1)
+                        .expect("a tool in backticks")
+                        .to_string()
+                })
+                .collect();
+            (
+                cells[1].trim_matches('`').to_string(),
+                cells[2] == "yes",
+                tools,
+            )
+        })
+        .collect()
+}
+
+async fn listed_names(dir: &std::path::Path, toolsets: Option<&str>) -> Vec<String> {
+    let client = match toolsets {
+        Some(sets) => spawn_with(dir, &["--toolsets", sets], &[]).await,
+        None => spawn(dir).await,
+    };
+    let tools = client.list_tools(None).await.expect("tools/list").tools;
+    client.cancel().await.unwrap();
+    tools.iter().map(|tool| tool.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn the_readme_toolset_table_is_what_toolsets_list_and_all_is_every_toolset() {
+    let dir = data_dir();
+    let table = readme_toolsets();
+    assert!(!table.is_empty());
+    let mut every = Vec::new();
+    let mut default = Vec::new();
+    for (name, on_by_default, tools) in &table {
+        assert_eq!(&listed_names(dir.path(), Some(name)).await, tools, "{name}");
+        every.extend(tools.clone());
+        if *on_by_default {
+            default.extend(tools.clone());
+        }
+    }
+    assert_eq!(listed_names(dir.path(), Some("all")).await, every);
+    assert_eq!(listed_names(dir.path(), None).await, default);
+    // serve --help names every toolset the table names.
+    let help = stdout(&cli(dir.path(), &["serve", "--help"]));
+    for (name, _, _) in &table {
+        assert!(help.contains(name.as_str()), "{name} missing:\n{help}");
+    }
+    // An unknown toolset is refused naming the real ones (exit 1, nothing served).
+    let refused = cli(dir.path(), &["serve", "--toolsets", "planning"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let names: Vec<&str> = table.iter().map(|(name, _, _)| name.as_str()).collect();
+    assert!(
+        stderr(&refused).contains(&names.join(", ")),
+        "{}",
+        stderr(&refused)
+    );
 }

@@ -31,8 +31,9 @@ async fn a_ledger_from_before_families_verifies_exports_as_written_and_grows() {
         stdout(&verified)
     );
 
-    let sessions: Vec<serde_json::Value> =
+    let listed: serde_json::Value =
         serde_json::from_str(&stdout(&cli(dir.path(), &["sessions", "--json"]))).unwrap();
+    let sessions = listed["sessions"].as_array().unwrap();
     let ids: Vec<String> = sessions
         .iter()
         .map(|s| s["sessionId"].as_str().unwrap().to_string())

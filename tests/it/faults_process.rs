@@ -36,8 +36,11 @@ const STALL_DEADLINE: Duration = Duration::from_secs(30);
 fn stored_sessions(dir: &Path) -> Vec<String> {
     let output = cli(dir, &["sessions", "--json", "--limit", "100000"]);
     assert!(output.status.success(), "sessions: {}", stderr(&output));
-    let rows: Vec<Value> = serde_json::from_str(&stdout(&output)).expect("sessions json");
-    rows.iter()
+    let listed: Value = serde_json::from_str(&stdout(&output)).expect("sessions json");
+    listed["sessions"]
+        .as_array()
+        .expect("{\"sessions\": [...]}")
+        .iter()
         .map(|row| row["sessionId"].as_str().unwrap().to_string())
         .collect()
 }
