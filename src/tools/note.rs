@@ -8,7 +8,7 @@
 //! write it) and is now written with them (schema 2, [`NoteAdded`]). Its codec reads
 //! both; a schema-1 event is upcast for reading and keeps verifying as written.
 
-use super::args::{Args, MAX_ID_BYTES};
+use super::args::{Args, MAX_ID_BYTES, string_list_schema};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
@@ -40,6 +40,7 @@ pub static FAMILY: Family = Family {
     name: "note",
     instructions: "note (note) to jot notes (test builds only)",
     default_on: false,
+    listing_budget_bytes: 600,
     tools,
     aliases: &[],
     call,
@@ -53,15 +54,15 @@ pub static FAMILY: Family = Family {
 fn tools() -> Vec<rmcp::model::Tool> {
     vec![tool_definition(
         NOTE,
-        "Note",
+        None,
         "Record a note.",
         json!({"type": "object", "properties": {
             "text": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
+            "tags": string_list_schema(),
             "sessionId": {"type": "string"}
         }, "required": ["text"]}),
         None,
-        writing_annotations("Note"),
+        writing_annotations(),
     )]
 }
 

@@ -604,7 +604,7 @@ fn is_boolean(schema: &Value) -> bool {
 
 /// Valid arguments for every listed tool, on a session with three thoughts (head seq 4).
 /// A new tool fails the test here until it gets its base arguments.
-fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
+pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
     let value = match tool {
         SEQ | "sequential_thinking" => {
             json!({"thought": "t", "thoughtNumber": 2, "totalThoughts": 3, "nextThoughtNeeded": true, "sessionId": session})

@@ -18,6 +18,7 @@ mod bench;
 mod cli;
 mod common;
 mod compat;
+mod context;
 mod durability;
 mod exports;
 mod faults_files;
