@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 /// The ledger family, as registered in [`super::FAMILIES`]: read-only, records nothing.
 pub static FAMILY: Family = Family {
     name: "ledger",
-    instructions: "ledger (list_sessions, get_history, search_history, export_session, replay_session) to find, read, search, export and replay past sessions",
+    instructions: "ledger (find, read, search, export and replay past sessions)",
     default_on: true,
     listing_budget_bytes: 2_150,
     tools,

@@ -64,7 +64,8 @@ pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ToolErr
 pub struct Family {
     /// Its toolset's name (`serve --toolsets NAME`).
     pub name: &'static str,
-    /// Its part of the server instructions: the set's name, its tools, what it is for.
+    /// Its part of the server instructions: the set's name and, in a few words, what it is
+    /// for (`tools/list` names its tools).
     pub instructions: &'static str,
     /// Whether it is on when no toolset is chosen (the context budget of DESIGN §5).
     pub default_on: bool,

@@ -38,7 +38,7 @@ pub const NOTE_SCHEMA: u32 = 2;
 
 pub static FAMILY: Family = Family {
     name: "note",
-    instructions: "note (note) to jot notes (test builds only)",
+    instructions: "note (jot notes; test builds only)",
     default_on: false,
     listing_budget_bytes: 600,
     tools,
@@ -380,7 +380,7 @@ mod tests {
             !names.iter().any(|n| n == "sequentialthinking"),
             "{names:?}"
         );
-        assert!(server.instructions().contains("note (note)"));
+        assert!(server.instructions().contains("note (jot notes"));
         let call = |name: &str, args: Value| {
             runtime
                 .block_on(server.dispatch(name, arguments(args)))

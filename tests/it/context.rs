@@ -92,6 +92,34 @@ async fn all_toolsets_fit_four_times_the_reference() {
     );
 }
 
+/// Most bytes of the server's `instructions` (sent once, usually kept in the system
+/// prompt of every request) apart from the toolsets' own lines.
+const INSTRUCTIONS_BASE_BYTES: usize = 300;
+
+/// Most bytes one toolset's line adds to the instructions.
+const INSTRUCTIONS_PER_TOOLSET_BYTES: usize = 80;
+
+#[tokio::test]
+async fn instructions_are_short_and_say_how_sessions_persist_and_continue() {
+    let dir = common::data_dir();
+    let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .expect("instructions");
+    eprintln!("instructions: {} bytes: {instructions}", instructions.len());
+    let budget =
+        INSTRUCTIONS_BASE_BYTES + INSTRUCTIONS_PER_TOOLSET_BYTES * Toolset::available().len();
+    assert!(
+        instructions.len() <= budget,
+        "{} bytes: {instructions}",
+        instructions.len()
+    );
+    for words in ["persist", "sessionId", "continues"] {
+        assert!(instructions.contains(words), "{words}: {instructions}");
+    }
+}
+
 // ---- a validating client against the server ----
 
 /// Values put into every argument of every tool, one at a time: booleans, integers and

@@ -32,7 +32,7 @@ impl SessionKind {
 /// The thinking family, as registered in [`super::FAMILIES`].
 pub static FAMILY: Family = Family {
     name: "thinking",
-    instructions: "thinking (sequentialthinking, think) for step-by-step reasoning with revisions and branches",
+    instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
     listing_budget_bytes: 2_500,
     tools,
