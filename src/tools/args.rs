@@ -373,6 +373,83 @@ mod tests {
         }
     }
 
+    /// The schema fragments and the parser agree: whatever the parser reads validates,
+    /// and whatever it refuses fails the fragment, except the documented gaps (strings,
+    /// numbers past MAX_INTEGER).
+    #[test]
+    fn schema_fragments_declare_what_the_parser_reads() {
+        let boolean = jsonschema::draft202012::new(&boolean_schema()).unwrap();
+        let count = jsonschema::draft202012::new(&count_schema()).unwrap();
+        let page = jsonschema::draft202012::new(&count_schema_up_to(200)).unwrap();
+        let list = jsonschema::draft202012::new(&string_list_schema()).unwrap();
+        let samples = [
+            json!(true),
+            json!(false),
+            json!("TRUE"),
+            json!("false"),
+            json!("yes"),
+            json!(""),
+            json!(-1),
+            json!(0),
+            json!(1),
+            json!(2.0),
+            json!(2.5),
+            json!(-0.0),
+            json!(200),
+            json!(201),
+            json!(MAX_INTEGER),
+            json!(MAX_INTEGER + 1),
+            json!(1e300),
+            json!(" 7 "),
+            json!("+07"),
+            json!("0"),
+            json!("1e3"),
+            json!(null),
+            json!([]),
+            json!(["a"]),
+            json!([1]),
+            json!({}),
+            json!("a,b"),
+        ];
+        for sample in samples {
+            let raw = with(sample.clone());
+            let gap = |schema_valid: bool, read: bool| {
+                !read
+                    && schema_valid
+                    && (sample.is_string()
+                        || sample.as_f64().is_some_and(|n| n > MAX_INTEGER as f64))
+            };
+            let checks = [
+                (
+                    "boolean",
+                    boolean.is_valid(&sample),
+                    Args::new(&raw).boolean(&["f"], true).is_some(),
+                ),
+                (
+                    "count",
+                    count.is_valid(&sample),
+                    Args::new(&raw).integer(&["f"], true, 1).is_some(),
+                ),
+                ("page", page.is_valid(&sample), {
+                    Args::new(&raw)
+                        .integer(&["f"], true, 1)
+                        .is_some_and(|n| n <= 200)
+                }),
+                (
+                    "list",
+                    list.is_valid(&sample),
+                    Args::new(&raw).string_list(&["f"]).is_some(),
+                ),
+            ];
+            for (what, schema_valid, read) in checks {
+                assert!(
+                    schema_valid == read || gap(schema_valid, read),
+                    "{what} {sample}: schema says {schema_valid}, parser reads it: {read}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn integers_accept_decimal_strings_only() {
         for (value, expected) in [
