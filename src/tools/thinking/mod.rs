@@ -73,7 +73,7 @@ pub const THINK: &str = "think";
 const SEQUENTIAL_DESCRIPTION: &str = "Think step by step, revising and branching: for complex problems, changing plans, analysis of unclear scope. Each call records one thought; sessions persist across restarts: pass sessionId to continue one.
 
 You should:
-1. Estimate totalThoughts, adjust it freely; needsMoreThoughts goes past the end.
+1. Estimate totalThoughts, adjust it freely; set needsMoreThoughts to go past it.
 2. Question earlier thoughts; revise with isRevision, revisesThought.
 3. Explore alternatives as branches (branchFromThought, branchId).
 4. Form a hypothesis and verify it.
