@@ -11,7 +11,9 @@
 //! arguments: whatever the server takes must validate, and whatever it refuses must fail
 //! the schema unless it is one of the gaps `tools::args` documents (a string in a
 //! boolean or integer field that the parser does not read, an integer beyond
-//! `MAX_INTEGER`, or a string field whose content the server checks).
+//! `MAX_INTEGER`, or a string field whose content the server checks). The one way the
+//! schema is stricter: an enum lists its canonical spelling, the server also reads
+//! other cases and surrounding spaces.
 
 use crate::common::{self, Client, spawn_with, try_call};
 use crate::hostile::base_arguments;
@@ -160,6 +162,7 @@ fn samples() -> Vec<Value> {
         json!("thought_recorded,session_started"),
         json!({}),
         json!("json"),
+        json!(" JSON "),
     ]
 }
 
@@ -213,6 +216,7 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
 
     let (mut checked, mut both_refuse) = (0, 0);
     let mut gaps: Vec<String> = Vec::new();
+    let mut stricter: Vec<String> = Vec::new();
     let mut disagreements: Vec<String> = Vec::new();
     for tool in &tools {
         let name = tool.name.to_string();
@@ -241,7 +245,24 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
                 match (accepted, valid) {
                     (true, true) => {}
                     (false, false) => both_refuse += 1,
-                    (true, false) => disagreements.push(format!("{case}: taken, fails the schema")),
+                    (true, false) => {
+                        // Enum values are read case-insensitively and trimmed (the CLI
+                        // shares the parser); the schema lists the canonical spelling a
+                        // model should send. The one place the schema is stricter.
+                        let canonical = sample.as_str().is_some_and(|text| {
+                            property["enum"].as_array().is_some_and(|values| {
+                                values.iter().any(|v| {
+                                    v.as_str()
+                                        .is_some_and(|v| v.eq_ignore_ascii_case(text.trim()))
+                                })
+                            })
+                        });
+                        if canonical {
+                            stricter.push(case);
+                        } else {
+                            disagreements.push(format!("{case}: taken, fails the schema"));
+                        }
+                    }
                     (false, true) => {
                         // The documented gaps: content the server checks in a string
                         // (a look-alike the parser does not read, an unknown session or
@@ -276,6 +297,10 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
         tools.len(),
         gaps.len(),
         gap_values.join(" ")
+    );
+    eprintln!(
+        "stricter than the server (another spelling of an enum value): {}",
+        stricter.join("; ")
     );
     assert!(both_refuse > 0);
     assert!(
