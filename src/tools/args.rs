@@ -5,7 +5,7 @@
 //! that names each field and the value that was wrong. Must not: guess. "yes" is not
 //! true, "false" is never true, 1.5 is not an integer, null is not a value.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Largest integer accepted for counts and seqs: JavaScript's largest safe integer, so
 /// every value round-trips through any JSON client.
@@ -17,6 +17,54 @@ pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
 /// Longest identifier (branch id, session id, kind name) accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
+
+// ---- Input schema fragments: the coercion policy, declared ----
+//
+// The one rule, for every family: **a boolean or integer argument also accepts a
+// string**, and the schema says so with a JSON Schema type union:
+// `{"type": ["boolean", "string"]}` and `{"type": ["integer", "string"], "minimum": 1}`.
+// The strings read are "true"/"false" in any case ([`Args::boolean`]) and decimal
+// integers, sign, leading zeros and surrounding whitespace allowed
+// ([`Args::integer`]); any other string is refused with an error naming the field, the
+// value and what to send. So a client that validates arguments against the listed
+// schema never refuses what the server takes. The schema does not narrow the string
+// branch (a `pattern` per field would cost ~600 bytes of the default `tools/list`, ~13%
+// of its budget, on every model request), so strings the parser refuses ("yes",
+// "1.5", "0"), a string above a `maximum`, and numbers above [`MAX_INTEGER`] validate
+// and are refused by the server; non-strings it refuses (`1`, `null` for a boolean,
+// `1.5`, `0` for an integer) fail the schema too. Every family builds these fields with
+// the helpers below, so the rule is written once (README "Tools" states it for users).
+
+/// Schema of a boolean argument: JSON `true`/`false`, or a string ("true"/"false" in
+/// any case are read).
+pub fn boolean_schema() -> Value {
+    json!({"type": ["boolean", "string"]})
+}
+
+/// Schema of a count argument (an integer from 1, as [`Args::integer`] with `min` 1
+/// reads it): a JSON integer ≥ 1, or a string (decimal integers are read).
+pub fn count_schema() -> Value {
+    json!({"type": ["integer", "string"], "minimum": 1})
+}
+
+/// Schema of a count argument of at most `maximum` (a page size).
+pub fn count_schema_up_to(maximum: u64) -> Value {
+    let mut schema = count_schema();
+    schema["maximum"] = json!(maximum);
+    schema
+}
+
+/// Schema of a list of strings, as [`Args::string_list`] reads it: an array of strings,
+/// or one string of comma-separated items.
+pub fn string_list_schema() -> Value {
+    json!({"type": ["array", "string"], "items": {"type": "string"}})
+}
+
+/// `schema` with a `description`: only where the argument's name is not enough.
+pub fn described(mut schema: Value, description: &str) -> Value {
+    schema["description"] = json!(description);
+    schema
+}
 
 /// Collects typed values from one call's arguments and the problems met on the way.
 pub struct Args<'a> {
@@ -322,6 +370,83 @@ mod tests {
             let mut args = Args::new(&raw);
             assert_eq!(args.boolean(&["f"], true), None);
             assert!(args.has_problems());
+        }
+    }
+
+    /// The schema fragments and the parser agree: whatever the parser reads validates,
+    /// and whatever it refuses fails the fragment, except the documented gaps (strings,
+    /// numbers past MAX_INTEGER).
+    #[test]
+    fn schema_fragments_declare_what_the_parser_reads() {
+        let boolean = jsonschema::draft202012::new(&boolean_schema()).unwrap();
+        let count = jsonschema::draft202012::new(&count_schema()).unwrap();
+        let page = jsonschema::draft202012::new(&count_schema_up_to(200)).unwrap();
+        let list = jsonschema::draft202012::new(&string_list_schema()).unwrap();
+        let samples = [
+            json!(true),
+            json!(false),
+            json!("TRUE"),
+            json!("false"),
+            json!("yes"),
+            json!(""),
+            json!(-1),
+            json!(0),
+            json!(1),
+            json!(2.0),
+            json!(2.5),
+            json!(-0.0),
+            json!(200),
+            json!(201),
+            json!(MAX_INTEGER),
+            json!(MAX_INTEGER + 1),
+            json!(1e300),
+            json!(" 7 "),
+            json!("+07"),
+            json!("0"),
+            json!("1e3"),
+            json!(null),
+            json!([]),
+            json!(["a"]),
+            json!([1]),
+            json!({}),
+            json!("a,b"),
+        ];
+        for sample in samples {
+            let raw = with(sample.clone());
+            let gap = |schema_valid: bool, read: bool| {
+                !read
+                    && schema_valid
+                    && (sample.is_string()
+                        || sample.as_f64().is_some_and(|n| n > MAX_INTEGER as f64))
+            };
+            let checks = [
+                (
+                    "boolean",
+                    boolean.is_valid(&sample),
+                    Args::new(&raw).boolean(&["f"], true).is_some(),
+                ),
+                (
+                    "count",
+                    count.is_valid(&sample),
+                    Args::new(&raw).integer(&["f"], true, 1).is_some(),
+                ),
+                ("page", page.is_valid(&sample), {
+                    Args::new(&raw)
+                        .integer(&["f"], true, 1)
+                        .is_some_and(|n| n <= 200)
+                }),
+                (
+                    "list",
+                    list.is_valid(&sample),
+                    Args::new(&raw).string_list(&["f"]).is_some(),
+                ),
+            ];
+            for (what, schema_valid, read) in checks {
+                assert!(
+                    schema_valid == read || gap(schema_valid, read),
+                    "{what} {sample}: schema says {schema_valid}, parser reads it: {read}"
+                );
+            }
         }
     }
 

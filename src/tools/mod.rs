@@ -47,6 +47,18 @@ pub static FAMILIES: &[&Family] = &[
 /// Families DESIGN names that this build does not have yet.
 pub const PLANNED: [&str; 4] = ["qa", "planning", "agent", "booster"];
 
+/// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
+/// answer (its one tool): the unit of the context budgets below, since every listed
+/// description and schema is sent with every model request.
+pub const REFERENCE_TOOLS_LIST_BYTES: usize = 4_650;
+
+/// Most bytes of compact JSON the default toolsets' `tools/list` may take: the
+/// reference's own size, for all the default families' tools together.
+pub const DEFAULT_TOOLS_LIST_BUDGET_BYTES: usize = REFERENCE_TOOLS_LIST_BYTES;
+
+/// Most bytes of compact JSON `--toolsets all` may take: 4 × the reference.
+pub const ALL_TOOLS_LIST_BUDGET_BYTES: usize = 4 * REFERENCE_TOOLS_LIST_BYTES;
+
 /// The answer of one tool call, as a family's `call` returns it: complete, or (protocol
 /// 2026-07-28) input required from the client before it can complete.
 pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolError>> + Send>>;
@@ -55,10 +67,15 @@ pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolE
 pub struct Family {
     /// Its toolset's name (`serve --toolsets NAME`).
     pub name: &'static str,
-    /// Its part of the server instructions: the set's name, its tools, what it is for.
+    /// Its part of the server instructions: the set's name and, in a few words, what it is
+    /// for (`tools/list` names its tools).
     pub instructions: &'static str,
     /// Whether it is on when no toolset is chosen (the context budget of DESIGN §5).
     pub default_on: bool,
+    /// Most bytes of compact JSON its toolset's `tools/list` answer may take (the test
+    /// suite measures every toolset against its own); README's toolset table gives the
+    /// measured size. Raising it is a decision about every model request's cost.
+    pub listing_budget_bytes: usize,
     /// The tools it lists.
     pub tools: fn() -> Vec<Tool>,
     /// Other names its tools answer to, not listed (other servers' spellings).
@@ -339,10 +356,13 @@ pub fn structured_result(value: Value) -> CallToolResult {
     result
 }
 
-/// Builds a tool definition from JSON schemas.
+/// Builds a tool definition from JSON schemas. Everything in it is sent with every model
+/// request: a `title` only where clients show one that the name does not already say
+/// (the reference's tools have theirs), an output schema only where a client gains from
+/// it (MCP: declared, the structured content must conform to it).
 pub fn tool_definition(
     name: &'static str,
-    title: &'static str,
+    title: Option<&'static str>,
     description: &'static str,
     input_schema: Value,
     output_schema: Option<Value>,
@@ -351,9 +371,10 @@ pub fn tool_definition(
     let Value::Object(input) = input_schema else {
         panic!("input schema of {name} must be an object");
     };
-    let mut tool = Tool::new(name, description, Arc::new(input))
-        .with_title(title)
-        .with_annotations(annotations);
+    let mut tool = Tool::new(name, description, Arc::new(input)).with_annotations(annotations);
+    if let Some(title) = title {
+        tool = tool.with_title(title);
+    }
     if let Some(Value::Object(output)) = output_schema {
         tool = tool.with_raw_output_schema(Arc::new(output));
     }
@@ -361,20 +382,20 @@ pub fn tool_definition(
 }
 
 /// Annotations of a tool that appends to the ledger: not read-only, not idempotent (a
-/// repeated call records a second event), not destructive, closed world.
-pub fn writing_annotations(title: &str) -> rmcp::model::ToolAnnotations {
-    rmcp::model::ToolAnnotations::with_title(title)
-        .read_only(false)
+/// repeated call records a second event), not destructive, closed world. The first two
+/// are MCP's defaults, so only the other two are sent; the title is the tool's own
+/// (`title`), not repeated here.
+pub fn writing_annotations() -> rmcp::model::ToolAnnotations {
+    rmcp::model::ToolAnnotations::new()
         .destructive(false)
-        .idempotent(false)
         .open_world(false)
 }
 
-/// Annotations of a tool that only reads the ledger.
-pub fn reading_annotations(title: &str) -> rmcp::model::ToolAnnotations {
-    rmcp::model::ToolAnnotations::with_title(title)
+/// Annotations of a tool that only reads the ledger: read-only, closed world. (MCP reads
+/// `destructiveHint` and `idempotentHint` only when a tool is not read-only, so they
+/// are not sent.)
+pub fn reading_annotations() -> rmcp::model::ToolAnnotations {
+    rmcp::model::ToolAnnotations::new()
         .read_only(true)
-        .destructive(false)
-        .idempotent(true)
         .open_world(false)
 }

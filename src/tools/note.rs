@@ -8,7 +8,7 @@
 //! write it) and is now written with them (schema 2, [`NoteAdded`]). Its codec reads
 //! both; a schema-1 event is upcast for reading and keeps verifying as written.
 
-use super::args::{Args, MAX_ID_BYTES};
+use super::args::{Args, MAX_ID_BYTES, string_list_schema};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
@@ -38,8 +38,9 @@ pub const NOTE_SCHEMA: u32 = 2;
 
 pub static FAMILY: Family = Family {
     name: "note",
-    instructions: "note (note) to jot notes (test builds only)",
+    instructions: "note (jot notes; test builds only)",
     default_on: false,
+    listing_budget_bytes: 600,
     tools,
     aliases: &[],
     call,
@@ -53,16 +54,16 @@ pub static FAMILY: Family = Family {
 fn tools() -> Vec<rmcp::model::Tool> {
     vec![tool_definition(
         NOTE,
-        "Note",
+        None,
         "Record a note.",
         json!({"type": "object", "properties": {
             "text": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
+            "tags": string_list_schema(),
             "sessionId": {"type": "string"},
             "key": {"type": "string", "description": "Idempotency key"}
         }, "required": ["text"]}),
         None,
-        writing_annotations("Note"),
+        writing_annotations(),
     )]
 }
 
@@ -356,7 +357,7 @@ mod tests {
             !names.iter().any(|n| n == "sequentialthinking"),
             "{names:?}"
         );
-        assert!(server.instructions().contains("note (note)"));
+        assert!(server.instructions().contains("note (jot notes"));
         let call = |name: &str, args: Value| {
             complete(
                 runtime

@@ -589,22 +589,28 @@ async fn control_bidi_and_zero_width_characters_are_stored_byte_exact_and_shown_
 
 // ---- integer and boolean fields, from the tools' own schemas ----
 
-/// Whether a property schema is an integer (`type: integer`).
-fn is_integer(schema: &Value) -> bool {
-    schema["type"] == "integer"
+/// Whether a property schema admits JSON type `name` (`type: name`, or a type union
+/// with it, as the coerced fields declare: `["integer", "string"]`).
+fn admits(schema: &Value, name: &str) -> bool {
+    schema["type"] == name
+        || schema["type"]
+            .as_array()
+            .is_some_and(|types| types.iter().any(|t| t == name))
 }
 
-/// Whether a property schema is a boolean (`type: boolean`, or `anyOf` with one).
+/// Whether a property schema is an integer.
+fn is_integer(schema: &Value) -> bool {
+    admits(schema, "integer")
+}
+
+/// Whether a property schema is a boolean.
 fn is_boolean(schema: &Value) -> bool {
-    schema["type"] == "boolean"
-        || schema["anyOf"]
-            .as_array()
-            .is_some_and(|options| options.iter().any(|o| o["type"] == "boolean"))
+    admits(schema, "boolean")
 }
 
 /// Valid arguments for every listed tool, on a session with three thoughts (head seq 4).
 /// A new tool fails the test here until it gets its base arguments.
-fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
+pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
     let value = match tool {
         SEQ | "sequential_thinking" => {
             json!({"thought": "t", "thoughtNumber": 2, "totalThoughts": 3, "nextThoughtNeeded": true, "sessionId": session})

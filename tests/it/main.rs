@@ -10,7 +10,8 @@
 //! ledger path), `faults_process` (a panic in a tool, stdin closed or calls cancelled
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
 //! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
-//! server built beside it). Storage faults (crash at every sync point, I/O errors, a full
+//! server built beside it), `context` (every toolset's `tools/list` size against its
+//! budget, and a validating client's verdict on arguments against the server's). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod bad_input;
@@ -18,6 +19,7 @@ mod bench;
 mod cli;
 mod common;
 mod compat;
+mod context;
 mod durability;
 mod exports;
 mod faults_files;

@@ -8,7 +8,7 @@
 
 pub mod payload;
 
-use super::args::{Args, MAX_ID_BYTES};
+use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
@@ -32,8 +32,9 @@ impl SessionKind {
 /// The thinking family, as registered in [`super::FAMILIES`].
 pub static FAMILY: Family = Family {
     name: "thinking",
-    instructions: "thinking (sequentialthinking, think) for step-by-step reasoning with revisions and branches",
+    instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
+    listing_budget_bytes: 2_500,
     tools,
     aliases: &[SEQUENTIAL_ALIAS],
     call,
@@ -66,51 +67,46 @@ pub const SEQUENTIAL: &str = "sequentialthinking";
 pub const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
 pub const THINK: &str = "think";
 
-const SEQUENTIAL_DESCRIPTION: &str = "Think through a problem step by step, with room to revise and branch. Each call records one thought durably; the session persists and can be continued later, even after a restart, by passing its sessionId.
-
-Use it to break down complex problems, plan with room for course correction, analyse when the full scope is unclear at first, and keep context across many steps.
-
-Features: raise or lower totalThoughts as you go; revise an earlier thought (isRevision, revisesThought); explore an alternative as a branch (branchFromThought, branchId); go past the planned end (needsMoreThoughts).
+/// The reference server's guidance (when to use it, its features, the "You should"
+/// list) in fewer words, plus how a session persists and continues. Every byte of it is
+/// sent with every model request (`tools/list`).
+const SEQUENTIAL_DESCRIPTION: &str = "Think step by step, revising and branching: for complex problems, changing plans, analysis of unclear scope. Each call records one thought; sessions persist across restarts: pass sessionId to continue one.
 
 You should:
-1. Start with an estimate of the thoughts needed and adjust it freely.
-2. Question and revise earlier thoughts when you find a mistake.
-3. Say where you are unsure and explore alternatives as branches.
-4. Form a hypothesis, then verify it against the chain of thoughts.
-5. Repeat until satisfied; set nextThoughtNeeded to false only when done with a correct answer.";
+1. Estimate totalThoughts, adjust it freely; set needsMoreThoughts to go past it.
+2. Question earlier thoughts; revise with isRevision, revisesThought.
+3. Explore alternatives as branches (branchFromThought, branchId).
+4. Form a hypothesis and verify it.
+5. Set nextThoughtNeeded to false only when done with a correct answer.";
 
-const THINK_DESCRIPTION: &str = "Use the tool to think about something. It will not obtain new information or change anything outside the ledger; it just records the thought, durably, so the reasoning can be reviewed and continued. Use it when complex reasoning or a to-do list is needed. Start a new thread (a new thread_purpose, thought_index 1) for each user message; continue a thread with the same purpose and the next thought_index.";
+/// The original `think` tool's description, with how threads start and continue.
+const THINK_DESCRIPTION: &str = "Use the tool to think about something. It will not obtain new information or change anything; it just records the thought. Use it for complex reasoning or a to-do list. Start a thread (new thread_purpose, thought_index 1) per user message; continue it with the same purpose and next index.";
 
 /// The tools of this family, as listed.
 pub fn tools() -> Vec<Tool> {
     vec![sequential_tool(), think_tool()]
 }
 
-fn boolean_schema(description: &str) -> Value {
-    json!({"anyOf": [{"type": "boolean"}, {"type": "string"}], "description": description})
-}
-
-fn integer_schema(description: &str) -> Value {
-    json!({"type": "integer", "minimum": 1, "description": description})
-}
-
 fn sequential_tool() -> Tool {
+    let text = json!({"type": "string"});
     let input = json!({
         "type": "object",
         "properties": {
-            "thought": {"type": "string", "description": "Your current thinking step"},
-            "nextThoughtNeeded": boolean_schema("Whether another thought step is needed"),
-            "thoughtNumber": integer_schema("Current thought number"),
-            "totalThoughts": integer_schema("Estimated total thoughts needed"),
-            "isRevision": boolean_schema("Whether this revises previous thinking"),
-            "revisesThought": integer_schema("Which thought is being reconsidered"),
-            "branchFromThought": integer_schema("Branching point thought number"),
-            "branchId": {"type": "string", "description": "Branch identifier"},
-            "needsMoreThoughts": boolean_schema("If more thoughts are needed"),
-            "sessionId": {"type": "string", "description": "Continue this stored session (omit to continue the current one)"}
+            "thought": text,
+            "nextThoughtNeeded": boolean_schema(),
+            "thoughtNumber": count_schema(),
+            "totalThoughts": count_schema(),
+            "isRevision": boolean_schema(),
+            "revisesThought": count_schema(),
+            "branchFromThought": count_schema(),
+            "branchId": text,
+            "needsMoreThoughts": boolean_schema(),
+            "sessionId": text
         },
         "required": ["thought", "nextThoughtNeeded", "thoughtNumber", "totalThoughts"]
     });
+    // Declared as the reference declares it (clients that type structured content rely
+    // on it), with our sessionId and eventSeq.
     let output = json!({
         "type": "object",
         "properties": {
@@ -126,46 +122,36 @@ fn sequential_tool() -> Tool {
     });
     tool_definition(
         SEQUENTIAL,
-        "Sequential Thinking",
+        Some("Sequential Thinking"),
         SEQUENTIAL_DESCRIPTION,
         input,
         Some(output),
-        writing_annotations("Sequential Thinking"),
+        writing_annotations(),
     )
 }
 
 fn think_tool() -> Tool {
+    let text = json!({"type": "string"});
     let input = json!({
         "type": "object",
         "properties": {
-            "thread_purpose": {"type": "string", "description": "A few words on what this thread is for"},
-            "thought": {"type": "string", "description": "Your thought"},
-            "thought_index": {"type": "integer", "minimum": 1, "description": "Index of this thought in the thread, from 1"},
-            "tool_recommendation": {"type": "string", "description": "A tool to use next, if any"},
-            "left_to_be_done": {"type": "string", "description": "What is still to do, one item per line"},
-            "session_id": {"type": "string", "description": "Continue this stored thread"}
+            "thread_purpose": text,
+            "thought": text,
+            "thought_index": count_schema(),
+            "tool_recommendation": text,
+            "left_to_be_done": described(text.clone(), "One item per line"),
+            "session_id": text
         },
         "required": ["thread_purpose", "thought", "thought_index"]
     });
-    let output = json!({
-        "type": "object",
-        "properties": {
-            "sessionId": {"type": "string"},
-            "eventSeq": {"type": "integer"},
-            "threadPurpose": {"type": "string"},
-            "thoughtIndex": {"type": "integer"},
-            "recommendedTool": {"type": ["string", "null"]},
-            "openItems": {"type": "array", "items": {"type": "string"}}
-        },
-        "required": ["sessionId", "eventSeq", "threadPurpose", "thoughtIndex", "openItems"]
-    });
+    // No output schema: the text is the original's; the structured content is extra.
     tool_definition(
         THINK,
-        "Think",
+        Some("Think"),
         THINK_DESCRIPTION,
         input,
-        Some(output),
-        writing_annotations("Think"),
+        None,
+        writing_annotations(),
     )
 }
 
