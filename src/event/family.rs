@@ -19,7 +19,6 @@ use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::any::Any;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -192,25 +191,27 @@ impl fmt::Debug for FamilyPayload {
     }
 }
 
-/// The codec that registered event tag `tag`.
+/// The codec that registered event tag `tag`. A scan of a short list: a rebuild asks once
+/// per event, and a handful of string compares beat hashing the tag.
 pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
-    static BY_TAG: OnceLock<HashMap<&'static str, &'static dyn PayloadCodec>> = OnceLock::new();
+    static BY_TAG: OnceLock<Vec<(&'static str, &'static dyn PayloadCodec)>> = OnceLock::new();
     BY_TAG
         .get_or_init(|| {
-            let mut map = HashMap::new();
+            let mut tags: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
             for codec in crate::tools::FAMILIES.iter().filter_map(|f| f.codec) {
                 for tag in codec.types() {
-                    let earlier = map.insert(*tag, codec);
                     assert!(
-                        earlier.is_none(),
+                        tags.iter().all(|(known, _)| known != tag),
                         "event type {tag:?} is registered by two families"
                     );
+                    tags.push((tag, codec));
                 }
             }
-            map
+            tags
         })
-        .get(tag)
-        .copied()
+        .iter()
+        .find(|(known, _)| *known == tag)
+        .map(|(_, codec)| *codec)
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).
