@@ -286,3 +286,81 @@ impl ToolCall {
         queued?.await?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Ledger;
+    use crate::tools::{Request, ToolContext};
+
+    fn closed(reason: &str) -> Vec<NewEvent> {
+        vec![NewEvent::new(Payload::SessionClosed {
+            reason: reason.into(),
+        })]
+    }
+
+    fn call(ctx: &std::sync::Arc<ToolContext>) -> ToolCall {
+        ToolCall {
+            ctx: ctx.clone(),
+            name: "note".into(),
+            arguments: serde_json::Map::new(),
+            received: std::time::Instant::now(),
+            request: Request::detached(),
+        }
+    }
+
+    fn target(key: Option<&str>) -> Target {
+        Target {
+            kind: SessionKind::THINKING,
+            field: "sessionId",
+            named: None,
+            continue_key: None,
+            remember_key: String::new(),
+            idempotency_key: key.map(str::to_string),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_records_more_after_its_first_append_and_keyed_writes_happen_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let ctx = ToolContext::new(ledger.clone(), false);
+        let decide = |head: Option<&SessionHead>, _call: CallRecord| {
+            with_start(head, SessionKind::THINKING, "request", [])
+        };
+
+        // A request, then its outcome: two appends of one call, in one session.
+        let mut first = call(&ctx);
+        let request = first.record(target(Some("call-1")), decide).await.unwrap();
+        assert_eq!(request.seq, 1);
+        let outcome = first
+            .record_more(&request, Some("call-1/outcome".into()), closed("answered"))
+            .await
+            .unwrap();
+        assert_eq!((outcome.session, outcome.seq), (request.session, 2));
+
+        // The same call run again (a retried request, a second round): nothing new.
+        let mut again = call(&ctx);
+        let request_again = again.record(target(Some("call-1")), decide).await.unwrap();
+        assert_eq!(
+            (request_again.session, request_again.seq),
+            (request.session, 1)
+        );
+        let outcome_again = again
+            .record_more(
+                &request_again,
+                Some("call-1/outcome".into()),
+                closed("again"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome_again.seq, 2);
+        assert_eq!(ledger.head(request.session).unwrap().unwrap().seq, 2);
+
+        // Unkeyed, a call records every time: a new session here.
+        let mut plain = call(&ctx);
+        let other = plain.record(target(None), decide).await.unwrap();
+        assert_ne!(other.session, request.session);
+        ledger.verify_all().unwrap();
+    }
+}
