@@ -1,0 +1,808 @@
+//! The PostgreSQL backend: one shared ledger for a team, reached by many servers at once
+//! (DESIGN §12).
+//!
+//! Owns: [`PgBackend`] (the [`Backend`] over a small pool of connections), its read and
+//! write views, the schema and its versions ([`schema`]), the LISTEN/NOTIFY listener that
+//! wakes this process's watches when another server commits ([`listen`]), and turning a
+//! driver error into a message a user can act on ([`PgError`]). Must not: hold an append
+//! rule or a verify check (they live once in the store's facade), or let a `postgres`
+//! type out of this module.
+//!
+//! Tables (every name starts with `ledger_`, in the connection's current schema):
+//! - `ledger_events`: (session, seq) primary key, `id` unique, `position` unique, `row`
+//!   (the bytes of [`codec::encode_event`], as redb stores them: hashes, verify and
+//!   every export cannot tell the backends apart).
+//! - `ledger_heads`: session → head (JSON, as redb stores it).
+//! - `ledger_aliases`: alias → session.
+//! - `ledger_counter`: one row, the last position; every write transaction locks it first
+//!   (`SELECT … FOR UPDATE`), which makes write transactions exclusive across servers and
+//!   commit order position order. The unique keys are the second line.
+//! - `ledger_meta`: `schema_version`.
+//!
+//! One write transaction per group commit of the writer thread; a connection that fails
+//! is dropped and the next transaction connects again, so a restarted database or a cut
+//! connection costs the calls in flight (they fail with a clear error) and nothing else.
+
+pub(crate) mod listen;
+pub(crate) mod schema;
+
+use super::contract::{
+    AppendPlan, Backend, CommitSignal, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
+};
+use super::{Ledger, OpenError, SessionHead, StoreError, codec};
+use crate::event::{Event, EventId, SessionId};
+use postgres::{Client, NoTls};
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Longest a connection attempt waits for the server before the call fails.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle connections kept for reads and the writer; more are opened when needed and
+/// closed when returned past this many.
+pub const POOL_IDLE_LIMIT: usize = 8;
+
+/// Rows one query of a scan fetches: scans stream in chunks of this many, so memory stays
+/// flat however long a session is.
+pub const SCAN_CHUNK_ROWS: i64 = 512;
+
+/// How often a watch re-reads the ledger when no notification came (NOTIFY wakes it at
+/// once; this bounds how long a notification lost with a connection can be missed).
+pub const PG_WATCH_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Whether `text` names a PostgreSQL store (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The URL without its password, to name the ledger in messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
+    let tail = redact_query_password(tail);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => format!("{scheme}://{userinfo}@{host}{tail}"),
+        },
+        None => format!("{scheme}://{authority}{tail}"),
+    }
+}
+
+fn redact_query_password(tail: &str) -> String {
+    let Some((path, query)) = tail.split_once('?') else {
+        return tail.to_string();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+/// What went wrong talking to PostgreSQL, said so that a user knows what happened to the
+/// call.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error(
+        "cannot reach PostgreSQL at {target} (is it running? the server reconnects on its own): {source}"
+    )]
+    Connect {
+        target: String,
+        source: postgres::Error,
+    },
+    #[error("PostgreSQL failed ({what}; nothing of this call was recorded): {source}")]
+    Query {
+        what: &'static str,
+        source: postgres::Error,
+    },
+    #[error(
+        "the PostgreSQL connection failed while committing: the call may or may not be \
+         recorded (get_history shows what is stored): {source}"
+    )]
+    Commit { source: postgres::Error },
+    #[error(
+        "the database holds a ledger of schema version {found}, newer than this build knows \
+         ({known}): upgrade reasoning-ledger to use it"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
+    #[error("not a PostgreSQL URL: {0}")]
+    BadUrl(String),
+}
+
+fn query_error(what: &'static str) -> impl Fn(postgres::Error) -> StoreError {
+    move |source| StoreError::backend(PgError::Query { what, source })
+}
+
+fn key(id: u128) -> [u8; 16] {
+    id.to_be_bytes()
+}
+
+fn session_key(session: SessionId) -> [u8; 16] {
+    key(session.0.0)
+}
+
+fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
+    let bytes: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;
+    Ok(SessionId(ulid::Ulid(u128::from_be_bytes(bytes))))
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+}
+
+fn encode_head(head: &SessionHead) -> Vec<u8> {
+    serde_json::to_vec(head).expect("heads always serialize")
+}
+
+/// How to reach the database, shared by the pool and the listener.
+pub(crate) struct Target {
+    config: postgres::Config,
+    /// The URL without its password.
+    label: String,
+}
+
+impl Target {
+    pub(crate) fn parse(url: &str) -> Result<Target, PgError> {
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e: postgres::Error| PgError::BadUrl(format!("{}: {e}", redact_url(url))))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("reasoning-ledger");
+        }
+        Ok(Target {
+            config,
+            label: redact_url(url),
+        })
+    }
+
+    pub(crate) fn connect(&self) -> Result<Client, PgError> {
+        self.config
+            .connect(NoTls)
+            .map_err(|source| PgError::Connect {
+                target: self.label.clone(),
+                source,
+            })
+    }
+}
+
+/// The ledger in a PostgreSQL database.
+pub struct PgBackend {
+    target: Arc<Target>,
+    idle: Mutex<Vec<Client>>,
+    /// The NOTIFY channel of this ledger (its schema's name in it).
+    channel: Arc<str>,
+    listener: listen::Listener,
+}
+
+impl PgBackend {
+    /// Connects, applies the schema (creating the tables when `create`), and refuses a
+    /// schema newer than this build's.
+    pub fn open(url: &str, create: bool) -> Result<PgBackend, OpenError> {
+        let label = redact_url(url);
+        let open_error = |source: PgError| OpenError::Store {
+            label: label.clone(),
+            source: Arc::new(source),
+        };
+        let target = Arc::new(Target::parse(url).map_err(open_error)?);
+        let mut client = target.connect().map_err(open_error)?;
+        let channel = match schema::prepare(&mut client, create).map_err(open_error)? {
+            Some(channel) => channel,
+            None => {
+                return Err(OpenError::NoLedger {
+                    path: label.clone().into(),
+                });
+            }
+        };
+        let channel: Arc<str> = channel.into();
+        Ok(PgBackend {
+            listener: listen::Listener::new(target.clone(), channel.clone()),
+            target,
+            idle: Mutex::new(vec![client]),
+            channel,
+        })
+    }
+
+    fn client(&self) -> Result<Pooled<'_>, StoreError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .pop();
+        let client = match idle {
+            Some(client) if !client.is_closed() => client,
+            _ => self.target.connect().map_err(StoreError::backend)?,
+        };
+        Ok(Pooled {
+            client: Some(client),
+            backend: self,
+        })
+    }
+}
+
+impl Ledger {
+    /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
+    /// missing (the commands that record).
+    pub fn open_postgres(url: &str) -> Result<Ledger, OpenError> {
+        let backend = PgBackend::open(url, true)?;
+        let label = redact_url(url);
+        Ok(Ledger::with_backend(backend, Path::new(&label)))
+    }
+
+    /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
+    /// otherwise): the read-only commands.
+    pub fn open_postgres_existing(url: &str) -> Result<Ledger, OpenError> {
+        let backend = PgBackend::open(url, false)?;
+        let label = redact_url(url);
+        Ok(Ledger::with_backend(backend, Path::new(&label)))
+    }
+}
+
+/// A connection out of the pool; goes back when dropped unless it failed.
+struct Pooled<'b> {
+    client: Option<Client>,
+    backend: &'b PgBackend,
+}
+
+impl Pooled<'_> {
+    fn get(&mut self) -> &mut Client {
+        self.client.as_mut().expect("held until dropped")
+    }
+
+    /// Drops the connection instead of pooling it (its state is unknown).
+    fn discard(&mut self) {
+        self.client = None;
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && !client.is_closed()
+        {
+            let mut idle = self
+                .backend
+                .idle
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            if idle.len() < POOL_IDLE_LIMIT {
+                idle.push(client);
+            }
+        }
+    }
+}
+
+impl Backend for PgBackend {
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        let mut pooled = self.client()?;
+        if let Err(error) = pooled
+            .get()
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        {
+            pooled.discard();
+            return Err(query_error("beginning a read")(error));
+        }
+        Ok(Box::new(PgRead {
+            conn: RefCell::new(pooled),
+            open: true,
+        }))
+    }
+
+    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+        let mut pooled = self.client()?;
+        let last = pooled
+            .get()
+            .simple_query("BEGIN; SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE")
+            .map_err(|error| {
+                query_error("beginning the write transaction")(error)
+            });
+        let last = match last {
+            Ok(messages) => messages.iter().find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => {
+                    row.get(0).and_then(|v| v.parse::<u64>().ok())
+                }
+                _ => None,
+            }),
+            Err(error) => {
+                pooled.discard();
+                return Err(error);
+            }
+        };
+        let Some(last) = last else {
+            pooled.discard();
+            return Err(StoreError::Corrupt(
+                "the ledger_counter row is missing".into(),
+            ));
+        };
+        Ok(Box::new(PgWrite {
+            read: PgRead {
+                conn: RefCell::new(pooled),
+                open: true,
+            },
+            last,
+            counted: last,
+            changed: false,
+            channel: self.channel.clone(),
+        }))
+    }
+
+    fn poll_interval(&self) -> Duration {
+        PG_WATCH_POLL_INTERVAL
+    }
+
+    fn on_commits(&self, signal: CommitSignal) {
+        self.listener.start(signal);
+    }
+}
+
+/// A read transaction (REPEATABLE READ: one snapshot for every query of the view), or the
+/// read side of the write transaction.
+struct PgRead<'b> {
+    conn: RefCell<Pooled<'b>>,
+    /// A transaction is open on the connection (ended by commit/abort/drop).
+    open: bool,
+}
+
+impl PgRead<'_> {
+    /// Runs `f` on the connection; a failure drops the connection from the pool (its
+    /// transaction is gone) and becomes a [`StoreError`] saying what failed.
+    fn with<T>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.borrow_mut();
+        match f(conn.get()) {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                if error.is_closed() || error.as_db_error().is_none() {
+                    conn.discard();
+                }
+                Err(query_error(what)(error))
+            }
+        }
+    }
+
+    fn end(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        if !self.open {
+            return Ok(());
+        }
+        self.open = false;
+        let conn = self.conn.get_mut();
+        if conn.client.is_none() {
+            return Ok(());
+        }
+        let result = conn.get().batch_execute(sql);
+        if result.is_err() {
+            conn.discard();
+        }
+        result
+    }
+}
+
+impl Drop for PgRead<'_> {
+    fn drop(&mut self) {
+        let _ = self.end("ROLLBACK");
+    }
+}
+
+impl ReadView for PgRead<'_> {
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let row = self.with("reading a session head", |c| {
+            c.query_opt(
+                "SELECT head FROM ledger_heads WHERE session = $1",
+                &[&&session_key(session)[..]],
+            )
+        })?;
+        row.map(|row| decode_head(row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let rows = self.with("reading session heads", |c| {
+            c.query("SELECT head FROM ledger_heads", &[])
+        })?;
+        rows.iter()
+            .map(|row| decode_head(row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+        let row = self.with("reading an alias", |c| {
+            c.query_opt(
+                "SELECT session FROM ledger_aliases WHERE alias = $1",
+                &[&alias],
+            )
+        })?;
+        row.map(|row| session_of(row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = ids.iter().map(|id| key(id.0.0).to_vec()).collect();
+        let rows = self.with("reading events by id", |c| {
+            c.query(
+                "SELECT id, row FROM ledger_events WHERE id = ANY($1)",
+                &[&keys],
+            )
+        })?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            found.insert(
+                row.get::<_, Vec<u8>>(0),
+                codec::decode_event(row.get::<_, &[u8]>(1))?,
+            );
+        }
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
+
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        if from_seq > to_seq {
+            return Ok(());
+        }
+        let decode = match decode {
+            Decode::Full => codec::decode_event,
+            Decode::ToFold => codec::decode_event_to_fold,
+        };
+        let key = session_key(session);
+        let mut from = to_i64(from_seq);
+        let to = to_i64(to_seq);
+        loop {
+            let rows = self.with("reading a session's events", |c| {
+                c.query(
+                    "SELECT seq, row FROM ledger_events WHERE session = $1 AND seq >= $2 \
+                     AND seq <= $3 ORDER BY seq LIMIT $4",
+                    &[&&key[..], &from, &to, &SCAN_CHUNK_ROWS],
+                )
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                let seq: i64 = row.get(0);
+                if !visit(seq as u64, decode(row.get::<_, &[u8]>(1))) {
+                    return Ok(());
+                }
+                from = seq + 1;
+            }
+            if !full || from > to {
+                return Ok(());
+            }
+        }
+    }
+
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+        let mut after: Option<(Vec<u8>, i64)> = None;
+        loop {
+            let rows = self.with("reading every event", |c| match &after {
+                None => c.query(
+                    "SELECT session, seq, row FROM ledger_events ORDER BY session, seq LIMIT $1",
+                    &[&SCAN_CHUNK_ROWS],
+                ),
+                Some((session, seq)) => c.query(
+                    "SELECT session, seq, row FROM ledger_events WHERE (session, seq) > ($1, $2) \
+                     ORDER BY session, seq LIMIT $3",
+                    &[session, seq, &SCAN_CHUNK_ROWS],
+                ),
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                if !visit(codec::decode_event(row.get::<_, &[u8]>(2))?) {
+                    return Ok(());
+                }
+                after = Some((row.get(0), row.get(1)));
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn event_count(&self) -> Result<u64, StoreError> {
+        let row = self.with("counting events", |c| {
+            c.query_one("SELECT count(*) FROM ledger_events", &[])
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn last_position(&self) -> Result<u64, StoreError> {
+        let row = self.with("reading the last position", |c| {
+            c.query_one("SELECT last_position FROM ledger_counter WHERE id = 1", &[])
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
+        let mut from = to_i64(from);
+        loop {
+            let rows = self.with("reading events by position", |c| {
+                c.query(
+                    "SELECT position, row FROM ledger_events WHERE position >= $1 \
+                     ORDER BY position LIMIT $2",
+                    &[&from, &SCAN_CHUNK_ROWS],
+                )
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                let position: i64 = row.get(0);
+                if !visit(position as u64, codec::decode_event(row.get::<_, &[u8]>(1))?) {
+                    return Ok(());
+                }
+                from = position + 1;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The write transaction: READ COMMITTED after taking the counter's row lock, so every
+/// statement sees every commit before it and no other server writes until this one ends.
+struct PgWrite<'b> {
+    read: PgRead<'b>,
+    /// The last position at the start of the transaction.
+    last: u64,
+    /// The last position including this transaction's appends.
+    counted: u64,
+    changed: bool,
+    channel: Arc<str>,
+}
+
+macro_rules! forward_reads {
+    () => {
+        fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+            self.read.head(session)
+        }
+        fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+            self.read.heads()
+        }
+        fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+            self.read.alias(alias)
+        }
+        fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+            self.read.events_by_id(ids)
+        }
+        fn scan_session(
+            &self,
+            session: SessionId,
+            from_seq: u64,
+            to_seq: u64,
+            decode: Decode,
+            visit: &mut RowVisitor<'_>,
+        ) -> Result<(), StoreError> {
+            self.read
+                .scan_session(session, from_seq, to_seq, decode, visit)
+        }
+        fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+            self.read.scan_all(visit)
+        }
+        fn event_count(&self) -> Result<u64, StoreError> {
+            self.read.event_count()
+        }
+        fn scan_positions(
+            &self,
+            from: u64,
+            visit: &mut PositionVisitor<'_>,
+        ) -> Result<(), StoreError> {
+            self.read.scan_positions(from, visit)
+        }
+    };
+}
+
+impl ReadView for PgWrite<'_> {
+    forward_reads!();
+
+    fn last_position(&self) -> Result<u64, StoreError> {
+        Ok(self.counted)
+    }
+}
+
+impl WriteView for PgWrite<'_> {
+    fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError> {
+        self.changed = true;
+        let session = session_key(plan.head.session).to_vec();
+        let n = plan.events.len();
+        let mut sessions = Vec::with_capacity(n);
+        let mut seqs = Vec::with_capacity(n);
+        let mut ids = Vec::with_capacity(n);
+        let mut positions = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(n);
+        let mut position = self.counted;
+        for event in &plan.events {
+            position += 1;
+            sessions.push(session.clone());
+            seqs.push(to_i64(event.seq));
+            ids.push(key(event.id.0.0).to_vec());
+            positions.push(to_i64(position));
+            rows.push(codec::encode_event(event));
+        }
+        let head = SessionHead {
+            position,
+            ..plan.head.clone()
+        };
+        let head_bytes = encode_head(&head);
+        let aliases: Vec<&str> = plan.aliases.iter().map(String::as_str).collect();
+        self.read.with("writing events", |c| {
+            c.execute(
+                "INSERT INTO ledger_events (session, seq, id, position, row) \
+                 SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[])",
+                &[&sessions, &seqs, &ids, &positions, &rows],
+            )?;
+            c.execute(
+                "INSERT INTO ledger_heads (session, head) VALUES ($1, $2) \
+                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
+                &[&session, &head_bytes],
+            )?;
+            if !aliases.is_empty() {
+                c.execute(
+                    "INSERT INTO ledger_aliases (alias, session) SELECT a, $2 FROM unnest($1::text[]) AS a",
+                    &[&aliases, &session],
+                )?;
+            }
+            Ok(())
+        })?;
+        self.counted = position;
+        Ok(position)
+    }
+
+    fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
+        self.changed = true;
+        let session = session_key(head.session).to_vec();
+        let bytes = encode_head(head);
+        self.read.with("writing a session head", |c| {
+            c.execute(
+                "INSERT INTO ledger_heads (session, head) VALUES ($1, $2) \
+                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
+                &[&session, &bytes],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn has_changes(&self) -> bool {
+        self.changed
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        // One round trip: the counter, the wake-up of other servers (delivered at commit),
+        // the commit. The values are numbers and our own channel name, never caller text.
+        let mut sql = String::new();
+        if self.counted != self.last {
+            sql.push_str(&format!(
+                "UPDATE ledger_counter SET last_position = {} WHERE id = 1; SELECT pg_notify({}, '{}'); ",
+                self.counted,
+                schema::quote_literal(&self.channel),
+                self.counted
+            ));
+        }
+        sql.push_str("COMMIT");
+        self.read
+            .end(&sql)
+            .map_err(|source| StoreError::backend(PgError::Commit { source }))
+    }
+
+    fn abort(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.read
+            .end("ROLLBACK")
+            .map_err(query_error("aborting the write transaction"))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testdb;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_named_without_their_password() {
+        assert_eq!(
+            redact_url("postgres://alice:s3cret@db.example:5432/ledger"),
+            "postgres://alice:***@db.example:5432/ledger"
+        );
+        assert_eq!(
+            redact_url("postgresql://alice@db/ledger?password=x&sslmode=disable"),
+            "postgresql://alice@db/ledger?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgresql://postgres@%2Ftmp%2Fpg/postgres"),
+            "postgresql://postgres@%2Ftmp%2Fpg/postgres"
+        );
+        assert!(is_postgres_url("postgres://x"));
+        assert!(!is_postgres_url("/var/lib/ledger"));
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_a_clear_error() {
+        let db = testdb::TestDb::new();
+        drop(Ledger::open_postgres(&db.url).unwrap());
+        let mut client = db.client();
+        client
+            .execute(
+                "UPDATE ledger_meta SET value = $1 WHERE key = 'schema_version'",
+                &[&(schema::SCHEMA_VERSION + 1)],
+            )
+            .unwrap();
+        let error = Ledger::open_postgres(&db.url).err().expect("refused");
+        let text = format!("{error}");
+        assert!(
+            text.contains("newer than this build knows") && text.contains("upgrade"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn another_servers_commit_is_heard_through_notify() {
+        let db = testdb::TestDb::new();
+        let here = Ledger::open_postgres(&db.url).unwrap();
+        let there = Ledger::open_postgres(&db.url).unwrap();
+        // Only a commit of this process or the listener raises the signal (a watch's poll
+        // does not), so seeing it raised proves the NOTIFY path.
+        let mut raised = here.commits.0.subscribe();
+        raised.borrow_and_update();
+        let session = SessionId::generate();
+        there
+            .write_blocking(move |txn| {
+                txn.append(
+                    session,
+                    0,
+                    vec![crate::event::NewEvent::new(crate::event::Payload::SessionStarted {
+                        kind: crate::event::SessionKind::THINKING,
+                        title: "t".into(),
+                        aliases: Vec::new(),
+                    })],
+                )
+            })
+            .unwrap()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(tokio::time::timeout(Duration::from_secs(10), raised.changed()))
+            .expect("the listener heard the other handle's commit")
+            .unwrap();
+        assert_eq!(*raised.borrow(), 1);
+    }
+
+    #[test]
+    fn a_read_only_open_finds_no_ledger_in_an_empty_schema() {
+        let db = testdb::TestDb::new();
+        assert!(matches!(
+            Ledger::open_postgres_existing(&db.url),
+            Err(OpenError::NoLedger { .. })
+        ));
+        drop(Ledger::open_postgres(&db.url).unwrap());
+        assert!(Ledger::open_postgres_existing(&db.url).is_ok());
+    }
+}
