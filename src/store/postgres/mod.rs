@@ -789,7 +789,7 @@ mod tests {
             .build()
             .unwrap();
         runtime
-            .block_on(tokio::time::timeout(Duration::from_secs(10), raised.changed()))
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), raised.changed()).await })
             .expect("the listener heard the other handle's commit")
             .unwrap();
         assert_eq!(*raised.borrow(), 1);
