@@ -4,11 +4,14 @@
 //!
 //! - [`transport`]: stdio lines in and out: the bounded line reader, JSON-RPC errors for
 //!   lines no handler sees, the single writer of stdout.
-//! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources.
+//! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources and their
+//!   subscriptions ([`live`]: `resources/updated` as any process commits).
+//! - [`http`]: `serve --http`: MCP's streamable HTTP transport at `/mcp` behind a bearer
+//!   token, Host and Origin checks.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
-//! - [`store`]: the event log behind a backend contract (redb today), the only module
-//!   that touches storage.
+//! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
+//!   for a team), the only module that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
 //! - [`export`]: Mermaid, Markdown, JSON and JSONL renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
@@ -26,11 +29,13 @@ pub mod cli;
 pub mod event;
 pub mod export;
 pub mod fault;
+pub mod http;
 /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
 /// never into the server a user runs.
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 pub mod mcp_client;
 pub mod projection;
 pub mod server;
