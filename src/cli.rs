@@ -165,7 +165,11 @@ pub struct Settings {
 
 /// The store URL: `--store`, else `REASONING_LEDGER_STORE`; only PostgreSQL URLs.
 pub fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
-    let chosen = flag.or_else(|| std::env::var(STORE_ENV).ok().filter(|v| !v.trim().is_empty()));
+    let chosen = flag.or_else(|| {
+        std::env::var(STORE_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    });
     match chosen {
         None => Ok(None),
         Some(url) if crate::store::postgres::is_postgres_url(url.trim()) => {
@@ -352,7 +356,12 @@ fn serve(
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let ledger = open(settings)?;
     if let Some(http) = http {
-        return runtime()?.block_on(crate::http::serve_http(ledger, toolsets, log_thoughts, http));
+        return runtime()?.block_on(crate::http::serve_http(
+            ledger,
+            toolsets,
+            log_thoughts,
+            http,
+        ));
     }
     tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
     let server = LedgerServer::new(ledger, toolsets, log_thoughts);
@@ -795,15 +804,13 @@ fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
         Ok(())
     };
     let mut visit = |event: Event| -> bool {
-        if batch
+        let full = batch
             .last()
             .is_some_and(|last| last.session != event.session)
-            || batch.len() >= COPY_BATCH_EVENTS
-        {
-            if let Err(error) = flush(&mut batch) {
-                failed = Some(error);
-                return false;
-            }
+            || batch.len() >= COPY_BATCH_EVENTS;
+        if full && let Err(error) = flush(&mut batch) {
+            failed = Some(error);
+            return false;
         }
         batch.push(event);
         true

@@ -15,8 +15,8 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 use crate::server::LedgerServer;
-use crate::tools::{ToolContext, Toolset};
 use crate::store::Ledger;
+use crate::tools::{ToolContext, Toolset};
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
@@ -115,7 +115,9 @@ pub fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> 
         }
         // Another server created it meanwhile: use that one.
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => load_token(data_dir),
-        Err(error) => Err(anyhow::Error::new(error).context(format!("creating {}", path.display()))),
+        Err(error) => {
+            Err(anyhow::Error::new(error).context(format!("creating {}", path.display())))
+        }
     }
 }
 
@@ -152,16 +154,26 @@ type Body = BoxBody<Bytes, Infallible>;
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, "text/plain".parse().expect("header"));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        "text/plain".parse().expect("header"),
+    );
     response
 }
 
 /// rmcp's Host and Origin allow-lists for a server bound to `addr`.
-fn rmcp_config(addr: SocketAddr, settings: &HttpSettings, cancel: CancellationToken) -> StreamableHttpServerConfig {
+fn rmcp_config(
+    addr: SocketAddr,
+    settings: &HttpSettings,
+    cancel: CancellationToken,
+) -> StreamableHttpServerConfig {
     let port = addr.port();
-    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()];
+    let mut hosts: Vec<String> = vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        "[::1]".into(),
+    ];
     let mut origins: Vec<String> = vec![
         format!("http://localhost:{port}"),
         format!("http://127.0.0.1:{port}"),
@@ -248,16 +260,20 @@ pub async fn serve_http(
                 let token = token.clone();
                 async move {
                     if request.uri().path() != MCP_PATH {
-                        return Ok::<_, Infallible>(plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n"));
+                        return Ok::<_, Infallible>(plain(
+                            StatusCode::NOT_FOUND,
+                            "not found: MCP is served at /mcp\n",
+                        ));
                     }
                     if !authorized(&request, &token) {
                         let mut response = plain(
                             StatusCode::UNAUTHORIZED,
                             "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
                         );
-                        response
-                            .headers_mut()
-                            .insert(hyper::header::WWW_AUTHENTICATE, "Bearer".parse().expect("header"));
+                        response.headers_mut().insert(
+                            hyper::header::WWW_AUTHENTICATE,
+                            "Bearer".parse().expect("header"),
+                        );
                         return Ok(response);
                     }
                     Ok(service.handle(request).await)
@@ -306,10 +322,22 @@ mod tests {
 
     #[test]
     fn a_bare_port_listens_on_loopback_and_an_address_where_it_says() {
-        assert_eq!(parse_listen("8765").unwrap(), "127.0.0.1:8765".parse().unwrap());
-        assert_eq!(parse_listen(":8765").unwrap(), "127.0.0.1:8765".parse().unwrap());
-        assert_eq!(parse_listen("localhost:1").unwrap(), "127.0.0.1:1".parse().unwrap());
-        assert_eq!(parse_listen("0.0.0.0:80").unwrap(), "0.0.0.0:80".parse().unwrap());
+        assert_eq!(
+            parse_listen("8765").unwrap(),
+            "127.0.0.1:8765".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen(":8765").unwrap(),
+            "127.0.0.1:8765".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("localhost:1").unwrap(),
+            "127.0.0.1:1".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap(),
+            "0.0.0.0:80".parse().unwrap()
+        );
         assert_eq!(parse_listen("[::1]:9").unwrap(), "[::1]:9".parse().unwrap());
         assert!(parse_listen("example.com:80").is_err());
     }

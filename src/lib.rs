@@ -29,12 +29,12 @@ pub mod cli;
 pub mod event;
 pub mod export;
 pub mod fault;
-pub mod http;
 /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
 /// never into the server a user runs.
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
 pub mod live;
 pub mod mcp_client;
 pub mod projection;

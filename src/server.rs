@@ -6,10 +6,10 @@
 //! (the transport alone writes there), or answer a writing call before its commit.
 
 use crate::export::{self, Format};
+use crate::live::{self, Interest};
 use crate::store::Ledger;
 use crate::tools::arrival::{Arrival, ArrivalOrder};
 use crate::tools::{Request, ToolCall, ToolContext, ToolError, Toolset, ledger};
-use crate::live::{self, Interest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -515,9 +515,11 @@ impl LedgerServer {
                 live::follow(ledger, from, interest, stop, |uri| {
                     let peer = peer.clone();
                     async move {
-                        peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri))
-                            .await
-                            .is_ok()
+                        peer.notify_resource_updated(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                        )
+                        .await
+                        .is_ok()
                     }
                 })
                 .await;

@@ -9,9 +9,9 @@
 //! commits may have happened unheard.
 
 use super::Target;
-use postgres::fallible_iterator::FallibleIterator;
 use super::schema::quote_ident;
 use crate::store::contract::CommitSignal;
+use postgres::fallible_iterator::FallibleIterator;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -40,7 +40,8 @@ impl Listener {
 
     /// Starts the thread (once per backend: the ledger calls this when built).
     pub(crate) fn start(&self, signal: CommitSignal) {
-        let (target, channel, stop) = (self.target.clone(), self.channel.clone(), self.stop.clone());
+        let (target, channel, stop) =
+            (self.target.clone(), self.channel.clone(), self.stop.clone());
         let spawned = std::thread::Builder::new()
             .name("ledger-listen".into())
             .spawn(move || run(&target, &channel, &stop, &signal));
@@ -74,7 +75,9 @@ fn run(target: &Target, channel: &str, stop: &AtomicBool, signal: &CommitSignal)
         };
         let listening = client
             .batch_execute(&format!("LISTEN {}", quote_ident(channel)))
-            .and_then(|()| client.query_one("SELECT last_position FROM ledger_counter WHERE id = 1", &[]));
+            .and_then(|()| {
+                client.query_one("SELECT last_position FROM ledger_counter WHERE id = 1", &[])
+            });
         match listening {
             Ok(row) => {
                 if warned {

@@ -95,20 +95,25 @@ fn redact_query_password(tail: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
     #[error(
-        "cannot reach PostgreSQL at {target} (is it running? the server reconnects on its own): {source}"
+        "cannot reach PostgreSQL at {target} (is it running? the server reconnects on its own): {}",
+        describe(source)
     )]
     Connect {
         target: String,
         source: postgres::Error,
     },
-    #[error("PostgreSQL failed ({what}; nothing of this call was recorded): {source}")]
+    #[error(
+        "PostgreSQL failed ({what}; nothing of this call was recorded; the server reconnects on its own): {}",
+        describe(source)
+    )]
     Query {
         what: &'static str,
         source: postgres::Error,
     },
     #[error(
         "the PostgreSQL connection failed while committing: the call may or may not be \
-         recorded (get_history shows what is stored): {source}"
+         recorded (get_history shows what is stored): {}",
+        describe(source)
     )]
     Commit { source: postgres::Error },
     #[error(
@@ -118,6 +123,34 @@ pub enum PgError {
     SchemaTooNew { found: i64, known: i64 },
     #[error("not a PostgreSQL URL: {0}")]
     BadUrl(String),
+}
+
+/// The driver's error with what the server said (its own `Display` is only "db error").
+fn describe(error: &postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether `error` means the connection is gone (closed, cut by the server, the server
+/// shutting down), as opposed to a statement the server refused.
+fn connection_lost(error: &postgres::Error) -> bool {
+    match error.as_db_error() {
+        None => true,
+        // Class 08: connection exception; 57: operator intervention (shutdown,
+        // pg_terminate_backend).
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") || code.starts_with("57")
+        }
+    }
 }
 
 fn query_error(what: &'static str) -> impl Fn(postgres::Error) -> StoreError {
@@ -239,6 +272,40 @@ impl PgBackend {
     }
 }
 
+impl PgBackend {
+    /// Takes a connection and begins a transaction with `sql`. A pooled connection that
+    /// turns out dead (the server restarted, the connection was cut) is replaced by a new
+    /// one and the transaction begun again: nothing had been done on it yet.
+    fn begin(
+        &self,
+        what: &'static str,
+        sql: &str,
+    ) -> Result<(Pooled<'_>, Vec<postgres::SimpleQueryMessage>), StoreError> {
+        let mut retried = false;
+        loop {
+            let mut pooled = self.client()?;
+            match pooled.get().simple_query(sql) {
+                Ok(messages) => return Ok((pooled, messages)),
+                Err(error) => {
+                    pooled.discard();
+                    let dead = error.is_closed() || connection_lost(&error);
+                    if dead && !retried {
+                        tracing::info!(%error, "a pooled PostgreSQL connection was dead; reconnecting");
+                        // The others were opened to the same server: likely dead too.
+                        self.idle
+                            .lock()
+                            .unwrap_or_else(|poison| poison.into_inner())
+                            .clear();
+                        retried = true;
+                        continue;
+                    }
+                    return Err(query_error(what)(error));
+                }
+            }
+        }
+    }
+}
+
 impl Ledger {
     /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
     /// missing (the commands that record).
@@ -293,14 +360,10 @@ impl Drop for Pooled<'_> {
 
 impl Backend for PgBackend {
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
-        let mut pooled = self.client()?;
-        if let Err(error) = pooled
-            .get()
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        {
-            pooled.discard();
-            return Err(query_error("beginning a read")(error));
-        }
+        let (pooled, _) = self.begin(
+            "beginning a read",
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        )?;
         Ok(Box::new(PgRead {
             conn: RefCell::new(pooled),
             open: true,
@@ -308,25 +371,16 @@ impl Backend for PgBackend {
     }
 
     fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
-        let mut pooled = self.client()?;
-        let last = pooled
-            .get()
-            .simple_query("BEGIN; SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE")
-            .map_err(|error| {
-                query_error("beginning the write transaction")(error)
-            });
-        let last = match last {
-            Ok(messages) => messages.iter().find_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(row) => {
-                    row.get(0).and_then(|v| v.parse::<u64>().ok())
-                }
-                _ => None,
-            }),
-            Err(error) => {
-                pooled.discard();
-                return Err(error);
+        let (mut pooled, messages) = self.begin(
+            "beginning the write transaction",
+            "BEGIN; SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE",
+        )?;
+        let last = messages.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(row) => {
+                row.get(0).and_then(|v| v.parse::<u64>().ok())
             }
-        };
+            _ => None,
+        });
         let Some(last) = last else {
             pooled.discard();
             return Err(StoreError::Corrupt(
@@ -374,7 +428,7 @@ impl PgRead<'_> {
         match f(conn.get()) {
             Ok(value) => Ok(value),
             Err(error) => {
-                if error.is_closed() || error.as_db_error().is_none() {
+                if error.is_closed() || connection_lost(&error) {
                     conn.discard();
                 }
                 Err(query_error(what)(error))
@@ -552,7 +606,10 @@ impl ReadView for PgRead<'_> {
             let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
             for row in &rows {
                 let position: i64 = row.get(0);
-                if !visit(position as u64, codec::decode_event(row.get::<_, &[u8]>(1))?) {
+                if !visit(
+                    position as u64,
+                    codec::decode_event(row.get::<_, &[u8]>(1))?,
+                ) {
                     return Ok(());
                 }
                 from = position + 1;
@@ -775,11 +832,13 @@ mod tests {
                 txn.append(
                     session,
                     0,
-                    vec![crate::event::NewEvent::new(crate::event::Payload::SessionStarted {
-                        kind: crate::event::SessionKind::THINKING,
-                        title: "t".into(),
-                        aliases: Vec::new(),
-                    })],
+                    vec![crate::event::NewEvent::new(
+                        crate::event::Payload::SessionStarted {
+                            kind: crate::event::SessionKind::THINKING,
+                            title: "t".into(),
+                            aliases: Vec::new(),
+                        },
+                    )],
                 )
             })
             .unwrap()
@@ -789,7 +848,9 @@ mod tests {
             .build()
             .unwrap();
         runtime
-            .block_on(async { tokio::time::timeout(Duration::from_secs(10), raised.changed()).await })
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), raised.changed()).await
+            })
             .expect("the listener heard the other handle's commit")
             .unwrap();
         assert_eq!(*raised.borrow(), 1);

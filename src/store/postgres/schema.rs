@@ -12,7 +12,7 @@ use postgres::Client;
 pub const SCHEMA_VERSION: i64 = 1;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
-const MIGRATION_LOCK: i64 = 0x726c_6564_6765_72;
+const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &["
