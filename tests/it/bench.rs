@@ -59,8 +59,14 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
     // redb beside PostgreSQL, both measured.
     for store in ["redb", "postgres"] {
         let figures = &report["stores"][store];
-        assert!(figures["one_caller_p50_us"].as_f64().unwrap() > 0.0, "{figures}");
-        assert!(figures["in_flight_thoughts_per_s"].as_f64().unwrap() > 0.0, "{figures}");
+        assert!(
+            figures["one_caller_p50_us"].as_f64().unwrap() > 0.0,
+            "{figures}"
+        );
+        assert!(
+            figures["in_flight_thoughts_per_s"].as_f64().unwrap() > 0.0,
+            "{figures}"
+        );
     }
     // What was measured is the server binary of this build, found beside the harness.
     let servers = &report["servers"]["servers"];

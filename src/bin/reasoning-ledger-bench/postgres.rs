@@ -48,7 +48,11 @@ pub struct StoreReport {
 impl std::fmt::Display for StoreReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let us = |v: f64| fmt_duration(Duration::from_secs_f64(v / 1e6));
-        writeln!(f, "## Stores: redb and PostgreSQL ({} calls, {} in flight)\n", self.calls, self.in_flight)?;
+        writeln!(
+            f,
+            "## Stores: redb and PostgreSQL ({} calls, {} in flight)\n",
+            self.calls, self.in_flight
+        )?;
         writeln!(f, "| figure | redb | PostgreSQL | target |")?;
         writeln!(f, "|---|---|---|---|")?;
         writeln!(
@@ -88,8 +92,14 @@ impl Database {
              (tools/pg starts a throwaway one), or --no-postgres"
         );
         let dir = scratch.join("pg");
-        eprintln!("bench: starting a throwaway PostgreSQL in {}", dir.display());
-        let output = std::process::Command::new(&script).arg("start").arg(&dir).output()?;
+        eprintln!(
+            "bench: starting a throwaway PostgreSQL in {}",
+            dir.display()
+        );
+        let output = std::process::Command::new(&script)
+            .arg("start")
+            .arg(&dir)
+            .output()?;
         anyhow::ensure!(
             output.status.success(),
             "tools/pg could not start PostgreSQL: {}",
@@ -117,12 +127,18 @@ impl Drop for Database {
 
 /// A schema of its own on `url`; returns the URL that uses it.
 fn fresh_schema(url: &str) -> anyhow::Result<(String, String)> {
-    let schema = format!("bench_{}", ulid::Ulid::generate().to_string().to_lowercase());
+    let schema = format!(
+        "bench_{}",
+        ulid::Ulid::generate().to_string().to_lowercase()
+    );
     let mut client = postgres::Client::connect(url, postgres::NoTls)
         .with_context(|| format!("connecting to {url}"))?;
     client.batch_execute(&format!("CREATE SCHEMA {schema}"))?;
     let joint = if url.contains('?') { '&' } else { '?' };
-    Ok((format!("{url}{joint}options=-csearch_path%3D{schema}"), schema))
+    Ok((
+        format!("{url}{joint}options=-csearch_path%3D{schema}"),
+        schema,
+    ))
 }
 
 /// p50 of one autocommitted INSERT of an event-sized row (the floor of any durable append).
@@ -148,15 +164,29 @@ fn insert_commit_p50(url: &str, calls: usize) -> anyhow::Result<Duration> {
     Ok(median(&samples))
 }
 
-async fn measure(label: &str, argv: &[String], data_dir: &Path, calls: usize) -> anyhow::Result<StoreFigures> {
+async fn measure(
+    label: &str,
+    argv: &[String],
+    data_dir: &Path,
+    calls: usize,
+) -> anyhow::Result<StoreFigures> {
     std::fs::create_dir_all(data_dir)?;
-    eprintln!("bench: {label}: {calls} calls one at a time, then {calls} with {IN_FLIGHT} in flight");
+    eprintln!(
+        "bench: {label}: {calls} calls one at a time, then {calls} with {IN_FLIGHT} in flight"
+    );
     let session = Session::start(argv, data_dir).await?;
     let peer = session.peer();
     call_sequential(&peer, 1, WARMUP_CALLS, TOTAL_THOUGHTS).await?;
     let mut samples = call_sequential(&peer, WARMUP_CALLS + 1, calls, TOTAL_THOUGHTS).await?;
     samples.sort_unstable();
-    let run = call_concurrent(&peer, WARMUP_CALLS + calls + 1, calls, TOTAL_THOUGHTS, IN_FLIGHT).await?;
+    let run = call_concurrent(
+        &peer,
+        WARMUP_CALLS + calls + 1,
+        calls,
+        TOTAL_THOUGHTS,
+        IN_FLIGHT,
+    )
+    .await?;
     session.close().await?;
     Ok(StoreFigures {
         store: label.to_string(),
@@ -166,7 +196,12 @@ async fn measure(label: &str, argv: &[String], data_dir: &Path, calls: usize) ->
 }
 
 /// Runs the store benchmark with our server `exe`.
-pub async fn run(exe: &Path, scratch: &Path, url: Option<String>, calls: usize) -> anyhow::Result<StoreReport> {
+pub async fn run(
+    exe: &Path,
+    scratch: &Path,
+    url: Option<String>,
+    calls: usize,
+) -> anyhow::Result<StoreReport> {
     let database = Database::find(url, scratch)?;
     let base = database.url.clone();
     let (store_url, schema) = tokio::task::spawn_blocking(move || fresh_schema(&base)).await??;
@@ -175,14 +210,25 @@ pub async fn run(exe: &Path, scratch: &Path, url: Option<String>, calls: usize) 
         tokio::task::spawn_blocking(move || insert_commit_p50(&floor_url, calls)).await??;
     let exe = exe.to_string_lossy().into_owned();
     let argv = |store: Option<&str>| {
-        let mut argv = vec![exe.clone(), "serve".into(), "--data-dir".into(), DATA_DIR_PLACEHOLDER.into()];
+        let mut argv = vec![
+            exe.clone(),
+            "serve".into(),
+            "--data-dir".into(),
+            DATA_DIR_PLACEHOLDER.into(),
+        ];
         if let Some(url) = store {
             argv.extend(["--store".to_string(), url.to_string()]);
         }
         argv
     };
     let redb = measure("redb", &argv(None), &scratch.join("stores/redb"), calls).await?;
-    let postgres = measure("PostgreSQL", &argv(Some(&store_url)), &scratch.join("stores/pg"), calls).await?;
+    let postgres = measure(
+        "PostgreSQL",
+        &argv(Some(&store_url)),
+        &scratch.join("stores/pg"),
+        calls,
+    )
+    .await?;
     let base = database.url.clone();
     let _ = tokio::task::spawn_blocking(move || {
         postgres::Client::connect(&base, postgres::NoTls)

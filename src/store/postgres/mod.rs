@@ -117,6 +117,13 @@ pub enum PgError {
     )]
     Commit { source: postgres::Error },
     #[error(
+        "another writer stored that event first ({constraint}): nothing of this call was \
+         recorded; call again"
+    )]
+    KeyConflict { constraint: String },
+    #[error("a statement of this write transaction failed earlier: nothing of it was recorded")]
+    FailedEarlier,
+    #[error(
         "the database holds a ledger of schema version {found}, newer than this build knows \
          ({known}): upgrade reasoning-ledger to use it"
     )]
@@ -366,6 +373,7 @@ impl Backend for PgBackend {
         )?;
         Ok(Box::new(PgRead {
             conn: RefCell::new(pooled),
+            failed: Default::default(),
             open: true,
         }))
     }
@@ -390,6 +398,7 @@ impl Backend for PgBackend {
         Ok(Box::new(PgWrite {
             read: PgRead {
                 conn: RefCell::new(pooled),
+                failed: Default::default(),
                 open: true,
             },
             last,
@@ -412,6 +421,9 @@ impl Backend for PgBackend {
 /// read side of the write transaction.
 struct PgRead<'b> {
     conn: RefCell<Pooled<'b>>,
+    /// A statement failed: PostgreSQL has aborted the transaction, so a COMMIT would
+    /// quietly roll it back; commit reports it instead.
+    failed: std::cell::Cell<bool>,
     /// A transaction is open on the connection (ended by commit/abort/drop).
     open: bool,
 }
@@ -428,6 +440,7 @@ impl PgRead<'_> {
         match f(conn.get()) {
             Ok(value) => Ok(value),
             Err(error) => {
+                self.failed.set(true);
                 if error.is_closed() || connection_lost(&error) {
                     conn.discard();
                 }
@@ -707,7 +720,20 @@ impl WriteView for PgWrite<'_> {
         };
         let head_bytes = encode_head(&head);
         let aliases: Vec<&str> = plan.aliases.iter().map(String::as_str).collect();
-        self.read.with("writing events", |c| {
+        // The unique keys are the second line behind the counter lock: a duplicate
+        // (session, seq) or id fails the whole group, which writes nothing.
+        let key_conflict = |error: &StoreError| {
+            let db = error
+                .source_error()
+                .and_then(|e| e.downcast_ref::<PgError>())
+                .and_then(|e| match e {
+                    PgError::Query { source, .. } => source.as_db_error(),
+                    _ => None,
+                })?;
+            (db.code().code() == "23505")
+                .then(|| db.constraint().unwrap_or("a unique key").to_string())
+        };
+        let written = self.read.with("writing events", |c| {
             c.execute(
                 "INSERT INTO ledger_events (session, seq, id, position, row) \
                  SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[])",
@@ -725,7 +751,13 @@ impl WriteView for PgWrite<'_> {
                 )?;
             }
             Ok(())
-        })?;
+        });
+        if let Err(error) = written {
+            return Err(match key_conflict(&error) {
+                Some(constraint) => StoreError::backend(PgError::KeyConflict { constraint }),
+                None => error,
+            });
+        }
         self.counted = position;
         Ok(position)
     }
@@ -749,6 +781,10 @@ impl WriteView for PgWrite<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        if self.read.failed.get() {
+            let _ = self.read.end("ROLLBACK");
+            return Err(StoreError::backend(PgError::FailedEarlier));
+        }
         // One round trip: the counter, the wake-up of other servers (delivered at commit),
         // the commit. The values are numbers and our own channel name, never caller text.
         let mut sql = String::new();
@@ -854,6 +890,81 @@ mod tests {
             .expect("the listener heard the other handle's commit")
             .unwrap();
         assert_eq!(*raised.borrow(), 1);
+    }
+
+    #[test]
+    fn a_stale_seq_fails_on_the_key_writes_nothing_and_a_retry_appends_once() {
+        use crate::event::{NewEvent, Payload, SessionKind};
+        use crate::store::rules::{self, Batch, Plan};
+        let db = testdb::TestDb::new();
+        let ledger = Ledger::open_postgres(&db.url).unwrap();
+        let session = SessionId::generate();
+        let start = || {
+            NewEvent::new(Payload::SessionStarted {
+                kind: SessionKind::THINKING,
+                title: "t".into(),
+                aliases: Vec::new(),
+            })
+        };
+        let closed = |reason: &str| {
+            NewEvent::new(Payload::SessionClosed {
+                reason: reason.into(),
+            })
+        };
+        ledger
+            .write_blocking(move |txn| txn.append(session, 0, vec![start()]))
+            .unwrap()
+            .unwrap();
+        let stale_head = ledger.head(session).unwrap();
+        ledger
+            .write_blocking(move |txn| txn.append(session, 1, vec![closed("first")]))
+            .unwrap()
+            .unwrap();
+        // A writer that planned from the stale head (as if the lock were not there):
+        // seq 2 is taken, the key refuses it, and its whole group writes nothing.
+        let Plan::Write(stale) = rules::plan_append(
+            stale_head.as_ref(),
+            &Default::default(),
+            Batch::New {
+                session,
+                expected_seq: 1,
+                at: 1,
+                events: vec![closed("stale")],
+            },
+        )
+        .unwrap() else {
+            panic!("a plan to write")
+        };
+        let position = ledger.last_position().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let refused = ledger.write_blocking(move |txn| {
+            let _ = tx.send(txn.backend().append(&stale).map(|_| ()));
+        });
+        let error = rx.recv().unwrap().expect_err("the key refuses a taken seq");
+        assert!(
+            error
+                .to_string()
+                .contains("another writer stored that event first"),
+            "{error}"
+        );
+        // And the group's commit says so instead of quietly rolling back.
+        let group = refused.expect_err("the group fails");
+        assert!(group.to_string().contains("failed earlier"), "{group}");
+        assert_eq!(ledger.last_position().unwrap(), position, "nothing written");
+        // Retried the normal way (the head read inside the transaction): appended once.
+        let retried = ledger
+            .write_blocking(move |txn| {
+                let head = txn.head(session)?.map_or(0, |h| h.seq);
+                Ok::<_, crate::store::AppendError>(txn.append(
+                    session,
+                    head,
+                    vec![closed("stale")],
+                )?)
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(retried.head.seq, 3);
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
     }
 
     #[test]
