@@ -16,6 +16,7 @@ use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId,
 use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
+use crate::export::plan::PLAN_CLASS_DEFS;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::ToolError;
 use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
@@ -388,6 +389,7 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             assert!(
                 CLASS_DEFS
                     .iter()
+                    .chain(PLAN_CLASS_DEFS.iter())
                     .any(|(class, style)| shape == format!("classDef {class} {style}"))
             );
         } else if shape.starts_with("class ") {
@@ -402,6 +404,10 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             open += 1;
         } else if shape == "end" {
             open = open.checked_sub(1).expect("end closes a subgraph");
+        } else if words.len() == 3 && words[0] == "p0" {
+            // A plan's edge: problem → approach.
+            assert!(is_id(words[2], 'a') && words[1] == "-->", "{line:?}");
+            edges += 1;
         } else if words.len() == 3 {
             assert!(is_id(words[0], 't') && is_id(words[2], 't'), "{line:?}");
             assert!(
@@ -412,6 +418,17 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
         } else {
             assert_eq!(words.len(), 1, "{line:?}");
             let (id, rest) = shape.split_once('[').expect("node statement");
+            if id == "p0" || is_id(id, 'a') {
+                // A plan's problem or approach: not a thought, not counted as one.
+                assert!(
+                    matches!(
+                        rest,
+                        "\"\"]:::problem" | "\"\"]:::approach" | "\"\"]:::selected"
+                    ),
+                    "{line:?}"
+                );
+                continue;
+            }
             assert!(is_id(id, 't') || id == EMPTY_NODE_ID, "{line:?}");
             assert!(
                 matches!(
@@ -507,9 +524,18 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
 pub fn check_render(tree: &ThoughtTree) {
     let diagram = render(tree);
     let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram);
-    let expected_nodes = tree.order.len().max(1);
+    // An empty session is drawn as one placeholder node, unless it has a plan to show.
+    let expected_nodes = if tree.planning.plan.is_some() {
+        tree.order.len()
+    } else {
+        tree.order.len().max(1)
+    };
     assert_eq!(nodes, expected_nodes, "{diagram}");
-    assert_eq!(edges, tree.edges().len(), "{diagram}");
+    assert_eq!(
+        edges,
+        tree.edges().len() + crate::export::plan::plan_edges(tree),
+        "{diagram}"
+    );
     assert_eq!(subgraphs, tree.branches.len(), "{diagram}");
     for label in quoted_strings(&diagram) {
         assert_label_inert(&label.replace(LABEL_BREAK, " "));

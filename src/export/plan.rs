@@ -299,21 +299,41 @@ pub const PLAN_CLASS_DEFS: [(&str, &str); 3] = [
 /// real Mermaid parser must find (no thought nodes; one edge per approach).
 pub fn mermaid(tree: &ThoughtTree) -> String {
     let mut out = String::from("flowchart TD\n");
-    let approaches = tree
-        .planning
-        .plan
-        .as_ref()
-        .map_or(&[][..], |p| p.approaches.as_slice());
     let _ = writeln!(
         out,
         "{INDENT}%% reasoning-ledger session {} plan, at seq {}: 0 thoughts, {} edges, 0 branches",
         tree.session,
         tree.at_seq,
-        approaches.len()
+        plan_edges(tree)
     );
+    write_plan_class_defs(&mut out);
+    write_plan_nodes(&mut out, tree);
+    out
+}
+
+/// Edges [`write_plan_nodes`] draws: one per approach.
+pub fn plan_edges(tree: &ThoughtTree) -> usize {
+    tree.planning
+        .plan
+        .as_ref()
+        .map_or(0, |p| p.approaches.len())
+}
+
+/// The `classDef` lines of the plan's nodes.
+pub fn write_plan_class_defs(out: &mut String) {
     for (class, style) in PLAN_CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
+}
+
+/// The plan's nodes (`p0`, `a<n>`) and its [`plan_edges`] edges, for this diagram and
+/// the session's.
+pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
+    let approaches = tree
+        .planning
+        .plan
+        .as_ref()
+        .map_or(&[][..], |p| p.approaches.as_slice());
     let problem = tree
         .planning
         .plan
@@ -339,6 +359,9 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
                 let _ = write!(label, " · {}", cut(r));
             }
         }
+        if tree.planning.conclusion(&a.branch_id).is_some() {
+            label.push_str(" · closed");
+        }
         let class = if selected == Some(a.branch_id.as_str()) {
             "selected"
         } else {
@@ -353,6 +376,85 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
     }
     for i in 0..approaches.len() {
         let _ = writeln!(out, "{INDENT}p0 --> a{}", i + 1);
+    }
+}
+
+/// What a session's Markdown export adds for its plan, evaluations, closes and merges
+/// (empty when it has none): the plan's document with its headings two levels down.
+pub fn session_markdown(planning: &Planning) -> String {
+    let mut out = String::new();
+    if let Some(plan) = markdown(planning) {
+        out.push_str("## Plan\n\n");
+        for line in plan.lines() {
+            // Every text in the plan is escaped: a line opening with `#` is a heading.
+            if line.starts_with('#') {
+                out.push_str("##");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !planning.evaluations.is_empty() {
+        out.push_str("## Evaluations\n\n");
+        for e in &planning.evaluations {
+            let item = &e.item;
+            let criteria: Vec<String> = item
+                .criteria
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {}{} ×{}",
+                        escape_inline(&c.name),
+                        number(c.score),
+                        if c.inverted { " (inverted)" } else { "" },
+                        number(c.weight)
+                    )
+                })
+                .collect();
+            let _ = write!(
+                out,
+                "- seq {} · **{}**: {:.2}/10",
+                e.seq,
+                escape_inline(&item.branch_id),
+                item.score
+            );
+            if let Some(r) = &item.recommendation {
+                let _ = write!(out, " · {}", escape_inline(r));
+            }
+            let _ = write!(out, " · {}", criteria.join(", "));
+            if let Some(r) = &item.rationale {
+                let _ = write!(out, " · {}", escape_inline(r));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !planning.closes.is_empty() {
+        out.push_str("## Closed branches\n\n");
+        for c in &planning.closes {
+            let _ = writeln!(
+                out,
+                "- seq {} · **{}**: {}",
+                c.seq,
+                escape_inline(&c.item.branch_id),
+                escape_inline(&c.item.conclusion)
+            );
+        }
+        out.push('\n');
+    }
+    if !planning.merges.is_empty() {
+        out.push_str("## Merges\n\n");
+        for m in &planning.merges {
+            let _ = writeln!(
+                out,
+                "- seq {} · **{}** merged ({}) into the main line as thought {}",
+                m.seq,
+                escape_inline(&m.item.branch_id),
+                escape_inline(&m.item.strategy),
+                m.item.thought_number
+            );
+        }
+        out.push('\n');
     }
     out
 }
