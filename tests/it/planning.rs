@@ -903,3 +903,98 @@ async fn branch_tools_work_on_a_plans_approaches() {
         "In-process memo"
     );
 }
+
+#[tokio::test]
+async fn session_exports_show_the_plan_and_the_branch_events_and_survive_an_import() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    let plan = plan_to_evaluate(&client).await;
+    structured(
+        &call(
+            &client,
+            "close_branch",
+            json!({"sessionId": plan, "branchId": "memo", "conclusion": "Not | shared"}),
+        )
+        .await,
+    );
+    ok(&dp(&client, finalize_args("markdown")).await);
+    let first = structured(
+        &call(
+            &client,
+            "sequentialthinking",
+            common::thought(1, 3, true, "Root"),
+        )
+        .await,
+    );
+    let thinking = first["sessionId"].as_str().unwrap().to_string();
+    call(
+        &client,
+        "sequentialthinking",
+        branch_thought(2, "Try \"A\" --> end", "a"),
+    )
+    .await;
+    structured(
+        &call(
+            &client,
+            "evaluate_branch",
+            json!({"sessionId": thinking, "branchId": "a", "feasibility": 9}),
+        )
+        .await,
+    );
+    structured(
+        &call(
+            &client,
+            "close_branch",
+            json!({"sessionId": thinking, "branchId": "a", "conclusion": "A [works]"}),
+        )
+        .await,
+    );
+    structured(
+        &call(
+            &client,
+            "merge_branch",
+            json!({"sessionId": thinking, "branchId": "a"}),
+        )
+        .await,
+    );
+
+    for (name, session) in [("plan", &plan), ("branches", &thinking)] {
+        for format in ["markdown", "mermaid"] {
+            let exported = text(
+                &call(
+                    &client,
+                    "export_session",
+                    json!({"sessionId": session, "format": format}),
+                )
+                .await,
+            );
+            check_plan(&format!("planning_export_{name}_{format}"), &exported);
+        }
+        let json_export = text(
+            &call(
+                &client,
+                "export_session",
+                json!({"sessionId": session, "format": "json"}),
+            )
+            .await,
+        );
+        let tree: Value = serde_json::from_str(&json_export).unwrap();
+        check_plan_json(
+            &format!("planning_export_{name}_json_planning"),
+            &tree["planning"],
+        );
+        // JSONL → import into another ledger → verify → the same JSONL, byte for byte.
+        let out = common::cli(dir.path(), &["export", session, "--format", "jsonl"]);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let jsonl = common::stdout(&out);
+        let other = data_dir();
+        let file = other.path().join("export.jsonl");
+        std::fs::write(&file, &jsonl).unwrap();
+        let import = common::cli(other.path(), &["import", file.to_str().unwrap()]);
+        assert!(import.status.success(), "{}", common::stderr(&import));
+        let verify = common::cli(other.path(), &["verify"]);
+        assert!(verify.status.success(), "{}", common::stderr(&verify));
+        let again = common::cli(other.path(), &["export", session, "--format", "jsonl"]);
+        assert_eq!(common::stdout(&again), jsonl, "{name}");
+    }
+}

@@ -207,12 +207,14 @@ impl FamilyEvent for PlanningEvent {
             Body::BranchEvaluated(item) => planning.evaluations.push(Folded { seq, item }),
             Body::BranchClosed(item) => planning.closes.push(Folded { seq, item }),
             Body::BranchMerged(item) => {
+                // On a sequentialthinking main line it reads as one more thought of it.
+                let total_thoughts = tree.summary.as_ref().and_then(|s| s.total_thoughts);
                 let node = ThoughtNode {
                     seq,
                     at,
                     tool: call.tool,
                     thought_number: item.thought_number,
-                    total_thoughts: None,
+                    total_thoughts: total_thoughts.map(|total| total.max(item.thought_number)),
                     thought: item.thought.clone(),
                     next_thought_needed: None,
                     is_revision: None,
