@@ -998,3 +998,243 @@ async fn session_exports_show_the_plan_and_the_branch_events_and_survive_an_impo
         assert_eq!(common::stdout(&again), jsonl, "{name}");
     }
 }
+
+/// Brings a new plan to `state` (init, clarify, explore, evaluate or done).
+async fn plan_in(client: &Client, state: &str) {
+    ok(&dp(
+        client,
+        json!({"phase": "init", "problem": format!("to {state}")}),
+    )
+    .await);
+    let steps: &[Value] = &[
+        json!({"phase": "clarify", "question": "q"}),
+        json!({"phase": "explore", "branchId": "a", "name": "A"}),
+        json!({"phase": "evaluate", "branchId": "a"}),
+        json!({"phase": "finalize", "selectedBranch": "a"}),
+    ];
+    let upto = match state {
+        "init" => 0,
+        "clarify" => 1,
+        "explore" => 2,
+        "evaluate" => 3,
+        _ => 4,
+    };
+    for step in &steps[..upto] {
+        ok(&dp(client, step.clone()).await);
+    }
+}
+
+/// A call of `phase` that is valid once the plan allows it (branch "b" is new; "a"
+/// exists, and is not yet evaluated until the evaluate state).
+fn call_of(phase: &str) -> Value {
+    match phase {
+        "init" => json!({"phase": "init", "problem": "again"}),
+        "clarify" => json!({"phase": "clarify", "question": "q2"}),
+        "explore" => json!({"phase": "explore", "branchId": "b", "name": "B"}),
+        "evaluate" => json!({"phase": "evaluate", "branchId": "a"}),
+        _ => json!({"phase": "finalize", "selectedBranch": "a"}),
+    }
+}
+
+#[tokio::test]
+async fn every_transition_of_the_phase_machine() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    let allowed: [(&str, &[&str]); 5] = [
+        ("init", &["clarify", "explore"]),
+        ("clarify", &["clarify", "explore"]),
+        ("explore", &["explore", "evaluate", "clarify"]),
+        ("evaluate", &["evaluate", "explore", "finalize"]),
+        ("done", &["init"]),
+    ];
+    for (state, next) in allowed {
+        plan_in(&client, state).await;
+        for phase in ["clarify", "explore", "evaluate", "finalize"] {
+            if next.contains(&phase) {
+                continue;
+            }
+            let refusal = refused(&dp(&client, call_of(phase)).await, "Cannot transition");
+            assert_eq!(refusal["phase"], state, "{refusal}");
+            assert_eq!(refusal["validNextPhases"], json!(next), "{refusal}");
+        }
+        for phase in next.iter().copied().chain(["init"]) {
+            plan_in(&client, state).await;
+            // In evaluate, "a" is evaluated already: evaluate the new "b" instead.
+            let mut args = call_of(phase);
+            if state == "evaluate" && phase == "evaluate" {
+                ok(&dp(&client, call_of("explore")).await);
+                args["branchId"] = json!("b");
+            }
+            let answer = ok(&dp(&client, args).await);
+            let expected = if phase == "finalize" { "done" } else { phase };
+            assert_eq!(answer["phase"], expected, "{state} → {phase}: {answer}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_spec_score_vectors_and_step_normalisation_over_the_binary() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    ok(&dp(&client, json!({"phase": "init", "problem": "scores"})).await);
+    let vectors = [
+        ([10, 10, 10, 0], "10.00"),
+        ([0, 0, 0, 10], "0.00"),
+        ([8, 7, 9, 3], "7.80"),
+        ([7, 6, 8, 4], "6.80"),
+    ];
+    for (i, ([f, c, h, r], shown)) in vectors.into_iter().enumerate() {
+        let branch = format!("v{i}");
+        ok(&dp(
+            &client,
+            json!({"phase": "explore", "branchId": branch, "name": branch}),
+        )
+        .await);
+        let answer = ok(&dp(&client, json!({"phase": "evaluate", "branchId": branch, "feasibility": f, "completeness": c.to_string(), "coherence": h, "risk": r})).await);
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains(&format!("score: {shown}/10")), "{message}");
+    }
+    let steps = json!([
+        {"title": "canonical", "action": "alias", "description": "canon", "detail": "alias"},
+        {"action": "from action", "details": "from details"},
+        {"name": "from name", "info": "from info"},
+        {"step": "from step"},
+        {"title": 42, "name": "first string wins", "description": ["no"], "detail": "detail"},
+        {"files": "one.rs", "dependencies": [1, "two"], "complexity": 3}
+    ]);
+    let done = ok(&dp(&client, json!({"phase": "finalize", "selectedBranch": "v2", "format": "json", "steps": steps.to_string()})).await);
+    let got: Vec<(String, String)> = done["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["title"].as_str().unwrap().to_string(),
+                s["description"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("canonical", "canon"),
+        ("from action", "from details"),
+        ("from name", "from info"),
+        ("from step", ""),
+        ("first string wins", "detail"),
+        ("Step 6", ""),
+    ];
+    assert_eq!(got.len(), want.len());
+    for ((title, description), (t, d)) in got.iter().zip(want) {
+        assert_eq!((title.as_str(), description.as_str()), (t, d));
+    }
+    let last = &done["plan"]["steps"][5];
+    assert_eq!(last["files"], json!(["one.rs"]));
+    assert_eq!(last["dependencies"], json!(["1", "two"]));
+    assert_eq!(last["complexity"], "3");
+    assert_eq!(done["plan"]["selectedApproach"]["score"], 7.8);
+}
+
+#[tokio::test]
+async fn branch_tool_answers_and_their_refusals() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    let first = structured(
+        &call(
+            &client,
+            "sequentialthinking",
+            common::thought(1, 3, true, "Root"),
+        )
+        .await,
+    );
+    let session = first["sessionId"].as_str().unwrap().to_string();
+    call(
+        &client,
+        "sequentialthinking",
+        branch_thought(2, "Try A", "a"),
+    )
+    .await;
+    let head = |v: &Value| v["eventSeq"].as_u64().unwrap();
+    let evaluated = structured(&call(&client, "evaluate_branch", json!({"sessionId": session, "branchId": "a", "feasibility": "9.5", "rationale": "good", "recommendation": "pursue"})).await);
+    let closed = structured(
+        &call(
+            &client,
+            "close_branch",
+            json!({"sessionId": session, "branchId": "a", "conclusion": "done"}),
+        )
+        .await,
+    );
+    let merged = structured(
+        &call(
+            &client,
+            "merge_branch",
+            json!({"sessionId": session, "branchId": "a", "strategy": "append"}),
+        )
+        .await,
+    );
+    assert_eq!((head(&evaluated), head(&closed), head(&merged)), (4, 5, 6));
+    check_json(
+        "planning_branch_answers",
+        &json!({"evaluate_branch": evaluated, "close_branch": closed, "merge_branch": merged}),
+    );
+    let long = "b".repeat(10_000);
+    for (tool, args) in [
+        (
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": long}),
+        ),
+        (
+            "close_branch",
+            json!({"sessionId": session, "branchId": long, "conclusion": "c"}),
+        ),
+        (
+            "merge_branch",
+            json!({"sessionId": session, "branchId": long}),
+        ),
+        (
+            "close_branch",
+            json!({"sessionId": session, "branchId": "a"}),
+        ),
+        (
+            "close_branch",
+            json!({"sessionId": session, "branchId": "a", "conclusion": "  "}),
+        ),
+        ("merge_branch", json!({"sessionId": session})),
+        (
+            "merge_branch",
+            json!({"sessionId": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "branchId": "a"}),
+        ),
+        (
+            "compare_branches",
+            json!({"sessionId": session, "method": "vibes"}),
+        ),
+        (
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": "a", "convergence": {"x": 1}}),
+        ),
+    ] {
+        let result = call(&client, tool, args.clone()).await;
+        assert!(is_error(&result), "{tool} {args}: {}", text(&result));
+        assert!(
+            text(&result).starts_with("Input validation error"),
+            "{}",
+            text(&result)
+        );
+    }
+    let history = structured(&call(&client, "get_history", json!({"sessionId": session})).await);
+    assert_eq!(history["headSeq"], 6, "refusals record nothing");
+    let not_found = structured(&call(&client, "get_plan", json!({"sessionId": session})).await);
+    assert_eq!(
+        not_found["found"], false,
+        "a thinking session is not a plan"
+    );
+    check_json("planning_get_plan_not_found", &not_found);
+    // A plan's id given to a thinking tool, and a thinking id given to deep_planning.
+    let wrong = refused(
+        &dp(
+            &client,
+            json!({"phase": "clarify", "question": "q", "sessionId": session}),
+        )
+        .await,
+        "thinking session",
+    );
+    assert_eq!(wrong["sessionId"], "", "{wrong}");
+}
