@@ -592,7 +592,7 @@ fn planning_result(value: Value, error: bool) -> CallToolResult {
 async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let args = match PlanArgs::parse(&call.arguments) {
         Ok(args) => args,
-        Err(error) => return refusal(&call, None, error),
+        Err(error) => return refusal(call.ctx.clone(), None, error).await,
     };
     // An unknown sessionId is named, said to be not found, and list_plans suggested.
     if let Some(id) = &args.session_id {
@@ -603,13 +603,14 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
             .is_none()
         {
             return refusal(
-                &call,
+                call.ctx.clone(),
                 None,
                 refused(format!(
                     "Session \"{}\" not found; call list_plans to see stored plans",
                     describe_short(id)
                 )),
-            );
+            )
+            .await;
         }
     }
     let target = super::write::Target {
@@ -629,7 +630,7 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
     };
     let recorded = match recorded {
         Ok(recorded) => recorded,
-        Err(error) => return refusal(&call, args.session_id.as_deref(), error),
+        Err(error) => return refusal(call.ctx.clone(), args.session_id.as_deref(), error).await,
     };
     let summary = &recorded.head.summary;
     let plan = Some((recorded.session, summary));
@@ -700,33 +701,40 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
 
 /// A refused deep_planning call, answered in its own shape (status "error") with the
 /// state of the plan it was about; other failures stay tool errors.
-fn refusal(
-    call: &ToolCall,
+async fn refusal(
+    ctx: std::sync::Arc<super::ToolContext>,
     named: Option<&str>,
     error: ToolError,
 ) -> Result<CallToolResult, ToolError> {
     let ToolError::Validation { problems, .. } = &error else {
         return Err(error);
     };
-    let ledger = &call.ctx.ledger;
-    let session = match named {
-        Some(id) => ledger.resolve(id).ok().flatten(),
-        None => call
-            .ctx
-            .current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(SessionKind::PLANNING, ""),
-    };
-    let head = session.and_then(|s| ledger.head(s).ok().flatten());
+    let message = problems.join("; ");
+    let current = ctx
+        .current
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(SessionKind::PLANNING, "");
+    let ledger = ctx.ledger.clone();
+    let named = named.map(str::to_string);
+    // The plan's state as stored now (the refused call changed nothing).
+    let head = blocking(move || {
+        let session = match named {
+            Some(id) => ledger.resolve(&id)?,
+            None => current,
+        };
+        Ok(match session {
+            Some(session) => ledger.head(session)?,
+            None => None,
+        })
+    })
+    .await
+    .unwrap_or(None);
     let plan = head
         .as_ref()
         .filter(|h| h.summary.kind == SessionKind::PLANNING)
         .map(|h| (h.session, &h.summary));
-    Ok(planning_result(
-        answer(plan, "error", problems.join("; ")),
-        true,
-    ))
+    Ok(planning_result(answer(plan, "error", message), true))
 }
 
 fn finish(tool: &str, args: Args<'_>) -> Result<(), ToolError> {
