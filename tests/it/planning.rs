@@ -1238,3 +1238,54 @@ async fn branch_tool_answers_and_their_refusals() {
     );
     assert_eq!(wrong["sessionId"], "", "{wrong}");
 }
+
+#[tokio::test]
+async fn two_processes_write_one_plan_at_the_same_time() {
+    let dir = data_dir();
+    let one = spawn_planning(dir.path()).await;
+    let two = spawn_planning(dir.path()).await;
+    let init = ok(&dp(&one, json!({"phase": "init", "problem": "Shared plan"})).await);
+    let session = init["sessionId"].as_str().unwrap().to_string();
+    let explore = |branch: &str| json!({"phase": "explore", "branchId": branch, "name": "N", "sessionId": session});
+    // Six approaches from both processes at once, and the same branch from both: exactly
+    // one of those two records it.
+    let (a, b, c, d, e, f, same_one, same_two) = tokio::join!(
+        dp(&one, explore("b0")),
+        dp(&two, explore("b1")),
+        dp(&one, explore("b2")),
+        dp(&two, explore("b3")),
+        dp(&one, explore("b4")),
+        dp(&two, explore("b5")),
+        dp(&one, explore("same")),
+        dp(&two, explore("same")),
+    );
+    let results = [a, b, c, d, e, f, same_one, same_two];
+    let refusals = results.iter().filter(|r| is_error(r)).count();
+    assert_eq!(refusals, 1, "only the second \"same\" is refused");
+    for result in results.iter().filter(|r| is_error(r)) {
+        refused(result, "already exists");
+    }
+    let counts: Vec<u64> = results
+        .iter()
+        .filter(|r| !is_error(r))
+        .map(|r| answer(r)["approachCount"].as_u64().unwrap())
+        .collect();
+    let mut sorted = counts.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (1..=7).collect::<Vec<u64>>(),
+        "each write saw every earlier one"
+    );
+    let plan = structured(
+        &call(
+            &two,
+            "get_plan",
+            json!({"sessionId": session, "format": "json"}),
+        )
+        .await,
+    );
+    assert_eq!(plan["plan"]["approaches"].as_array().unwrap().len(), 7);
+    let out = common::cli(dir.path(), &["verify"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+}
