@@ -17,9 +17,12 @@ use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
 use crate::export::plan::PLAN_CLASS_DEFS;
+use crate::projection::plan::weighted_score;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::ToolError;
 use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
+use crate::tools::planning::payload::Body;
+use crate::tools::planning::{PlanArgs, decide_planning};
 use crate::tools::thinking::{
     SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
 };
@@ -29,7 +32,7 @@ use serde_json::{Map, Number, Value};
 /// Most thoughts in a tree built from fuzz input (keeps one run fast).
 pub const MAX_FUZZ_THOUGHTS: usize = 64;
 
-/// Every argument name the thinking tools read, in both spellings.
+/// Every argument name the thinking tools read, in both spellings, and deep_planning's.
 const FIELD_NAMES: &[&str] = &[
     "thought",
     "nextThoughtNeeded",
@@ -58,6 +61,19 @@ const FIELD_NAMES: &[&str] = &[
     "toolRecommendation",
     "left_to_be_done",
     "leftToBeDone",
+    // deep_planning's (the phase is set by the check itself, to each phase in turn).
+    "problem",
+    "question",
+    "name",
+    "constraints",
+    "pros",
+    "feasibility",
+    "risk",
+    "recommendation",
+    "selectedBranch",
+    "steps",
+    "risks",
+    "format",
 ];
 
 /// Strings that sit on the edges of the coercion policy.
@@ -157,7 +173,8 @@ pub fn arguments_from_bytes(data: &[u8]) -> Map<String, Value> {
     map
 }
 
-/// Checks the decoders and both tools' `parse` and `decide_*` over `raw`.
+/// Checks the decoders, both thinking tools' `parse` and `decide_*`, and deep_planning's
+/// (`raw` with each phase in turn) over `raw`.
 pub fn check_arguments(raw: &Map<String, Value>) {
     for (key, value) in raw {
         let Some(name) = FIELD_NAMES.iter().find(|name| **name == key) else {
@@ -239,6 +256,35 @@ pub fn check_arguments(raw: &Map<String, Value>) {
             );
         }
         Err(error) => assert_validation(error, "think"),
+    }
+    for phase in crate::tools::planning::PHASES {
+        let mut raw = raw.clone();
+        raw.insert("phase".into(), Value::from(phase));
+        match PlanArgs::parse(&raw) {
+            Ok(args) => {
+                assert_eq!(args.phase, phase);
+                if let Body::BranchEvaluated(e) = &args.body {
+                    assert!(e.criteria.iter().all(|c| (0.0..=10.0).contains(&c.score)));
+                    assert_eq!(e.score, weighted_score(&e.criteria));
+                    assert!((0.0..=10.0).contains(&e.score));
+                }
+                // Without a stored plan only init records (a new plan under its dp- id).
+                match decide_planning(None, &args, call()) {
+                    Ok(events) => {
+                        assert_eq!(phase, "init");
+                        assert!(matches!(
+                            &events[0].payload,
+                            Payload::SessionStarted { aliases, .. } if aliases[0].starts_with("dp-")
+                        ));
+                    }
+                    Err(error) => {
+                        assert_ne!(phase, "init");
+                        assert_validation(error, "deep_planning");
+                    }
+                }
+            }
+            Err(error) => assert_validation(error, "deep_planning"),
+        }
     }
 }
 
