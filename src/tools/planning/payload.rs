@@ -154,7 +154,10 @@ impl FamilyEvent for PlanningEvent {
             Body::PlanInitialized(_) | Body::BranchClosed(_) => {}
             Body::PlanClarified(_) => summary.clarifications += 1,
             Body::ApproachExplored(a) => {
-                if new_branch {
+                // The summary's own list decides (a tree's fold indexes only thought
+                // branches, so its `new_branch` does not know approaches).
+                let _ = new_branch;
+                if !summary.branches.contains(&a.branch_id) {
                     summary.branches.push(a.branch_id.clone());
                 }
             }
@@ -372,6 +375,57 @@ mod tests {
             .into_iter()
             .map(|body| PlanningEvent { body, call: call() })
             .collect()
+    }
+
+    #[test]
+    fn the_tree_and_the_store_fold_the_same_summary_and_replay_is_a_prefix() {
+        use crate::event::{Event, Payload, SessionId, SessionKind};
+        use crate::projection::fixtures::session_event;
+        use crate::projection::plan::Approach;
+        let session = SessionId::generate();
+        let approach = |id: &str| {
+            Body::ApproachExplored(Approach {
+                branch_id: id.into(),
+                name: id.into(),
+                description: None,
+                pros: Vec::new(),
+                cons: Vec::new(),
+            })
+        };
+        let mut payloads = vec![Payload::SessionStarted {
+            kind: SessionKind::PLANNING,
+            title: "p".into(),
+            aliases: vec!["dp-00000000".into()],
+        }];
+        payloads.extend(
+            [approach("a"), approach("b")]
+                .into_iter()
+                .chain(samples().into_iter().map(|e| e.body))
+                .map(|body| Payload::from(PlanningEvent { body, call: call() })),
+        );
+        let events: Vec<Event> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| session_event(session, i as u64 + 1, p))
+            .collect();
+        let tree = ThoughtTree::build(session, events.clone());
+        let mut stored = SessionSummary::start(&events[0]).unwrap();
+        for event in &events[1..] {
+            stored.apply(event);
+        }
+        assert_eq!(tree.summary.as_ref(), Some(&stored));
+        assert_eq!(stored.branches, ["a", "b"]);
+        assert_eq!(stored.evaluated, ["a"]);
+        assert_eq!(
+            stored.phase.as_deref(),
+            Some("evaluate"),
+            "a merge leaves the phase"
+        );
+        assert_eq!(stored.thoughts, 1, "the merge");
+        let prefix = ThoughtTree::build(session, events.into_iter().take(3));
+        assert_eq!(prefix.planning.plan, None, "no init yet in the prefix");
+        assert_eq!(tree.planning.merges.len(), 1);
+        assert_eq!(tree.thoughts().count(), 1);
     }
 
     #[test]
