@@ -39,6 +39,7 @@ pub fn render(tree: &ThoughtTree) -> String {
     write_header(&mut out, tree);
     write_thoughts(&mut out, tree);
     write_branches(&mut out, tree);
+    out.push_str(&crate::export::plan::session_markdown(&tree.planning));
     write_anomalies(&mut out, tree);
     out
 }

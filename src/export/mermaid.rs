@@ -11,6 +11,7 @@
 //! and edge counts with the projection's). The only extra node is the placeholder of a
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
+use crate::export::plan;
 use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -79,20 +80,28 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
-        counted(edges.len(), "edge", "edges"),
+        counted(edges.len() + plan::plan_edges(tree), "edge", "edges"),
         counted(tree.branches.len(), "branch", "branches"),
         counted(tree.anomalies.len(), "anomaly", "anomalies"),
     );
     for (class, style) in CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
+    // A plan: its problem and approaches as their own nodes (`p0`, `a<n>`).
+    let has_plan = tree.planning.plan.is_some();
+    if has_plan {
+        plan::write_plan_class_defs(&mut out);
+        plan::write_plan_nodes(&mut out, tree);
+    }
 
     if tree.order.is_empty() {
-        let _ = writeln!(
-            out,
-            "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
-            escape_label("This session has no thoughts yet.")
-        );
+        if !has_plan {
+            let _ = writeln!(
+                out,
+                "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
+                escape_label("This session has no thoughts yet.")
+            );
+        }
         return out;
     }
 
@@ -119,7 +128,15 @@ pub fn render(tree: &ThoughtTree) -> String {
     for (index, (branch, nodes)) in tree.branches.iter().zip(&by_branch).enumerate() {
         let _ = write!(out, "{INDENT}subgraph b{} [\"🌿 ", index + 1);
         push_label(&mut out, &mut scratch, &branch.id, BRANCH_TITLE_MAX_CHARS);
-        let _ = writeln!(out, " · from thought {}\"]", branch.from_thought);
+        let _ = write!(out, " · from thought {}", branch.from_thought);
+        // Its evaluation's score and its close, when it has them (generated text).
+        if let Some(evaluation) = tree.planning.evaluation(&branch.id) {
+            let _ = write!(out, " · score {:.2}", evaluation.item.score);
+        }
+        if tree.planning.conclusion(&branch.id).is_some() {
+            out.push_str(" · closed");
+        }
+        out.push_str("\"]\n");
         for node in nodes {
             write_node(&mut out, &mut scratch, &nested, node);
         }
@@ -380,6 +397,10 @@ mod tests {
         decode_label as decode, quoted_strings, shown_label as shown,
     };
     use crate::projection::fixtures::*;
+    use crate::projection::plan::{
+        Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit,
+    };
+    use crate::tools::planning::payload::{Body, PlanningEvent};
     use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 
     fn label(text: &str, max_chars: usize) -> String {
@@ -471,6 +492,114 @@ mod tests {
             ..seq_thought(&text.repeat(20), 7, 7)
         }));
         tree_of(text, SessionKind::THINKING, payloads)
+    }
+
+    fn planning(body: Body) -> Payload {
+        PlanningEvent {
+            body,
+            call: call("deep_planning"),
+        }
+        .into()
+    }
+
+    /// A finalized plan (two approaches, one evaluated, one closed, a merge) whose every
+    /// text is `text`.
+    fn plan_tree(text: &str) -> ThoughtTree {
+        let approach = |id: String| {
+            planning(Body::ApproachExplored(Approach {
+                branch_id: id,
+                name: format!("name {text}"),
+                description: Some(text.to_string()),
+                pros: vec![text.to_string()],
+                cons: Vec::new(),
+            }))
+        };
+        let payloads = vec![
+            planning(Body::PlanInitialized(PlanInit {
+                problem: text.to_string(),
+                context: Some(text.to_string()),
+                constraints: vec![text.to_string()],
+            })),
+            approach(format!("x {text}")),
+            approach(format!("y {text}")),
+            planning(Body::BranchEvaluated(Evaluation {
+                branch_id: format!("x {text}"),
+                criteria: Vec::new(),
+                score: 7.8,
+                rationale: Some(text.to_string()),
+                recommendation: Some(text.to_string()),
+            })),
+            planning(Body::BranchClosed(BranchClose {
+                branch_id: format!("y {text}"),
+                conclusion: text.to_string(),
+            })),
+            planning(Body::BranchMerged(BranchMerge {
+                branch_id: format!("y {text}"),
+                strategy: "summary".into(),
+                thought_number: 1,
+                thought: text.to_string(),
+            })),
+            planning(Body::PlanFinalized(FinalPlan {
+                selected_branch: format!("x {text}"),
+                steps: Vec::new(),
+                risks: Vec::new(),
+                assumptions: Vec::new(),
+                success_criteria: Vec::new(),
+            })),
+        ];
+        tree_of(text, SessionKind::PLANNING, payloads)
+    }
+
+    /// [`hostile_tree`] with its first branch evaluated and closed.
+    fn evaluated_tree(text: &str) -> ThoughtTree {
+        let mut tree = hostile_tree(text);
+        let branch = tree.branches[0].id.clone();
+        let seq = tree.at_seq;
+        tree.planning.evaluations.push(Folded {
+            seq,
+            item: Evaluation {
+                branch_id: branch.clone(),
+                criteria: Vec::new(),
+                score: 5.0,
+                rationale: None,
+                recommendation: None,
+            },
+        });
+        tree.planning.closes.push(Folded {
+            seq,
+            item: BranchClose {
+                branch_id: branch,
+                conclusion: text.to_string(),
+            },
+        });
+        tree
+    }
+
+    #[test]
+    fn plans_and_evaluated_branches_render_within_the_structure() {
+        for text in HOSTILE {
+            for tree in [plan_tree(text), evaluated_tree(text)] {
+                crate::fuzzing::check_render(&tree);
+            }
+        }
+        let diagram = render(&plan_tree("p"));
+        assert!(
+            diagram.contains("a1[\"x p · name p · score 7.80 · p\"]:::selected"),
+            "{diagram}"
+        );
+        assert!(
+            diagram.contains("a2[\"y p · name p · closed\"]:::approach"),
+            "{diagram}"
+        );
+        assert!(
+            !diagram.contains(&format!("{EMPTY_NODE_ID}[")),
+            "no placeholder beside a plan: {diagram}"
+        );
+        let diagram = render(&evaluated_tree("q"));
+        assert!(
+            diagram.contains("from thought 2 · score 5.00 · closed\"]"),
+            "{diagram}"
+        );
     }
 
     fn think_tree(text: &str) -> ThoughtTree {
@@ -693,12 +822,22 @@ mod tests {
         }
         let all: String = HOSTILE.concat();
         trees.push(("hostile-all".into(), hostile_tree(&all)));
+        trees.push(("plan-all".into(), plan_tree(&all)));
+        trees.push(("branches-all".into(), evaluated_tree(&all)));
+        for (i, text) in HOSTILE.iter().enumerate() {
+            trees.push((format!("plan-{i:02}"), plan_tree(text)));
+        }
         for (name, tree) in trees {
             let diagram = render(&tree);
-            let counts = (tree.order.len(), tree.edges().len(), tree.branches.len());
+            let counts = (
+                tree.order.len(),
+                tree.edges().len() + plan::plan_edges(&tree),
+                tree.branches.len(),
+            );
             // What the checker will be told to expect must be what the diagram holds (an
-            // empty session is drawn as one placeholder node).
-            let drawn = (counts.0.max(1), counts.1, counts.2);
+            // empty session without a plan is drawn as one placeholder node).
+            let placeholder = usize::from(tree.planning.plan.is_none());
+            let drawn = (counts.0.max(placeholder), counts.1, counts.2);
             assert_eq!(check_structure(&diagram), drawn, "{name}: {diagram}");
             let file = dir.join(format!("{name}.mmd"));
             std::fs::write(&file, &diagram).unwrap();

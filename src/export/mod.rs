@@ -7,6 +7,7 @@
 
 pub mod markdown;
 pub mod mermaid;
+pub mod plan;
 
 use crate::event::Event;
 use crate::projection::tree::ThoughtTree;

@@ -10,6 +10,7 @@
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::projection::plan::Planning;
 use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
@@ -139,6 +140,8 @@ pub struct ThoughtTree {
     pub order: Vec<NodeIndex>,
     pub branches: Vec<Branch>,
     pub anomalies: Vec<Anomaly>,
+    /// Plans, evaluations, closes and merges (the planning family's folds).
+    pub planning: Planning,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -159,6 +162,7 @@ impl ThoughtTree {
             order: Vec::new(),
             branches: Vec::new(),
             anomalies: Vec::new(),
+            planning: Planning::default(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
@@ -373,7 +377,7 @@ impl ThoughtTree {
     /// The whole tree as one JSON value (the `json` export and `replay_session`).
     pub fn to_json(&self) -> serde_json::Value {
         let summary = self.summary.as_ref();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "sessionId": self.session.to_string(),
             "kind": summary.map(|s| s.kind.as_str()),
             "title": self.title(),
@@ -386,7 +390,13 @@ impl ThoughtTree {
             "thoughts": self.thoughts().collect::<Vec<_>>(),
             "edges": self.edges(),
             "anomalies": self.anomalies,
-        })
+        });
+        // Only sessions with plans, evaluations, closes or merges carry it (every other
+        // export stays as it was).
+        if !self.planning.is_empty() {
+            json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
+        }
+        json
     }
 }
 

@@ -15,6 +15,7 @@ pub mod arrival;
 pub mod ledger;
 #[cfg(test)]
 pub mod note;
+pub mod planning;
 pub mod thinking;
 pub mod write;
 
@@ -40,12 +41,13 @@ use tokio_util::sync::CancellationToken;
 pub static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
+    &planning::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 4] = ["qa", "planning", "agent", "booster"];
+pub const PLANNED: [&str; 3] = ["qa", "agent", "booster"];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed

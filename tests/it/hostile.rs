@@ -621,6 +621,13 @@ pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
         "search_history" => json!({"query": "t"}),
         "export_session" => json!({"sessionId": session, "format": "json"}),
         "replay_session" => json!({"sessionId": session, "atSeq": 2}),
+        "deep_planning" => json!({"phase": "init", "problem": "p", "constraints": ["c"]}),
+        "list_plans" => json!({}),
+        "get_plan" => json!({"sessionId": session}),
+        "evaluate_branch" => json!({"sessionId": session, "branchId": "b", "feasibility": 5}),
+        "compare_branches" => json!({"sessionId": session}),
+        "close_branch" => json!({"sessionId": session, "branchId": "b", "conclusion": "c"}),
+        "merge_branch" => json!({"sessionId": session, "branchId": "b"}),
         other => panic!("no base arguments for tool {other}: add them to base_arguments"),
     };
     common::object(value)

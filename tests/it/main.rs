@@ -11,7 +11,8 @@
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
 //! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
 //! server built beside it), `context` (every toolset's `tools/list` size against its
-//! budget, and a validating client's verdict on arguments against the server's). Storage faults (crash at every sync point, I/O errors, a full
+//! budget, and a validating client's verdict on arguments against the server's), `planning`
+//! (deep_planning's phases and documents, list_plans, get_plan, the branch tools). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod bad_input;
@@ -27,5 +28,6 @@ mod faults_process;
 mod hostile;
 mod ledger;
 mod order;
+mod planning;
 mod protocol;
 mod thinking;

@@ -231,6 +231,27 @@ pub fn decide_sequential(
     )
 }
 
+/// A thought on a branch `close_branch` ended is refused: the branch has its conclusion
+/// (read from the head inside the transaction, so a close committed by another process
+/// counts).
+fn refuse_closed_branch(
+    head: Option<&SessionHead>,
+    args: &SequentialArgs,
+) -> Result<(), ToolError> {
+    let Some((branch, _)) = args.thought.branch() else {
+        return Ok(());
+    };
+    if head.is_some_and(|h| h.summary.closed_branches.iter().any(|b| b == branch)) {
+        return Err(ToolError::validation(
+            SEQUENTIAL,
+            vec![format!(
+                "branchId: branch {branch:?} was closed with a conclusion (close_branch) and takes no more thoughts; continue on the main line, merge it with merge_branch, or open a new branch"
+            )],
+        ));
+    }
+    Ok(())
+}
+
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
 pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
@@ -246,8 +267,9 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
     };
     let recorded = {
         let args = args.clone();
-        call.record(target, move |head, record| {
-            decide_sequential(head, &args, record)
+        call.try_record(target, move |head, record| {
+            refuse_closed_branch(head, &args)?;
+            Ok(decide_sequential(head, &args, record))
         })
         .await?
     };
