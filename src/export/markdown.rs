@@ -122,6 +122,26 @@ fn write_thoughts(out: &mut String, tree: &ThoughtTree) {
             }
             out.push('\n');
         }
+        if let Some(qa) = &node.qa {
+            if let Some(target) = &qa.verification_target {
+                let _ = writeln!(out, "- **Target:** {}", or_none(escape_inline(target)));
+            }
+            let _ = writeln!(
+                out,
+                "- **Workflow:** {}",
+                or_none(escape_inline(&qa.workflow))
+            );
+            for (label, tools) in [
+                ("Used tools", &qa.used_tools),
+                ("Recommended next", &qa.recommended_tools),
+            ] {
+                if !tools.is_empty() {
+                    let names: Vec<String> = tools.iter().map(|t| escape_inline(t)).collect();
+                    let _ = writeln!(out, "- **{label}:** {}", names.join(", "));
+                }
+            }
+            out.push('\n');
+        }
     }
 }
 

@@ -621,6 +621,10 @@ pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
         "search_history" => json!({"query": "t"}),
         "export_session" => json!({"sessionId": session, "format": "json"}),
         "replay_session" => json!({"sessionId": session, "atSeq": 2}),
+        // A thinking session is not a QA session: the QA call continues its own.
+        "sequentialthinking_qa" => {
+            json!({"thought": "t", "thought_number": 2, "total_thoughts": 3, "next_thought_needed": true})
+        }
         other => panic!("no base arguments for tool {other}: add them to base_arguments"),
     };
     common::object(value)
@@ -659,7 +663,13 @@ async fn raw_call(raw: &mut Raw, id: u64, tool: &str, arguments: &str) -> Value 
 #[tokio::test]
 async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookalike_strings() {
     let dir = common::data_dir();
-    let mut raw = Raw::spawn(dir.path()).await;
+    // Every toolset, so every listed tool's fields are covered.
+    let mut raw = Raw::spawn_with(
+        dir.path(),
+        &[("REASONING_LEDGER_TOOLSETS", "all")],
+        std::process::Stdio::null(),
+    )
+    .await;
     raw.initialize().await;
     let mut id = 10;
     let mut next_id = || {

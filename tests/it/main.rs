@@ -28,4 +28,5 @@ mod hostile;
 mod ledger;
 mod order;
 mod protocol;
+mod qa;
 mod thinking;

@@ -677,7 +677,10 @@ async fn toolsets_all_and_default_list_every_tool() {
         "replay_session",
     ];
     let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
-    assert_eq!(names(&listed(&client).await), expected);
+    // `all` adds the toolsets that are off by default (qa).
+    let mut all = expected.to_vec();
+    all.push("sequentialthinking_qa");
+    assert_eq!(names(&listed(&client).await), all);
     client.cancel().await.expect("close");
     let client = spawn(dir.path()).await;
     assert_eq!(names(&listed(&client).await), expected);
