@@ -196,8 +196,8 @@ fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &Thoug
 /// used and the ones recommended next (names are the model's text: cut and escaped).
 fn write_qa_tools(out: &mut String, scratch: &mut String, qa: &QaNode) {
     for (marker, tools) in [
-        ("🔧 used: ", &qa.used_tools),
-        ("👉 next: ", &qa.recommended_tools),
+        ("🔧 used ", &qa.used_tools),
+        ("👉 next ", &qa.recommended_tools),
     ] {
         if tools.is_empty() {
             continue;

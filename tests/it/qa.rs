@@ -430,8 +430,8 @@ async fn revisions_and_branches_inside_a_qa_session_fold_search_and_export() {
     assert_eq!(tree["thoughts"][1]["workflow"], "version_verification");
     let mermaid = export("mermaid").await;
     common::check("qa_export_mermaid", &mermaid);
-    assert!(mermaid.contains("🔧 used: web_search"), "{mermaid}");
-    assert!(mermaid.contains("👉 next: "), "{mermaid}");
+    assert!(mermaid.contains("🔧 used web_search"), "{mermaid}");
+    assert!(mermaid.contains("👉 next "), "{mermaid}");
     assert!(!mermaid.contains("-->  end"), "{mermaid}");
     let node = regex::Regex::new(r"^t\d+\[").unwrap();
     let edge = regex::Regex::new(r"^t\d+ -.* t\d+$").unwrap();
