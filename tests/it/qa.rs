@@ -219,6 +219,19 @@ async fn recommendations_are_filtered_and_ranked_by_the_callers_tools() {
         "{nothing}"
     );
     assert!(nothing["recommended_next_step"]["step_description"].is_string());
+    // An empty list says nothing about the caller's tools: nothing is filtered.
+    let empty = structured(
+        &call(
+            &client,
+            QA,
+            with(step(1, 4, true, thought), json!({"available_tools": []})),
+        )
+        .await,
+    );
+    assert_eq!(
+        tool_names(&empty["recommended_next_step"]),
+        vec!["web_search"]
+    );
     // A target that names none of the workflow's keywords lowers the confidence.
     let off_target = structured(
         &call(
@@ -465,6 +478,18 @@ async fn revisions_and_branches_inside_a_qa_session_fold_search_and_export() {
     assert!(markdown.contains("- **Used tools:** "), "{markdown}");
     let verify = common::cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", common::stderr(&verify));
+    // The JSONL export imports into another ledger, verifies and exports the same.
+    let jsonl = export("jsonl").await;
+    let copy = common::data_dir();
+    let file = copy.path().join("qa.jsonl");
+    std::fs::write(&file, &jsonl).unwrap();
+    let imported = common::cli(copy.path(), &["import", file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", common::stderr(&imported));
+    let verify = common::cli(copy.path(), &["verify"]);
+    assert!(verify.status.success(), "{}", common::stderr(&verify));
+    let id = session.as_str().unwrap();
+    let again = common::cli(copy.path(), &["export", id, "--format", "jsonl"]);
+    assert_eq!(common::stdout(&again).trim_end(), jsonl.trim_end());
 }
 
 #[tokio::test]
@@ -480,9 +505,9 @@ async fn history_comes_from_the_ledger_across_restarts_and_processes() {
         "continues the current session"
     );
     assert_eq!(second["previous_steps_count"], 1);
-    client.cancel().await.unwrap();
 
-    // Another process on the same ledger, then a restart: the ledger has the steps.
+    // Another process on the same ledger while the first still serves, then a restart:
+    // the ledger has the steps.
     let other = spawn_qa(dir.path()).await;
     let third = structured(
         &call(
@@ -497,6 +522,23 @@ async fn history_comes_from_the_ledger_across_restarts_and_processes() {
     );
     assert_eq!(third["previous_steps_count"], 2);
     assert_eq!(third["workflow"]["name"], "version_verification", "{third}");
+    let back = structured(
+        &call(
+            &client,
+            QA,
+            with(
+                step(3, 4, true, "write the config, again"),
+                json!({"session_id": session, "is_revision": true, "revises_thought": 3}),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(
+        back["previous_steps_count"], 3,
+        "the first process sees the other's step"
+    );
+    client.cancel().await.unwrap();
+    other.cancel().await.unwrap();
     let restarted = spawn_qa(dir.path()).await;
     let fourth = structured(
         &call(
@@ -506,9 +548,10 @@ async fn history_comes_from_the_ledger_across_restarts_and_processes() {
         )
         .await,
     );
-    assert_eq!(fourth["previous_steps_count"], 3);
-    assert_eq!(fourth["thought_history_length"], 4);
+    assert_eq!(fourth["previous_steps_count"], 4);
+    assert_eq!(fourth["thought_history_length"], 5);
     assert!(fourth["recommended_next_step"].is_null(), "done: {fourth}");
+    check_json("qa_answer_last_step", &fourth);
     // A thinking session is not a QA session.
     let thinking = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
     let thought = structured(

@@ -489,7 +489,12 @@ pub fn decide_step(workflows: &Workflows, head: Option<&SessionHead>, args: &QaA
     let thought = &args.thought;
     let title = head.map(|h| h.summary.title.as_str());
     let routed = workflows.route(&thought.thought, args.verification_target.as_deref(), title);
-    let available = args.available.as_deref().map(Available::new);
+    // An empty list says nothing about the caller's tools: nothing is filtered then.
+    let available = args
+        .available
+        .as_deref()
+        .filter(|names| !names.is_empty())
+        .map(Available::new);
     let revises = thought.revision_of();
     // A revision redoes the step it revises; any other thought is at its own number.
     let position = revises.unwrap_or(thought.thought_number);

@@ -229,17 +229,20 @@ pub struct Workflows {
 }
 
 impl Workflows {
-    /// The built-in templates only.
+    /// The built-in templates only (parsed once per process).
     pub fn built_in() -> Workflows {
-        let templates = BUILT_IN
-            .iter()
-            .map(|(file, text)| {
-                parse_template(text)
-                    .unwrap_or_else(|e| panic!("built-in workflow {file} is malformed: {e}"))
-            })
-            .collect();
+        static PARSED: std::sync::OnceLock<Vec<Template>> = std::sync::OnceLock::new();
+        let templates = PARSED.get_or_init(|| {
+            BUILT_IN
+                .iter()
+                .map(|(file, text)| {
+                    parse_template(text)
+                        .unwrap_or_else(|e| panic!("built-in workflow {file} is malformed: {e}"))
+                })
+                .collect()
+        });
         Workflows {
-            templates,
+            templates: templates.clone(),
             errors: Vec::new(),
         }
     }
