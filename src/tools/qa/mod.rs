@@ -485,21 +485,22 @@ pub struct Decision {
 /// Pure: routes the step to a workflow (by its thought and target, else by the session's
 /// first step, the title of `head`), computes the recommended next step for its position
 /// filtered by the caller's tools, and lists the caller's own tools it does not have.
-pub fn decide_step(workflows: &Workflows, head: Option<&SessionHead>, args: &QaArgs) -> Decision {
+/// `available` is [`QaArgs::available`] indexed ([`available_index`]), built before the
+/// write so the writer thread does not.
+pub fn decide_step(
+    workflows: &Workflows,
+    head: Option<&SessionHead>,
+    args: &QaArgs,
+    available: Option<&Available>,
+) -> Decision {
     let thought = &args.thought;
     let title = head.map(|h| h.summary.title.as_str());
     let routed = workflows.route(&thought.thought, args.verification_target.as_deref(), title);
-    // An empty list says nothing about the caller's tools: nothing is filtered then.
-    let available = args
-        .available
-        .as_deref()
-        .filter(|names| !names.is_empty())
-        .map(Available::new);
     let revises = thought.revision_of();
     // A revision redoes the step it revises; any other thought is at its own number.
     let position = revises.unwrap_or(thought.thought_number);
     let context = Context {
-        available: available.as_ref(),
+        available,
         revises,
         target: args.verification_target.as_deref(),
     };
@@ -516,7 +517,7 @@ pub fn decide_step(workflows: &Workflows, head: Option<&SessionHead>, args: &QaA
         )
     });
     let mut invalid: Vec<String> = Vec::new();
-    if let (Some(available), Some(step)) = (&available, &args.current_step) {
+    if let (Some(available), Some(step)) = (available, &args.current_step) {
         for tool in &step.recommended_tools {
             if available.find(&tool.tool_name).is_none() && !invalid.contains(&tool.tool_name) {
                 invalid.push(tool.tool_name.clone());
@@ -538,6 +539,15 @@ pub fn decide_step(workflows: &Workflows, head: Option<&SessionHead>, args: &QaA
         suggested_current,
         workflow_remaining: Workflows::remaining_after(template, position.saturating_add(1)),
     }
+}
+
+/// The caller's tools as [`decide_step`] looks them up; an empty list says nothing about
+/// them, so nothing is filtered then.
+pub fn available_index(args: &QaArgs) -> Option<Available> {
+    args.available
+        .as_deref()
+        .filter(|names| !names.is_empty())
+        .map(Available::new)
 }
 
 /// The events one call appends (a new session gets its `session_started` first).
@@ -567,13 +577,14 @@ pub async fn call_qa(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         remember_key: String::new(),
         idempotency_key: None,
     };
+    let available = available_index(&args);
     let decided: Arc<Mutex<Option<Decision>>> = Arc::new(Mutex::new(None));
     let recorded = {
         let args = args.clone();
         let decided = decided.clone();
         let workflows = workflows.clone();
         call.record(target, move |head, record| {
-            let decision = decide_step(&workflows, head, &args);
+            let decision = decide_step(&workflows, head, &args, available.as_ref());
             let step = decision.step.clone();
             *decided.lock().unwrap_or_else(|p| p.into_inner()) = Some(decision);
             decide_events(head, step, record)

@@ -412,6 +412,9 @@ pub struct Routed<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Available {
     names: Vec<String>,
+    /// `names`, lowercased (same positions).
+    lower_names: Vec<String>,
+    /// Position of each lowercased name (the first, when two differ only in case).
     lower: std::collections::HashMap<String, usize>,
 }
 
@@ -421,12 +424,14 @@ const PREFIX_SEPARATORS: [&str; 4] = [":", "__", ".", "/"];
 
 impl Available {
     pub fn new(names: &[String]) -> Available {
+        let lower_names: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
         let mut lower = std::collections::HashMap::with_capacity(names.len());
-        for (index, name) in names.iter().enumerate() {
-            lower.entry(name.to_lowercase()).or_insert(index);
+        for (index, name) in lower_names.iter().enumerate() {
+            lower.entry(name.clone()).or_insert(index);
         }
         Available {
             names: names.to_vec(),
+            lower_names,
             lower,
         }
     }
@@ -438,23 +443,23 @@ impl Available {
         if let Some(&index) = self.lower.get(&wanted) {
             return Some(&self.names[index]);
         }
-        self.names.iter().map(String::as_str).find(|name| {
-            let lower = name.to_lowercase();
-            PREFIX_SEPARATORS.iter().any(|sep| {
-                lower
-                    .strip_suffix(wanted.as_str())
-                    .is_some_and(|rest| rest.ends_with(sep))
-            })
-        })
+        let index = self.lower_names.iter().position(|lower| {
+            lower
+                .strip_suffix(wanted.as_str())
+                .is_some_and(|rest| PREFIX_SEPARATORS.iter().any(|sep| rest.ends_with(sep)))
+        })?;
+        Some(&self.names[index])
     }
 
     /// The first of the caller's tools whose name contains one of `parts`, skipping
     /// `taken`.
     fn containing(&self, parts: &[String], taken: &[String]) -> Option<&str> {
         parts.iter().find_map(|part| {
-            self.names.iter().map(String::as_str).find(|name| {
-                name.to_lowercase().contains(part.as_str()) && !taken.iter().any(|t| t == name)
-            })
+            let index = (0..self.names.len()).find(|&index| {
+                self.lower_names[index].contains(part.as_str())
+                    && !taken.contains(&self.names[index])
+            })?;
+            Some(self.names[index].as_str())
         })
     }
 }
