@@ -710,6 +710,17 @@ async fn bad_input_is_refused_whole_or_answered_bounded_and_the_server_keeps_ser
         ),
         (json!({"thought_number": 0}), "thought_number: Too small"),
     ];
+    // Every problem of a call at once, each naming its field, in one error.
+    let several = call(
+        &client,
+        QA,
+        json!({"thought": "t", "thought_number": "two", "total_thoughts": 3,
+               "current_step": tool(json!({"confidence": 1.5, "priority": 0})),
+               "available_client_tools": [7, {"name": ""}]}),
+    )
+    .await;
+    assert!(is_error(&several) && several.structured_content.is_none());
+    common::check("qa_validation_error", &text(&several));
     for (extra, says) in refusals {
         let answer = call(&client, QA, with(step(2, 3, true, "t"), extra.clone())).await;
         let message = text(&answer);
