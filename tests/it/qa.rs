@@ -469,6 +469,7 @@ async fn revisions_and_branches_inside_a_qa_session_fold_search_and_export() {
     )
     .unwrap();
     let markdown = export("markdown").await;
+    common::check("qa_export_markdown", &markdown);
     assert!(markdown.starts_with("# QA session: "), "{markdown}");
     assert!(
         markdown.contains("- **Workflow:** version\\_verification")
