@@ -387,7 +387,9 @@ async fn revisions_and_branches_inside_a_qa_session_fold_search_and_export() {
                     true,
                     "Several configurations found: try the CSS-first version",
                 ),
-                json!({"session_id": session, "branch_from_thought": 2, "branch_id": "css-first"}),
+                // A tool name is the model's text too: it must stay inside its label.
+                json!({"session_id": session, "branch_from_thought": 2, "branch_id": "css-first",
+                       "current_step": used("x\"] --> end %%{init} |y| click t2 call z()")}),
             ),
         )
         .await,
