@@ -23,6 +23,7 @@ use crate::tools::ToolError;
 use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
 use crate::tools::planning::payload::Body;
 use crate::tools::planning::{PlanArgs, decide_planning};
+use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
 use crate::tools::thinking::{
     SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
 };
@@ -500,10 +501,15 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
 pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     let mut bytes = Bytes(data);
     let session = SessionId::generate();
-    let think = bytes.byte().is_multiple_of(4);
+    let mode = bytes.byte() % 4;
+    let think = mode == 0;
+    // A verification session: its steps carry a target and tool names from the input.
+    let qa = mode == 1;
     let title = bytes.text();
     let kind = if think {
         SessionKind::THINK
+    } else if qa {
+        SessionKind::QA
     } else {
         SessionKind::THINKING
     };
@@ -551,7 +557,41 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
                 call,
             }
         };
-        payloads.push(Payload::from(payload));
+        let payload = match payload {
+            ThinkingEvent::ThoughtRecorded { thought, call } if qa => {
+                let tool = |bytes: &mut Bytes| ToolRecommendation {
+                    tool_name: bytes.text(),
+                    confidence: 0.5,
+                    rationale: String::new(),
+                    priority: 1,
+                    alternatives: Vec::new(),
+                    suggested_inputs: None,
+                };
+                let step = |tools: Vec<ToolRecommendation>| Step {
+                    step_description: String::new(),
+                    expected_outcome: String::new(),
+                    recommended_tools: tools,
+                    next_step_conditions: Vec::new(),
+                    revise_when: Vec::new(),
+                    branch_when: Vec::new(),
+                };
+                let (used, next) = (tool(&mut bytes), tool(&mut bytes));
+                Payload::from(QaStepRecorded {
+                    step: QaStep {
+                        thought,
+                        verification_target: (flags & 16 != 0).then(|| bytes.text()),
+                        workflow: bytes.text(),
+                        current_step: (flags & 32 != 0).then(|| step(vec![used])),
+                        recommended_next_step: (flags & 64 != 0).then(|| step(vec![next])),
+                        invalid_recommendations: Vec::new(),
+                        remaining_steps: Vec::new(),
+                    },
+                    call,
+                })
+            }
+            other => Payload::from(other),
+        };
+        payloads.push(payload);
     }
     let events = payloads.into_iter().enumerate().map(|(i, payload)| Event {
         id: EventId::generate(),
@@ -655,11 +695,22 @@ mod tests {
     #[test]
     fn fuzz_targets_hold_their_invariants_over_pseudo_random_inputs() {
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut qa_tools = 0;
         for _ in 0..SMOKE_INPUTS {
             let input = rng.input();
             fuzz_arguments(&input);
             fuzz_mermaid(&input);
+            let tree = tree_from_bytes(&input);
+            qa_tools += tree
+                .thoughts()
+                .filter_map(|node| node.qa.as_ref())
+                .filter(|qa| !qa.used_tools.is_empty() || !qa.recommended_tools.is_empty())
+                .count();
         }
+        assert!(
+            qa_tools > 0,
+            "the inputs reach verification steps with tools"
+        );
     }
 
     #[test]

@@ -12,13 +12,17 @@
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
 use crate::export::plan;
-use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
+use crate::projection::tree::{Anomaly, EdgeKind, QaNode, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Most characters of thought text shown in a node label (the full text is in the JSON
 /// export). Counted in chars, before escaping, ellipsis included.
 pub const LABEL_MAX_CHARS: usize = 80;
+
+/// Most characters of a verification step's tool list (used, or recommended next) shown
+/// in its node label.
+pub const QA_TOOLS_MAX_CHARS: usize = 60;
 
 /// Most characters of a branch id shown in a node prefix or an edge label.
 pub const BRANCH_ID_MAX_CHARS: usize = 24;
@@ -194,12 +198,31 @@ fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &Thoug
     write_prefix(out, scratch, node);
     out.push_str(LABEL_BREAK);
     push_label(out, scratch, &node.thought, LABEL_MAX_CHARS);
+    if let Some(qa) = &node.qa {
+        write_qa_tools(out, scratch, qa);
+    }
     out.push_str("\"]");
     if let Some(class) = class_of(node) {
         out.push_str(":::");
         out.push_str(class);
     }
     out.push('\n');
+}
+
+/// A verification step's tools, on their own line of its label: the ones its own step
+/// used and the ones recommended next (names are the model's text: cut and escaped).
+fn write_qa_tools(out: &mut String, scratch: &mut String, qa: &QaNode) {
+    for (marker, tools) in [
+        ("🔧 used ", &qa.used_tools),
+        ("👉 next ", &qa.recommended_tools),
+    ] {
+        if tools.is_empty() {
+            continue;
+        }
+        out.push_str(LABEL_BREAK);
+        out.push_str(marker);
+        push_label(out, scratch, &tools.join(", "), QA_TOOLS_MAX_CHARS);
+    }
 }
 
 /// The short heading of a node label (kind marker, number/total, branch, revision),

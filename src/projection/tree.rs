@@ -65,6 +65,24 @@ pub struct ThoughtNode {
     /// think: the open items of `left_to_be_done`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub open_items: Vec<String>,
+    /// sequentialthinking_qa: the verification step's target, workflow and tools (absent
+    /// for every other tool, so their exports are unchanged).
+    #[serde(flatten)]
+    pub qa: Option<Box<QaNode>>,
+}
+
+/// What a verification step (`sequentialthinking_qa`) adds to its thought.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QaNode {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification_target: Option<String>,
+    /// The workflow the step was routed to.
+    pub workflow: String,
+    /// Tools of the caller's own step (`current_step.recommended_tools`): what it used.
+    pub used_tools: Vec<String>,
+    /// Tools the answer recommended for the next step.
+    pub recommended_tools: Vec<String>,
 }
 
 /// How two thoughts are related.

@@ -462,15 +462,23 @@ pub fn search(
             return true;
         }
         let is_title = matches!(event.payload, crate::event::Payload::SessionStarted { .. });
-        let Some(text) = event.payload.text() else {
-            return true;
-        };
-        let lower = text.to_lowercase();
-        let rank = if lower.contains(&phrase) {
-            0
-        } else if words.iter().all(|w| lower.contains(w)) {
-            1
-        } else {
+        let texts = [event.payload.text(), event.payload.search_extra()];
+        // The first text that matches (best rank), and that rank.
+        let mut found: Option<(&str, String, u8)> = None;
+        for text in texts.into_iter().flatten() {
+            let lower = text.to_lowercase();
+            let rank = if lower.contains(&phrase) {
+                0
+            } else if words.iter().all(|w| lower.contains(w)) {
+                1
+            } else {
+                continue;
+            };
+            if found.as_ref().is_none_or(|(_, _, best)| rank < *best) {
+                found = Some((text, lower, rank));
+            }
+        }
+        let Some((text, lower, rank)) = found else {
             return true;
         };
         let anchor = lower.find(words[0]).unwrap_or(0);

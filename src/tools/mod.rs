@@ -16,6 +16,7 @@ pub mod ledger;
 #[cfg(test)]
 pub mod note;
 pub mod planning;
+pub mod qa;
 pub mod thinking;
 pub mod write;
 
@@ -42,12 +43,13 @@ pub static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
     &planning::FAMILY,
+    &qa::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 3] = ["qa", "agent", "booster"];
+pub const PLANNED: [&str; 2] = ["agent", "booster"];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed
@@ -261,6 +263,12 @@ impl ToolContext {
             current: Arc::new(Mutex::new(CurrentSessions::default())),
             log_thoughts,
         })
+    }
+
+    /// The data directory: the folder holding the ledger file, where user data such as
+    /// workflow templates lives beside it.
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.ledger.path().parent()
     }
 }
 

@@ -30,4 +30,5 @@ mod ledger;
 mod order;
 mod planning;
 mod protocol;
+mod qa;
 mod thinking;

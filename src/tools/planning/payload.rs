@@ -228,6 +228,7 @@ impl FamilyEvent for PlanningEvent {
                     thread_purpose: None,
                     tool_recommendation: None,
                     open_items: Vec::new(),
+                    qa: None,
                 };
                 tree.planning.merges.push(Folded { seq, item });
                 tree.add_thought(node);
