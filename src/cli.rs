@@ -69,7 +69,7 @@ pub enum Command {
     Export {
         /// Session id or alias (`sessions` lists them)
         id: String,
-        /// Output format: mermaid (flowchart), markdown, json (the whole tree) or jsonl (the raw events, re-importable)
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
         #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
         format: Format,
         /// Export the session as it stood right after this event seq (default: its last event)

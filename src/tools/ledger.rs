@@ -23,7 +23,7 @@ pub static FAMILY: Family = Family {
     name: "ledger",
     instructions: "ledger (find, read, search, export and replay past sessions)",
     default_on: true,
-    listing_budget_bytes: 2_150,
+    listing_budget_bytes: 2_170,
     tools,
     aliases: &[],
     call,
