@@ -403,6 +403,24 @@ pub(crate) mod tests {
         )
     }
 
+    /// Texts that would run, load or break something if they reached the page as markup;
+    /// the browser check fails if `window.__pwned` is ever set, the title changes, a
+    /// request leaves the page, or the policy is violated.
+    const CANARIES: &[&str] = &[
+        "<img src=x onerror=\"window.__pwned=1;document.title='PWNED'\">",
+        "<script>window.__pwned=2</script>",
+        "<a href=\"javascript:window.__pwned=3\">click</a>",
+        "</svg><svg onload=\"window.__pwned=4\"></svg>",
+        "</pre></li></ol></main><script>window.__pwned=5</script>",
+        "</title></style></script><script>window.__pwned=6</script>",
+        "<iframe src=\"http://127.0.0.1:9/frame\"></iframe>",
+        "<link rel=stylesheet href=\"http://127.0.0.1:9/x.css\">",
+        "<style>@import url(http://127.0.0.1:9/y.css)</style>",
+        "]]><!-- comment --><![CDATA[ x ]]>&amp;&#x3C;script&#x3E;",
+        "\" onmouseover=\"window.__pwned=7\" x=\"",
+        "' onfocus='window.__pwned=8' autofocus '",
+    ];
+
     /// Writes pages for the browser check (`.ci/browser-check`, `tools/browser-check/`)
     /// to `browser-fixtures/` in cargo's target directory, each with `NAME.expect.json`
     /// beside it: the projection's thought seqs and edges (with the event that made
@@ -413,7 +431,9 @@ pub(crate) mod tests {
         let dir = cargo_target_dir().join("browser-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let all: String = HOSTILE.concat();
+        let canaries = CANARIES.concat();
         let mut pages = vec![
+            ("canary".to_string(), hostile_tree(&canaries)),
             ("hostile-all".to_string(), hostile_tree(&all)),
             ("think-all".to_string(), think_tree(&all)),
             ("big-1000".to_string(), big_tree(1000)),
@@ -438,7 +458,7 @@ pub(crate) mod tests {
                     (k.to_string(), serde_json::json!(seqs))
                 })
                 .collect();
-            let expect = serde_json::json!({
+            let mut expect = serde_json::json!({
                 "thoughts": tree.thoughts().map(|n| n.seq).collect::<Vec<_>>(),
                 "edges": tree.edges().iter().map(|e| serde_json::json!({
                     "from": e.from, "to": e.to, "kind": e.kind,
@@ -446,6 +466,15 @@ pub(crate) mod tests {
                 "lastSeq": tree.at_seq,
                 "at": at,
             });
+            if name == "big-1000" {
+                // Only revisions' text holds "revising" (the metadata never does).
+                let seqs: Vec<u64> = tree
+                    .thoughts()
+                    .filter(|node| node.thought.contains("revising"))
+                    .map(|node| node.seq)
+                    .collect();
+                expect["filter"] = serde_json::json!({"query": "Revising", "seqs": seqs});
+            }
             std::fs::write(dir.join(format!("{name}.html")), render(&tree)).unwrap();
             std::fs::write(
                 dir.join(format!("{name}.expect.json")),
