@@ -19,49 +19,111 @@ use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
-/// The page's script: constant, reads and changes only classes and the two outputs.
+/// The page's script: constant; reads the DOM afresh on every change (so the `ui` can
+/// replace the content under it) and changes only classes and the two outputs.
 pub const SCRIPT: &str = r#"
 (function () {
   'use strict';
-  var slider = document.getElementById('replay');
-  var at = document.getElementById('replay-at');
-  var filter = document.getElementById('filter');
-  var count = document.getElementById('filter-count');
-  var timed = Array.prototype.slice.call(document.querySelectorAll('[data-seq]'));
-  var items = Array.prototype.slice.call(document.querySelectorAll('#thoughts > li'));
-  var last = Number(slider.max);
+  function byId(id) { return document.getElementById(id); }
   function replay() {
+    var slider = byId('replay');
+    if (!slider) { return; }
     var k = Number(slider.value);
+    var timed = document.querySelectorAll('main [data-seq]');
     for (var i = 0; i < timed.length; i++) {
       var seq = Number(timed[i].getAttribute('data-seq'));
       timed[i].classList.toggle('later', seq > k);
     }
-    at.textContent = 'event ' + k + ' of ' + last;
+    byId('replay-at').textContent = 'event ' + k + ' of ' + slider.max;
     document.body.setAttribute('data-replay-at', String(k));
   }
   function applyFilter() {
+    var filter = byId('filter');
+    if (!filter) { return; }
     var query = filter.value.trim().toLowerCase();
+    var items = document.querySelectorAll('#thoughts > li');
     var shown = 0;
     for (var i = 0; i < items.length; i++) {
       var li = items[i];
       var hit = query === '' || li.textContent.toLowerCase().indexOf(query) >= 0;
       li.classList.toggle('filtered', !hit);
-      var node = document.getElementById('n' + li.getAttribute('data-seq'));
+      var node = byId('n' + li.getAttribute('data-seq'));
       if (node) { node.classList.toggle('dim', !hit); }
       if (hit) { shown++; }
     }
-    count.textContent = query === '' ? '' : shown + ' of ' + items.length + ' thoughts';
+    byId('filter-count').textContent =
+      query === '' ? '' : shown + ' of ' + items.length + ' thoughts';
   }
   function fromAddress() {
     var match = /^#at=(\d+)$/.exec(location.hash);
-    if (match) { slider.value = match[1]; }
+    if (match && byId('replay')) { byId('replay').value = match[1]; }
     replay();
   }
-  slider.addEventListener('input', replay);
-  filter.addEventListener('input', applyFilter);
+  document.addEventListener('input', function (event) {
+    if (event.target.id === 'replay') { replay(); }
+    if (event.target.id === 'filter') { applyFilter(); }
+  });
+  document.addEventListener('ledger:refreshed', function () { replay(); applyFilter(); });
   window.addEventListener('hashchange', fromAddress);
   fromAddress();
   document.body.setAttribute('data-ready', '1');
+})();
+"#;
+
+/// The `ui`'s script: waits for a commit after the page's ledger position (a long poll of
+/// `/changes`), then fetches the page's content again and puts it in place, keeping the
+/// slider (at the end if it was), the filter and the scroll positions.
+pub const LIVE_SCRIPT: &str = r#"
+(function () {
+  'use strict';
+  var position = Number(document.body.getAttribute('data-position'));
+  function keep() {
+    var slider = document.getElementById('replay');
+    var filter = document.getElementById('filter') || document.getElementById('search');
+    return {
+      atEnd: !slider || slider.value === slider.max,
+      k: slider ? slider.value : null,
+      query: filter ? filter.value : '',
+      scroll: ['picture-pane', 'thoughts-pane'].map(function (id) {
+        var pane = document.getElementById(id);
+        return pane ? pane.scrollTop : 0;
+      })
+    };
+  }
+  function restore(kept) {
+    var slider = document.getElementById('replay');
+    if (slider && !kept.atEnd) { slider.value = kept.k; }
+    var filter = document.getElementById('filter') || document.getElementById('search');
+    if (filter) { filter.value = kept.query; }
+    ['picture-pane', 'thoughts-pane'].forEach(function (id, i) {
+      var pane = document.getElementById(id);
+      if (pane) { pane.scrollTop = kept.scroll[i]; }
+    });
+  }
+  function refresh() {
+    return fetch(location.pathname + '?part=content', { cache: 'no-store' })
+      .then(function (response) {
+        if (!response.ok) { throw new Error('HTTP ' + response.status); }
+        return response.text();
+      })
+      .then(function (html) {
+        var kept = keep();
+        document.getElementById('content').innerHTML = html;
+        restore(kept);
+        document.dispatchEvent(new Event('ledger:refreshed'));
+        document.body.setAttribute('data-position', String(position));
+      });
+  }
+  function poll() {
+    fetch('/changes?after=' + position, { cache: 'no-store' })
+      .then(function (response) { return response.text(); })
+      .then(function (text) {
+        var next = Number(text);
+        if (next > position) { position = next; return refresh(); }
+      })
+      .then(poll, function () { setTimeout(poll, 2000); });
+  }
+  poll();
 })();
 "#;
 
@@ -117,48 +179,82 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// The Content-Security-Policy of a page whose one stylesheet is `css` and whose one
-/// script is `script`: nothing else may load or run.
-pub fn content_security_policy(css: &str, script: &str) -> String {
+/// The Content-Security-Policy of a page whose one stylesheet is `css` and whose scripts
+/// are `scripts`: nothing else may load or run; `connect` allows fetching from the page's
+/// own origin (the `ui`'s live updates).
+pub fn content_security_policy(css: &str, scripts: &[&str], connect: bool) -> String {
+    let hashes: Vec<String> = scripts.iter().map(|script| csp_hash(script)).collect();
     format!(
         "default-src 'none'; style-src {}; script-src {}; img-src 'none'; base-uri 'none'; \
-         form-action 'none'",
+         form-action 'none'{}",
         csp_hash(css),
-        csp_hash(script)
+        hashes.join(" "),
+        if connect { "; connect-src 'self'" } else { "" }
     )
 }
 
-/// Renders the page of `tree`.
-pub fn render(tree: &ThoughtTree) -> String {
-    let css = page_stylesheet();
-    let mut out = String::with_capacity(4096 + tree.order.len() * 1500);
+/// The head of a page up to `<body`: charset, policy, title, the one stylesheet.
+pub fn head_into(out: &mut String, title: &str, css: &str, scripts: &[&str], connect: bool) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"referrer\" content=\"no-referrer\">\n<title>",
-        content_security_policy(&css, SCRIPT)
+        content_security_policy(css, scripts, connect)
     );
-    escape_xml_into(&mut out, tree.title());
+    escape_xml_into(out, title);
     out.push_str(" · reasoning-ledger</title>\n<style>");
-    out.push_str(&css);
+    out.push_str(css);
     out.push_str("</style>\n</head>\n");
-    body_into(&mut out, tree);
-    out.push_str("<script>");
-    out.push_str(SCRIPT);
-    out.push_str("</script>\n</body>\n</html>\n");
+}
+
+/// The page's scripts and the end of the page.
+pub fn tail_into(out: &mut String, scripts: &[&str]) {
+    for script in scripts {
+        out.push_str("<script>");
+        out.push_str(script);
+        out.push_str("</script>\n");
+    }
+    out.push_str("</body>\n</html>\n");
+}
+
+/// Renders the page of `tree` (the `html` export: offline, nothing fetched).
+pub fn render(tree: &ThoughtTree) -> String {
+    page(tree, None)
+}
+
+/// The page of `tree`; `live`: the ledger position it shows, for the `ui` (a link back to
+/// the list, and [`LIVE_SCRIPT`] updating it when the ledger changes).
+pub fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
+    let css = page_stylesheet();
+    let scripts: &[&str] = if live.is_some() {
+        &[SCRIPT, LIVE_SCRIPT]
+    } else {
+        &[SCRIPT]
+    };
+    let mut out = String::with_capacity(4096 + tree.order.len() * 1500);
+    head_into(&mut out, tree.title(), &css, scripts, live.is_some());
+    let _ = write!(out, "<body data-session=\"{}\"", tree.session);
+    if let Some(position) = live {
+        let _ = write!(out, " data-position=\"{position}\"");
+    }
+    out.push_str(">\n<div id=\"content\">\n");
+    content_into(&mut out, tree, live.is_some());
+    out.push_str("</div>\n");
+    tail_into(&mut out, scripts);
     out
 }
 
-/// `<body …>` up to (not including) the script: header, controls, picture, thoughts.
-pub fn body_into(out: &mut String, tree: &ThoughtTree) {
+/// What the page shows (header, controls, picture, thoughts): the part the `ui` replaces
+/// when the ledger changes. `linked`: a link back to the `ui`'s session list.
+pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
     let first = u64::from(tree.at_seq > 0);
-    let _ = write!(
-        out,
-        "<body data-session=\"{}\" data-first-seq=\"{first}\" data-last-seq=\"{}\">\n<header>\n<h1>",
-        tree.session, tree.at_seq
-    );
+    out.push_str("<header>\n");
+    if linked {
+        out.push_str("<div class=\"meta\"><a href=\"/\">← all sessions</a></div>\n");
+    }
+    out.push_str("<h1>");
     escape_xml_into(out, tree.title());
     out.push_str("</h1>\n<div class=\"meta\">");
     let summary = tree.summary.as_ref();
@@ -351,7 +447,7 @@ pub(crate) mod tests {
     fn the_policy_allows_exactly_the_page_script_and_stylesheet() {
         let page = render(&hostile_tree("x"));
         let css = page_stylesheet();
-        let policy = content_security_policy(&css, SCRIPT);
+        let policy = content_security_policy(&css, &[SCRIPT], false);
         assert!(page.contains(&format!("content=\"{policy}\"")));
         assert!(page.contains(&format!("<style>{css}</style>")));
         assert!(page.contains(&format!("<script>{SCRIPT}</script>")));

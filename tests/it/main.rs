@@ -11,7 +11,8 @@
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
 //! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
 //! server built beside it), `context` (every toolset's `tools/list` size against its
-//! budget, and a validating client's verdict on arguments against the server's). Storage faults (crash at every sync point, I/O errors, a full
+//! budget, and a validating client's verdict on arguments against the server's), `ui`
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod bad_input;
@@ -29,3 +30,4 @@ mod ledger;
 mod order;
 mod protocol;
 mod thinking;
+mod ui;

@@ -20,6 +20,10 @@ const ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
+/// Processes this check started, stopped however it ends.
+const children = new Set();
+process.on('exit', () => { for (const child of children) child.kill(); });
+
 function fail(message) {
   console.error(`browser-check: ${message}`);
   process.exit(1);
@@ -149,9 +153,14 @@ async function pages(dir, shots) {
 
 /// Runs the server binary and records one thought through MCP over stdio (another process
 /// than the `ui`).
-function appendThought(bin, data, text) {
+function appendThought(bin, data, text, sessionId) {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(bin, ['--data-dir', data, 'serve'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(bin, ['--data-dir', data, 'serve'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: { ...process.env, DISABLE_THOUGHT_LOGGING: 'true' },
+    });
+    children.add(child);
+    child.on('exit', () => children.delete(child));
     let buffer = '';
     child.stdout.on('data', (chunk) => {
       buffer += chunk;
@@ -168,7 +177,7 @@ function appendThought(bin, data, text) {
     const send = (m) => child.stdin.write(`${JSON.stringify(m)}\n`);
     send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'browser-check', version: '1' } } });
     send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sequentialthinking', arguments: { thought: text, thoughtNumber: 1, totalThoughts: 2, nextThoughtNeeded: true } } });
+    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sequentialthinking', arguments: { thought: text, thoughtNumber: sessionId ? 2 : 1, totalThoughts: 2, nextThoughtNeeded: true, ...(sessionId ? { sessionId } : {}) } } });
     child.on('error', reject);
   });
 }
@@ -176,6 +185,7 @@ function appendThought(bin, data, text) {
 async function ui(bin, data, shots) {
   const first = await appendThought(bin, data, 'first thought, before the ui <img src=x onerror="window.__pwned=1">');
   const server = spawn(bin, ['--data-dir', data, 'ui', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(server);
   const base = await new Promise((resolvePromise, reject) => {
     let out = '';
     server.stdout.on('data', (chunk) => {
@@ -202,7 +212,7 @@ async function ui(bin, data, shots) {
     await page.evaluate(() => { window.__sameDocument = true; });
     // Another process appends: the page shows it without a reload.
     const appended = 'appended by another process while the page was open';
-    const second = await appendThought(bin, data, appended);
+    const second = await appendThought(bin, data, appended, first.sessionId);
     assertEqual(second.sessionId, first.sessionId, 'ui: the second thought continues the session');
     await page.waitForSelector('#picture g.node[data-seq="3"]', { timeout: 15000 });
     const text = await page.textContent('#thoughts');
