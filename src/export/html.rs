@@ -402,7 +402,9 @@ pub(crate) mod tests {
     #[test]
     fn hostile_text_stays_text() {
         let all: String = HOSTILE.concat();
-        for text in HOSTILE.iter().copied().chain([all.as_str()]) {
+        let canaries = CANARIES.concat();
+        let texts = HOSTILE.iter().chain(CANARIES).copied();
+        for text in texts.chain([all.as_str(), canaries.as_str()]) {
             for tree in [hostile_tree(text), think_tree(text)] {
                 let page = render(&tree);
                 for raw in [

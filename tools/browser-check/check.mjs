@@ -3,6 +3,8 @@
 // playwright-core (no browser download) and checks them against the projection.
 //
 //   node check.mjs pages DIR SHOTS   every DIR/NAME.html with DIR/NAME.expect.json beside it
+//   node check.mjs paint FILE SHOTS   benchmark, not a test: first paint and script-ready
+//                                     times of one page (median of 5 loads)
 //   node check.mjs ui BIN DATA SHOTS  starts `BIN --data-dir DATA ui`, appends from another
 //                                     process, waits for the page to show it
 //
@@ -231,13 +233,39 @@ async function ui(bin, data, shots) {
   }
 }
 
+async function paint(file, shots) {
+  const url = pathToFileURL(resolve(file)).href;
+  const browser = await launch();
+  const runs = [];
+  for (let i = 0; i < 5; i++) {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await page.goto(url, { waitUntil: 'load', timeout: 120000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 120000 });
+    runs.push(await page.evaluate(() => {
+      const paint = performance.getEntriesByName('first-contentful-paint')[0];
+      const nav = performance.getEntriesByType('navigation')[0];
+      return {
+        firstPaintMs: paint ? paint.startTime : null,
+        loadMs: nav.loadEventEnd,
+        nodes: document.querySelectorAll('#picture g.node').length,
+      };
+    }));
+    if (i === 0) await page.screenshot({ path: join(shots, 'paint.png') });
+    await page.close();
+  }
+  await browser.close();
+  const median = (key) => runs.map((r) => r[key]).sort((a, b) => a - b)[2];
+  console.log(`paint: ${file}: ${runs[0].nodes} nodes; first contentful paint ${median('firstPaintMs').toFixed(0)} ms, load event ${median('loadMs').toFixed(0)} ms (median of 5; chromium ${CHROMIUM})`);
+}
+
 const [mode, ...rest] = process.argv.slice(2);
 const shots = rest[rest.length - 1];
 if (shots) mkdirSync(shots, { recursive: true });
 try {
   if (mode === 'pages' && rest.length === 2) await pages(rest[0], shots);
+  else if (mode === 'paint' && rest.length === 2) await paint(rest[0], shots);
   else if (mode === 'ui' && rest.length === 3) await ui(rest[0], rest[1], shots);
-  else fail('usage: check.mjs pages DIR SHOTS | check.mjs ui BIN DATA SHOTS');
+  else fail('usage: check.mjs pages DIR SHOTS | check.mjs paint FILE SHOTS | check.mjs ui BIN DATA SHOTS');
 } catch (error) {
   fail(error.stack || String(error));
 }
