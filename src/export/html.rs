@@ -535,6 +535,8 @@ pub(crate) mod tests {
             ("hostile-all".to_string(), hostile_tree(&all)),
             ("think-all".to_string(), think_tree(&all)),
             ("big-1000".to_string(), big_tree(1000)),
+            ("big-100".to_string(), big_tree(100)),
+            ("small-5".to_string(), big_tree(5)),
         ];
         for (i, text) in HOSTILE.iter().enumerate().step_by(3) {
             pages.push((format!("hostile-{i:02}"), hostile_tree(text)));
@@ -543,7 +545,10 @@ pub(crate) mod tests {
             let ks: Vec<u64> = if tree.at_seq <= 20 {
                 (1..=tree.at_seq).collect()
             } else {
-                vec![1, 2, 3, 10, 57, 100, 333, 500, 999, tree.at_seq]
+                let mut ks = vec![1, 2, 3, 10, 57, 100, 333, 500, 999, tree.at_seq];
+                ks.retain(|&k| k <= tree.at_seq);
+                ks.dedup();
+                ks
             };
             let at: serde_json::Map<String, serde_json::Value> = ks
                 .iter()
