@@ -331,8 +331,9 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
     out.push_str("</g>\n</svg>\n");
 }
 
-/// An edge from an earlier row down to a later one: straight within a column, else from
-/// the right side of the upper node to the top of the lower one.
+/// An edge from an earlier row down to a later one: straight within a column, else a
+/// curve between the facing sides of the two nodes that runs down the gap between
+/// columns (never down a column, whose other nodes it would cross).
 fn down_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
     let (x1, y1) = (node_x(from_col), node_y(from_row));
     let (x2, y2) = (node_x(to_col), node_y(to_row));
@@ -340,12 +341,13 @@ fn down_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> 
         let x = x1 + NODE_W / 2;
         format!("M{x} {}L{x} {}", y1 + NODE_H, y2)
     } else {
-        let (sx, sy) = (
-            if to_col > from_col { x1 + NODE_W } else { x1 },
-            y1 + NODE_H / 2,
-        );
-        let (ex, ey) = (x2 + NODE_W / 2, y2);
-        format!("M{sx} {sy}C{ex} {sy} {ex} {sy} {ex} {ey}")
+        let (sy, ey) = (y1 + NODE_H / 2, y2 + NODE_H / 2);
+        let (sx, ex, gap) = if to_col > from_col {
+            (x1 + NODE_W, x2, x1 + NODE_W + (COL_W - NODE_W) / 2)
+        } else {
+            (x1, x2 + NODE_W, x1 - (COL_W - NODE_W) / 2)
+        };
+        format!("M{sx} {sy}C{gap} {sy} {gap} {ey} {ex} {ey}")
     }
 }
 

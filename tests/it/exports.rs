@@ -431,4 +431,35 @@ async fn export_html_of_the_hostile_session() {
     assert!(html.contains("<input id=\"replay\" type=\"range\" min=\"1\" max=\"9\" value=\"9\""));
     // The full text is there, escaped (the NUL and the override replaced).
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+    // For the browser check (.ci/browser-check): this page as the binary wrote it, and
+    // what the slider must show at each event: the thoughts of the server's own fold of
+    // that prefix (`atSeq`), not the page's data-seq attributes.
+    let mut at = serde_json::Map::new();
+    for k in 1..=9u64 {
+        let result = call(
+            &client,
+            "export_session",
+            json!({"sessionId": session, "format": "json", "atSeq": k}),
+        )
+        .await;
+        at.insert(k.to_string(), json!(projection(&text(&result)).0));
+    }
+    let edges: Vec<Value> = expected_edges
+        .iter()
+        .map(|(from, to, kind)| json!({"from": from, "to": to, "kind": kind}))
+        .collect();
+    let expect = json!({"thoughts": seqs, "edges": edges, "lastSeq": 9, "at": at});
+    // CARGO_TARGET_TMPDIR is `tmp/` in cargo's target directory.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("browser-fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("binary-hostile.html"), &html).unwrap();
+    std::fs::write(
+        dir.join("binary-hostile.expect.json"),
+        serde_json::to_string(&expect).unwrap(),
+    )
+    .unwrap();
 }
