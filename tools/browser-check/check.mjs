@@ -226,7 +226,16 @@ async function ui(bin, data, shots) {
     if (state.violations.length) fail(`ui: CSP violations ${state.violations.join('; ')}`);
     if (incidents.length) fail(`ui: ${incidents.join('; ')}`);
     await page.screenshot({ path: join(shots, 'ui-session-live.png') });
-    console.log(`browser-check: ui at ${base}: list, search, session page, a thought appended by another process shown without a reload`);
+    // The list updates too: a new session recorded by another process appears.
+    await page.click('a[href="/"]');
+    await page.waitForSelector('#sessions > li');
+    await page.evaluate(() => { window.__sameDocument = true; });
+    const third = await appendThought(bin, data, 'a new session from another process');
+    await page.waitForSelector(`a[href="/sessions/${third.sessionId}"]`, { timeout: 15000 });
+    if (!(await page.evaluate(() => window.__sameDocument === true))) fail('ui: the list reloaded');
+    assertEqual(await page.$$eval('#sessions > li', (e) => e.length), 2, 'ui: sessions listed after the new one');
+    await page.screenshot({ path: join(shots, 'ui-list-live.png') });
+    console.log(`browser-check: ui at ${base}: list, search, session page, a thought and a session appended by another process shown without a reload`);
   } finally {
     await browser.close();
     server.kill();
