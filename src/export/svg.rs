@@ -483,7 +483,10 @@ pub fn escape_xml_into(out: &mut String, text: &str) {
 mod tests {
     use super::*;
     use crate::event::SessionId;
+    use crate::event::SessionKind;
     use crate::export::mermaid::tests::{HOSTILE, hostile_tree, think_tree};
+    use crate::projection::fixtures::{recorded, seq_thought, tree_with_aliases};
+    use crate::tools::thinking::SequentialThought;
 
     /// Nodes as (seq, kind) and edges as (from, to, kind).
     type Drawn = (Vec<(u64, String)>, Vec<(u64, u64, String)>);
@@ -565,6 +568,36 @@ mod tests {
         for kind in KINDS {
             assert!(stylesheet().contains(&format!(".k-{} rect{{", kind.name)));
         }
+    }
+
+    #[test]
+    fn a_branch_column_is_reused_once_its_branches_have_ended() {
+        // 20 two-thought branches, one after another: one branch column in all.
+        let tree = crate::export::html::tests::big_tree(1000);
+        let drawn = layout(&tree);
+        assert_eq!((tree.branches.len(), drawn.columns), (20, 2));
+        // Rows are the thoughts' order: no two nodes share a place.
+        let mut places: Vec<(usize, usize)> = tree
+            .thoughts()
+            .map(|node| (drawn.column[&node.seq], drawn.row[&node.seq]))
+            .collect();
+        places.sort_unstable();
+        places.dedup();
+        assert_eq!(places.len(), 1000);
+        // Branches that overlap in time get columns of their own.
+        let payloads = (1..=6u64)
+            .map(|n| {
+                recorded(SequentialThought {
+                    branch_from_thought: Some(1),
+                    branch_id: Some(if n % 2 == 0 { "a" } else { "b" }.to_string()),
+                    ..seq_thought("x", n, 6)
+                })
+            })
+            .collect();
+        let interleaved = tree_with_aliases("t", SessionKind::THINKING, Vec::new(), payloads);
+        let drawn = layout(&interleaved);
+        assert_eq!(drawn.columns, 3);
+        assert_eq!(drawn.branch_column, [1, 2]);
     }
 
     #[test]
