@@ -182,7 +182,7 @@ pub fn render(tree: &ThoughtTree) -> String {
 }
 
 /// Seq of the thought an anomaly is about (always a node of the tree).
-fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
+pub(crate) fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
     match anomaly {
         Anomaly::DanglingRevision { seq, .. }
         | Anomaly::DanglingBranchPoint { seq, .. }
@@ -249,7 +249,7 @@ fn write_prefix(out: &mut String, scratch: &mut String, node: &ThoughtNode) {
 }
 
 /// The tree's rule: a thought is a revision when it says so or names what it revises.
-fn is_revision(node: &ThoughtNode) -> bool {
+pub(crate) fn is_revision(node: &ThoughtNode) -> bool {
     node.is_revision == Some(true) || node.revises_thought.is_some()
 }
 
@@ -276,7 +276,7 @@ fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usi
 /// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
 /// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
 /// `…` when cut.
-fn cut_into(out: &mut String, text: &str, max_chars: usize) {
+pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
     let base = out.len();
     let mut count = 0;
     for word in text.split_whitespace() {
@@ -412,7 +412,7 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::{Payload, SessionId, SessionKind};
     use crate::fuzzing::{
@@ -439,7 +439,7 @@ mod tests {
     }
 
     /// Strings a model might write, each trying to break out of a label.
-    const HOSTILE: &[&str] = &[
+    pub(crate) const HOSTILE: &[&str] = &[
         "plain words",
         "\"]; t9[\"injected",
         "quote \" and 'single'",
@@ -471,7 +471,7 @@ mod tests {
 
     /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
     /// every text field (title, thoughts, branch ids) is `text`.
-    fn hostile_tree(text: &str) -> ThoughtTree {
+    pub(crate) fn hostile_tree(text: &str) -> ThoughtTree {
         let branch_a = format!("a {text}");
         let branch_b = format!("b {text}");
         let mut payloads = vec![
@@ -625,7 +625,7 @@ mod tests {
         );
     }
 
-    fn think_tree(text: &str) -> ThoughtTree {
+    pub(crate) fn think_tree(text: &str) -> ThoughtTree {
         let payloads = (1..=3)
             .map(|index| -> Payload {
                 ThinkingEvent::ThinkRecorded {
@@ -813,7 +813,7 @@ mod tests {
     /// The target directory cargo built this test into: the nearest ancestor of the test
     /// binary holding cargo's `CACHEDIR.TAG` (so `CARGO_TARGET_DIR`, `--target-dir` and
     /// `build.target-dir` are all followed); else `$CARGO_TARGET_DIR`, else `target/`.
-    fn cargo_target_dir() -> std::path::PathBuf {
+    pub(crate) fn cargo_target_dir() -> std::path::PathBuf {
         let exe = std::env::current_exe().unwrap();
         if let Some(dir) = exe
             .ancestors()
