@@ -349,6 +349,14 @@ impl Payload {
         }
     }
 
+    /// A second text search also looks at (a verification step's target), if any.
+    pub fn search_extra(&self) -> Option<&str> {
+        match self {
+            Payload::Family(family) => family.event().search_extra(),
+            _ => None,
+        }
+    }
+
     /// The branch this event belongs to, if it records one.
     pub fn branch(&self) -> Option<&str> {
         match self {

@@ -16,9 +16,14 @@ use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId,
 use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
+use crate::export::plan::PLAN_CLASS_DEFS;
+use crate::projection::plan::weighted_score;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::ToolError;
 use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
+use crate::tools::planning::payload::Body;
+use crate::tools::planning::{PlanArgs, decide_planning};
+use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
 use crate::tools::thinking::{
     SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
 };
@@ -28,7 +33,7 @@ use serde_json::{Map, Number, Value};
 /// Most thoughts in a tree built from fuzz input (keeps one run fast).
 pub const MAX_FUZZ_THOUGHTS: usize = 64;
 
-/// Every argument name the thinking tools read, in both spellings.
+/// Every argument name the thinking tools read, in both spellings, and deep_planning's.
 const FIELD_NAMES: &[&str] = &[
     "thought",
     "nextThoughtNeeded",
@@ -57,6 +62,19 @@ const FIELD_NAMES: &[&str] = &[
     "toolRecommendation",
     "left_to_be_done",
     "leftToBeDone",
+    // deep_planning's (the phase is set by the check itself, to each phase in turn).
+    "problem",
+    "question",
+    "name",
+    "constraints",
+    "pros",
+    "feasibility",
+    "risk",
+    "recommendation",
+    "selectedBranch",
+    "steps",
+    "risks",
+    "format",
 ];
 
 /// Strings that sit on the edges of the coercion policy.
@@ -156,7 +174,8 @@ pub fn arguments_from_bytes(data: &[u8]) -> Map<String, Value> {
     map
 }
 
-/// Checks the decoders and both tools' `parse` and `decide_*` over `raw`.
+/// Checks the decoders, both thinking tools' `parse` and `decide_*`, and deep_planning's
+/// (`raw` with each phase in turn) over `raw`.
 pub fn check_arguments(raw: &Map<String, Value>) {
     for (key, value) in raw {
         let Some(name) = FIELD_NAMES.iter().find(|name| **name == key) else {
@@ -238,6 +257,35 @@ pub fn check_arguments(raw: &Map<String, Value>) {
             );
         }
         Err(error) => assert_validation(error, "think"),
+    }
+    for phase in crate::tools::planning::PHASES {
+        let mut raw = raw.clone();
+        raw.insert("phase".into(), Value::from(phase));
+        match PlanArgs::parse(&raw) {
+            Ok(args) => {
+                assert_eq!(args.phase, phase);
+                if let Body::BranchEvaluated(e) = &args.body {
+                    assert!(e.criteria.iter().all(|c| (0.0..=10.0).contains(&c.score)));
+                    assert_eq!(e.score, weighted_score(&e.criteria));
+                    assert!((0.0..=10.0).contains(&e.score));
+                }
+                // Without a stored plan only init records (a new plan under its dp- id).
+                match decide_planning(None, &args, call()) {
+                    Ok(events) => {
+                        assert_eq!(phase, "init");
+                        assert!(matches!(
+                            &events[0].payload,
+                            Payload::SessionStarted { aliases, .. } if aliases[0].starts_with("dp-")
+                        ));
+                    }
+                    Err(error) => {
+                        assert_ne!(phase, "init");
+                        assert_validation(error, "deep_planning");
+                    }
+                }
+            }
+            Err(error) => assert_validation(error, "deep_planning"),
+        }
     }
 }
 
@@ -388,6 +436,7 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             assert!(
                 CLASS_DEFS
                     .iter()
+                    .chain(PLAN_CLASS_DEFS.iter())
                     .any(|(class, style)| shape == format!("classDef {class} {style}"))
             );
         } else if shape.starts_with("class ") {
@@ -402,6 +451,10 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             open += 1;
         } else if shape == "end" {
             open = open.checked_sub(1).expect("end closes a subgraph");
+        } else if words.len() == 3 && words[0] == "p0" {
+            // A plan's edge: problem → approach.
+            assert!(is_id(words[2], 'a') && words[1] == "-->", "{line:?}");
+            edges += 1;
         } else if words.len() == 3 {
             assert!(is_id(words[0], 't') && is_id(words[2], 't'), "{line:?}");
             assert!(
@@ -412,6 +465,17 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
         } else {
             assert_eq!(words.len(), 1, "{line:?}");
             let (id, rest) = shape.split_once('[').expect("node statement");
+            if id == "p0" || is_id(id, 'a') {
+                // A plan's problem or approach: not a thought, not counted as one.
+                assert!(
+                    matches!(
+                        rest,
+                        "\"\"]:::problem" | "\"\"]:::approach" | "\"\"]:::selected"
+                    ),
+                    "{line:?}"
+                );
+                continue;
+            }
             assert!(is_id(id, 't') || id == EMPTY_NODE_ID, "{line:?}");
             assert!(
                 matches!(
@@ -437,10 +501,15 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
 pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     let mut bytes = Bytes(data);
     let session = SessionId::generate();
-    let think = bytes.byte().is_multiple_of(4);
+    let mode = bytes.byte() % 4;
+    let think = mode == 0;
+    // A verification session: its steps carry a target and tool names from the input.
+    let qa = mode == 1;
     let title = bytes.text();
     let kind = if think {
         SessionKind::THINK
+    } else if qa {
+        SessionKind::QA
     } else {
         SessionKind::THINKING
     };
@@ -488,7 +557,41 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
                 call,
             }
         };
-        payloads.push(Payload::from(payload));
+        let payload = match payload {
+            ThinkingEvent::ThoughtRecorded { thought, call } if qa => {
+                let tool = |bytes: &mut Bytes| ToolRecommendation {
+                    tool_name: bytes.text(),
+                    confidence: 0.5,
+                    rationale: String::new(),
+                    priority: 1,
+                    alternatives: Vec::new(),
+                    suggested_inputs: None,
+                };
+                let step = |tools: Vec<ToolRecommendation>| Step {
+                    step_description: String::new(),
+                    expected_outcome: String::new(),
+                    recommended_tools: tools,
+                    next_step_conditions: Vec::new(),
+                    revise_when: Vec::new(),
+                    branch_when: Vec::new(),
+                };
+                let (used, next) = (tool(&mut bytes), tool(&mut bytes));
+                Payload::from(QaStepRecorded {
+                    step: QaStep {
+                        thought,
+                        verification_target: (flags & 16 != 0).then(|| bytes.text()),
+                        workflow: bytes.text(),
+                        current_step: (flags & 32 != 0).then(|| step(vec![used])),
+                        recommended_next_step: (flags & 64 != 0).then(|| step(vec![next])),
+                        invalid_recommendations: Vec::new(),
+                        remaining_steps: Vec::new(),
+                    },
+                    call,
+                })
+            }
+            other => Payload::from(other),
+        };
+        payloads.push(payload);
     }
     let events = payloads.into_iter().enumerate().map(|(i, payload)| Event {
         id: EventId::generate(),
@@ -507,9 +610,18 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
 pub fn check_render(tree: &ThoughtTree) {
     let diagram = render(tree);
     let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram);
-    let expected_nodes = tree.order.len().max(1);
+    // An empty session is drawn as one placeholder node, unless it has a plan to show.
+    let expected_nodes = if tree.planning.plan.is_some() {
+        tree.order.len()
+    } else {
+        tree.order.len().max(1)
+    };
     assert_eq!(nodes, expected_nodes, "{diagram}");
-    assert_eq!(edges, tree.edges().len(), "{diagram}");
+    assert_eq!(
+        edges,
+        tree.edges().len() + crate::export::plan::plan_edges(tree),
+        "{diagram}"
+    );
     assert_eq!(subgraphs, tree.branches.len(), "{diagram}");
     for label in quoted_strings(&diagram) {
         assert_label_inert(&label.replace(LABEL_BREAK, " "));
@@ -583,11 +695,22 @@ mod tests {
     #[test]
     fn fuzz_targets_hold_their_invariants_over_pseudo_random_inputs() {
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut qa_tools = 0;
         for _ in 0..SMOKE_INPUTS {
             let input = rng.input();
             fuzz_arguments(&input);
             fuzz_mermaid(&input);
+            let tree = tree_from_bytes(&input);
+            qa_tools += tree
+                .thoughts()
+                .filter_map(|node| node.qa.as_ref())
+                .filter(|qa| !qa.used_tools.is_empty() || !qa.recommended_tools.is_empty())
+                .count();
         }
+        assert!(
+            qa_tools > 0,
+            "the inputs reach verification steps with tools"
+        );
     }
 
     #[test]

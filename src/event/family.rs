@@ -49,6 +49,11 @@ pub trait FamilyEvent:
     }
     /// The text search looks at.
     fn text(&self) -> Option<&str>;
+    /// Another text search looks at besides [`FamilyEvent::text`] (it matches, the
+    /// snippet comes from it when the text does not match).
+    fn search_extra(&self) -> Option<&str> {
+        None
+    }
     /// The tool call that recorded it, if one did.
     fn call(&self) -> Option<&CallRecord> {
         None

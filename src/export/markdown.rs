@@ -39,6 +39,7 @@ pub fn render(tree: &ThoughtTree) -> String {
     write_header(&mut out, tree);
     write_thoughts(&mut out, tree);
     write_branches(&mut out, tree);
+    out.push_str(&crate::export::plan::session_markdown(&tree.planning));
     write_anomalies(&mut out, tree);
     out
 }
@@ -118,6 +119,26 @@ fn write_thoughts(out: &mut String, tree: &ThoughtTree) {
                 out.push_str("- **Open items:**\n");
                 for item in &node.open_items {
                     let _ = writeln!(out, "  - {}", or_none(escape_inline(item)));
+                }
+            }
+            out.push('\n');
+        }
+        if let Some(qa) = &node.qa {
+            if let Some(target) = &qa.verification_target {
+                let _ = writeln!(out, "- **Target:** {}", or_none(escape_inline(target)));
+            }
+            let _ = writeln!(
+                out,
+                "- **Workflow:** {}",
+                or_none(escape_inline(&qa.workflow))
+            );
+            for (label, tools) in [
+                ("Used tools", &qa.used_tools),
+                ("Recommended next", &qa.recommended_tools),
+            ] {
+                if !tools.is_empty() {
+                    let names: Vec<String> = tools.iter().map(|t| escape_inline(t)).collect();
+                    let _ = writeln!(out, "- **{label}:** {}", names.join(", "));
                 }
             }
             out.push('\n');
@@ -669,6 +690,64 @@ mod tests {
         let doc = render(&ThoughtTree::new(SessionId::generate()));
         assert!(doc.starts_with("# Session: (untitled)\n"), "{doc}");
         assert!(doc.contains("- **Status:** unknown"), "{doc}");
+    }
+
+    #[test]
+    fn verification_steps_show_target_workflow_and_tools_on_one_escaped_line_each() {
+        use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
+        let step = |tool: &str| Step {
+            step_description: String::new(),
+            expected_outcome: String::new(),
+            recommended_tools: vec![ToolRecommendation {
+                tool_name: tool.to_string(),
+                confidence: 0.5,
+                rationale: String::new(),
+                priority: 1,
+                alternatives: Vec::new(),
+                suggested_inputs: None,
+            }],
+            next_step_conditions: Vec::new(),
+            revise_when: Vec::new(),
+            branch_when: Vec::new(),
+        };
+        for text in HOSTILE {
+            let payload = QaStepRecorded {
+                step: QaStep {
+                    thought: seq_thought("check it", 1, 2),
+                    verification_target: Some(text.to_string()),
+                    workflow: text.to_string(),
+                    current_step: Some(step(text)),
+                    recommended_next_step: Some(step("read_file")),
+                    invalid_recommendations: Vec::new(),
+                    remaining_steps: Vec::new(),
+                },
+                call: call("sequentialthinking_qa"),
+            };
+            let tree = tree_of("qa", SessionKind::QA, vec![payload.into()]);
+            let doc = render(&tree);
+            let headings = doc.lines().filter(|line| line.starts_with('#')).count();
+            // Title, Thoughts, the one thought, Branches: no heading from the text.
+            assert_eq!(headings, 1 + 1 + 1 + 1, "{text:?}:\n{doc}");
+            let thoughts = doc
+                .split_once("## Thoughts")
+                .and_then(|(_, rest)| rest.split_once("## Branches"))
+                .expect("sections")
+                .0;
+            let fields: Vec<&str> = thoughts.lines().filter(|l| l.starts_with("- **")).collect();
+            assert_eq!(fields.len(), 4, "{text:?}: {fields:?}");
+            assert!(fields[0].starts_with("- **Target:** "), "{fields:?}");
+            assert!(fields[1].starts_with("- **Workflow:** "), "{fields:?}");
+            assert!(fields[2].starts_with("- **Used tools:** "), "{fields:?}");
+            assert_eq!(fields[3], "- **Recommended next:** read\\_file");
+            for field in fields {
+                assert!(
+                    !field.replace("\\<", "").contains('<')
+                        && !field.contains('\u{202E}')
+                        && !field.contains('\0'),
+                    "{field:?}"
+                );
+            }
+        }
     }
 
     #[test]

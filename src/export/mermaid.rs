@@ -11,13 +11,18 @@
 //! and edge counts with the projection's). The only extra node is the placeholder of a
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
-use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
+use crate::export::plan;
+use crate::projection::tree::{Anomaly, EdgeKind, QaNode, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Most characters of thought text shown in a node label (the full text is in the JSON
 /// export). Counted in chars, before escaping, ellipsis included.
 pub const LABEL_MAX_CHARS: usize = 80;
+
+/// Most characters of a verification step's tool list (used, or recommended next) shown
+/// in its node label.
+pub const QA_TOOLS_MAX_CHARS: usize = 60;
 
 /// Most characters of a branch id shown in a node prefix or an edge label.
 pub const BRANCH_ID_MAX_CHARS: usize = 24;
@@ -79,20 +84,28 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
-        counted(edges.len(), "edge", "edges"),
+        counted(edges.len() + plan::plan_edges(tree), "edge", "edges"),
         counted(tree.branches.len(), "branch", "branches"),
         counted(tree.anomalies.len(), "anomaly", "anomalies"),
     );
     for (class, style) in CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
+    // A plan: its problem and approaches as their own nodes (`p0`, `a<n>`).
+    let has_plan = tree.planning.plan.is_some();
+    if has_plan {
+        plan::write_plan_class_defs(&mut out);
+        plan::write_plan_nodes(&mut out, tree);
+    }
 
     if tree.order.is_empty() {
-        let _ = writeln!(
-            out,
-            "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
-            escape_label("This session has no thoughts yet.")
-        );
+        if !has_plan {
+            let _ = writeln!(
+                out,
+                "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
+                escape_label("This session has no thoughts yet.")
+            );
+        }
         return out;
     }
 
@@ -119,7 +132,15 @@ pub fn render(tree: &ThoughtTree) -> String {
     for (index, (branch, nodes)) in tree.branches.iter().zip(&by_branch).enumerate() {
         let _ = write!(out, "{INDENT}subgraph b{} [\"🌿 ", index + 1);
         push_label(&mut out, &mut scratch, &branch.id, BRANCH_TITLE_MAX_CHARS);
-        let _ = writeln!(out, " · from thought {}\"]", branch.from_thought);
+        let _ = write!(out, " · from thought {}", branch.from_thought);
+        // Its evaluation's score and its close, when it has them (generated text).
+        if let Some(evaluation) = tree.planning.evaluation(&branch.id) {
+            let _ = write!(out, " · score {:.2}", evaluation.item.score);
+        }
+        if tree.planning.conclusion(&branch.id).is_some() {
+            out.push_str(" · closed");
+        }
+        out.push_str("\"]\n");
         for node in nodes {
             write_node(&mut out, &mut scratch, &nested, node);
         }
@@ -161,7 +182,7 @@ pub fn render(tree: &ThoughtTree) -> String {
 }
 
 /// Seq of the thought an anomaly is about (always a node of the tree).
-fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
+pub(crate) fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
     match anomaly {
         Anomaly::DanglingRevision { seq, .. }
         | Anomaly::DanglingBranchPoint { seq, .. }
@@ -177,12 +198,31 @@ fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &Thoug
     write_prefix(out, scratch, node);
     out.push_str(LABEL_BREAK);
     push_label(out, scratch, &node.thought, LABEL_MAX_CHARS);
+    if let Some(qa) = &node.qa {
+        write_qa_tools(out, scratch, qa);
+    }
     out.push_str("\"]");
     if let Some(class) = class_of(node) {
         out.push_str(":::");
         out.push_str(class);
     }
     out.push('\n');
+}
+
+/// A verification step's tools, on their own line of its label: the ones its own step
+/// used and the ones recommended next (names are the model's text: cut and escaped).
+fn write_qa_tools(out: &mut String, scratch: &mut String, qa: &QaNode) {
+    for (marker, tools) in [
+        ("🔧 used ", &qa.used_tools),
+        ("👉 next ", &qa.recommended_tools),
+    ] {
+        if tools.is_empty() {
+            continue;
+        }
+        out.push_str(LABEL_BREAK);
+        out.push_str(marker);
+        push_label(out, scratch, &tools.join(", "), QA_TOOLS_MAX_CHARS);
+    }
 }
 
 /// The short heading of a node label (kind marker, number/total, branch, revision),
@@ -209,7 +249,7 @@ fn write_prefix(out: &mut String, scratch: &mut String, node: &ThoughtNode) {
 }
 
 /// The tree's rule: a thought is a revision when it says so or names what it revises.
-fn is_revision(node: &ThoughtNode) -> bool {
+pub(crate) fn is_revision(node: &ThoughtNode) -> bool {
     node.is_revision == Some(true) || node.revises_thought.is_some()
 }
 
@@ -236,7 +276,7 @@ fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usi
 /// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
 /// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
 /// `…` when cut.
-fn cut_into(out: &mut String, text: &str, max_chars: usize) {
+pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
     let base = out.len();
     let mut count = 0;
     for word in text.split_whitespace() {
@@ -372,7 +412,7 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::{Payload, SessionId, SessionKind};
     use crate::fuzzing::{
@@ -380,6 +420,10 @@ mod tests {
         decode_label as decode, quoted_strings, shown_label as shown,
     };
     use crate::projection::fixtures::*;
+    use crate::projection::plan::{
+        Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit,
+    };
+    use crate::tools::planning::payload::{Body, PlanningEvent};
     use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 
     fn label(text: &str, max_chars: usize) -> String {
@@ -395,7 +439,7 @@ mod tests {
     }
 
     /// Strings a model might write, each trying to break out of a label.
-    const HOSTILE: &[&str] = &[
+    pub(crate) const HOSTILE: &[&str] = &[
         "plain words",
         "\"]; t9[\"injected",
         "quote \" and 'single'",
@@ -427,7 +471,7 @@ mod tests {
 
     /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
     /// every text field (title, thoughts, branch ids) is `text`.
-    fn hostile_tree(text: &str) -> ThoughtTree {
+    pub(crate) fn hostile_tree(text: &str) -> ThoughtTree {
         let branch_a = format!("a {text}");
         let branch_b = format!("b {text}");
         let mut payloads = vec![
@@ -473,7 +517,115 @@ mod tests {
         tree_of(text, SessionKind::THINKING, payloads)
     }
 
-    fn think_tree(text: &str) -> ThoughtTree {
+    fn planning(body: Body) -> Payload {
+        PlanningEvent {
+            body,
+            call: call("deep_planning"),
+        }
+        .into()
+    }
+
+    /// A finalized plan (two approaches, one evaluated, one closed, a merge) whose every
+    /// text is `text`.
+    fn plan_tree(text: &str) -> ThoughtTree {
+        let approach = |id: String| {
+            planning(Body::ApproachExplored(Approach {
+                branch_id: id,
+                name: format!("name {text}"),
+                description: Some(text.to_string()),
+                pros: vec![text.to_string()],
+                cons: Vec::new(),
+            }))
+        };
+        let payloads = vec![
+            planning(Body::PlanInitialized(PlanInit {
+                problem: text.to_string(),
+                context: Some(text.to_string()),
+                constraints: vec![text.to_string()],
+            })),
+            approach(format!("x {text}")),
+            approach(format!("y {text}")),
+            planning(Body::BranchEvaluated(Evaluation {
+                branch_id: format!("x {text}"),
+                criteria: Vec::new(),
+                score: 7.8,
+                rationale: Some(text.to_string()),
+                recommendation: Some(text.to_string()),
+            })),
+            planning(Body::BranchClosed(BranchClose {
+                branch_id: format!("y {text}"),
+                conclusion: text.to_string(),
+            })),
+            planning(Body::BranchMerged(BranchMerge {
+                branch_id: format!("y {text}"),
+                strategy: "summary".into(),
+                thought_number: 1,
+                thought: text.to_string(),
+            })),
+            planning(Body::PlanFinalized(FinalPlan {
+                selected_branch: format!("x {text}"),
+                steps: Vec::new(),
+                risks: Vec::new(),
+                assumptions: Vec::new(),
+                success_criteria: Vec::new(),
+            })),
+        ];
+        tree_of(text, SessionKind::PLANNING, payloads)
+    }
+
+    /// [`hostile_tree`] with its first branch evaluated and closed.
+    fn evaluated_tree(text: &str) -> ThoughtTree {
+        let mut tree = hostile_tree(text);
+        let branch = tree.branches[0].id.clone();
+        let seq = tree.at_seq;
+        tree.planning.evaluations.push(Folded {
+            seq,
+            item: Evaluation {
+                branch_id: branch.clone(),
+                criteria: Vec::new(),
+                score: 5.0,
+                rationale: None,
+                recommendation: None,
+            },
+        });
+        tree.planning.closes.push(Folded {
+            seq,
+            item: BranchClose {
+                branch_id: branch,
+                conclusion: text.to_string(),
+            },
+        });
+        tree
+    }
+
+    #[test]
+    fn plans_and_evaluated_branches_render_within_the_structure() {
+        for text in HOSTILE {
+            for tree in [plan_tree(text), evaluated_tree(text)] {
+                crate::fuzzing::check_render(&tree);
+            }
+        }
+        let diagram = render(&plan_tree("p"));
+        assert!(
+            diagram.contains("a1[\"x p · name p · score 7.80 · p\"]:::selected"),
+            "{diagram}"
+        );
+        assert!(
+            diagram.contains("a2[\"y p · name p · closed\"]:::approach"),
+            "{diagram}"
+        );
+        assert!(
+            !diagram.contains(&format!("{EMPTY_NODE_ID}[")),
+            "no placeholder beside a plan: {diagram}"
+        );
+        let diagram = render(&evaluated_tree("q"));
+        assert!(
+            diagram.contains("from thought 2 · score 5.00 · closed\"]"),
+            "{diagram}"
+        );
+    }
+
+    pub(crate) fn think_tree(text: &str) -> ThoughtTree {
         let payloads = (1..=3)
             .map(|index| -> Payload {
                 ThinkingEvent::ThinkRecorded {
@@ -661,7 +813,7 @@ mod tests {
     /// The target directory cargo built this test into: the nearest ancestor of the test
     /// binary holding cargo's `CACHEDIR.TAG` (so `CARGO_TARGET_DIR`, `--target-dir` and
     /// `build.target-dir` are all followed); else `$CARGO_TARGET_DIR`, else `target/`.
-    fn cargo_target_dir() -> std::path::PathBuf {
+    pub(crate) fn cargo_target_dir() -> std::path::PathBuf {
         let exe = std::env::current_exe().unwrap();
         if let Some(dir) = exe
             .ancestors()
@@ -693,12 +845,22 @@ mod tests {
         }
         let all: String = HOSTILE.concat();
         trees.push(("hostile-all".into(), hostile_tree(&all)));
+        trees.push(("plan-all".into(), plan_tree(&all)));
+        trees.push(("branches-all".into(), evaluated_tree(&all)));
+        for (i, text) in HOSTILE.iter().enumerate() {
+            trees.push((format!("plan-{i:02}"), plan_tree(text)));
+        }
         for (name, tree) in trees {
             let diagram = render(&tree);
-            let counts = (tree.order.len(), tree.edges().len(), tree.branches.len());
+            let counts = (
+                tree.order.len(),
+                tree.edges().len() + plan::plan_edges(&tree),
+                tree.branches.len(),
+            );
             // What the checker will be told to expect must be what the diagram holds (an
-            // empty session is drawn as one placeholder node).
-            let drawn = (counts.0.max(1), counts.1, counts.2);
+            // empty session without a plan is drawn as one placeholder node).
+            let placeholder = usize::from(tree.planning.plan.is_none());
+            let drawn = (counts.0.max(placeholder), counts.1, counts.2);
             assert_eq!(check_structure(&diagram), drawn, "{name}: {diagram}");
             let file = dir.join(format!("{name}.mmd"));
             std::fs::write(&file, &diagram).unwrap();

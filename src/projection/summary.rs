@@ -46,6 +46,28 @@ pub struct SessionSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_thought_needed: Option<bool>,
     pub closed: bool,
+    /// A plan's phase (`init`, `clarify`, `explore`, `evaluate`, `done`), in a planning
+    /// session. This field and the four below are set only by the planning family's
+    /// events, which no earlier build wrote: every summary an earlier build stored folds
+    /// the same today, so [`SUMMARY_VERSION`] stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// A plan's clarifications.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clarifications: u64,
+    /// Branch ids with an evaluation, each once, in first-evaluated order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluated: Vec<String>,
+    /// Branch ids ended by `close_branch`: they take no more thoughts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed_branches: Vec<String>,
+    /// The approach a finalized plan selected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_branch: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SessionSummary {
@@ -69,6 +91,11 @@ impl SessionSummary {
                 total_thoughts: None,
                 next_thought_needed: None,
                 closed: false,
+                phase: None,
+                clarifications: 0,
+                evaluated: Vec::new(),
+                closed_branches: Vec::new(),
+                selected_branch: None,
             }),
             _ => None,
         }
@@ -95,11 +122,12 @@ impl SessionSummary {
         }
     }
 
-    /// `open`, `complete` (the last thought said no next thought is needed) or `closed`.
+    /// `open`, `complete` (the last thought said no next thought is needed, or the plan
+    /// was finalized) or `closed`.
     pub fn status(&self) -> &'static str {
         if self.closed {
             "closed"
-        } else if self.next_thought_needed == Some(false) {
+        } else if self.next_thought_needed == Some(false) || self.phase.as_deref() == Some("done") {
             "complete"
         } else {
             "open"

@@ -10,6 +10,7 @@
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::projection::plan::Planning;
 use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
@@ -64,6 +65,24 @@ pub struct ThoughtNode {
     /// think: the open items of `left_to_be_done`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub open_items: Vec<String>,
+    /// sequentialthinking_qa: the verification step's target, workflow and tools (absent
+    /// for every other tool, so their exports are unchanged).
+    #[serde(flatten)]
+    pub qa: Option<Box<QaNode>>,
+}
+
+/// What a verification step (`sequentialthinking_qa`) adds to its thought.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QaNode {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification_target: Option<String>,
+    /// The workflow the step was routed to.
+    pub workflow: String,
+    /// Tools of the caller's own step (`current_step.recommended_tools`): what it used.
+    pub used_tools: Vec<String>,
+    /// Tools the answer recommended for the next step.
+    pub recommended_tools: Vec<String>,
 }
 
 /// How two thoughts are related.
@@ -139,6 +158,8 @@ pub struct ThoughtTree {
     pub order: Vec<NodeIndex>,
     pub branches: Vec<Branch>,
     pub anomalies: Vec<Anomaly>,
+    /// Plans, evaluations, closes and merges (the planning family's folds).
+    pub planning: Planning,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -159,6 +180,7 @@ impl ThoughtTree {
             order: Vec::new(),
             branches: Vec::new(),
             anomalies: Vec::new(),
+            planning: Planning::default(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
@@ -373,7 +395,7 @@ impl ThoughtTree {
     /// The whole tree as one JSON value (the `json` export and `replay_session`).
     pub fn to_json(&self) -> serde_json::Value {
         let summary = self.summary.as_ref();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "sessionId": self.session.to_string(),
             "kind": summary.map(|s| s.kind.as_str()),
             "title": self.title(),
@@ -386,7 +408,13 @@ impl ThoughtTree {
             "thoughts": self.thoughts().collect::<Vec<_>>(),
             "edges": self.edges(),
             "anomalies": self.anomalies,
-        })
+        });
+        // Only sessions with plans, evaluations, closes or merges carry it (every other
+        // export stays as it was).
+        if !self.planning.is_empty() {
+            json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
+        }
+        json
     }
 }
 

@@ -23,7 +23,7 @@ pub static FAMILY: Family = Family {
     name: "ledger",
     instructions: "ledger (find, read, search, export and replay past sessions)",
     default_on: true,
-    listing_budget_bytes: 2_150,
+    listing_budget_bytes: 2_160,
     tools,
     aliases: &[],
     call,
@@ -102,7 +102,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             EXPORT_SESSION,
             None,
-            "A session as mermaid, markdown, json (its tree) or jsonl (its events), optionally as of event atSeq.",
+            "A session in the format named (json: its tree; jsonl: its events), optionally as of event atSeq.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": Format::ALL.map(Format::as_str)},
@@ -241,20 +241,50 @@ pub fn list_sessions(
             .map_or((position, u64::MAX, session), newest_key)
     });
     let query = query.map(str::to_lowercase);
-    let mut rows: Vec<SessionHead> = heads
+    let mut rows: Vec<SessionHead> = Vec::new();
+    for h in heads
         .into_iter()
         .filter(|h| kind.is_none_or(|k| h.summary.kind == k))
-        .filter(|h| {
-            query.as_ref().is_none_or(|q| {
+        .filter(|h| past.is_none_or(|cursor| newest_key(h) < cursor))
+    {
+        let wanted = match &query {
+            None => true,
+            Some(q) => {
                 h.summary.title.to_lowercase().contains(q)
                     || h.session.to_string().to_lowercase().contains(q)
-            })
-        })
-        .filter(|h| past.is_none_or(|cursor| newest_key(h) < cursor))
-        .collect();
+                    || h.summary
+                        .aliases
+                        .iter()
+                        .any(|a| a.to_lowercase().contains(q))
+                    || session_text_contains(ledger, &h, q)?
+            }
+        };
+        if wanted {
+            rows.push(h);
+        }
+    }
     let next = (rows.len() > limit).then(|| cursor_of(&rows[limit - 1]));
     rows.truncate(limit);
     Ok((rows, next))
+}
+
+/// Whether any event of the session carries `lower_query` in its text (a think
+/// thread's purpose beyond the title's 80 characters, a plan's problem and approach
+/// names, thoughts).
+fn session_text_contains(
+    ledger: &Ledger,
+    head: &SessionHead,
+    lower_query: &str,
+) -> Result<bool, StoreError> {
+    let mut found = false;
+    ledger.for_each_event_to_fold(head.session, 1, head.seq, |event| {
+        found = event
+            .payload
+            .text()
+            .is_some_and(|text| text.to_lowercase().contains(lower_query));
+        !found
+    })?;
+    Ok(found)
 }
 
 /// A `nextCursor` taken apart: the last row's position and session id.
@@ -417,6 +447,10 @@ pub fn search(
         .map(|h| (h.session, h.summary.kind))
         .collect();
     let mut hits: Vec<(SearchHit, u64)> = Vec::new();
+    // Hits on a session's title (a think thread's purpose, a plan's problem), kept for
+    // the sessions nothing else matched in: a title repeating a first thought that
+    // matches is found once, through the thought.
+    let mut title_hits: Vec<(SearchHit, u64)> = Vec::new();
     // `order` is the event's ledger position (commit order); a ledger of an earlier build
     // not yet written to has none, and its events' times stand in.
     let mut consider = |order: u64, event: Event| {
@@ -427,23 +461,29 @@ pub fn search(
         if kind.is_some_and(|k| k != session_kind) {
             return true;
         }
-        // A session's title repeats its first thought or purpose: search the thoughts.
-        if matches!(event.payload, crate::event::Payload::SessionStarted { .. }) {
-            return true;
+        let is_title = matches!(event.payload, crate::event::Payload::SessionStarted { .. });
+        let texts = [event.payload.text(), event.payload.search_extra()];
+        // The first text that matches (best rank), and that rank.
+        let mut found: Option<(&str, String, u8)> = None;
+        for text in texts.into_iter().flatten() {
+            let lower = text.to_lowercase();
+            let rank = if lower.contains(&phrase) {
+                0
+            } else if words.iter().all(|w| lower.contains(w)) {
+                1
+            } else {
+                continue;
+            };
+            if found.as_ref().is_none_or(|(_, _, best)| rank < *best) {
+                found = Some((text, lower, rank));
+            }
         }
-        let Some(text) = event.payload.text() else {
-            return true;
-        };
-        let lower = text.to_lowercase();
-        let rank = if lower.contains(&phrase) {
-            0
-        } else if words.iter().all(|w| lower.contains(w)) {
-            1
-        } else {
+        let Some((text, lower, rank)) = found else {
             return true;
         };
         let anchor = lower.find(words[0]).unwrap_or(0);
-        hits.push((
+        let found = if is_title { &mut title_hits } else { &mut hits };
+        found.push((
             SearchHit {
                 session_id: event.session.to_string(),
                 seq: event.seq,
@@ -462,6 +502,13 @@ pub fn search(
     } else {
         ledger.for_each_event_everywhere(|event| consider(event.at, event))?;
     }
+    let matched: std::collections::HashSet<String> =
+        hits.iter().map(|(hit, _)| hit.session_id.clone()).collect();
+    hits.extend(
+        title_hits
+            .into_iter()
+            .filter(|(hit, _)| !matched.contains(&hit.session_id)),
+    );
     hits.sort_by_key(|(hit, order)| (hit.rank, std::cmp::Reverse(*order)));
     hits.truncate(limit);
     Ok(hits.into_iter().map(|(hit, _)| hit).collect())

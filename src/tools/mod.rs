@@ -15,6 +15,8 @@ pub mod arrival;
 pub mod ledger;
 #[cfg(test)]
 pub mod note;
+pub mod planning;
+pub mod qa;
 pub mod thinking;
 pub mod write;
 
@@ -40,12 +42,14 @@ use tokio_util::sync::CancellationToken;
 pub static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
+    &planning::FAMILY,
+    &qa::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 4] = ["qa", "planning", "agent", "booster"];
+pub const PLANNED: [&str; 2] = ["agent", "booster"];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed
@@ -259,6 +263,12 @@ impl ToolContext {
             current: Arc::new(Mutex::new(CurrentSessions::default())),
             log_thoughts,
         })
+    }
+
+    /// The data directory: the folder holding the ledger file, where user data such as
+    /// workflow templates lives beside it.
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.ledger.path().parent()
     }
 }
 

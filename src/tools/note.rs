@@ -197,6 +197,7 @@ impl FamilyEvent for NoteAdded {
             thread_purpose: None,
             tool_recommendation: None,
             open_items: self.tags,
+            qa: None,
         });
     }
 }

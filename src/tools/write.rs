@@ -2,8 +2,8 @@
 //! let the family's pure `decide` produce the events, append them with the expected seq,
 //! and answer only after the commit.
 //!
-//! Owns: [`Target`] (which session a call may continue), [`ToolCall::record`] and
-//! [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
+//! Owns: [`Target`] (which session a call may continue), [`ToolCall::record`] (and
+//! [`ToolCall::try_record`], whose `decide` may refuse) and [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
 //! writer thread inside the group's transaction, so it reads the session head and the
 //! process's current sessions in commit order; it is queued in the connection's arrival
 //! order ([`super::arrival`]). Idempotency is by event id: a call given a key
@@ -204,6 +204,20 @@ impl ToolCall {
         target: Target,
         decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Vec<NewEvent> + Send + 'static,
     ) -> Result<Recorded, ToolError> {
+        self.try_record(target, move |head, call| Ok(decide(head, call)))
+            .await
+    }
+
+    /// [`ToolCall::record`] for a `decide` that may refuse, from the head it reads inside
+    /// the transaction (a plan's phase, a closed branch): a refusal appends nothing and is
+    /// the call's answer.
+    pub async fn try_record(
+        &mut self,
+        target: Target,
+        decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Result<Vec<NewEvent>, ToolError>
+        + Send
+        + 'static,
+    ) -> Result<Recorded, ToolError> {
         let sessions = self.ctx.current.clone();
         let tool = self.name.clone();
         let arguments = std::mem::take(&mut self.arguments);
@@ -225,7 +239,7 @@ impl ToolCall {
                 raw_arguments: Value::Object(arguments).into(),
                 duration_us: received.elapsed().as_micros() as u64,
             };
-            let mut events = decide(head.as_ref(), call);
+            let mut events = decide(head.as_ref(), call)?;
             if let Some(key) = target.idempotency_key.as_deref() {
                 key_events(key, &mut events)?;
             }

@@ -226,7 +226,7 @@ fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
     let dir = data_dir();
     assert_eq!(cli(dir.path(), &["export"]).status.code(), Some(2));
     assert_eq!(
-        cli(dir.path(), &["export", "x", "--format", "svg"])
+        cli(dir.path(), &["export", "x", "--format", "pdf"])
             .status
             .code(),
         Some(2)
@@ -661,7 +661,7 @@ async fn the_readme_toolset_table_is_what_toolsets_list_and_all_is_every_toolset
         assert!(help.contains(name.as_str()), "{name} missing:\n{help}");
     }
     // An unknown toolset is refused naming the real ones (exit 1, nothing served).
-    let refused = cli(dir.path(), &["serve", "--toolsets", "planning"]);
+    let refused = cli(dir.path(), &["serve", "--toolsets", "booster"]);
     assert_eq!(refused.status.code(), Some(1));
     let names: Vec<&str> = table.iter().map(|(name, _, _)| name.as_str()).collect();
     assert!(

@@ -212,6 +212,12 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
         )
         .await;
     }
+    // A branch "b" for the branch tools' base arguments (evaluate_branch, close_branch,
+    // merge_branch name it).
+    let mut branch = common::thought(4, 4, true, "t");
+    branch["branchFromThought"] = serde_json::json!(1);
+    branch["branchId"] = serde_json::json!("b");
+    common::call(&client, "sequentialthinking", branch).await;
     let tools = client.list_tools(None).await.expect("tools/list").tools;
 
     let (mut checked, mut both_refuse) = (0, 0);

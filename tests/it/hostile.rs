@@ -621,6 +621,17 @@ pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
         "search_history" => json!({"query": "t"}),
         "export_session" => json!({"sessionId": session, "format": "json"}),
         "replay_session" => json!({"sessionId": session, "atSeq": 2}),
+        "deep_planning" => json!({"phase": "init", "problem": "p", "constraints": ["c"]}),
+        "list_plans" => json!({}),
+        "get_plan" => json!({"sessionId": session}),
+        "evaluate_branch" => json!({"sessionId": session, "branchId": "b", "feasibility": 5}),
+        "compare_branches" => json!({"sessionId": session}),
+        "close_branch" => json!({"sessionId": session, "branchId": "b", "conclusion": "c"}),
+        "merge_branch" => json!({"sessionId": session, "branchId": "b"}),
+        // A thinking session is not a QA session: the QA call continues its own.
+        "sequentialthinking_qa" => {
+            json!({"thought": "t", "thought_number": 2, "total_thoughts": 3, "next_thought_needed": true})
+        }
         other => panic!("no base arguments for tool {other}: add them to base_arguments"),
     };
     common::object(value)
@@ -659,7 +670,13 @@ async fn raw_call(raw: &mut Raw, id: u64, tool: &str, arguments: &str) -> Value 
 #[tokio::test]
 async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookalike_strings() {
     let dir = common::data_dir();
-    let mut raw = Raw::spawn(dir.path()).await;
+    // Every toolset, so every listed tool's fields are covered.
+    let mut raw = Raw::spawn_with(
+        dir.path(),
+        &[("REASONING_LEDGER_TOOLSETS", "all")],
+        std::process::Stdio::null(),
+    )
+    .await;
     raw.initialize().await;
     let mut id = 10;
     let mut next_id = || {
@@ -686,6 +703,16 @@ async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookal
         )
         .await;
     }
+    // Branch "b", which the branch tools' base arguments name.
+    raw_call(
+        &mut raw,
+        next_id(),
+        SEQ,
+        &json!({"thought": "t", "thoughtNumber": 4, "totalThoughts": 4, "nextThoughtNeeded": true,
+            "branchFromThought": 1, "branchId": "b", "sessionId": session})
+        .to_string(),
+    )
+    .await;
     raw.send_json(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
         .await;
     let tools = raw.answer(5).await["result"]["tools"]

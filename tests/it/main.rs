@@ -11,7 +11,10 @@
 //! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
 //! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
 //! server built beside it), `context` (every toolset's `tools/list` size against its
-//! budget, and a validating client's verdict on arguments against the server's), `team`
+//! budget, and a validating client's verdict on arguments against the server's), `planning`
+//! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
+//! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
 //! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
@@ -30,6 +33,9 @@ mod hostile;
 mod ledger;
 mod order;
 mod pg;
+mod planning;
 mod protocol;
+mod qa;
 mod team;
 mod thinking;
+mod ui;

@@ -665,7 +665,7 @@ async fn toolsets_flag_thinking_lists_only_thinking_tools() {
 }
 
 #[tokio::test]
-async fn toolsets_all_and_default_list_every_tool() {
+async fn toolsets_all_lists_every_tool_and_the_default_thinking_and_ledger() {
     let dir = common::data_dir();
     let expected = [
         SEQ,
@@ -676,8 +676,20 @@ async fn toolsets_all_and_default_list_every_tool() {
         "export_session",
         "replay_session",
     ];
+    let planning = [
+        "deep_planning",
+        "list_plans",
+        "get_plan",
+        "evaluate_branch",
+        "compare_branches",
+        "close_branch",
+        "merge_branch",
+    ];
     let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
-    assert_eq!(names(&listed(&client).await), expected);
+    // `all` adds the toolsets that are off by default (planning, qa).
+    let mut all: Vec<&str> = expected.iter().chain(&planning).copied().collect();
+    all.push("sequentialthinking_qa");
+    assert_eq!(names(&listed(&client).await), all);
     client.cancel().await.expect("close");
     let client = spawn(dir.path()).await;
     assert_eq!(names(&listed(&client).await), expected);

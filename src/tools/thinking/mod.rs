@@ -166,50 +166,87 @@ impl SequentialArgs {
     /// Decodes the arguments with the coercion policy; every problem is reported at once.
     pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
-        let thought = args.string(&["thought"], true);
-        let next_thought_needed = args.boolean(&["nextThoughtNeeded", "next_thought_needed"], true);
-        let thought_number = args.integer(&["thoughtNumber", "thought_number"], true, 1);
-        let total_thoughts = args.integer(&["totalThoughts", "total_thoughts"], true, 1);
-        let is_revision = args.boolean(&["isRevision", "is_revision"], false);
-        let revises_thought = args.integer(&["revisesThought", "revises_thought"], false, 1);
-        let branch_from_thought =
-            args.integer(&["branchFromThought", "branch_from_thought"], false, 1);
-        let branch_id = args.string_limited(&["branchId", "branch_id"], false, MAX_ID_BYTES);
-        let needs_more_thoughts =
-            args.boolean(&["needsMoreThoughts", "needs_more_thoughts"], false);
+        let thought = thought_fields(&mut args, Spelling::Camel);
         let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
         if args.has_problems() {
             return Err(ToolError::validation(tool, args.into_problems()));
         }
-        let (Some(thought), Some(next_thought_needed), Some(thought_number), Some(total_thoughts)) =
-            (thought, next_thought_needed, thought_number, total_thoughts)
-        else {
-            unreachable!("required fields are reported as problems when missing");
-        };
         Ok(SequentialArgs {
-            thought: SequentialThought {
-                thought,
-                thought_number,
-                // The reference raises the total to the thought number.
-                total_thoughts: total_thoughts.max(thought_number),
-                next_thought_needed,
-                is_revision,
-                revises_thought,
-                branch_from_thought,
-                branch_id,
-                needs_more_thoughts,
-            },
+            thought: thought.expect("required fields are reported as problems when missing"),
             session_id,
         })
     }
 
     /// A first thought that is neither a revision nor a branch starts a new session.
     pub fn starts_session(&self) -> bool {
-        self.thought.thought_number == 1
-            && self.thought.is_revision != Some(true)
-            && self.thought.revises_thought.is_none()
-            && self.thought.branch().is_none()
+        starts_session(&self.thought)
     }
+}
+
+/// Which spelling of the thought fields a tool lists (and names in its errors); the
+/// other spelling is accepted too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelling {
+    /// `thoughtNumber` (sequentialthinking, as the reference lists it).
+    Camel,
+    /// `thought_number` (sequentialthinking_qa, as its seed lists it).
+    Snake,
+}
+
+impl Spelling {
+    fn names(self, camel: &'static str, snake: &'static str) -> [&'static str; 2] {
+        match self {
+            Spelling::Camel => [camel, snake],
+            Spelling::Snake => [snake, camel],
+        }
+    }
+}
+
+/// Reads the sequential-thinking fields every thought-recording tool shares (`thought`,
+/// the numbers, revision and branch fields) with the coercion policy. `None` when a
+/// problem was recorded in `args`; the total is raised to the thought number (the
+/// reference's rule).
+pub fn thought_fields(args: &mut Args<'_>, spelling: Spelling) -> Option<SequentialThought> {
+    let names = |camel, snake| spelling.names(camel, snake);
+    let thought = args.string(&["thought"], true);
+    let next_thought_needed =
+        args.boolean(&names("nextThoughtNeeded", "next_thought_needed"), true);
+    let thought_number = args.integer(&names("thoughtNumber", "thought_number"), true, 1);
+    let total_thoughts = args.integer(&names("totalThoughts", "total_thoughts"), true, 1);
+    let is_revision = args.boolean(&names("isRevision", "is_revision"), false);
+    let revises_thought = args.integer(&names("revisesThought", "revises_thought"), false, 1);
+    let branch_from_thought =
+        args.integer(&names("branchFromThought", "branch_from_thought"), false, 1);
+    let branch_id = args.string_limited(&names("branchId", "branch_id"), false, MAX_ID_BYTES);
+    let needs_more_thoughts =
+        args.boolean(&names("needsMoreThoughts", "needs_more_thoughts"), false);
+    if args.has_problems() {
+        return None;
+    }
+    let (Some(thought), Some(next_thought_needed), Some(thought_number), Some(total_thoughts)) =
+        (thought, next_thought_needed, thought_number, total_thoughts)
+    else {
+        unreachable!("required fields are reported as problems when missing");
+    };
+    Some(SequentialThought {
+        thought,
+        thought_number,
+        total_thoughts: total_thoughts.max(thought_number),
+        next_thought_needed,
+        is_revision,
+        revises_thought,
+        branch_from_thought,
+        branch_id,
+        needs_more_thoughts,
+    })
+}
+
+/// A first thought that is neither a revision nor a branch starts a new session.
+pub fn starts_session(thought: &SequentialThought) -> bool {
+    thought.thought_number == 1
+        && thought.is_revision != Some(true)
+        && thought.revises_thought.is_none()
+        && thought.branch().is_none()
 }
 
 /// Pure: the events one `sequentialthinking` call appends to the session at `head`
@@ -231,6 +268,27 @@ pub fn decide_sequential(
     )
 }
 
+/// A thought on a branch `close_branch` ended is refused: the branch has its conclusion
+/// (read from the head inside the transaction, so a close committed by another process
+/// counts).
+fn refuse_closed_branch(
+    head: Option<&SessionHead>,
+    args: &SequentialArgs,
+) -> Result<(), ToolError> {
+    let Some((branch, _)) = args.thought.branch() else {
+        return Ok(());
+    };
+    if head.is_some_and(|h| h.summary.closed_branches.iter().any(|b| b == branch)) {
+        return Err(ToolError::validation(
+            SEQUENTIAL,
+            vec![format!(
+                "branchId: branch {branch:?} was closed with a conclusion (close_branch) and takes no more thoughts; continue on the main line, merge it with merge_branch, or open a new branch"
+            )],
+        ));
+    }
+    Ok(())
+}
+
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
 pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
@@ -246,8 +304,9 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
     };
     let recorded = {
         let args = args.clone();
-        call.record(target, move |head, record| {
-            decide_sequential(head, &args, record)
+        call.try_record(target, move |head, record| {
+            refuse_closed_branch(head, &args)?;
+            Ok(decide_sequential(head, &args, record))
         })
         .await?
     };

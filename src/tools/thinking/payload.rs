@@ -169,6 +169,7 @@ impl FamilyEvent for ThinkingEvent {
                     thread_purpose: None,
                     tool_recommendation: None,
                     open_items: Vec::new(),
+                    qa: None,
                 }
             }
             ThinkingEvent::ThinkRecorded { thought, call } => ThoughtNode {
@@ -188,6 +189,7 @@ impl FamilyEvent for ThinkingEvent {
                 tool_recommendation: Some(thought.tool_recommendation)
                     .filter(|t| !t.eq_ignore_ascii_case("none")),
                 open_items: thought.open_items,
+                qa: None,
             },
         };
         tree.add_thought(node);

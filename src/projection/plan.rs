@@ -1,0 +1,258 @@
+//! The planning projection: a plan's problem, clarifications, approaches and final plan,
+//! and the evaluations, closes and merges of branches (planning approaches and
+//! `sequentialthinking` branches alike), as folded from the planning family's events.
+//!
+//! Owns: the shapes ([`PlanState`], [`Approach`], [`Evaluation`], [`FinalPlan`], …), which
+//! are also the bodies of the planning events as written (camelCase JSON), and the
+//! weighted score ([`weighted_score`]). Must not: do I/O, or know how an event is stored.
+
+use serde::{Deserialize, Serialize};
+
+/// One item as folded: the seq of the event that recorded it, and the item.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Folded<T> {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub item: T,
+}
+
+/// What `init` records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanInit {
+    pub problem: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
+}
+
+/// A clarifying question, answered or not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Clarification {
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+/// An approach explored: a branch of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approach {
+    pub branch_id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pros: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cons: Vec<String>,
+}
+
+/// One criterion of an evaluation, with the weight it counted with (stored, so a score
+/// can be recomputed later whatever the weights of the day).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Criterion {
+    pub name: String,
+    /// 0–10 as given.
+    pub score: f64,
+    pub weight: f64,
+    /// Counted as `10 − score` (risk: lower is better).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inverted: bool,
+}
+
+/// An evaluation of one branch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    pub branch_id: String,
+    pub criteria: Vec<Criterion>,
+    /// [`weighted_score`] of the criteria, as computed when recorded.
+    pub score: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<String>,
+}
+
+impl Evaluation {
+    /// The given score of criterion `name`, if it has one.
+    pub fn criterion(&self, name: &str) -> Option<f64> {
+        self.criteria
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.score)
+    }
+}
+
+/// `Σ weight × score` (inverted criteria as `10 − score`), rounded to 2 decimals.
+pub fn weighted_score(criteria: &[Criterion]) -> f64 {
+    let sum: f64 = criteria
+        .iter()
+        .map(|c| {
+            let value = if c.inverted { 10.0 - c.score } else { c.score };
+            c.weight * value
+        })
+        .sum();
+    round2(sum)
+}
+
+/// Rounded to 2 decimals (half away from zero, after removing float noise).
+pub fn round2(value: f64) -> f64 {
+    ((value * 100.0 + 1e-9_f64.copysign(value)).round()) / 100.0
+}
+
+/// A step of the final plan, normalised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub title: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complexity: Option<String>,
+}
+
+/// A risk of the final plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Risk {
+    pub description: String,
+    pub mitigation: String,
+}
+
+/// What `finalize` records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalPlan {
+    pub selected_branch: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub risks: Vec<Risk>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assumptions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub success_criteria: Vec<String>,
+}
+
+/// A branch ended with its conclusion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchClose {
+    pub branch_id: String,
+    pub conclusion: String,
+}
+
+/// A branch's finding brought back into the main line as a thought.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchMerge {
+    pub branch_id: String,
+    /// `summary` or `append`.
+    pub strategy: String,
+    /// The main-line thought number it was recorded as.
+    pub thought_number: u64,
+    /// The thought's text.
+    pub thought: String,
+}
+
+/// A planning session's state.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanState {
+    /// `init`, `clarify`, `explore`, `evaluate` or `done`.
+    pub phase: &'static str,
+    #[serde(flatten)]
+    pub init: PlanInit,
+    pub clarifications: Vec<Folded<Clarification>>,
+    pub approaches: Vec<Folded<Approach>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalized: Option<Folded<FinalPlan>>,
+}
+
+/// Everything the planning family folded into a session's tree.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Planning {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanState>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evaluations: Vec<Folded<Evaluation>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub closes: Vec<Folded<BranchClose>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merges: Vec<Folded<BranchMerge>>,
+}
+
+impl Planning {
+    /// Nothing folded (every session of another family).
+    pub fn is_empty(&self) -> bool {
+        self.plan.is_none()
+            && self.evaluations.is_empty()
+            && self.closes.is_empty()
+            && self.merges.is_empty()
+    }
+
+    /// The latest evaluation of `branch`.
+    pub fn evaluation(&self, branch: &str) -> Option<&Folded<Evaluation>> {
+        self.evaluations
+            .iter()
+            .rev()
+            .find(|e| e.item.branch_id == branch)
+    }
+
+    /// The conclusion `branch` was closed with.
+    pub fn conclusion(&self, branch: &str) -> Option<&str> {
+        self.closes
+            .iter()
+            .rev()
+            .find(|c| c.item.branch_id == branch)
+            .map(|c| c.item.conclusion.as_str())
+    }
+
+    /// The approach recorded as `branch`, in a planning session.
+    pub fn approach(&self, branch: &str) -> Option<&Approach> {
+        self.plan.as_ref().and_then(|plan| {
+            plan.approaches
+                .iter()
+                .find(|a| a.item.branch_id == branch)
+                .map(|a| &a.item)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_score(f: f64, c: f64, h: f64, r: f64) -> f64 {
+        let crit = |name: &str, score: f64, weight: f64, inverted: bool| Criterion {
+            name: name.into(),
+            score,
+            weight,
+            inverted,
+        };
+        weighted_score(&[
+            crit("feasibility", f, 0.3, false),
+            crit("completeness", c, 0.25, false),
+            crit("coherence", h, 0.25, false),
+            crit("risk", r, 0.2, true),
+        ])
+    }
+
+    #[test]
+    fn the_spec_score_vectors() {
+        assert_eq!(format!("{:.2}", plan_score(10.0, 10.0, 10.0, 0.0)), "10.00");
+        assert_eq!(format!("{:.2}", plan_score(0.0, 0.0, 0.0, 10.0)), "0.00");
+        assert_eq!(format!("{:.2}", plan_score(8.0, 7.0, 9.0, 3.0)), "7.80");
+        assert_eq!(format!("{:.2}", plan_score(7.0, 6.0, 8.0, 4.0)), "6.80");
+        assert_eq!(round2(1.005), 1.01);
+    }
+}

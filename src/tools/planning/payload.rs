@@ -1,0 +1,463 @@
+//! The planning family's events: a plan's phases, and the evaluations, closes and merges
+//! of branches; their one codec, and how they fold into the summary and the tree.
+//!
+//! Owns: [`PlanningEvent`] (a [`Body`] and the call that recorded it), the tags, schema
+//! [`PLANNING_SCHEMA`] and [`PLANNING_CODEC`]. Written as one JSON object: the tag, the
+//! body's camelCase fields, then `call` (what the hash covers). The binary row holds the
+//! body's JSON text and the call. Must not: change a body's JSON field names without a
+//! new schema and a reader of the old one.
+
+use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::projection::plan::{
+    Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
+    PlanState,
+};
+use crate::projection::summary::SessionSummary;
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+
+/// Schema of the planning family's payloads written by this build.
+pub const PLANNING_SCHEMA: u32 = 1;
+
+pub const PLAN_INITIALIZED: &str = "plan_initialized";
+pub const PLAN_CLARIFIED: &str = "plan_clarified";
+pub const APPROACH_EXPLORED: &str = "approach_explored";
+pub const BRANCH_EVALUATED: &str = "branch_evaluated";
+pub const PLAN_FINALIZED: &str = "plan_finalized";
+pub const BRANCH_CLOSED: &str = "branch_closed";
+pub const BRANCH_MERGED: &str = "branch_merged";
+
+/// Phases as stored in the summary and shown in answers.
+pub const PHASE_INIT: &str = "init";
+pub const PHASE_CLARIFY: &str = "clarify";
+pub const PHASE_EXPLORE: &str = "explore";
+pub const PHASE_EVALUATE: &str = "evaluate";
+pub const PHASE_DONE: &str = "done";
+
+/// What a planning event records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Body {
+    PlanInitialized(PlanInit),
+    PlanClarified(Clarification),
+    ApproachExplored(Approach),
+    BranchEvaluated(Evaluation),
+    PlanFinalized(FinalPlan),
+    BranchClosed(BranchClose),
+    BranchMerged(BranchMerge),
+}
+
+/// One planning event: its body and the call that recorded it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanningEvent {
+    pub body: Body,
+    pub call: CallRecord,
+}
+
+impl Serialize for PlanningEvent {
+    /// The body's object (tag first), then `call`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let body = serde_json::to_value(&self.body).map_err(serde::ser::Error::custom)?;
+        let serde_json::Value::Object(fields) = body else {
+            return Err(serde::ser::Error::custom("a planning body is an object"));
+        };
+        let mut map = s.serialize_map(Some(fields.len() + 1))?;
+        for (key, value) in &fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("call", &self.call)?;
+        map.end()
+    }
+}
+
+/// The `type` tag of a body.
+pub fn tag_of(body: &Body) -> &'static str {
+    match body {
+        Body::PlanInitialized(_) => PLAN_INITIALIZED,
+        Body::PlanClarified(_) => PLAN_CLARIFIED,
+        Body::ApproachExplored(_) => APPROACH_EXPLORED,
+        Body::BranchEvaluated(_) => BRANCH_EVALUATED,
+        Body::PlanFinalized(_) => PLAN_FINALIZED,
+        Body::BranchClosed(_) => BRANCH_CLOSED,
+        Body::BranchMerged(_) => BRANCH_MERGED,
+    }
+}
+
+/// A plan's phase after `body` (for the summary and the tree).
+fn phase_after(body: &Body) -> Option<&'static str> {
+    match body {
+        Body::PlanInitialized(_) => Some(PHASE_INIT),
+        Body::PlanClarified(_) => Some(PHASE_CLARIFY),
+        Body::ApproachExplored(_) => Some(PHASE_EXPLORE),
+        Body::BranchEvaluated(_) => Some(PHASE_EVALUATE),
+        Body::PlanFinalized(_) => Some(PHASE_DONE),
+        Body::BranchClosed(_) | Body::BranchMerged(_) => None,
+    }
+}
+
+impl FamilyEvent for PlanningEvent {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &PLANNING_CODEC
+    }
+
+    fn type_name(&self) -> &'static str {
+        tag_of(&self.body)
+    }
+
+    fn text(&self) -> Option<&str> {
+        match &self.body {
+            Body::PlanInitialized(init) => Some(&init.problem),
+            Body::PlanClarified(c) => Some(&c.question),
+            Body::ApproachExplored(a) => Some(&a.name),
+            Body::BranchEvaluated(e) => e.rationale.as_deref(),
+            Body::PlanFinalized(_) => None,
+            Body::BranchClosed(c) => Some(&c.conclusion),
+            Body::BranchMerged(m) => Some(&m.thought),
+        }
+    }
+
+    fn call(&self) -> Option<&CallRecord> {
+        Some(&self.call)
+    }
+
+    fn branch(&self) -> Option<&str> {
+        match &self.body {
+            Body::ApproachExplored(a) => Some(&a.branch_id),
+            _ => None,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let body = serde_json::to_string(&self.body).expect("a planning body serializes");
+        postcard_encode(
+            &StoredPlanning {
+                body: &body,
+                call: StoredCall::of(&self.call),
+            },
+            out,
+        );
+    }
+
+    fn summarize(&self, summary: &mut SessionSummary, new_branch: bool) {
+        // A plan's phase moves only in a planning session (an evaluation of a thinking
+        // branch has no phase).
+        if let Some(phase) = phase_after(&self.body)
+            && (summary.phase.is_some() || matches!(self.body, Body::PlanInitialized(_)))
+        {
+            summary.phase = Some(phase.to_string());
+        }
+        match &self.body {
+            Body::PlanInitialized(_) | Body::BranchClosed(_) => {}
+            Body::PlanClarified(_) => summary.clarifications += 1,
+            Body::ApproachExplored(a) => {
+                // The summary's own list decides (a tree's fold indexes only thought
+                // branches, so its `new_branch` does not know approaches).
+                let _ = new_branch;
+                if !summary.branches.contains(&a.branch_id) {
+                    summary.branches.push(a.branch_id.clone());
+                }
+            }
+            Body::BranchEvaluated(e) => {
+                if !summary.evaluated.contains(&e.branch_id) {
+                    summary.evaluated.push(e.branch_id.clone());
+                }
+            }
+            Body::PlanFinalized(f) => summary.selected_branch = Some(f.selected_branch.clone()),
+            Body::BranchMerged(_) => summary.thoughts += 1,
+        }
+        if let Body::BranchClosed(c) = &self.body
+            && !summary.closed_branches.contains(&c.branch_id)
+        {
+            summary.closed_branches.push(c.branch_id.clone());
+        }
+    }
+
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let PlanningEvent { body, call } = *self;
+        let planning = &mut tree.planning;
+        if let (Some(plan), Some(phase)) = (planning.plan.as_mut(), phase_after(&body)) {
+            plan.phase = phase;
+        }
+        match body {
+            Body::PlanInitialized(init) => {
+                planning.plan = Some(PlanState {
+                    phase: PHASE_INIT,
+                    init,
+                    clarifications: Vec::new(),
+                    approaches: Vec::new(),
+                    finalized: None,
+                });
+            }
+            Body::PlanClarified(item) => {
+                if let Some(plan) = planning.plan.as_mut() {
+                    plan.clarifications.push(Folded { seq, item });
+                }
+            }
+            Body::ApproachExplored(item) => {
+                if let Some(plan) = planning.plan.as_mut() {
+                    plan.approaches.push(Folded { seq, item });
+                }
+            }
+            Body::PlanFinalized(item) => {
+                if let Some(plan) = planning.plan.as_mut() {
+                    plan.finalized = Some(Folded { seq, item });
+                }
+            }
+            Body::BranchEvaluated(item) => planning.evaluations.push(Folded { seq, item }),
+            Body::BranchClosed(item) => planning.closes.push(Folded { seq, item }),
+            Body::BranchMerged(item) => {
+                // On a sequentialthinking main line it reads as one more thought of it.
+                let total_thoughts = tree.summary.as_ref().and_then(|s| s.total_thoughts);
+                let node = ThoughtNode {
+                    seq,
+                    at,
+                    tool: call.tool,
+                    thought_number: item.thought_number,
+                    total_thoughts: total_thoughts.map(|total| total.max(item.thought_number)),
+                    thought: item.thought.clone(),
+                    next_thought_needed: None,
+                    is_revision: None,
+                    revises_thought: None,
+                    branch_from_thought: None,
+                    branch_id: None,
+                    needs_more_thoughts: None,
+                    thread_purpose: None,
+                    tool_recommendation: None,
+                    open_items: Vec::new(),
+                    qa: None,
+                };
+                tree.planning.merges.push(Folded { seq, item });
+                tree.add_thought(node);
+            }
+        }
+    }
+}
+
+/// A planning row: the body's JSON text and the call.
+#[derive(Serialize, Deserialize)]
+struct StoredPlanning<'a> {
+    body: &'a str,
+    #[serde(borrow)]
+    call: StoredCall<'a>,
+}
+
+/// The planning family's codec.
+pub struct PlanningCodec;
+
+/// The one instance, registered with the family.
+pub static PLANNING_CODEC: PlanningCodec = PlanningCodec;
+
+fn body_of(tag: &str, json: &str) -> Result<Body, String> {
+    let body: Body = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+    if tag_of(&body) != tag {
+        return Err(format!(
+            "payload tagged {:?}, expected {tag:?}",
+            tag_of(&body)
+        ));
+    }
+    Ok(body)
+}
+
+impl PayloadCodec for PlanningCodec {
+    fn family(&self) -> &'static str {
+        "planning"
+    }
+
+    fn schema(&self) -> u32 {
+        PLANNING_SCHEMA
+    }
+
+    fn types(&self) -> &'static [&'static str] {
+        &[
+            PLAN_INITIALIZED,
+            PLAN_CLARIFIED,
+            APPROACH_EXPLORED,
+            BRANCH_EVALUATED,
+            PLAN_FINALIZED,
+            BRANCH_CLOSED,
+            BRANCH_MERGED,
+        ]
+    }
+
+    fn decode(
+        &self,
+        tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        fields: DecodeFields,
+    ) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let stored: StoredPlanning<'_> = postcard_decode(bytes)?;
+        let body = body_of(tag, stored.body)?;
+        Ok(FamilyPayload::new(PlanningEvent {
+            body,
+            call: stored.call.build(fields)?,
+        }))
+    }
+
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let mut fields: BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let call = fields
+            .remove("call")
+            .ok_or_else(|| "payload: missing field `call`".to_string())?;
+        let call: CallRecord =
+            serde_json::from_str(call.get()).map_err(|e| format!("payload call: {e}"))?;
+        let mut body = String::from("{");
+        for (i, (key, value)) in fields.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
+            body.push(':');
+            body.push_str(value.get());
+        }
+        body.push('}');
+        let body = body_of(tag, &body)?;
+        Ok(FamilyPayload::new(PlanningEvent { body, call }))
+    }
+}
+
+fn newer_check(schema: u32) -> Result<(), String> {
+    if schema > PLANNING_SCHEMA {
+        return Err(format!(
+            "a planning event of schema {schema}, newer than this build reads ({PLANNING_SCHEMA})"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::plan::Criterion;
+    use serde_json::json;
+
+    fn call() -> CallRecord {
+        CallRecord {
+            tool: "deep_planning".into(),
+            raw_arguments: json!({"phase": "evaluate", "x": 1.50}).into(),
+            duration_us: 7,
+        }
+    }
+
+    fn samples() -> Vec<PlanningEvent> {
+        let bodies = vec![
+            Body::PlanInitialized(PlanInit {
+                problem: "p".into(),
+                context: None,
+                constraints: vec!["c".into()],
+            }),
+            Body::BranchEvaluated(Evaluation {
+                branch_id: "a".into(),
+                criteria: vec![Criterion {
+                    name: "risk".into(),
+                    score: 3.0,
+                    weight: 0.2,
+                    inverted: true,
+                }],
+                score: 1.4,
+                rationale: Some("why".into()),
+                recommendation: Some("pursue".into()),
+            }),
+            Body::BranchMerged(BranchMerge {
+                branch_id: "a".into(),
+                strategy: "summary".into(),
+                thought_number: 3,
+                thought: "merged".into(),
+            }),
+        ];
+        bodies
+            .into_iter()
+            .map(|body| PlanningEvent { body, call: call() })
+            .collect()
+    }
+
+    #[test]
+    fn the_tree_and_the_store_fold_the_same_summary_and_replay_is_a_prefix() {
+        use crate::event::{Event, Payload, SessionId, SessionKind};
+        use crate::projection::fixtures::session_event;
+        use crate::projection::plan::Approach;
+        let session = SessionId::generate();
+        let approach = |id: &str| {
+            Body::ApproachExplored(Approach {
+                branch_id: id.into(),
+                name: id.into(),
+                description: None,
+                pros: Vec::new(),
+                cons: Vec::new(),
+            })
+        };
+        let mut payloads = vec![Payload::SessionStarted {
+            kind: SessionKind::PLANNING,
+            title: "p".into(),
+            aliases: vec!["dp-00000000".into()],
+        }];
+        payloads.extend(
+            [approach("a"), approach("b")]
+                .into_iter()
+                .chain(samples().into_iter().map(|e| e.body))
+                .map(|body| Payload::from(PlanningEvent { body, call: call() })),
+        );
+        let events: Vec<Event> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| session_event(session, i as u64 + 1, p))
+            .collect();
+        let tree = ThoughtTree::build(session, events.clone());
+        let mut stored = SessionSummary::start(&events[0]).unwrap();
+        for event in &events[1..] {
+            stored.apply(event);
+        }
+        assert_eq!(tree.summary.as_ref(), Some(&stored));
+        assert_eq!(stored.branches, ["a", "b"]);
+        assert_eq!(stored.evaluated, ["a"]);
+        assert_eq!(
+            stored.phase.as_deref(),
+            Some("evaluate"),
+            "a merge leaves the phase"
+        );
+        assert_eq!(stored.thoughts, 1, "the merge");
+        let prefix = ThoughtTree::build(session, events.into_iter().take(3));
+        assert_eq!(prefix.planning.plan, None, "no init yet in the prefix");
+        assert_eq!(tree.planning.merges.len(), 1);
+        assert_eq!(tree.thoughts().count(), 1);
+    }
+
+    #[test]
+    fn json_and_binary_round_trip_tag_first() {
+        for event in samples() {
+            let json = serde_json::to_string(&event).unwrap();
+            assert!(
+                json.starts_with(&format!("{{\"type\":\"{}\"", tag_of(&event.body))),
+                "{json}"
+            );
+            assert!(json.ends_with("\"duration_us\":7}}"), "{json}");
+            let back = PLANNING_CODEC
+                .decode_json(tag_of(&event.body), 1, &json)
+                .unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+            let mut bytes = Vec::new();
+            event.encode(&mut bytes);
+            let back = PLANNING_CODEC
+                .decode(tag_of(&event.body), 1, &bytes, DecodeFields::All)
+                .unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+            assert!(
+                PLANNING_CODEC
+                    .decode("plan_clarified", 1, &bytes, DecodeFields::All)
+                    .is_err()
+            );
+        }
+        assert!(
+            PLANNING_CODEC
+                .decode_json(PLAN_INITIALIZED, 2, "{}")
+                .is_err()
+        );
+    }
+}
