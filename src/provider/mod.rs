@@ -332,6 +332,17 @@ impl Models {
             .map(|h| (h.config().name.as_str(), h.config().model.as_str()))
     }
 
+    /// Whether [`Models::complete`] can reach a model for this request: an HTTP provider
+    /// is configured, or the client declared the sampling capability (a family with a
+    /// fallback of its own, such as the booster's heuristics, asks this first).
+    pub fn can_call(&self, request: &Request) -> bool {
+        self.http.is_some()
+            || request
+                .client_capabilities
+                .as_ref()
+                .is_some_and(|c| c.sampling.is_some())
+    }
+
     /// Asks a model: the HTTP provider when configured, else the client through MCP
     /// sampling (a `sampling/createMessage` request on sessions that came through
     /// `initialize`; an input-required round trip on 2026-07-28 sessions), else a
