@@ -5,6 +5,7 @@
 //! store (callers fold and pass what to render), or let any text a model wrote change
 //! the structure of the output (escaping is the renderer's job).
 
+pub mod agent;
 pub mod markdown;
 pub mod mermaid;
 pub mod plan;

@@ -10,6 +10,7 @@
 //! [`write`]. Must not: write stdout, open store tables, or answer before the store
 //! acknowledged the events.
 
+pub mod agent;
 pub mod args;
 pub mod arrival;
 pub mod ledger;
@@ -44,6 +45,7 @@ pub static FAMILIES: &[&Family] = &[
     &ledger::FAMILY,
     &planning::FAMILY,
     &qa::FAMILY,
+    &agent::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
@@ -53,7 +55,7 @@ pub static FAMILIES: &[&Family] = &[
 pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 2] = ["agent", "booster"];
+pub const PLANNED: [&str; 1] = ["booster"];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed
