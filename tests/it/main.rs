@@ -15,6 +15,7 @@
 //! (deep_planning's phases and documents, list_plans, get_plan, the branch tools). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
+mod agent;
 mod bad_input;
 mod bench;
 mod cli;
@@ -27,6 +28,7 @@ mod faults_files;
 mod faults_process;
 mod hostile;
 mod ledger;
+mod llm;
 mod order;
 mod planning;
 mod protocol;

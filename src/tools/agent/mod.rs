@@ -572,7 +572,7 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
     )
     .await?;
     let (Ok(_), Some(node)) = (&outcome.result, node) else {
-        let error = outcome.result.err().expect("no node without an error");
+        let error = outcome.result.expect_err("no node without an error");
         return Ok(provider_error(&error, Some(&session_id)));
     };
     let remaining = quota.saturating_sub(recorded.head.summary.agent_nodes);
