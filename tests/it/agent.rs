@@ -272,7 +272,7 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
         .await,
     );
     assert!(
-        !found["matches"].as_array().map_or(true, Vec::is_empty),
+        found["matches"].as_array().is_some_and(|m| !m.is_empty()),
         "{found}"
     );
     client.cancel().await.unwrap();
