@@ -13,7 +13,9 @@
 pub mod payload;
 pub mod read;
 
-use super::args::{Args, MAX_ID_BYTES, count_schema_up_to, described, string_list_schema};
+use super::args::{
+    Args, MAX_ID_BYTES, count_schema, count_schema_up_to, described, string_list_schema,
+};
 use super::ledger::load_tree;
 use super::write::{Target, title_of};
 use super::{
@@ -60,7 +62,7 @@ pub static FAMILY: Family = Family {
     name: "agent",
     instructions: "agent (hand self-contained sub-questions to another model; a persistent tree of branch nodes)",
     default_on: false,
-    listing_budget_bytes: 3_000,
+    listing_budget_bytes: 2_200,
     tools,
     aliases: &[],
     call,
@@ -105,7 +107,7 @@ fn tools() -> Vec<Tool> {
                 "top_p": described(number_schema(0.0, 1.0), "default 0.9"),
                 "max_tokens": described(count_schema_up_to(MAX_TOKENS_LIMIT), "default 4096"),
                 "stop": string_list_schema(),
-                "seed": {"type": ["integer", "string"]},
+                "seed": count_schema(),
                 "session_id": {"type": "string"}
             }, "required": ["input_text"]}),
             None,
@@ -118,7 +120,7 @@ fn tools() -> Vec<Tool> {
             json!({"type": "object", "properties": {
                 "session_id": described(json!({"type": "string"}), "Your name for this reasoning session"),
                 "input_text": {"type": "string"},
-                "call_type": {"type": "string", "enum": ["drill_down", "verify", "explore", "stash"]},
+                "call_type": {"type": "string"},
                 "parent_node_id": {"type": "string"}
             }, "required": ["session_id", "input_text"]}),
             None,
@@ -163,7 +165,7 @@ fn validation(tool: &str, errors: Vec<String>) -> CallToolResponse {
         "success": false,
         "type": "validation",
         "action": "fix_input",
-        "message": format!("Invalid arguments for tool {tool}: {}", errors.join("; ")),
+        "message": ToolError::validation(tool, errors.clone()).to_string(),
         "errors": errors,
     }))
 }
@@ -202,26 +204,6 @@ fn number(
             None
         }
     }
-}
-
-/// A signed integer argument (JSON integer or decimal string).
-fn seed(args: &mut Args<'_>, raw: &Map<String, Value>) -> Option<i64> {
-    let value = raw.get("seed")?;
-    let parsed = match value {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().parse::<i64>().ok(),
-        _ => None,
-    };
-    if parsed.is_none() {
-        args.problem(
-            "seed",
-            format!(
-                "Invalid input: expected an integer, received {}",
-                super::args::describe(value)
-            ),
-        );
-    }
-    parsed
 }
 
 /// The ledger session a caller's `session_id` names: its alias, or a ledger session id
@@ -385,7 +367,9 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
     let session_id = args.string_limited(&["session_id"], false, MAX_ID_BYTES);
     let temperature = number(&mut args, &raw, "temperature", 0.0, 2.0);
     let top_p = number(&mut args, &raw, "top_p", 0.0, 1.0);
-    let seed = seed(&mut args, &raw);
+    let seed = args
+        .integer(&["seed"], false, 1)
+        .map(|s| s.min(i64::MAX as u64) as i64);
     if let Some(m) = max_tokens.filter(|m| *m > MAX_TOKENS_LIMIT) {
         args.problem(
             "max_tokens",
