@@ -33,4 +33,5 @@ mod order;
 mod planning;
 mod protocol;
 mod qa;
+mod sampling;
 mod thinking;

@@ -437,23 +437,19 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
     }
 }
 
-/// A new node id: "n_" + 8 hex digits (derived from the round's key when there is one,
-/// so a replayed round names the same node), not used in the session yet.
+/// A new node id: "n_" + 8 hex digits, not used in the session yet; derived from the
+/// round's key when there is one, so a replayed round names the node it recorded.
 fn new_node_id(key: Option<&str>, taken: &[String]) -> String {
-    let mut salt = 0u64;
+    if let Some(key) = key {
+        let digest = blake3::hash(key.as_bytes());
+        let bits = u32::from_be_bytes(digest.as_bytes()[..4].try_into().expect("4 bytes"));
+        return format!("n_{bits:08x}");
+    }
     loop {
-        let bits = match key {
-            Some(key) => {
-                let digest = blake3::hash(format!("{key}/{salt}").as_bytes());
-                u32::from_be_bytes(digest.as_bytes()[..4].try_into().expect("4 bytes"))
-            }
-            None => (ulid::Ulid::generate().random() as u32) ^ (salt as u32),
-        };
-        let id = format!("n_{bits:08x}");
+        let id = format!("n_{:08x}", ulid::Ulid::generate().random() as u32);
         if !taken.contains(&id) {
             return id;
         }
-        salt += 1;
     }
 }
 
