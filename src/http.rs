@@ -11,7 +11,9 @@
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
 //! [`ToolContext`] (its "current session" is its own, as a stdio connection's is); its
 //! tool calls get rmcp's real request context (the peer for sampling and progress, the
-//! cancellation token), as over stdio. Requests of 2026-07-28 are served statelessly by
+//! cancellation token), as over stdio, and share the process's model providers: sampling
+//! reaches the HTTP client (`sampling/createMessage` on the session's stream, or the
+//! input-required round trip of 2026-07-28). Requests of 2026-07-28 are served statelessly by
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 use crate::server::LedgerServer;
@@ -205,6 +207,7 @@ pub async fn serve_http(
     ledger: Ledger,
     toolsets: Vec<Toolset>,
     log_thoughts: bool,
+    models: Arc<crate::provider::Models>,
     settings: HttpSettings,
 ) -> anyhow::Result<()> {
     let addr = parse_listen(&settings.listen)?;
@@ -219,7 +222,7 @@ pub async fn serve_http(
     let service = StreamableHttpService::new(
         move || {
             Ok(LedgerServer::with_context(
-                ToolContext::new(factory_ledger.clone(), log_thoughts),
+                ToolContext::with_models(factory_ledger.clone(), log_thoughts, models.clone()),
                 toolsets.clone(),
             ))
         },

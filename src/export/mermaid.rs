@@ -11,7 +11,7 @@
 //! and edge counts with the projection's). The only extra node is the placeholder of a
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
-use crate::export::plan;
+use crate::export::{agent, plan};
 use crate::projection::tree::{Anomaly, EdgeKind, QaNode, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -84,7 +84,11 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
-        counted(edges.len() + plan::plan_edges(tree), "edge", "edges"),
+        counted(
+            edges.len() + plan::plan_edges(tree) + agent::agent_edges(tree),
+            "edge",
+            "edges"
+        ),
         counted(tree.branches.len(), "branch", "branches"),
         counted(tree.anomalies.len(), "anomaly", "anomalies"),
     );
@@ -98,8 +102,14 @@ pub fn render(tree: &ThoughtTree) -> String {
         plan::write_plan_nodes(&mut out, tree);
     }
 
+    // An agent session: its trunk and branch nodes (`t0`, `g<n>`).
+    let has_agent = agent::has_agent_tree(tree);
+    if has_agent {
+        agent::write_agent_nodes(&mut out, tree);
+    }
+
     if tree.order.is_empty() {
-        if !has_plan {
+        if !has_plan && !has_agent {
             let _ = writeln!(
                 out,
                 "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",

@@ -19,6 +19,7 @@
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
+mod agent;
 mod bad_input;
 mod bench;
 mod cli;
@@ -31,11 +32,13 @@ mod faults_files;
 mod faults_process;
 mod hostile;
 mod ledger;
+mod llm;
 mod order;
 mod pg;
 mod planning;
 mod protocol;
 mod qa;
+mod sampling;
 mod team;
 mod thinking;
 mod ui;

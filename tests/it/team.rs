@@ -504,6 +504,18 @@ struct HttpServer {
 
 impl HttpServer {
     async fn start(dir: &Path, extra: &[&str], token: Option<&str>) -> HttpServer {
+        Self::start_with(dir, extra, token, &[]).await
+    }
+
+    async fn start_with(
+        dir: &Path,
+        extra: &[&str],
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> HttpServer {
+        // reqwest is built without a TLS provider of its own (see Cargo.toml): every
+        // client, plain HTTP included, needs one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         use tokio::io::AsyncBufReadExt;
         let mut command = tokio::process::Command::new(bin());
         command
@@ -522,6 +534,12 @@ impl HttpServer {
             Some(token) => command.env("REASONING_LEDGER_TOKEN", token),
             None => command.env_remove("REASONING_LEDGER_TOKEN"),
         };
+        for var in crate::agent::PROVIDER_VARS {
+            command.env_remove(var);
+        }
+        for (k, v) in env {
+            command.env(k, v);
+        }
         let mut child = command.spawn().expect("spawn http server");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
         let mut stderr_lines = Vec::new();
@@ -545,15 +563,23 @@ impl HttpServer {
         }
     }
 
-    async fn client(&self, token: Option<&str>) -> Result<Client, String> {
+    fn transport(
+        &self,
+        token: Option<&str>,
+    ) -> rmcp::transport::StreamableHttpClientTransport<reqwest::Client> {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
         if let Some(token) = token {
             config = config.auth_header(token.to_string());
         }
-        let transport = StreamableHttpClientTransport::from_config(config);
-        ().serve(transport).await.map_err(|e| e.to_string())
+        StreamableHttpClientTransport::from_config(config)
+    }
+
+    async fn client(&self, token: Option<&str>) -> Result<Client, String> {
+        ().serve(self.transport(token))
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -687,4 +713,105 @@ async fn http_generates_a_token_file_and_serves_a_postgres_ledger() {
     let again = HttpServer::start(dir.path(), &["--store", &schema.url], None).await;
     assert!(again.client(Some(&token)).await.is_ok());
     let _ = again.child.id();
+}
+
+/// A client whose model answers every sampling request with one text.
+#[derive(Clone)]
+struct Sampler {
+    answer: &'static str,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); the protocol has it.
+impl ClientHandler for Sampler {
+    fn get_info(&self) -> rmcp::model::ClientInfo {
+        rmcp::model::ClientInfo::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_sampling()
+                .build(),
+            rmcp::model::Implementation::new("http-sampling-test", "1"),
+        )
+    }
+
+    async fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text(self.answer),
+            "client-model".into(),
+        )
+        .with_stop_reason(rmcp::model::CreateMessageResult::STOP_REASON_END_TURN))
+    }
+}
+
+const SAMPLED: &str = "[Final Conclusion]\nSampled over HTTP.\nConfidence: 0.8";
+
+/// Sampling reaches a client connected over streamable HTTP, in both generations: a
+/// `sampling/createMessage` on the `initialize` session's stream, and the input-required
+/// round trip of 2026-07-28 (served statelessly, the state sealed by the process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_reaches_an_http_client_in_both_protocol_generations() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let dir = data_dir();
+    let server = HttpServer::start(dir.path(), &["--toolsets", "agent,ledger"], Some("tok")).await;
+    for (generation, session) in [("initialize", "h1"), ("2026-07-28", "h2")] {
+        let sampler = Sampler {
+            answer: SAMPLED,
+            asked: Default::default(),
+        };
+        let asked = sampler.asked.clone();
+        let transport = server.transport(Some("tok"));
+        let client = if generation == "initialize" {
+            sampler.serve(transport).await.expect("initialize")
+        } else {
+            sampler
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+                .expect("discover")
+        };
+        let result = client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("create_branch").with_arguments(
+                    common::object(json!({"session_id": session, "input_text": "Does the client model answer when the server is reached over HTTP?"})),
+                ),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{generation}: {e}"));
+        let answer = structured(&result);
+        assert_eq!(
+            answer["conclusion"], "Sampled over HTTP.",
+            "{generation}: {answer}"
+        );
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{generation}"
+        );
+        let history = structured(
+            &client
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("get_history").with_arguments(
+                        common::object(json!({"sessionId": format!("agent:{session}")})),
+                    ),
+                )
+                .await
+                .unwrap(),
+        );
+        let transport = &history["events"][1]["payload"]["model_call"]["transport"];
+        let expected = if generation == "initialize" {
+            "sampling"
+        } else {
+            "sampling-input-required"
+        };
+        assert_eq!(transport, expected, "{generation}: {history}");
+        client.cancel().await.unwrap();
+    }
 }
