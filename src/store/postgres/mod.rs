@@ -130,6 +130,11 @@ pub enum PgError {
     SchemaTooNew { found: i64, known: i64 },
     #[error("not a PostgreSQL URL: {0}")]
     BadUrl(String),
+    #[error(
+        "no schema to hold the ledger: the first schema of search_path does not exist \
+         (create it, or name another with ?options=-csearch_path%3DNAME)"
+    )]
+    NoSchema,
 }
 
 /// The driver's error with what the server said (its own `Display` is only "db error").

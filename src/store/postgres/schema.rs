@@ -61,11 +61,7 @@ pub(crate) fn prepare(client: &mut Client, create: bool) -> Result<Option<String
         .map_err(failed("reading the current schema"))?
         .get(0);
     let Some(schema) = schema else {
-        return Err(PgError::BadUrl(
-            "no current schema: the schema named by search_path does not exist (create it \
-             first)"
-                .into(),
-        ));
+        return Err(PgError::NoSchema);
     };
     let has_meta: bool = txn
         .query_one("SELECT to_regclass('ledger_meta') IS NOT NULL", &[])
