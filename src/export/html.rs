@@ -487,7 +487,9 @@ pub(crate) mod tests {
         let canaries = CANARIES.concat();
         let texts = HOSTILE.iter().chain(CANARIES).copied();
         for text in texts.chain([all.as_str(), canaries.as_str()]) {
-            for tree in [hostile_tree(text), think_tree(text)] {
+            let mut trees = vec![hostile_tree(text), think_tree(text)];
+            trees.extend(crate::export::svg::tests::family_trees(text));
+            for tree in trees {
                 let page = render(&tree);
                 for raw in [
                     "<script>alert",
@@ -603,27 +605,40 @@ pub(crate) mod tests {
 
     /// Writes pages for the browser check (`.ci/browser-check`, `tools/browser-check/`)
     /// to `browser-fixtures/` in cargo's target directory, each with `NAME.expect.json`
-    /// beside it: the projection's thought seqs and edges (with the event that made
-    /// each), and the thoughts of the tree folded to event k, for the ks the check moves
-    /// the slider to.
+    /// beside it: the picture's nodes (seq, kind) and edges as the projection and the
+    /// families draw them, the thought seqs, the listed events, and for the ks the check
+    /// moves the slider to, the nodes (seq, kind, label text) of the picture of the tree
+    /// folded to event k and the events listed by k.
     #[test]
     fn write_pages_for_the_browser_check() {
+        use crate::export::svg::tests::{
+            evaluated_branch_events, expected, plan_events, qa_events, shown_nodes,
+        };
         let dir = cargo_target_dir().join("browser-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let all: String = HOSTILE.concat();
         let canaries = CANARIES.concat();
+        let built = |(session, events): (crate::event::SessionId, Vec<crate::event::Event>)| {
+            (ThoughtTree::build(session, events.clone()), Some((session, events)))
+        };
         let mut pages = vec![
-            ("canary".to_string(), hostile_tree(&canaries)),
-            ("hostile-all".to_string(), hostile_tree(&all)),
-            ("think-all".to_string(), think_tree(&all)),
-            ("big-1000".to_string(), big_tree(1000)),
-            ("big-100".to_string(), big_tree(100)),
-            ("small-5".to_string(), big_tree(5)),
+            ("canary".to_string(), (hostile_tree(&canaries), None)),
+            ("hostile-all".to_string(), (hostile_tree(&all), None)),
+            ("think-all".to_string(), (think_tree(&all), None)),
+            ("big-1000".to_string(), (big_tree(1000), None)),
+            ("big-100".to_string(), (big_tree(100), None)),
+            ("small-5".to_string(), (big_tree(5), None)),
+            ("plan-canary".to_string(), built(plan_events(&canaries))),
+            ("plan-hostile".to_string(), built(plan_events(&all))),
+            ("plan-short".to_string(), built(plan_events("p"))),
+            ("branch-events-canary".to_string(), built(evaluated_branch_events(&canaries))),
+            ("qa-canary".to_string(), built(qa_events(&canaries))),
+            ("qa-hostile".to_string(), built(qa_events(&all))),
         ];
         for (i, text) in HOSTILE.iter().enumerate().step_by(3) {
-            pages.push((format!("hostile-{i:02}"), hostile_tree(text)));
+            pages.push((format!("hostile-{i:02}"), (hostile_tree(text), None)));
         }
-        for (name, tree) in pages {
+        for (name, (tree, events)) in pages {
             let ks: Vec<u64> = if tree.at_seq <= 20 {
                 (1..=tree.at_seq).collect()
             } else {
@@ -632,21 +647,51 @@ pub(crate) mod tests {
                 ks.dedup();
                 ks
             };
+            let (nodes, edges) = expected(&tree);
+            let picture = Picture::of(&tree);
+            let mut items: Vec<u64> = tree
+                .thoughts()
+                .map(|node| node.seq)
+                .chain(
+                    picture
+                        .nodes
+                        .iter()
+                        .filter(|n| n.entry.is_some())
+                        .map(|n| n.seq),
+                )
+                .collect();
+            items.sort_unstable();
             let at: serde_json::Map<String, serde_json::Value> = ks
                 .iter()
                 .map(|&k| {
-                    let seqs: Vec<u64> = tree
-                        .thoughts()
-                        .filter(|node| node.seq <= k)
-                        .map(|node| node.seq)
-                        .collect();
-                    (k.to_string(), serde_json::json!(seqs))
+                    // The picture of the first k events, folded afresh (or, for a tree
+                    // built by hand, whose events are not kept, its thoughts by k).
+                    let shown = match &events {
+                        Some((session, events)) => shown_nodes(
+                            &svg::render(&ThoughtTree::build(
+                                *session,
+                                events[..k as usize].to_vec(),
+                            )),
+                            None,
+                        ),
+                        None => shown_nodes(&svg::render(&tree), None)
+                            .into_iter()
+                            .filter(|(seq, _, _)| *seq <= k)
+                            .collect(),
+                    };
+                    let listed: Vec<u64> = items.iter().copied().filter(|&s| s <= k).collect();
+                    (
+                        k.to_string(),
+                        serde_json::json!({"nodes": shown, "items": listed}),
+                    )
                 })
                 .collect();
             let mut expect = serde_json::json!({
+                "nodes": nodes,
                 "thoughts": tree.thoughts().map(|n| n.seq).collect::<Vec<_>>(),
-                "edges": tree.edges().iter().map(|e| serde_json::json!({
-                    "from": e.from, "to": e.to, "kind": e.kind,
+                "items": items,
+                "edges": edges.iter().map(|(from, to, kind)| serde_json::json!({
+                    "from": from, "to": to, "kind": kind,
                 })).collect::<Vec<_>>(),
                 "lastSeq": tree.at_seq,
                 "at": at,
@@ -658,7 +703,17 @@ pub(crate) mod tests {
                     .filter(|node| node.thought.contains("revising"))
                     .map(|node| node.seq)
                     .collect();
-                expect["filter"] = serde_json::json!({"query": "Revising", "seqs": seqs});
+                let dimmed = tree.order.len() - seqs.len();
+                expect["filter"] =
+                    serde_json::json!({"query": "Revising", "seqs": seqs, "dimmed": dimmed});
+            }
+            if name == "plan-short" {
+                // The query is in the evaluations' details only: their items stay, and
+                // every other node is dimmed.
+                let seqs: Vec<u64> = tree.planning.evaluations.iter().map(|e| e.seq).collect();
+                let dimmed = nodes.len() - seqs.len();
+                expect["filter"] =
+                    serde_json::json!({"query": "×0.3", "seqs": seqs, "dimmed": dimmed});
             }
             std::fs::write(dir.join(format!("{name}.html")), render(&tree)).unwrap();
             std::fs::write(

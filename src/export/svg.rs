@@ -817,11 +817,11 @@ pub(crate) mod tests {
         })
     }
 
-    /// (seq, kind, text drawn in its `<text>`s) of every node shown at event `k`, sorted.
+    /// (seq, kind, text drawn in its `<text>`s) of every node shown at event `k`, in
+    /// document order.
     pub(crate) fn shown_nodes(svg: &str, k: Option<u64>) -> Vec<(u64, String, String)> {
         let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}: {svg}"));
-        let mut nodes: Vec<(u64, String, String)> = doc
-            .descendants()
+        doc.descendants()
             .filter(|n| n.is_element() && n.attribute("data-kind").is_some())
             .filter(|n| shown_at(*n, k))
             .map(|node| {
@@ -835,9 +835,7 @@ pub(crate) mod tests {
                 let seq = node.attribute("data-seq").unwrap().parse().unwrap();
                 (seq, node.attribute("data-kind").unwrap().to_string(), text)
             })
-            .collect();
-        nodes.sort();
-        nodes
+            .collect()
     }
 
     /// What the picture must hold: every thought (seq, kind) then every family node, and
