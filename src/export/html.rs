@@ -619,7 +619,10 @@ pub(crate) mod tests {
         let all: String = HOSTILE.concat();
         let canaries = CANARIES.concat();
         let built = |(session, events): (crate::event::SessionId, Vec<crate::event::Event>)| {
-            (ThoughtTree::build(session, events.clone()), Some((session, events)))
+            (
+                ThoughtTree::build(session, events.clone()),
+                Some((session, events)),
+            )
         };
         let mut pages = vec![
             ("canary".to_string(), (hostile_tree(&canaries), None)),
@@ -631,7 +634,10 @@ pub(crate) mod tests {
             ("plan-canary".to_string(), built(plan_events(&canaries))),
             ("plan-hostile".to_string(), built(plan_events(&all))),
             ("plan-short".to_string(), built(plan_events("p"))),
-            ("branch-events-canary".to_string(), built(evaluated_branch_events(&canaries))),
+            (
+                "branch-events-canary".to_string(),
+                built(evaluated_branch_events(&canaries)),
+            ),
             ("qa-canary".to_string(), built(qa_events(&canaries))),
             ("qa-hostile".to_string(), built(qa_events(&all))),
         ];

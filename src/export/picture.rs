@@ -250,7 +250,9 @@ mod tests {
         for hooks in registered() {
             for kind in hooks.kinds {
                 assert!(
-                    kind.name.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                    kind.name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-'),
                     "{}",
                     kind.name
                 );
@@ -258,7 +260,9 @@ mod tests {
             }
             for link in hooks.links {
                 assert!(
-                    link.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    link.name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '_'),
                     "{}",
                     link.name
                 );

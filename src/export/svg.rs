@@ -194,7 +194,11 @@ impl Layout {
     fn place(&self, picture: &Picture, at: At) -> Option<(usize, usize)> {
         match at {
             At::Thought(seq) => Some((*self.column.get(&seq)?, *self.row.get(&seq)?)),
-            At::Node(id) => self.extra.get(id.0).copied().filter(|_| id.0 < picture.nodes.len()),
+            At::Node(id) => self
+                .extra
+                .get(id.0)
+                .copied()
+                .filter(|_| id.0 < picture.nodes.len()),
         }
     }
 }
@@ -459,7 +463,13 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
         return;
     }
 
-    // Edges first, so nodes are drawn over them.
+    // Edges first, so nodes are drawn over them. Only the families' nodes can stand in
+    // a straight edge's way (a column's thoughts between two of one line are that line's).
+    let taken = if picture.nodes.is_empty() {
+        Vec::new()
+    } else {
+        occupancy(&layout)
+    };
     out.push_str("<g class=\"edges\">\n");
     for edge in &edges {
         let (Some(from), Some(to)) = (
@@ -473,7 +483,8 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
             EdgeKind::BranchesFrom => "branches_from",
             EdgeKind::Revises => "revises",
         };
-        write_edge(out, kind, edge.from, edge.to, from, to);
+        let blocked = blocked(&taken, from, to);
+        write_edge(out, kind, (edge.from, edge.to), from, to, blocked);
     }
     for link in &picture.links {
         let (Some(from), Some(to)) = (
@@ -483,7 +494,8 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
             continue;
         };
         let (from_seq, to_seq) = (picture.seq_of(link.from), picture.seq_of(link.to));
-        write_edge(out, link.kind.name, from_seq, to_seq, from, to);
+        let blocked = blocked(&taken, from, to);
+        write_edge(out, link.kind.name, (from_seq, to_seq), from, to, blocked);
     }
     out.push_str("</g>\n");
 
@@ -535,16 +547,19 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
     out.push_str("</g>\n</svg>\n");
 }
 
-/// One edge or link between two placed nodes (a later row: down; an earlier one: back).
+/// One edge or link between two placed nodes (a later row: down; an earlier one: back;
+/// past a node in its way: around it, see [`detour_path`]).
 fn write_edge(
     out: &mut String,
     kind: &str,
-    from_seq: u64,
-    to_seq: u64,
+    (from_seq, to_seq): (u64, u64),
     (from_col, from_row): (usize, usize),
     (to_col, to_row): (usize, usize),
+    blocked: bool,
 ) {
-    let d = if to_row >= from_row && (to_row > from_row || to_col != from_col) {
+    let d = if blocked {
+        detour_path(from_col, from_row, to_col, to_row)
+    } else if to_row >= from_row && (to_row > from_row || to_col != from_col) {
         down_path(from_col, from_row, to_col, to_row)
     } else {
         back_path(from_col, from_row, to_col, to_row)
@@ -555,6 +570,58 @@ fn write_edge(
          data-to=\"{to_seq}\" data-seq=\"{}\" d=\"{d}\" marker-end=\"url(#arrow)\"/>",
         from_seq.max(to_seq),
     );
+}
+
+/// Rows taken in each column, sorted (only where the families drew something: then a
+/// straight edge may pass over a node).
+fn occupancy(layout: &Layout) -> Vec<Vec<usize>> {
+    let mut taken = vec![Vec::new(); layout.columns];
+    for (&seq, &column) in &layout.column {
+        taken[column].push(layout.row[&seq]);
+    }
+    for &(column, row) in &layout.extra {
+        taken[column].push(row);
+    }
+    for rows in &mut taken {
+        rows.sort_unstable();
+    }
+    taken
+}
+
+/// Whether a straight edge between two places would pass over another node: down one
+/// column, a node in a row between theirs; along one row, a column between theirs.
+fn blocked(
+    taken: &[Vec<usize>],
+    (from_col, from_row): (usize, usize),
+    (to_col, to_row): (usize, usize),
+) -> bool {
+    if taken.is_empty() {
+        return false;
+    }
+    if from_col == to_col {
+        // Going back up, an edge already arcs left of the column.
+        let rows = &taken[from_col];
+        let after = rows.partition_point(|&r| r <= from_row);
+        to_row > from_row && rows.get(after).is_some_and(|&r| r < to_row)
+    } else {
+        from_row == to_row && from_col.abs_diff(to_col) > 1
+    }
+}
+
+/// An edge around what lies between its ends: in one column, a curve through the gap
+/// right of the column; in one row, an arc through the gap above the row.
+fn detour_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
+    if from_col == to_col {
+        let x = node_x(from_col) + NODE_W;
+        let bx = x + (COL_W - NODE_W) / 2;
+        let (y1, y2) = (node_y(from_row) + NODE_H / 2, node_y(to_row) + NODE_H / 2);
+        format!("M{x} {y1}C{bx} {y1} {bx} {y2} {x} {y2}")
+    } else {
+        let (x1, x2) = (node_x(from_col) + NODE_W / 2, node_x(to_col) + NODE_W / 2);
+        let y = node_y(from_row);
+        let by = y - (ROW_H - NODE_H) + 4;
+        format!("M{x1} {y}C{x1} {by} {x2} {by} {x2} {y}")
+    }
 }
 
 /// A label's spans: text shown with the node as is; a span that appears later or is
@@ -766,13 +833,17 @@ pub(crate) mod tests {
     use crate::event::{Event, Payload, SessionId, SessionKind};
     use crate::export::mermaid::tests::{HOSTILE, hostile_tree, think_tree};
     use crate::export::picture::Picture;
-    use crate::projection::fixtures::{call, recorded, seq_thought, session_event, tree_with_aliases};
+    use crate::projection::fixtures::{
+        call, recorded, seq_thought, session_event, tree_with_aliases,
+    };
     use crate::projection::plan::{
         Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
         PlanInit, Risk, Step,
     };
     use crate::tools::planning::payload::{Body, PlanningEvent};
-    use crate::tools::qa::payload::{QaStep, QaStepRecorded, Step as QaPlanStep, ToolRecommendation};
+    use crate::tools::qa::payload::{
+        QaStep, QaStepRecorded, Step as QaPlanStep, ToolRecommendation,
+    };
     use crate::tools::thinking::SequentialThought;
 
     /// Nodes as (seq, kind) and edges as (from, to, kind).
@@ -808,7 +879,11 @@ pub(crate) mod tests {
         element.ancestors().filter(|n| n.is_element()).all(|n| {
             let number = |name| n.attribute(name).map(|v: &str| v.parse::<u64>().unwrap());
             match k {
-                None => !n.attribute("class").unwrap_or("").split(' ').any(|c| c == "was"),
+                None => !n
+                    .attribute("class")
+                    .unwrap_or("")
+                    .split(' ')
+                    .any(|c| c == "was"),
                 Some(k) => {
                     number("data-seq").is_none_or(|seq| seq <= k)
                         && number("data-until").is_none_or(|until| until > k)
@@ -1104,9 +1179,8 @@ pub(crate) mod tests {
                     thought,
                     verification_target: Some(text.to_string()),
                     workflow: text.to_string(),
-                    current_step: tools.then(|| {
-                        step(vec![tool(&format!("used {text}"), text.to_string(), 0.9)])
-                    }),
+                    current_step: tools
+                        .then(|| step(vec![tool(&format!("used {text}"), text.to_string(), 0.9)])),
                     recommended_next_step: tools.then(|| {
                         step(vec![
                             tool(
@@ -1189,7 +1263,10 @@ pub(crate) mod tests {
             (links("explores"), links("clarifies"), links("evaluates")),
             (3, 2, 3)
         );
-        assert_eq!((links("closes"), links("merges"), links("selects")), (1, 1, 1));
+        assert_eq!(
+            (links("closes"), links("merges"), links("selects")),
+            (1, 1, 1)
+        );
         // The selected approach is marked, with its latest score; the closed one too.
         let shown = shown_nodes(&render(&tree), None);
         let approaches: Vec<&str> = shown
@@ -1212,9 +1289,16 @@ pub(crate) mod tests {
         let drawn = layout(&tree, &Picture::of(&tree));
         let branch_column = drawn.column[&3];
         assert_ne!(branch_column, 0);
-        assert_eq!(drawn.extra[0], (branch_column, 3), "after the branch's 2 thoughts");
+        assert_eq!(
+            drawn.extra[0],
+            (branch_column, 3),
+            "after the branch's 2 thoughts"
+        );
         assert_eq!(drawn.extra[1].0, 0, "no such branch: main line");
-        assert_eq!(drawn.extra[2].0, branch_column, "the close on the branch too");
+        assert_eq!(
+            drawn.extra[2].0, branch_column,
+            "the close on the branch too"
+        );
         let (nodes, edges) = parse(&render(&tree));
         assert!(nodes.contains(&(8, "merge".to_string())), "{nodes:?}");
         for edge in [(4, 5, "evaluates"), (4, 7, "closes"), (4, 8, "merges")] {
@@ -1241,9 +1325,16 @@ pub(crate) mod tests {
             edges.iter().filter(|(_, _, k)| k == "recommends").count(),
             with_tools
         );
-        assert!(svg.contains("<tspan class=\"stand-in\">, stand-in q⇄</tspan>"), "{svg}");
+        assert!(
+            svg.contains("<tspan class=\"stand-in\">, stand-in q⇄</tspan>"),
+            "{svg}"
+        );
         let drawn = layout(&tree, &Picture::of(&tree));
-        assert_eq!(drawn.extra[0], (2, 0), "beside step 1, right of the branch column");
+        assert_eq!(
+            drawn.extra[0],
+            (2, 0),
+            "beside step 1, right of the branch column"
+        );
         assert_eq!(drawn.extra[1], (2, 1));
     }
 
@@ -1267,10 +1358,7 @@ pub(crate) mod tests {
                         "at event {k}"
                     );
                 }
-                assert_eq!(
-                    shown_nodes(&page, None),
-                    shown_nodes(&render(&whole), None)
-                );
+                assert_eq!(shown_nodes(&page, None), shown_nodes(&render(&whole), None));
             }
         }
     }
@@ -1346,7 +1434,56 @@ pub(crate) mod tests {
             places.sort_unstable();
             places.dedup();
             assert_eq!(places.len(), count, "{places:?}");
-            assert!(places.iter().all(|&(c, r)| c < drawn.columns && r < drawn.rows));
+            assert!(
+                places
+                    .iter()
+                    .all(|&(c, r)| c < drawn.columns && r < drawn.rows)
+            );
+        }
+    }
+
+    /// A straight edge or link never runs over a node it does not join, and a link along
+    /// one row past another node arcs above the row.
+    #[test]
+    fn straight_edges_pass_over_no_node() {
+        for tree in family_trees("x") {
+            let svg = render(&tree);
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            let number = |n: roxmltree::Node, name: &str| -> u32 {
+                n.attribute(name).unwrap().parse().unwrap()
+            };
+            let boxes: Vec<(u32, u32)> = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("rect"))
+                .map(|r| (number(r, "x"), number(r, "y")))
+                .collect();
+            let mut straight = 0;
+            for path in doc
+                .descendants()
+                .filter(|n| n.attribute("data-edge").is_some())
+            {
+                let d = path.attribute("d").unwrap();
+                let numbers: Vec<u32> = d
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse().unwrap())
+                    .collect();
+                if d.contains('L') {
+                    straight += 1;
+                    let (x, y1, y2) = (numbers[0], numbers[1], numbers[3]);
+                    for &(bx, by) in &boxes {
+                        let crosses = bx < x && x < bx + NODE_W && y1 < by + NODE_H && by < y2;
+                        assert!(!crosses, "{d} crosses the node at {bx},{by}");
+                    }
+                } else if numbers[1] == numbers[numbers.len() - 1] {
+                    // Along one row: joining neighbours, or arcing above the boxes.
+                    let (x1, x2) = (numbers[0], numbers[numbers.len() - 2]);
+                    if x1.abs_diff(x2) > COL_W {
+                        assert!(numbers[3] < numbers[1], "{d} does not arc above");
+                    }
+                }
+            }
+            assert!(straight > 0);
         }
     }
 

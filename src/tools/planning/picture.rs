@@ -10,8 +10,8 @@
 //! escape them).
 
 use crate::export::picture::{
-    At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span,
-    branch_tail, short,
+    At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, branch_tail,
+    short,
 };
 use crate::export::plan::number;
 use crate::projection::plan::{Evaluation, Planning};
@@ -19,7 +19,15 @@ use crate::projection::tree::ThoughtTree;
 
 /// The planning family's registration with the pictures.
 pub static PICTURES: Pictures = Pictures {
-    kinds: &[PLAN, CLARIFICATION, APPROACH, EVALUATION, FINAL, CLOSE, MERGE],
+    kinds: &[
+        PLAN,
+        CLARIFICATION,
+        APPROACH,
+        EVALUATION,
+        FINAL,
+        CLOSE,
+        MERGE,
+    ],
     links: &[EXPLORES, CLARIFIES, EVALUATES, CLOSES, SELECTS, MERGES],
     draw,
     css: ".selected{font-weight:bold;fill:#e67700}.closed{fill:#868e96}",
@@ -91,7 +99,12 @@ const LABEL_NAME_CHARS: usize = 16;
 
 /// Where a note on branch `branch` as it stood before event `seq` goes, and what links to
 /// it: beside its approach, at the end of its thoughts' column, or on the main line.
-fn on_branch(tree: &ThoughtTree, approaches: &[(String, NodeId)], branch: &str, seq: u64) -> (Place, Option<At>) {
+fn on_branch(
+    tree: &ThoughtTree,
+    approaches: &[(String, NodeId)],
+    branch: &str,
+    seq: u64,
+) -> (Place, Option<At>) {
     if let Some((_, id)) = approaches.iter().find(|(b, _)| b == branch) {
         return (Place::Beside(At::Node(*id)), Some(At::Node(*id)));
     }
@@ -154,6 +167,8 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 details,
             }),
         });
+        // Clarifications follow one another under the problem.
+        let mut previous = id;
         for c in &plan.clarifications {
             let answer = c.item.answer.as_deref();
             let clarification = picture.add(Node {
@@ -176,7 +191,8 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                     details: vec![("answer", answer.unwrap_or("pending").to_string())],
                 }),
             });
-            picture.link(At::Node(id), At::Node(clarification), &CLARIFIES);
+            picture.link(At::Node(previous), At::Node(clarification), &CLARIFIES);
+            previous = clarification;
         }
         let selected = plan
             .finalized
@@ -252,10 +268,16 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 .map_or("", |a| a.name.as_str());
             let mut details = vec![("selected", format!("{} ({name})", item.selected_branch))];
             for (i, step) in item.steps.iter().enumerate() {
-                details.push(("step", format!("{}. {}: {}", i + 1, step.title, step.description)));
+                details.push((
+                    "step",
+                    format!("{}. {}: {}", i + 1, step.title, step.description),
+                ));
             }
             for risk in &item.risks {
-                details.push(("risk", format!("{} → {}", risk.description, risk.mitigation)));
+                details.push((
+                    "risk",
+                    format!("{} → {}", risk.description, risk.mitigation),
+                ));
             }
             for assumption in &item.assumptions {
                 details.push(("assumption", assumption.clone()));
@@ -278,12 +300,16 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 ))],
                 title: format!("selected {}: {name}", item.selected_branch),
                 entry: Some(Entry {
-                    meta: format!("deep_planning · finalize · selected {}", item.selected_branch),
+                    meta: format!(
+                        "deep_planning · finalize · selected {}",
+                        item.selected_branch
+                    ),
                     text: String::new(),
                     details,
                 }),
             });
-            if let Some((_, approach)) = approaches.iter().find(|(b, _)| *b == item.selected_branch) {
+            if let Some((_, approach)) = approaches.iter().find(|(b, _)| *b == item.selected_branch)
+            {
                 picture.link(At::Node(final_node), At::Node(*approach), &SELECTS);
             }
         }
