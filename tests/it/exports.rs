@@ -867,7 +867,7 @@ async fn svg_and_html_of_a_hostile_plan_draw_its_approaches_scores_and_branch_ev
         "deep_planning · init · problem",
         "deep_planning · clarify",
         "deep_planning · explore · branch x&quot;]&lt;b&gt;&amp;",
-        "evaluate_branch · branch y&#39; onmouseover=&#39;window.__pwned=7 · score",
+        "evaluation · branch y&#39; onmouseover=&#39;window.__pwned=7 · score 5.05",
         "close_branch · branch y&#39;",
         "deep_planning · finalize · selected x&quot;]&lt;b&gt;&amp;",
         "merged: branch z&lt;/text&gt; (summary)",
@@ -883,10 +883,15 @@ async fn svg_and_html_show_evaluations_closes_and_merges_on_thinking_branches() 
     let client = common::spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
     let session = hostile_branch_events(&client).await;
     let (svg, html) = check_family_pictures(&client, &session, "branch-events").await;
-    assert!(
-        html.contains("evaluate_branch · branch z&lt;/text&gt;")
-            || html.contains("evaluate_branch · branch x&quot;")
-    );
+    // Every branch event is listed with its metadata.
+    for meta in [
+        "evaluation · branch x&quot;]&lt;b&gt;&amp; · score 6.30",
+        "evaluation · branch y&#39; onmouseover=&#39;window.__pwned=7 · score",
+        "close_branch · branch x&quot;]&lt;b&gt;&amp;",
+        "merged: branch x&quot;]&lt;b&gt;&amp; (append)",
+    ] {
+        assert!(html.contains(meta), "{meta:?} is not listed");
+    }
     check("export_svg_branch_events", &svg);
 }
 

@@ -160,7 +160,7 @@ async function checkPage(browser, file, shots) {
   if (state.violations.length) fail(`${name}: CSP violations ${state.violations.join('; ')}`);
   if (incidents.length) fail(`${name}: ${incidents.join('; ')}`);
   await page.close();
-  return { name, loadMs, thoughts: expect.thoughts.length };
+  return { name, loadMs, thoughts: expect.thoughts.length, nodes: expect.nodes.length };
 }
 
 async function pages(dir, shots) {
@@ -169,7 +169,7 @@ async function pages(dir, shots) {
   const browser = await launch();
   for (const file of files) {
     const result = await checkPage(browser, join(dir, file), shots);
-    console.log(`browser-check: ${result.name}: ${result.thoughts} thoughts, loaded in ${result.loadMs} ms, counts, slider, filter, links and inertness as the projection says`);
+    console.log(`browser-check: ${result.name}: ${result.thoughts} thoughts, ${result.nodes} nodes, loaded in ${result.loadMs} ms, counts, slider, filter, links and inertness as the projection says`);
   }
   await browser.close();
   console.log(`browser-check: ${files.length} pages checked; screenshots in ${shots}`);

@@ -343,11 +343,9 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 criteria_text(item)
             ),
             entry: Some(Entry {
-                meta: format!(
-                    "evaluate_branch · branch {} · score {}",
-                    item.branch_id,
-                    score_text(item)
-                ),
+                // Recorded by deep_planning's evaluate or by evaluate_branch (the fold
+                // does not keep which).
+                meta: format!("branch {} · score {}", item.branch_id, score_text(item)),
                 text: rationale,
                 details,
             }),
