@@ -589,7 +589,7 @@ fn occupancy(layout: &Layout) -> Vec<Vec<usize>> {
 }
 
 /// Whether a straight edge between two places would pass over another node: down one
-/// column, a node in a row between theirs; along one row, a column between theirs.
+/// column, a node in a row between theirs; along one row, a node in a column between.
 fn blocked(
     taken: &[Vec<usize>],
     (from_col, from_row): (usize, usize),
@@ -604,7 +604,11 @@ fn blocked(
         let after = rows.partition_point(|&r| r <= from_row);
         to_row > from_row && rows.get(after).is_some_and(|&r| r < to_row)
     } else {
-        from_row == to_row && from_col.abs_diff(to_col) > 1
+        let (low, high) = (from_col.min(to_col), from_col.max(to_col));
+        from_row == to_row
+            && taken[low + 1..high]
+                .iter()
+                .any(|rows| rows.binary_search(&from_row).is_ok())
     }
 }
 
@@ -1442,8 +1446,8 @@ pub(crate) mod tests {
         }
     }
 
-    /// A straight edge or link never runs over a node it does not join, and a link along
-    /// one row past another node arcs above the row.
+    /// A straight edge or link (down a column, or flat along a row) never runs over a
+    /// node it does not join.
     #[test]
     fn straight_edges_pass_over_no_node() {
         for tree in family_trees("x") {
@@ -1475,11 +1479,14 @@ pub(crate) mod tests {
                         let crosses = bx < x && x < bx + NODE_W && y1 < by + NODE_H && by < y2;
                         assert!(!crosses, "{d} crosses the node at {bx},{by}");
                     }
-                } else if numbers[1] == numbers[numbers.len() - 1] {
-                    // Along one row: joining neighbours, or arcing above the boxes.
-                    let (x1, x2) = (numbers[0], numbers[numbers.len() - 2]);
-                    if x1.abs_diff(x2) > COL_W {
-                        assert!(numbers[3] < numbers[1], "{d} does not arc above");
+                } else if numbers.iter().skip(1).step_by(2).all(|&y| y == numbers[1]) {
+                    // Flat along one row: no box between its ends.
+                    straight += 1;
+                    let (y, x1, x2) = (numbers[1], numbers[0], numbers[numbers.len() - 2]);
+                    let (low, high) = (x1.min(x2), x1.max(x2));
+                    for &(bx, by) in &boxes {
+                        let crosses = by < y && y < by + NODE_H && low < bx && bx + NODE_W < high;
+                        assert!(!crosses, "{d} crosses the node at {bx},{by}");
                     }
                 }
             }
