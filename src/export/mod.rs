@@ -9,6 +9,7 @@
 pub mod html;
 pub mod markdown;
 pub mod mermaid;
+pub mod picture;
 pub mod plan;
 pub mod svg;
 
