@@ -410,6 +410,7 @@ impl Backend for PgBackend {
             counted: last,
             changed: false,
             channel: self.channel.clone(),
+            heads: Default::default(),
         }))
     }
 
@@ -649,12 +650,21 @@ struct PgWrite<'b> {
     counted: u64,
     changed: bool,
     channel: Arc<str>,
+    /// Heads read or written in this transaction. It holds the ledger's write lock, so
+    /// no one else changes a head meanwhile: a job's second look at a head (its target,
+    /// then the append rules) costs no round trip.
+    heads: RefCell<std::collections::HashMap<SessionId, Option<SessionHead>>>,
 }
 
 macro_rules! forward_reads {
     () => {
         fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
-            self.read.head(session)
+            if let Some(head) = self.heads.borrow().get(&session) {
+                return Ok(head.clone());
+            }
+            let head = self.read.head(session)?;
+            self.heads.borrow_mut().insert(session, head.clone());
+            Ok(head)
         }
         fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
             self.read.heads()
@@ -738,24 +748,19 @@ impl WriteView for PgWrite<'_> {
             (db.code().code() == "23505")
                 .then(|| db.constraint().unwrap_or("a unique key").to_string())
         };
+        // One round trip: the events, the aliases and the head in one statement.
         let written = self.read.with("writing events", |c| {
             c.execute(
-                "INSERT INTO ledger_events (session, seq, id, position, row) \
-                 SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[])",
-                &[&sessions, &seqs, &ids, &positions, &rows],
-            )?;
-            c.execute(
-                "INSERT INTO ledger_heads (session, head) VALUES ($1, $2) \
+                "WITH events AS (\
+                    INSERT INTO ledger_events (session, seq, id, position, row) \
+                    SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[])), \
+                 aliases AS (\
+                    INSERT INTO ledger_aliases (alias, session) SELECT a, $6 FROM unnest($8::text[]) AS a) \
+                 INSERT INTO ledger_heads (session, head) VALUES ($6, $7) \
                  ON CONFLICT (session) DO UPDATE SET head = excluded.head",
-                &[&session, &head_bytes],
-            )?;
-            if !aliases.is_empty() {
-                c.execute(
-                    "INSERT INTO ledger_aliases (alias, session) SELECT a, $2 FROM unnest($1::text[]) AS a",
-                    &[&aliases, &session],
-                )?;
-            }
-            Ok(())
+                &[&sessions, &seqs, &ids, &positions, &rows, &session, &head_bytes, &aliases],
+            )
+            .map(|_| ())
         });
         if let Err(error) = written {
             return Err(match key_conflict(&error) {
@@ -764,6 +769,7 @@ impl WriteView for PgWrite<'_> {
             });
         }
         self.counted = position;
+        self.heads.borrow_mut().insert(head.session, Some(head));
         Ok(position)
     }
 
@@ -778,6 +784,9 @@ impl WriteView for PgWrite<'_> {
                 &[&session, &bytes],
             )
         })?;
+        self.heads
+            .borrow_mut()
+            .insert(head.session, Some(head.clone()));
         Ok(())
     }
 
