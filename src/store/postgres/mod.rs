@@ -169,6 +169,19 @@ fn query_error(what: &'static str) -> impl Fn(postgres::Error) -> StoreError {
     move |source| StoreError::backend(PgError::Query { what, source })
 }
 
+/// Runs a blocking driver call. The `postgres` client drives its connection on a runtime
+/// of its own, which panics on a thread already running async tasks: the store's callers
+/// keep reads off the async workers (`spawn_blocking`, the writer thread), and this steps
+/// aside with `block_in_place` should one still run on a multi-threaded runtime's worker.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 fn key(id: u128) -> [u8; 16] {
     id.to_be_bytes()
 }
@@ -275,7 +288,7 @@ impl PgBackend {
             .pop();
         let client = match idle {
             Some(client) if !client.is_closed() => client,
-            _ => self.target.connect().map_err(StoreError::backend)?,
+            _ => blocking(|| self.target.connect()).map_err(StoreError::backend)?,
         };
         Ok(Pooled {
             client: Some(client),
@@ -296,7 +309,7 @@ impl PgBackend {
         let mut retried = false;
         loop {
             let mut pooled = self.client()?;
-            match pooled.get().simple_query(sql) {
+            match blocking(|| pooled.get().simple_query(sql)) {
                 Ok(messages) => return Ok((pooled, messages)),
                 Err(error) => {
                     pooled.discard();
@@ -322,7 +335,7 @@ impl Ledger {
     /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
     /// missing (the commands that record).
     pub fn open_postgres(url: &str) -> Result<Ledger, OpenError> {
-        let backend = PgBackend::open(url, true)?;
+        let backend = blocking(|| PgBackend::open(url, true))?;
         let label = redact_url(url);
         Ok(Ledger::with_backend(backend, Path::new(&label)))
     }
@@ -330,7 +343,7 @@ impl Ledger {
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
     pub fn open_postgres_existing(url: &str) -> Result<Ledger, OpenError> {
-        let backend = PgBackend::open(url, false)?;
+        let backend = blocking(|| PgBackend::open(url, false))?;
         let label = redact_url(url);
         Ok(Ledger::with_backend(backend, Path::new(&label)))
     }
@@ -443,7 +456,7 @@ impl PgRead<'_> {
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.borrow_mut();
-        match f(conn.get()) {
+        match blocking(|| f(conn.get())) {
             Ok(value) => Ok(value),
             Err(error) => {
                 self.failed.set(true);
@@ -464,7 +477,7 @@ impl PgRead<'_> {
         if conn.client.is_none() {
             return Ok(());
         }
-        let result = conn.get().batch_execute(sql);
+        let result = blocking(|| conn.get().batch_execute(sql));
         if result.is_err() {
             conn.discard();
         }
@@ -975,6 +988,24 @@ mod tests {
             .unwrap();
         assert_eq!(retried.head.seq, 3);
         assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_on_an_async_worker_steps_aside_instead_of_panicking() {
+        let url = tokio::task::spawn_blocking(|| {
+            let db = testdb::TestDb::new();
+            let url = db.url.clone();
+            (db, url)
+        })
+        .await
+        .unwrap();
+        let ledger = Ledger::open_postgres(&url.1).unwrap();
+        assert!(ledger.heads().unwrap().is_empty());
+        assert_eq!(ledger.last_position().unwrap(), 0);
+        drop(ledger);
+        tokio::task::spawn_blocking(move || drop(url))
+            .await
+            .unwrap();
     }
 
     #[test]
