@@ -52,6 +52,7 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
         "mermaid_ms",
         "open_ms",
         "insert_commit_p50_us",
+        "store_append_p50_us",
     ] {
         assert!(text.contains(figure), "{figure} missing from {text}");
     }

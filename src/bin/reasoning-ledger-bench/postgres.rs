@@ -31,6 +31,8 @@ const FLOOR_ROW_BYTES: usize = 400;
 #[derive(Serialize)]
 pub struct StoreFigures {
     pub store: String,
+    /// One event appended through the store alone (`Ledger::write_blocking`), p50.
+    pub store_append_p50_us: f64,
     pub one_caller_p50_us: f64,
     pub in_flight_thoughts_per_s: f64,
 }
@@ -57,11 +59,17 @@ impl std::fmt::Display for StoreReport {
         writeln!(f, "|---|---|---|---|")?;
         writeln!(
             f,
-            "| sequentialthinking, one caller, p50 | {} | {} | PostgreSQL ≤ 1.5 × one INSERT+COMMIT ({}): {:.2} × |",
+            "| append through the store, one caller, p50 | {} | {} | PostgreSQL ≤ 1.5 × one INSERT+COMMIT ({}): {:.2} × |",
+            us(self.redb.store_append_p50_us),
+            us(self.postgres.store_append_p50_us),
+            us(self.insert_commit_p50_us),
+            self.postgres.store_append_p50_us / self.insert_commit_p50_us
+        )?;
+        writeln!(
+            f,
+            "| sequentialthinking over stdio, one caller, p50 | {} | {} | — |",
             us(self.redb.one_caller_p50_us),
             us(self.postgres.one_caller_p50_us),
-            us(self.insert_commit_p50_us),
-            self.postgres.one_caller_p50_us / self.insert_commit_p50_us
         )?;
         writeln!(
             f,
@@ -164,16 +172,66 @@ fn insert_commit_p50(url: &str, calls: usize) -> anyhow::Result<Duration> {
     Ok(median(&samples))
 }
 
+/// p50 of appending one event through the store alone (the writer thread, one commit
+/// each), in this process.
+fn store_append_p50(
+    ledger: &reasoning_ledger::store::Ledger,
+    calls: usize,
+) -> anyhow::Result<Duration> {
+    use reasoning_ledger::event::{NewEvent, Payload, SessionId, SessionKind};
+    let session = SessionId::generate();
+    let append = |seq: u64, payload: Payload| {
+        ledger
+            .write_blocking(move |txn| txn.append(session, seq, vec![NewEvent::new(payload)]))
+            .map_err(anyhow::Error::from)
+            .and_then(|appended| appended.map_err(anyhow::Error::from))
+    };
+    append(
+        0,
+        Payload::SessionStarted {
+            kind: SessionKind::THINKING,
+            title: "bench".into(),
+            aliases: Vec::new(),
+        },
+    )?;
+    let mut samples = Vec::with_capacity(calls);
+    for n in 0..(calls + WARMUP_CALLS) as u64 {
+        let start = Instant::now();
+        append(
+            n + 1,
+            Payload::SessionClosed {
+                reason: format!("append {n}: about as long as a short thought's text"),
+            },
+        )?;
+        if n as usize >= WARMUP_CALLS {
+            samples.push(start.elapsed());
+        }
+    }
+    samples.sort_unstable();
+    Ok(median(&samples))
+}
+
 async fn measure(
     label: &str,
     argv: &[String],
     data_dir: &Path,
     calls: usize,
+    store: Option<&str>,
 ) -> anyhow::Result<StoreFigures> {
     std::fs::create_dir_all(data_dir)?;
     eprintln!(
-        "bench: {label}: {calls} calls one at a time, then {calls} with {IN_FLIGHT} in flight"
+        "bench: {label}: {calls} appends through the store, {calls} calls one at a time, then {calls} with {IN_FLIGHT} in flight"
     );
+    let store = store.map(str::to_string);
+    let dir = data_dir.join("store");
+    let store_append = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
+        let ledger = match &store {
+            Some(url) => reasoning_ledger::store::Ledger::open_postgres(url)?,
+            None => reasoning_ledger::store::Ledger::open(&dir)?,
+        };
+        store_append_p50(&ledger, calls)
+    })
+    .await??;
     let session = Session::start(argv, data_dir).await?;
     let peer = session.peer();
     call_sequential(&peer, 1, WARMUP_CALLS, TOTAL_THOUGHTS).await?;
@@ -190,6 +248,7 @@ async fn measure(
     session.close().await?;
     Ok(StoreFigures {
         store: label.to_string(),
+        store_append_p50_us: store_append.as_secs_f64() * 1e6,
         one_caller_p50_us: median(&samples).as_secs_f64() * 1e6,
         in_flight_thoughts_per_s: calls as f64 / run.elapsed.as_secs_f64(),
     })
@@ -221,12 +280,20 @@ pub async fn run(
         }
         argv
     };
-    let redb = measure("redb", &argv(None), &scratch.join("stores/redb"), calls).await?;
+    let redb = measure(
+        "redb",
+        &argv(None),
+        &scratch.join("stores/redb"),
+        calls,
+        None,
+    )
+    .await?;
     let postgres = measure(
         "PostgreSQL",
         &argv(Some(&store_url)),
         &scratch.join("stores/pg"),
         calls,
+        Some(&store_url),
     )
     .await?;
     let base = database.url.clone();
