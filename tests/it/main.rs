@@ -29,6 +29,7 @@ mod faults_process;
 mod hostile;
 mod ledger;
 mod llm;
+mod local_model;
 mod order;
 mod planning;
 mod protocol;
