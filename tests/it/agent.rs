@@ -283,9 +283,9 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
         &["export", ledger_session, "--format", "mermaid"],
     ));
     assert!(
-        mermaid.contains("t0 --> g1")
+        mermaid.contains("r0 --> g1")
             && mermaid.contains("g1 --> g2")
-            && mermaid.contains("t0 --> g3"),
+            && mermaid.contains("r0 --> g3"),
         "{mermaid}"
     );
     assert!(mermaid.contains("verify · confidence 0.62"), "{mermaid}");
