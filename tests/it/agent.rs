@@ -657,3 +657,43 @@ async fn a_canary_key_reaches_the_provider_and_nothing_else() {
         assert!(!holds, "{} holds the key", path.display());
     }
 }
+
+#[tokio::test]
+async fn parallel_branches_never_pass_the_quota() {
+    let llm = LlmServer::start(vec![
+        Reply::completion("Final conclusion: yes").delayed(Duration::from_millis(400)),
+    ])
+    .await;
+    let dir = common::data_dir();
+    let client = spawn_at(
+        dir.path(),
+        &llm.base_url,
+        &[("REASONING_LEDGER_AGENT_NODE_QUOTA", "2")],
+    )
+    .await;
+    // Four calls at once: all pass the gatekeeper (no node yet), two may be recorded.
+    let (a, b, c, d) = tokio::join!(
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+    );
+    let refused: Vec<Value> = [a, b, c, d]
+        .iter()
+        .filter(|r| is_error(r))
+        .map(envelope)
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for envelope in &refused {
+        assert!(
+            envelope["errors"][0]
+                .as_str()
+                .unwrap()
+                .contains("quota of 2"),
+            "{envelope}"
+        );
+    }
+    let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
+    assert_eq!(sessions["sessions"][0]["branchNodes"], 2);
+    assert_eq!(sessions["sessions"][0]["modelCalls"], 4);
+}

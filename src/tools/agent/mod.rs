@@ -274,7 +274,9 @@ fn target(session_id: Option<&str>, existing: Option<&SessionHead>, key: Option<
 
 /// Records `outcome` (and the node `node`, built from the answer, when there is one) in
 /// the caller's session. A first use of a `session_id` that another call created at the
-/// same moment is retried once into that session.
+/// same moment is retried once into that session. The quota is checked again inside the
+/// write (parallel calls on one session passed the gatekeeper together): a node over it
+/// is not recorded, its model call is, and the second value says so.
 async fn record_outcome(
     call: &mut ToolCall,
     session_id: Option<String>,
@@ -282,13 +284,16 @@ async fn record_outcome(
     outcome: &ModelOutcome,
     title_source: String,
     node: Option<AgentNode>,
-) -> Result<super::write::Recorded, ToolError> {
+    quota: u64,
+) -> Result<(super::write::Recorded, bool), ToolError> {
     let arguments = call.arguments.clone();
     let mut existing = existing;
+    let over_quota = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for round in 0..2 {
         call.arguments = arguments.clone();
         let record = outcome.record.clone();
         let node = node.clone();
+        let over = over_quota.clone();
         let title = title_source.clone();
         let alias = session_id.clone();
         let target = target(
@@ -305,7 +310,11 @@ async fn record_outcome(
                     }
                     .into(),
                 ];
-                if let Some(node) = node {
+                let full = head.is_some_and(|h| h.summary.agent_nodes >= quota);
+                if node.is_some() && full {
+                    over.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                if let Some(node) = node.filter(|_| !full) {
                     payloads.push(
                         BranchNodeCreated {
                             node,
@@ -323,7 +332,14 @@ async fn record_outcome(
                 let id = session_id.clone().unwrap_or_default();
                 existing = blocking(move || find_session(&ledger, &id)).await?;
             }
-            other => return other,
+            other => {
+                return other.map(|recorded| {
+                    (
+                        recorded,
+                        over_quota.load(std::sync::atomic::Ordering::SeqCst),
+                    )
+                });
+            }
         }
     }
     unreachable!("the second round returns")
@@ -406,13 +422,14 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
         Ok(outcome) => outcome,
         Err(input_required) => return Ok(input_required),
     };
-    let recorded = record_outcome(
+    let (recorded, _) = record_outcome(
         &mut call,
         session_id.clone(),
         existing,
         &outcome,
         input_text,
         None,
+        u64::MAX,
     )
     .await?;
     let shown_session = session_id.unwrap_or_else(|| recorded.session.to_string());
@@ -542,15 +559,24 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
             model: response.model.clone(),
         }
     });
-    let recorded = record_outcome(
+    let (recorded, over_quota) = record_outcome(
         &mut call,
         Some(session_id.clone()),
         existing,
         &outcome,
-        input_text,
+        input_text.clone(),
         node.clone(),
+        quota,
     )
     .await?;
+    if over_quota {
+        // Another call took the last node while this one asked the model.
+        let (field, problem) = read::gatekeeper(&input_text, quota, quota).expect("over quota");
+        return Ok(validation(
+            CREATE_BRANCH,
+            vec![format!("{field}: {problem}")],
+        ));
+    }
     let (Ok(_), Some(node)) = (&outcome.result, node) else {
         let error = outcome.result.expect_err("no node without an error");
         return Ok(provider_error(&error, Some(&session_id)));
