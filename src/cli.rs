@@ -69,7 +69,7 @@ pub enum Command {
     Export {
         /// Session id or alias (`sessions` lists them)
         id: String,
-        /// Output format: mermaid (flowchart), markdown, json (the whole tree) or jsonl (the raw events, re-importable)
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
         #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
         format: Format,
         /// Export the session as it stood right after this event seq (default: its last event)
@@ -110,6 +110,12 @@ pub enum Command {
     Import {
         /// A file written by `export --format jsonl`
         file: PathBuf,
+    },
+    /// Serve a read-only web view of the ledger on 127.0.0.1 (sessions, pictures, replay; updates live)
+    Ui {
+        /// Port on 127.0.0.1 (default: a free one, printed with the address)
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
     /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
     Demo,
@@ -218,6 +224,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search { text, json, limit } => search(&settings, &text, json, limit),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
         Command::Import { file } => import(&settings, &file),
+        Command::Ui { port } => {
+            let ledger = open_existing(&settings)?;
+            runtime()?.block_on(crate::ui::run(ledger, port))
+        }
         Command::Demo => demo(&settings),
     }
 }

@@ -12,10 +12,12 @@
 //! - [`store`]: the event log behind a backend contract (redb today), the only module
 //!   that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
-//! - [`export`]: Mermaid, Markdown, JSON and JSONL renderings of a projection.
+//! - [`export`]: Mermaid, Markdown, JSON, JSONL, SVG and HTML renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
-//!   import, demo).
+//!   import, ui, demo).
+//! - [`ui`]: `reasoning-ledger ui`, a read-only web view on 127.0.0.1 (tiny HTTP/1.1
+//!   server over tokio) whose pages update live from the ledger's watch.
 //! - [`mcp_client`]: the small stdio MCP client `demo` drives the server with (the
 //!   benchmark harness, `src/bin/reasoning-ledger-bench/`, uses it too).
 //! - [`fault`]: debug-only fault points (`REASONING_LEDGER_FAULT`) for the fault tests.
@@ -40,3 +42,4 @@ pub mod server;
 pub mod store;
 pub mod tools;
 pub mod transport;
+pub mod ui;

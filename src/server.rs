@@ -189,6 +189,8 @@ fn parse_resource_uri(uri: &str) -> Option<ResourcePath<'_>> {
         Some((id, "mermaid")) => Some(ResourcePath::Session(id, Format::Mermaid)),
         Some((id, "markdown")) => Some(ResourcePath::Session(id, Format::Markdown)),
         Some((id, "jsonl")) => Some(ResourcePath::Session(id, Format::Jsonl)),
+        Some((id, "svg")) => Some(ResourcePath::Session(id, Format::Svg)),
+        Some((id, "html")) => Some(ResourcePath::Session(id, Format::Html)),
         Some(_) => None,
     }
 }
@@ -198,7 +200,7 @@ fn read_resource_blocking(ledger: &Ledger, uri: &str) -> Result<ReadResourceResu
     let not_found = || {
         McpError::resource_not_found(
             format!(
-                "no resource {uri}: use ledger://sessions, ledger://sessions/{{id}}, ledger://sessions/{{id}}/mermaid, /markdown or /jsonl"
+                "no resource {uri}: use ledger://sessions, ledger://sessions/{{id}}, ledger://sessions/{{id}}/mermaid, /markdown, /jsonl, /svg or /html"
             ),
             None,
         )
@@ -342,6 +344,18 @@ impl ServerHandler for LedgerServer {
                 "session-jsonl",
                 "application/jsonl",
                 "A session's events as JSONL (one envelope per line, re-importable)",
+            ),
+            template(
+                "ledger://sessions/{id}/svg",
+                "session-svg",
+                "image/svg+xml",
+                "A session as an SVG picture",
+            ),
+            template(
+                "ledger://sessions/{id}/html",
+                "session-html",
+                "text/html",
+                "A session as one offline HTML page (picture, thoughts, replay slider)",
             ),
         ]))
     }

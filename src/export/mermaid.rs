@@ -192,7 +192,7 @@ pub fn render(tree: &ThoughtTree) -> String {
 }
 
 /// Seq of the thought an anomaly is about (always a node of the tree).
-fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
+pub(crate) fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
     match anomaly {
         Anomaly::DanglingRevision { seq, .. }
         | Anomaly::DanglingBranchPoint { seq, .. }
@@ -259,7 +259,7 @@ fn write_prefix(out: &mut String, scratch: &mut String, node: &ThoughtNode) {
 }
 
 /// The tree's rule: a thought is a revision when it says so or names what it revises.
-fn is_revision(node: &ThoughtNode) -> bool {
+pub(crate) fn is_revision(node: &ThoughtNode) -> bool {
     node.is_revision == Some(true) || node.revises_thought.is_some()
 }
 
@@ -286,7 +286,7 @@ fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usi
 /// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
 /// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
 /// `…` when cut.
-fn cut_into(out: &mut String, text: &str, max_chars: usize) {
+pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
     let base = out.len();
     let mut count = 0;
     for word in text.split_whitespace() {
@@ -422,7 +422,7 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::{Payload, SessionId, SessionKind};
     use crate::fuzzing::{
@@ -449,7 +449,7 @@ mod tests {
     }
 
     /// Strings a model might write, each trying to break out of a label.
-    const HOSTILE: &[&str] = &[
+    pub(crate) const HOSTILE: &[&str] = &[
         "plain words",
         "\"]; t9[\"injected",
         "quote \" and 'single'",
@@ -479,8 +479,6 @@ mod tests {
         "esc \u{1b}[31mred\u{1b}[0m lrm\u{200E} alm\u{061C} pdi\u{2069} crlf\r\n",
     ];
 
-    /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
-    /// every text field (title, thoughts, branch ids) is `text`.
     /// An agent session whose node ids, parents, questions, conclusions and model names
     /// are all `text`: nested nodes, a node under an unknown parent, low and no confidence.
     fn agent_tree(text: &str) -> ThoughtTree {
@@ -543,7 +541,9 @@ mod tests {
         }
     }
 
-    fn hostile_tree(text: &str) -> ThoughtTree {
+    /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
+    /// every text field (title, thoughts, branch ids) is `text`.
+    pub(crate) fn hostile_tree(text: &str) -> ThoughtTree {
         let branch_a = format!("a {text}");
         let branch_b = format!("b {text}");
         let mut payloads = vec![
@@ -697,7 +697,7 @@ mod tests {
         );
     }
 
-    fn think_tree(text: &str) -> ThoughtTree {
+    pub(crate) fn think_tree(text: &str) -> ThoughtTree {
         let payloads = (1..=3)
             .map(|index| -> Payload {
                 ThinkingEvent::ThinkRecorded {
@@ -885,7 +885,7 @@ mod tests {
     /// The target directory cargo built this test into: the nearest ancestor of the test
     /// binary holding cargo's `CACHEDIR.TAG` (so `CARGO_TARGET_DIR`, `--target-dir` and
     /// `build.target-dir` are all followed); else `$CARGO_TARGET_DIR`, else `target/`.
-    fn cargo_target_dir() -> std::path::PathBuf {
+    pub(crate) fn cargo_target_dir() -> std::path::PathBuf {
         let exe = std::env::current_exe().unwrap();
         if let Some(dir) = exe
             .ancestors()

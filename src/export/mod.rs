@@ -1,14 +1,17 @@
-//! Renderings of a session: Mermaid, Markdown, JSON (the full tree) and JSONL (the raw
-//! envelopes, re-importable).
+//! Renderings of a session: Mermaid, Markdown, JSON (the full tree), JSONL (the raw
+//! envelopes, re-importable), SVG (a picture laid out here) and HTML (one offline page:
+//! the picture, the thoughts, a replay slider and a filter).
 //!
 //! Owns: turning a [`ThoughtTree`] or a list of events into text. Must not: read the
 //! store (callers fold and pass what to render), or let any text a model wrote change
 //! the structure of the output (escaping is the renderer's job).
 
 pub mod agent;
+pub mod html;
 pub mod markdown;
 pub mod mermaid;
 pub mod plan;
+pub mod svg;
 
 use crate::event::Event;
 use crate::projection::tree::ThoughtTree;
@@ -22,14 +25,18 @@ pub enum Format {
     Markdown,
     Json,
     Jsonl,
+    Svg,
+    Html,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 6] = [
         Format::Mermaid,
         Format::Markdown,
         Format::Json,
         Format::Jsonl,
+        Format::Svg,
+        Format::Html,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +45,8 @@ impl Format {
             Format::Markdown => "markdown",
             Format::Json => "json",
             Format::Jsonl => "jsonl",
+            Format::Svg => "svg",
+            Format::Html => "html",
         }
     }
 
@@ -48,6 +57,8 @@ impl Format {
             Format::Markdown => "text/markdown",
             Format::Json => "application/json",
             Format::Jsonl => "application/jsonl",
+            Format::Svg => "image/svg+xml",
+            Format::Html => "text/html",
         }
     }
 }
@@ -65,7 +76,9 @@ impl FromStr for Format {
             .into_iter()
             .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
-                format!("unknown format {s:?}: use one of mermaid, markdown, json, jsonl")
+                format!(
+                    "unknown format {s:?}: use one of mermaid, markdown, json, jsonl, svg, html"
+                )
             })
     }
 }
@@ -81,6 +94,8 @@ pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
             text
         }
         Format::Jsonl => jsonl(events),
+        Format::Svg => svg::render(tree),
+        Format::Html => html::render(tree),
     }
 }
 

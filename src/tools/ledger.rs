@@ -23,7 +23,7 @@ pub static FAMILY: Family = Family {
     name: "ledger",
     instructions: "ledger (find, read, search, export and replay past sessions)",
     default_on: true,
-    listing_budget_bytes: 2_150,
+    listing_budget_bytes: 2_160,
     tools,
     aliases: &[],
     call,
@@ -102,7 +102,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             EXPORT_SESSION,
             None,
-            "A session as mermaid, markdown, json (its tree) or jsonl (its events), optionally as of event atSeq.",
+            "A session in the format named (json: its tree; jsonl: its events), optionally as of event atSeq.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": Format::ALL.map(Format::as_str)},

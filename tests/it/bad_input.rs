@@ -344,7 +344,7 @@ async fn export_session_rejects_an_unknown_or_missing_format() {
         .await;
         assert!(
             message.contains(&format!("format: unknown format {bad:?}"))
-                && message.contains("mermaid, markdown, json, jsonl"),
+                && message.contains("mermaid, markdown, json, jsonl, svg, html"),
             "{message}"
         );
     }

@@ -226,7 +226,7 @@ fn usage_errors_exit_2_and_unknown_sessions_exit_1() {
     let dir = data_dir();
     assert_eq!(cli(dir.path(), &["export"]).status.code(), Some(2));
     assert_eq!(
-        cli(dir.path(), &["export", "x", "--format", "svg"])
+        cli(dir.path(), &["export", "x", "--format", "pdf"])
             .status
             .code(),
         Some(2)

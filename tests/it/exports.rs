@@ -296,3 +296,170 @@ async fn answer_shape_tools_list() {
     let list = client.list_tools(None).await.expect("tools/list");
     check_json("tools_list", &serde_json::to_value(&list).unwrap());
 }
+
+/// Nodes as (seq, kind) and edges as (from, to, kind).
+type Drawn = (Vec<(u64, String)>, Vec<(u64, u64, String)>);
+
+/// (seq, kind) of every node and (from, to, kind) of every edge of an SVG picture, which
+/// must parse as XML.
+fn picture(svg: &str) -> Drawn {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}:\n{svg}"));
+    let number = |node: roxmltree::Node, name: &str| -> u64 {
+        node.attribute(name).unwrap().parse().unwrap()
+    };
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    for element in doc.descendants().filter(|n| n.is_element()) {
+        if let Some(kind) = element.attribute("data-kind") {
+            nodes.push((number(element, "data-seq"), kind.to_string()));
+        }
+        if let Some(kind) = element.attribute("data-edge") {
+            edges.push((
+                number(element, "data-from"),
+                number(element, "data-to"),
+                kind.to_string(),
+            ));
+        }
+    }
+    edges.sort();
+    (nodes, edges)
+}
+
+/// The projection's thoughts (seqs) and edges, from the json export.
+fn projection(json: &str) -> (Vec<u64>, Vec<(u64, u64, String)>) {
+    let tree: Value = serde_json::from_str(json).unwrap();
+    let seqs = tree["thoughts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seq"].as_u64().unwrap())
+        .collect();
+    let mut edges: Vec<(u64, u64, String)> = tree["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_u64().unwrap(),
+                e["to"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    edges.sort();
+    (seqs, edges)
+}
+
+#[tokio::test]
+async fn export_svg_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    let svg = export(&client, &session, "svg").await;
+    let (nodes, edges) = picture(&svg);
+    let (seqs, expected_edges) = projection(&export(&client, &session, "json").await);
+    assert_eq!(
+        nodes.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        seqs,
+        "one node per thought, carrying the seq that recorded it"
+    );
+    assert_eq!(edges, expected_edges, "one edge per graph edge");
+    let kinds: Vec<&str> = nodes.iter().map(|(_, kind)| kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "thought", "thought", "revision", "branch", "branch", "branch", "revision", "thought"
+        ]
+    );
+    for raw in ["<script", "\u{0}", "\u{202E}", "<img"] {
+        assert!(!svg.contains(raw), "{raw:?} reached the picture");
+    }
+    // The same picture from the command line, and as of an earlier event.
+    drop(client);
+    let from_cli = common::cli(dir.path(), &["export", &session, "--format", "svg"]);
+    assert!(from_cli.status.success(), "{}", common::stderr(&from_cli));
+    assert_eq!(common::stdout(&from_cli), svg);
+    let earlier = common::cli(
+        dir.path(),
+        &["export", &session, "--format", "svg", "--at", "4"],
+    );
+    let (nodes, edges) = picture(&common::stdout(&earlier));
+    assert_eq!(
+        nodes.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        [2, 3, 4]
+    );
+    assert_eq!(edges.len(), 3);
+    check("export_svg", &svg);
+}
+
+#[tokio::test]
+async fn export_html_of_the_hostile_session() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let session = scripted(&client).await;
+    let html = export(&client, &session, "html").await;
+    let (seqs, expected_edges) = projection(&export(&client, &session, "json").await);
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'sha256-"));
+    // One script and one stylesheet (the page's own), no handler attribute, nothing fetched.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert_eq!(html.matches("<style").count(), 1);
+    for raw in [
+        "<script>alert",
+        "<img",
+        " onerror=",
+        " onload=",
+        " src=",
+        "href=\"http",
+        "href=\"javascript",
+        "\u{0}",
+        "\u{202E}",
+    ] {
+        assert!(!html.contains(raw), "{raw:?} reached the page");
+    }
+    // The picture inside it is the SVG export's, its nodes linked to their thoughts.
+    let start = html.find("<svg").unwrap();
+    let end = html.find("</svg>").unwrap() + "</svg>".len();
+    let (nodes, edges) = picture(&html[start..end]);
+    assert_eq!(nodes.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), seqs);
+    assert_eq!(edges, expected_edges);
+    for seq in &seqs {
+        assert!(html.contains(&format!("<a href=\"#thought-{seq}\">")));
+        assert!(html.contains(&format!("<li id=\"thought-{seq}\" ")));
+    }
+    // The replay slider spans the events.
+    assert!(html.contains("<input id=\"replay\" type=\"range\" min=\"1\" max=\"9\" value=\"9\""));
+    // The full text is there, escaped (the NUL and the override replaced).
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+    // For the browser check (.ci/browser-check): this page as the binary wrote it, and
+    // what the slider must show at each event: the thoughts of the server's own fold of
+    // that prefix (`atSeq`), not the page's data-seq attributes.
+    let mut at = serde_json::Map::new();
+    for k in 1..=9u64 {
+        let result = call(
+            &client,
+            "export_session",
+            json!({"sessionId": session, "format": "json", "atSeq": k}),
+        )
+        .await;
+        at.insert(k.to_string(), json!(projection(&text(&result)).0));
+    }
+    let edges: Vec<Value> = expected_edges
+        .iter()
+        .map(|(from, to, kind)| json!({"from": from, "to": to, "kind": kind}))
+        .collect();
+    let expect = json!({"thoughts": seqs, "edges": edges, "lastSeq": 9, "at": at});
+    // CARGO_TARGET_TMPDIR is `tmp/` in cargo's target directory.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("browser-fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("binary-hostile.html"), &html).unwrap();
+    std::fs::write(
+        dir.join("binary-hostile.expect.json"),
+        serde_json::to_string(&expect).unwrap(),
+    )
+    .unwrap();
+}

@@ -584,6 +584,8 @@ async fn resources_list_the_sessions_and_a_template_per_rendering() {
             ("ledger://sessions/{id}/mermaid", "text/vnd.mermaid"),
             ("ledger://sessions/{id}/markdown", "text/markdown"),
             ("ledger://sessions/{id}/jsonl", "application/jsonl"),
+            ("ledger://sessions/{id}/svg", "image/svg+xml"),
+            ("ledger://sessions/{id}/html", "text/html"),
         ]
     );
 }
@@ -617,6 +619,23 @@ async fn resources_read_the_list_a_session_and_its_renderings() {
         .await
         .expect("markdown");
     assert_eq!(mime, "text/markdown");
+
+    let (svg, mime) = read(&client, &format!("ledger://sessions/{session}/svg"))
+        .await
+        .expect("svg");
+    assert_eq!(mime, "image/svg+xml");
+    let doc = roxmltree::Document::parse(&svg).expect("the picture parses as XML");
+    let nodes = doc
+        .descendants()
+        .filter(|n| n.attribute("data-kind").is_some())
+        .count();
+    assert_eq!(nodes, 5);
+
+    let (html, mime) = read(&client, &format!("ledger://sessions/{session}/html"))
+        .await
+        .expect("html");
+    assert_eq!(mime, "text/html");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
 
     for uri in [
         "ledger://sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV".to_string(),

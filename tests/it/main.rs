@@ -12,7 +12,9 @@
 //! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
 //! server built beside it), `context` (every toolset's `tools/list` size against its
 //! budget, and a validating client's verdict on arguments against the server's), `planning`
-//! (deep_planning's phases and documents, list_plans, get_plan, the branch tools). Storage faults (crash at every sync point, I/O errors, a full
+//! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
+//! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
@@ -36,3 +38,4 @@ mod protocol;
 mod qa;
 mod sampling;
 mod thinking;
+mod ui;

@@ -1,5 +1,5 @@
-//! Ledger-side benchmarks (no MCP): rebuild of a long session, Mermaid export of a big
-//! tree, and opening a ledger holding a million events.
+//! Ledger-side benchmarks (no MCP): rebuild of a long session, Mermaid, SVG and HTML
+//! exports of a big tree, and opening a ledger holding a million events.
 //!
 //! Owns: building the fixture ledgers (batched appends through the real store) and timing
 //! the operations DESIGN §10 sets targets for, and the table of their figures. Must not:
@@ -36,6 +36,14 @@ pub struct LedgerFigures {
     pub mermaid_thoughts: u64,
     /// Median Mermaid render of the tree (already folded).
     pub mermaid_ms: f64,
+    /// Median SVG render of the same tree (layout included).
+    pub svg_ms: f64,
+    /// Median HTML render of the same tree (the SVG inside it included).
+    pub html_ms: f64,
+    /// That HTML page, written for the browser benchmark (`tools/browser-check/check.mjs
+    /// paint FILE`); kept when `--scratch` names the directory.
+    pub html_file: std::path::PathBuf,
+    pub html_bytes: u64,
     pub open_events: u64,
     /// Median time of `Ledger::open` on the big ledger (a fresh process would pay this).
     pub open_ms: f64,
@@ -47,11 +55,16 @@ impl std::fmt::Display for LedgerFigures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "| ledger figure | measured | target |\n|---|---|---|\n| rebuild a {}-event session | {:.1} ms | ≤ 150 ms |\n| Mermaid export of {} thoughts | {:.1} ms | ≤ 50 ms |\n| open a ledger of {} events ({:.0} MiB) | {:.2} ms | ≤ 50 ms |\n",
+            "| ledger figure | measured | target |\n|---|---|---|\n| rebuild a {}-event session | {:.1} ms | ≤ 150 ms |\n| Mermaid export of {} thoughts | {:.1} ms | ≤ 50 ms |\n| SVG export of {} thoughts | {:.1} ms | ≤ 200 ms |\n| HTML export of {} thoughts ({:.1} MiB) | {:.1} ms | — |\n| open a ledger of {} events ({:.0} MiB) | {:.2} ms | ≤ 50 ms |\n",
             self.rebuild_events,
             self.rebuild_ms,
             self.mermaid_thoughts,
             self.mermaid_ms,
+            self.mermaid_thoughts,
+            self.svg_ms,
+            self.mermaid_thoughts,
+            self.html_bytes as f64 / 1048576.0,
+            self.html_ms,
             self.open_events,
             self.open_file_bytes as f64 / 1048576.0,
             self.open_ms
@@ -169,6 +182,24 @@ pub fn run(
         std::hint::black_box(text);
     }
     let mermaid_ms = median(samples);
+    let mut samples = Vec::new();
+    for _ in 0..9 {
+        let started = Instant::now();
+        let text = export::svg::render(&tree);
+        samples.push(started.elapsed());
+        std::hint::black_box(text);
+    }
+    let svg_ms = median(samples);
+    let mut samples = Vec::new();
+    let mut page = String::new();
+    for _ in 0..9 {
+        let started = Instant::now();
+        page = export::html::render(&tree);
+        samples.push(started.elapsed());
+    }
+    let html_ms = median(samples);
+    let html_file = mermaid_dir.join(format!("session-{mermaid_thoughts}.html"));
+    std::fs::write(&html_file, &page)?;
     drop(ledger);
 
     let open_dir = dir.join("open");
@@ -196,6 +227,10 @@ pub fn run(
         rebuild_ms,
         mermaid_thoughts,
         mermaid_ms,
+        svg_ms,
+        html_ms,
+        html_file,
+        html_bytes: page.len() as u64,
         open_events,
         open_ms: median(samples),
         open_file_bytes,
