@@ -10,6 +10,7 @@ pub mod agent;
 pub mod html;
 pub mod markdown;
 pub mod mermaid;
+pub mod picture;
 pub mod plan;
 pub mod svg;
 
