@@ -297,6 +297,22 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
         markdown.contains("## Branch nodes") && markdown.contains("## Model calls"),
         "{markdown}"
     );
+    // The SVG picture and the HTML page draw the nodes, the nesting and the chat call.
+    let svg = stdout(&cli(
+        dir.path(),
+        &["export", ledger_session, "--format", "svg"],
+    ));
+    assert_eq!(svg.matches("data-kind=\"agent-node\"").count(), 3, "{svg}");
+    assert_eq!(svg.matches("data-kind=\"agent-chat\"").count(), 1, "{svg}");
+    assert_eq!(svg.matches("data-edge=\"nests\"").count(), 1, "{svg}");
+    let html = stdout(&cli(
+        dir.path(),
+        &["export", ledger_session, "--format", "html"],
+    ));
+    assert!(
+        html.contains("create_branch · verify · from n_"),
+        "the page lists the nodes"
+    );
     let verify = cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", common::stderr(&verify));
 }

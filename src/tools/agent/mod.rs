@@ -11,6 +11,7 @@
 //! the arrival turn across a model call, or count a failed call against the quota.
 
 pub mod payload;
+pub mod picture;
 pub mod read;
 
 use super::args::{
@@ -71,7 +72,7 @@ pub static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
-    picture: None,
+    picture: Some(&picture::PICTURES),
 };
 
 /// The node quota: [`read::DEFAULT_NODE_QUOTA`] unless [`NODE_QUOTA_ENV`] says otherwise.
