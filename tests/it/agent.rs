@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// Every variable the provider layer reads: cleared so a developer's own keys never
 /// reach a test.
-pub const PROVIDER_VARS: [&str; 18] = [
+pub const PROVIDER_VARS: [&str; 19] = [
     "DEEPSEEK_API_KEY",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODEL",
@@ -32,6 +32,7 @@ pub const PROVIDER_VARS: [&str; 18] = [
     "REASONING_LEDGER_LLM_TIMEOUT_SECS",
     "REASONING_LEDGER_LLM_BACKOFF_MS",
     "REASONING_LEDGER_AGENT_NODE_QUOTA",
+    "REASONING_LEDGER_AGENT_LANGUAGE",
 ];
 
 /// A canary key: it must reach the provider's Authorization header and nothing else.
@@ -712,4 +713,33 @@ async fn parallel_branches_never_pass_the_quota() {
     let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
     assert_eq!(sessions["sessions"][0]["branchNodes"], 2);
     assert_eq!(sessions["sessions"][0]["modelCalls"], 4);
+}
+
+#[tokio::test]
+async fn suggestions_can_be_the_original_chinese_texts() {
+    let llm = LlmServer::start(vec![Reply::completion("[最终结论] 成立。\n置信度：0.9")]).await;
+    let dir = common::data_dir();
+    let client = spawn_at(
+        dir.path(),
+        &llm.base_url,
+        &[("REASONING_LEDGER_AGENT_LANGUAGE", "zh")],
+    )
+    .await;
+    let node = structured(
+        &call(
+            &client,
+            "create_branch",
+            json!({"session_id": "zh", "input_text": QUESTION, "call_type": "explore"}),
+        )
+        .await,
+    );
+    assert_eq!(node["conclusion"], "成立。");
+    assert_eq!(node["confidence"], 0.9);
+    assert_eq!(
+        node["suggestions"],
+        json!([
+            "发散探索完成，可对有价值的方向用 drill_down 深入",
+            "还可创建 15 个分支，建议继续多角度探索"
+        ])
+    );
 }

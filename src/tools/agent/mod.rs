@@ -75,6 +75,19 @@ pub static FAMILY: Family = Family {
     picture: Some(&picture::PICTURES),
 };
 
+/// Environment variable choosing the suggestions' language: `zh` for the original's
+/// Chinese texts, English otherwise.
+pub const LANGUAGE_ENV: &str = "REASONING_LEDGER_AGENT_LANGUAGE";
+
+/// The suggestions' language ([`LANGUAGE_ENV`]).
+pub fn language() -> read::Language {
+    static LANGUAGE: OnceLock<read::Language> = OnceLock::new();
+    *LANGUAGE.get_or_init(|| match std::env::var(LANGUAGE_ENV) {
+        Ok(v) if v.trim().to_ascii_lowercase().starts_with("zh") => read::Language::Chinese,
+        _ => read::Language::English,
+    })
+}
+
 /// The node quota: [`read::DEFAULT_NODE_QUOTA`] unless [`NODE_QUOTA_ENV`] says otherwise.
 pub fn node_quota() -> u64 {
     static QUOTA: OnceLock<u64> = OnceLock::new();
@@ -590,7 +603,7 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
         "conclusion": node.conclusion,
         "confidence": node.confidence,
         "remaining_quota": remaining,
-        "suggestions": read::suggestions(call_type, node.confidence, remaining),
+        "suggestions": read::suggestions_in(language(), call_type, node.confidence, remaining),
         "session_id": session_id,
         "parent_node_id": node.parent_node_id,
         "ledger_session_id": recorded.session.to_string(),
