@@ -295,7 +295,9 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
         &["export", ledger_session, "--format", "markdown"],
     ));
     assert!(
-        markdown.contains("## Branch nodes") && markdown.contains("## Model calls"),
+        markdown.contains("## Branch nodes")
+            && markdown.contains("## Model calls")
+            && markdown.contains("4 calls · 48 prompt + 28 completion tokens"),
         "{markdown}"
     );
     // The SVG picture and the HTML page draw the nodes, the nesting and the chat call.
@@ -742,4 +744,55 @@ async fn suggestions_can_be_the_original_chinese_texts() {
             "还可创建 15 个分支，建议继续多角度探索"
         ])
     );
+}
+
+#[tokio::test]
+async fn a_providers_file_with_prices_gives_each_call_its_cost() {
+    let llm = LlmServer::start(vec![Reply::completion("priced")]).await;
+    let dir = common::data_dir();
+    std::fs::write(
+        dir.path().join("secrets.txt"),
+        format!("MY_LOCAL_KEY={CANARY}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("providers.json"),
+        json!({
+            "name": "priced-local",
+            "base_url": llm.base_url,
+            "model": "loopback-model",
+            "api_key_env": "MY_LOCAL_KEY",
+            "prices": {"input_per_million": 1.0, "output_per_million": 2.0}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let client = spawn_agent(dir.path(), &[], None).await;
+    let answer = structured(
+        &call(
+            &client,
+            "chat_agent",
+            json!({"input_text": "Say priced.", "session_id": "cost"}),
+        )
+        .await,
+    );
+    assert_eq!(answer["content"], "priced");
+    // The key came from secrets.txt; the provider's name from the file.
+    assert!(
+        llm.received()[0]
+            .head
+            .contains(&format!("authorization: Bearer {CANARY}"))
+    );
+    let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
+    let row = &sessions["sessions"][0];
+    let expected = (12.0 * 1.0 + 7.0 * 2.0) / 1_000_000.0;
+    assert!(
+        (row["cost"].as_f64().unwrap() - expected).abs() < 1e-12,
+        "{row}"
+    );
+    let history =
+        structured(&call(&client, "get_history", json!({"sessionId": "agent:cost"})).await);
+    let model_call = &history["events"][1]["payload"]["model_call"];
+    assert_eq!(model_call["provider"], "priced-local");
+    assert!(!history.to_string().contains(CANARY));
 }
