@@ -300,6 +300,14 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
             && markdown.contains("4 calls · 48 prompt + 28 completion tokens"),
         "{markdown}"
     );
+    let node_ids = regex::Regex::new(r"n\\?_[0-9a-f]{8}").unwrap();
+    let millis = regex::Regex::new(r"\d+ ms\b").unwrap();
+    let stable = |text: &str| {
+        let text = node_ids.replace_all(text, "n_node");
+        millis.replace_all(&text, "<n> ms").into_owned()
+    };
+    common::check("agent_export_mermaid", &stable(&mermaid));
+    common::check("agent_export_markdown", &stable(&markdown));
     // The SVG picture and the HTML page draw the nodes, the nesting and the chat call.
     let svg = stdout(&cli(
         dir.path(),
