@@ -5,6 +5,7 @@
 //! evaluations, closes and merges, folded into the tree). Must not: write anything, do
 //! I/O, or loop on a crafted log: every fold walks each event once.
 
+pub mod agent;
 #[cfg(test)]
 pub mod fixtures;
 pub mod plan;

@@ -96,6 +96,15 @@ pub struct StandIn {
     pub stands_in_for: String,
 }
 
+/// A model call as folded: the event's seq and time, the tool that caused it, the record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelCallView {
+    pub seq: u64,
+    pub at: u64,
+    pub tool: String,
+    pub record: crate::provider::ModelCallRecord,
+}
+
 /// How two thoughts are related.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,6 +180,10 @@ pub struct ThoughtTree {
     pub anomalies: Vec<Anomaly>,
     /// Plans, evaluations, closes and merges (the planning family's folds).
     pub planning: Planning,
+    /// Model calls recorded in the session (any family), in seq order.
+    pub model_calls: Vec<ModelCallView>,
+    /// Branch nodes of an agent session, in seq order.
+    pub agent_nodes: Vec<crate::projection::agent::FoldedNode>,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -192,6 +205,8 @@ impl ThoughtTree {
             branches: Vec::new(),
             anomalies: Vec::new(),
             planning: Planning::default(),
+            model_calls: Vec::new(),
+            agent_nodes: Vec::new(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
@@ -424,6 +439,22 @@ impl ThoughtTree {
         // export stays as it was).
         if !self.planning.is_empty() {
             json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
+        }
+        if !self.agent_nodes.is_empty() {
+            json["agentNodes"] = serde_json::to_value(&self.agent_nodes).expect("nodes serialize");
+        }
+        if !self.model_calls.is_empty() {
+            json["modelCalls"] = self
+                .model_calls
+                .iter()
+                .map(|call| {
+                    let mut row = serde_json::to_value(&call.record).expect("a record serializes");
+                    row["seq"] = serde_json::json!(call.seq);
+                    row["at"] = serde_json::json!(crate::event::format_time(call.at));
+                    row["tool"] = serde_json::json!(call.tool);
+                    row
+                })
+                .collect();
         }
         json
     }
