@@ -1,7 +1,7 @@
 //! An agent session's branch nodes in the Mermaid and Markdown exports, and the model
 //! calls of any session in the Markdown export.
 //!
-//! Owns: [`agent_edges`], [`write_agent_nodes`] (the trunk `t0` and one node `g<n>` per
+//! Owns: [`agent_edges`], [`write_agent_nodes`] (the trunk `r0` and one node `g<n>` per
 //! branch node, each linked from its parent, labelled with call type, confidence and
 //! conclusion) and [`session_markdown`]. Every model-written text goes through the
 //! Mermaid label escaper or the Markdown escaper, so any model output keeps the diagram
@@ -16,10 +16,13 @@ use std::fmt::Write as _;
 
 const INDENT: &str = "    ";
 
+/// Mermaid id of the trunk (thought ids are `t<seq>`, so not `t0`).
+pub const TRUNK_ID: &str = "r0";
+
 /// Characters of a conclusion or title shown in a node label.
 pub const AGENT_LABEL_MAX_CHARS: usize = 80;
 
-const AGENT_CLASS_DEFS: [(&str, &str); 3] = [
+pub(crate) const AGENT_CLASS_DEFS: [(&str, &str); 3] = [
     ("trunk", "fill:#e7f5ff,stroke:#1c7ed6,color:#1864ab"),
     ("node", "fill:#f3f0ff,stroke:#7048e8,color:#5f3dc4"),
     ("lowconf", "fill:#fff4e6,stroke:#f76707,color:#d9480f"),
@@ -51,7 +54,7 @@ pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
     }
     let _ = writeln!(
         out,
-        "{INDENT}t0[\"🌳 {}\"]:::trunk",
+        "{INDENT}{TRUNK_ID}[\"🌳 {}\"]:::trunk",
         escape_label(&cut(&format!("{TRUNK} · {}", tree.title())))
     );
     let mut ids: HashMap<&str, String> = HashMap::new();
@@ -85,7 +88,7 @@ pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
         let parent = ids
             .get(node.parent_node_id.as_str())
             .cloned()
-            .unwrap_or_else(|| "t0".to_string());
+            .unwrap_or_else(|| TRUNK_ID.to_string());
         let _ = writeln!(out, "{INDENT}{parent} --> {id}");
         ids.entry(node.node_id.as_str()).or_insert(id);
     }
@@ -119,6 +122,20 @@ pub fn session_markdown(tree: &ThoughtTree) -> String {
     }
     if !tree.model_calls.is_empty() {
         out.push_str("## Model calls\n\n");
+        if let Some(summary) = &tree.summary {
+            let _ = write!(
+                out,
+                "{} call{} · {} prompt + {} completion tokens",
+                summary.model_calls,
+                if summary.model_calls == 1 { "" } else { "s" },
+                summary.prompt_tokens,
+                summary.completion_tokens
+            );
+            if let Some(cost) = summary.cost {
+                let _ = write!(out, " · cost {cost:.6}");
+            }
+            out.push_str("\n\n");
+        }
         for call in &tree.model_calls {
             let r = &call.record;
             let outcome = match &r.error {

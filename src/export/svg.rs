@@ -1225,7 +1225,70 @@ pub(crate) mod tests {
             build(plan_events(text)),
             build(evaluated_branch_events(text)),
             build(qa_events(text)),
+            build(agent_events(text)),
         ]
+    }
+
+    /// An agent session whose every text is `text`: a chat_agent call (answered), a
+    /// failed one, and three branch nodes, one nested, one under an unknown parent.
+    pub(crate) fn agent_events(text: &str) -> (SessionId, Vec<Event>) {
+        use crate::projection::agent::{AgentNode, CallType};
+        use crate::provider::{ChatRequest, ChatResponse, ModelCallRecord, ModelCallRecorded};
+        use crate::tools::agent::payload::BranchNodeCreated;
+        let call = |tool: &str| crate::event::CallRecord {
+            tool: tool.to_string(),
+            raw_arguments: serde_json::json!({"input_text": text}).into(),
+            duration_us: 1,
+        };
+        let mut record = ModelCallRecord::not_called(
+            &ChatRequest::single(Some(text.to_string()), text),
+            crate::provider::ProviderError::Config {
+                message: text.to_string(),
+            },
+        );
+        let failed = record.clone();
+        record.error = None;
+        record.response = Some(ChatResponse {
+            content: text.to_string(),
+            reasoning: None,
+            finish_reason: None,
+            usage: None,
+            model: text.to_string(),
+        });
+        let node = |id: &str, parent: &str| -> Payload {
+            BranchNodeCreated {
+                node: AgentNode {
+                    node_id: id.to_string(),
+                    parent_node_id: parent.to_string(),
+                    call_type: CallType::Verify,
+                    input_text: text.to_string(),
+                    raw_process: text.to_string(),
+                    conclusion: text.to_string(),
+                    confidence: Some(0.5),
+                    model: text.to_string(),
+                },
+                call: call("create_branch"),
+            }
+            .into()
+        };
+        events_of(
+            SessionKind::AGENT,
+            vec![
+                ModelCallRecorded {
+                    record,
+                    call: call("chat_agent"),
+                }
+                .into(),
+                ModelCallRecorded {
+                    record: failed,
+                    call: call("chat_agent"),
+                }
+                .into(),
+                node("n_00000001", "trunk"),
+                node(text, "n_00000001"),
+                node("n_00000003", "n_elsewhere"),
+            ],
+        )
     }
 
     #[test]

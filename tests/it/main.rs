@@ -33,6 +33,7 @@ mod faults_process;
 mod hostile;
 mod ledger;
 mod llm;
+mod local_model;
 mod order;
 mod pg;
 mod planning;
