@@ -18,6 +18,9 @@ use std::process::ExitCode;
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
+/// Environment variable choosing the store (`postgres://…`); unset: the redb file in the
+/// data directory.
+pub const STORE_ENV: &str = "REASONING_LEDGER_STORE";
 /// Environment variable choosing the toolsets of `serve`.
 pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
 /// Environment variable that turns the stderr thought box off when "true" (any case).
@@ -37,6 +40,9 @@ pub struct Cli {
     /// Directory holding ledger.redb [env: REASONING_LEDGER_DIR; default: the platform data directory]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// A PostgreSQL ledger shared by a team (postgres://user@host/db) instead of ledger.redb in the data directory [env: REASONING_LEDGER_STORE]
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -47,6 +53,15 @@ pub enum Command {
     Serve {
         #[arg(long, value_name = "A,B", help = toolsets_help())]
         toolsets: Option<String>,
+        /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: PORT (loopback) or IP:PORT. A bearer token is required: REASONING_LEDGER_TOKEN, else one generated into http-token in the data directory
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With --http: another name clients reach this server by (Host header check), repeatable
+        #[arg(long, value_name = "NAME", requires = "http")]
+        allowed_host: Vec<String>,
+        /// With --http: a browser origin allowed to call (scheme://host:port), repeatable
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allowed_origin: Vec<String>,
     },
     /// List sessions, newest first
     Sessions {
@@ -119,6 +134,12 @@ pub enum Command {
     },
     /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
     Demo,
+    /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
+    Copy {
+        /// Where to: postgres://… or a directory (its ledger.redb)
+        #[arg(long, value_name = "URL|DIR")]
+        to: String,
+    },
 }
 
 /// Help of `serve --toolsets`, from the registered families: a toolset that lands appears
@@ -144,6 +165,27 @@ fn parse_format(text: &str) -> Result<Format, String> {
 /// Settings resolved once from arguments and environment.
 pub struct Settings {
     pub data_dir: PathBuf,
+    /// The PostgreSQL URL of `--store` / `REASONING_LEDGER_STORE`; `None`: redb.
+    pub store: Option<String>,
+}
+
+/// The store URL: `--store`, else `REASONING_LEDGER_STORE`; only PostgreSQL URLs.
+pub fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
+    let chosen = flag.or_else(|| {
+        std::env::var(STORE_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    });
+    match chosen {
+        None => Ok(None),
+        Some(url) if crate::store::postgres::is_postgres_url(url.trim()) => {
+            Ok(Some(url.trim().to_string()))
+        }
+        Some(other) => bail!(
+            "--store {other:?}: expected a PostgreSQL URL (postgres://user@host/db); leave \
+             --store and {STORE_ENV} unset for the ledger.redb in the data directory"
+        ),
+    }
 }
 
 /// Where the ledger lives: `--data-dir`, else `REASONING_LEDGER_DIR`, else the platform
@@ -208,10 +250,29 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings {
         data_dir: resolve_data_dir(cli.data_dir)?,
+        store: resolve_store(cli.store)?,
     };
-    let command = cli.command.unwrap_or(Command::Serve { toolsets: None });
+    let command = cli.command.unwrap_or(Command::Serve {
+        toolsets: None,
+        http: None,
+        allowed_host: Vec::new(),
+        allowed_origin: Vec::new(),
+    });
     match command {
-        Command::Serve { toolsets } => serve(&settings, toolsets),
+        Command::Serve {
+            toolsets,
+            http,
+            allowed_host,
+            allowed_origin,
+        } => {
+            let http = http.map(|listen| crate::http::HttpSettings {
+                listen,
+                allowed_hosts: allowed_host,
+                allowed_origins: allowed_origin,
+                data_dir: settings.data_dir.clone(),
+            });
+            serve(&settings, toolsets, http)
+        }
         Command::Sessions { json, kind, limit } => sessions(&settings, json, kind, limit),
         Command::Show { id } => show(&settings, &id),
         Command::Export {
@@ -229,6 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime()?.block_on(crate::ui::run(ledger, port))
         }
         Command::Demo => demo(&settings),
+        Command::Copy { to } => copy(&settings, &to),
     }
 }
 
@@ -242,13 +304,27 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Opens the ledger, creating it if missing: for the commands that record (`serve`,
 /// `demo`, `import`).
 fn open(settings: &Settings) -> anyhow::Result<Ledger> {
-    Ok(Ledger::open(&settings.data_dir)?)
+    match &settings.store {
+        Some(url) => Ok(Ledger::open_postgres(url)?),
+        None => Ok(Ledger::open(&settings.data_dir)?),
+    }
 }
 
 /// Opens an existing ledger: for the commands that only read. A missing one is an error
 /// naming the path and the default ledger, so a mistyped `--data-dir` is noticed instead
 /// of answering from a new, empty ledger.
 fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
+    if let Some(url) = &settings.store {
+        return match Ledger::open_postgres_existing(url) {
+            Ok(ledger) => Ok(ledger),
+            Err(OpenError::NoLedger { path }) => bail!(
+                "no ledger in {} (check --store / {STORE_ENV}). Read-only commands never \
+                 create one: `serve`, `demo`, `import` and `copy --to` do",
+                path.display()
+            ),
+            Err(error) => Err(error.into()),
+        };
+    }
     match Ledger::open_existing(&settings.data_dir) {
         Ok(ledger) => Ok(ledger),
         Err(OpenError::NoLedger { path }) => {
@@ -272,7 +348,11 @@ fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
     }
 }
 
-fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
+fn serve(
+    settings: &Settings,
+    toolsets: Option<String>,
+    http: Option<crate::http::HttpSettings>,
+) -> anyhow::Result<()> {
     let chosen = toolsets.or_else(|| {
         std::env::var(TOOLSETS_ENV)
             .ok()
@@ -285,7 +365,6 @@ fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
     let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let ledger = open(settings)?;
-    tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
     let runtime = runtime()?;
     let _entered = runtime.enter();
     let models = crate::provider::Models::new(crate::provider::ProviderSettings::load(Some(
@@ -295,6 +374,16 @@ fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
         Some((name, model)) => tracing::info!(provider = name, model, "model provider"),
         None => tracing::info!("no HTTP model provider configured: MCP sampling only"),
     }
+    if let Some(http) = http {
+        return runtime.block_on(crate::http::serve_http(
+            ledger,
+            toolsets,
+            log_thoughts,
+            models,
+            http,
+        ));
+    }
+    tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
     let ctx = crate::tools::ToolContext::with_models(ledger, log_thoughts, models);
     let server = LedgerServer::with_context(ctx, toolsets);
     runtime.block_on(serve_stdio(server))
@@ -584,10 +673,10 @@ fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
 }
 
 fn demo(settings: &Settings) -> anyhow::Result<()> {
-    runtime()?.block_on(run_demo(&settings.data_dir))
+    runtime()?.block_on(run_demo(&settings.data_dir, settings.store.as_deref()))
 }
 
-async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
+async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
     let script: Vec<serde_json::Value> =
         serde_json::from_str(DEMO_SCRIPT).context("demo script")?;
     let exe = std::env::current_exe().context("locating this binary")?;
@@ -598,14 +687,20 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
         .arg("--data-dir")
         .arg(&data_dir)
         .env(DISABLE_THOUGHT_LOGGING_ENV, "true");
+    if let Some(url) = store {
+        command.arg("--store").arg(url);
+    }
+    let where_stored = match store {
+        Some(url) => crate::store::postgres::redact_url(url),
+        None => data_dir.join(LEDGER_FILE_NAME).display().to_string(),
+    };
     let client = crate::mcp_client::McpClient::spawn(command)?;
     client
         .initialize("reasoning-ledger-demo")
         .await
         .context("starting the server")?;
     eprintln!(
-        "demo: a server is running on {}; sending {} thoughts",
-        data_dir.display(),
+        "demo: a server is running on {where_stored}; sending {} thoughts",
         script.len()
     );
     let mut session_id = None;
@@ -653,21 +748,111 @@ async fn run_demo(data_dir: &Path) -> anyhow::Result<()> {
     }
     client.close().await?;
     let program = follow_up_program(&exe);
-    let data_dir_arg = shell_quote(&std::path::absolute(&data_dir).unwrap_or(data_dir.clone()));
+    let data_dir_arg = match store {
+        // The URL as given (a password in it is the user's own); `sh` reads it as one word.
+        Some(url) => format!("--store {}", shell_quote(Path::new(url))),
+        None => format!(
+            "--data-dir {}",
+            shell_quote(&std::path::absolute(&data_dir).unwrap_or(data_dir.clone()))
+        ),
+    };
     out.push_str(&format!(
-        "\nSession {session_id} is stored in {}.\nTry:\n",
-        data_dir.join(LEDGER_FILE_NAME).display()
+        "\nSession {session_id} is stored in {where_stored}.\nTry:\n"
     ));
     for command in [
         format!("show {session_id}"),
         format!("export {session_id} --format json"),
         "sessions".to_string(),
     ] {
-        out.push_str(&format!(
-            "  {program} --data-dir {data_dir_arg} {command}\n"
-        ));
+        out.push_str(&format!("  {program} {data_dir_arg} {command}\n"));
     }
     stdout_write(&out)
+}
+
+/// Events one `copy` transaction carries at most.
+pub const COPY_BATCH_EVENTS: usize = 1000;
+
+/// `copy --to`: every event of this ledger into another store, in position order (so the
+/// copy's positions follow the same commit order), each session's events exactly as
+/// stored (ids, times, hashes). Idempotent and resumable: events the target already holds
+/// are checked (same hash) and skipped, the rest appended.
+fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
+    let source = open_existing(settings)?;
+    let target = if crate::store::postgres::is_postgres_url(to) {
+        Ledger::open_postgres(to)?
+    } else {
+        Ledger::open(Path::new(to))?
+    };
+    let source_label = source.path().display().to_string();
+    let target_label = target.path().display().to_string();
+    if source_label == target_label {
+        bail!("copy --to {target_label}: that is the ledger being copied");
+    }
+    let mut copied = 0u64;
+    let mut present = 0u64;
+    let mut sessions: std::collections::BTreeSet<SessionId> = Default::default();
+    let mut batch: Vec<Event> = Vec::new();
+    let mut failed: Option<anyhow::Error> = None;
+    let mut flush = |batch: &mut Vec<Event>| -> anyhow::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(batch);
+        let session = events[0].session;
+        sessions.insert(session);
+        let head_seq = target.head(session)?.map_or(0, |h| h.seq);
+        let (known, fresh): (Vec<Event>, Vec<Event>) =
+            events.into_iter().partition(|e| e.seq <= head_seq);
+        if let (Some(first), Some(last)) = (known.first(), known.last()) {
+            let stored = target.events(session, first.seq, last.seq)?;
+            if stored.len() != known.len()
+                || stored.iter().zip(&known).any(|(s, k)| s.hash != k.hash)
+            {
+                bail!(
+                    "session {session} in {target_label} differs from {source_label} at seqs \
+                     {}..={}: not a copy of this ledger (nothing more was copied)",
+                    first.seq,
+                    last.seq
+                );
+            }
+            present += known.len() as u64;
+        }
+        let count = fresh.len() as u64;
+        target
+            .write_blocking(move |txn| txn.import(fresh))?
+            .with_context(|| format!("copying session {session}"))?;
+        copied += count;
+        Ok(())
+    };
+    let mut visit = |event: Event| -> bool {
+        let full = batch
+            .last()
+            .is_some_and(|last| last.session != event.session)
+            || batch.len() >= COPY_BATCH_EVENTS;
+        if full && let Err(error) = flush(&mut batch) {
+            failed = Some(error);
+            return false;
+        }
+        batch.push(event);
+        true
+    };
+    if source.last_position()? > 0 {
+        source.for_each_event_from_position(1, |positioned| visit(positioned.event))?;
+    } else {
+        // A ledger of an earlier build before its first write has no positions yet.
+        source.for_each_event_everywhere(&mut visit)?;
+    }
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    flush(&mut batch)?;
+    let verified = target.verify_all()?;
+    stdout_write(&format!(
+        "copied {copied} event(s) ({present} already there) of {} session(s) from {source_label} \
+         to {target_label}; verify: ok, {} session(s)\n",
+        sessions.len(),
+        verified.len()
+    ))
 }
 
 /// How a follow-up command names this binary so that it runs as printed: `reasoning-ledger`

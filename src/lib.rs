@@ -4,13 +4,16 @@
 //!
 //! - [`transport`]: stdio lines in and out: the bounded line reader, JSON-RPC errors for
 //!   lines no handler sees, the single writer of stdout.
-//! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources.
+//! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources and their
+//!   subscriptions ([`live`]: `resources/updated` as any process commits).
+//! - [`http`]: `serve --http`: MCP's streamable HTTP transport at `/mcp` behind a bearer
+//!   token, Host and Origin checks.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
 //! - [`provider`]: the models tools call: an OpenAI-compatible HTTP endpoint or MCP
 //!   sampling through the client, with retries and the model-call event.
-//! - [`store`]: the event log behind a backend contract (redb today), the only module
-//!   that touches storage.
+//! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
+//!   for a team), the only module that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
 //! - [`export`]: Mermaid, Markdown, JSON, JSONL, SVG and HTML renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
@@ -35,6 +38,8 @@ pub mod fault;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
+pub mod live;
 pub mod mcp_client;
 pub mod projection;
 pub mod provider;

@@ -6,6 +6,7 @@
 //! (the transport alone writes there), or answer a writing call before its commit.
 
 use crate::export::{self, Format};
+use crate::live::{self, Interest};
 use crate::store::Ledger;
 use crate::tools::arrival::{Arrival, ArrivalOrder};
 use crate::tools::{Request, ToolCall, ToolContext, ToolError, Toolset, ledger};
@@ -13,14 +14,16 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, Tool,
+    ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Longest JSON-RPC line the server reads (bytes); the rest of a longer line is skipped
 /// without being kept and the line is answered with a -32600 error, so memory stays
@@ -52,6 +55,23 @@ pub struct LedgerServer {
     instructions: Arc<str>,
     /// The connection's arrival order of writing calls.
     arrivals: Arc<ArrivalOrder>,
+    /// The connection's `resources/subscribe` URIs and the task that follows them.
+    subscriptions: Arc<Subscriptions>,
+}
+
+/// A connection's subscriptions (the `initialize` generation): the URIs, and the task
+/// sending their updates, started by the first subscribe and stopped when the connection's
+/// server is dropped.
+#[derive(Default)]
+struct Subscriptions {
+    interest: Arc<Mutex<Interest>>,
+    follower: Mutex<Option<DropGuard>>,
+}
+
+/// What a resource URI follows: a session, or the session list.
+enum Followed {
+    Session(crate::event::SessionId),
+    List,
 }
 
 impl LedgerServer {
@@ -97,6 +117,7 @@ impl LedgerServer {
             routes: Arc::new(routes),
             instructions: instructions.into(),
             arrivals: ArrivalOrder::new(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -170,6 +191,42 @@ impl LedgerServer {
     pub fn instructions(&self) -> &str {
         &self.instructions
     }
+
+    /// What `uri` follows (resolving an alias), or a not-found error telling the client
+    /// which URIs exist.
+    async fn followed(&self, uri: &str) -> Result<Followed, McpError> {
+        let not_found = || {
+            McpError::resource_not_found(
+                format!(
+                    "no resource {uri} to subscribe to: use ledger://sessions or \
+                     ledger://sessions/{{id}} (with /mermaid, /markdown or /jsonl)"
+                ),
+                None,
+            )
+        };
+        match parse_resource_uri(uri).ok_or_else(not_found)? {
+            ResourcePath::Sessions => Ok(Followed::List),
+            ResourcePath::Session(id, _) => {
+                let ledger = self.ledger().clone();
+                let id = id.to_string();
+                let session = tokio::task::spawn_blocking(move || ledger.resolve(&id))
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                session.map(Followed::Session).ok_or_else(not_found)
+            }
+        }
+    }
+
+    /// The position a new follower starts from: the next commit.
+    async fn next_position(&self) -> Result<u64, McpError> {
+        let ledger = self.ledger().clone();
+        tokio::task::spawn_blocking(move || ledger.last_position())
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map(|last| last + 1)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
 }
 
 /// A resource URI taken apart.
@@ -239,6 +296,7 @@ impl ServerHandler for LedgerServer {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_resources_subscribe()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
@@ -360,6 +418,72 @@ impl ServerHandler for LedgerServer {
         ]))
     }
 
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_uri(request.uri, context.peer).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions
+            .interest
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .remove(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| parse_resource_uri(uri).is_some())
+            .cloned()
+            .collect();
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = Some(uris);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let from = self.next_position().await?;
+        let mut interest = Interest::default();
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            // A session that does not exist (yet) is left out: the filter is acknowledged.
+            match self.followed(uri).await {
+                Ok(Followed::Session(session)) => interest.add_session(session, uri.clone()),
+                Ok(Followed::List) => interest.add_list(uri.clone()),
+                Err(_) => tracing::debug!(%uri, "subscription to an unknown session"),
+            }
+        }
+        let cancel = context.request_context().ct.clone();
+        let sink = context.sink().clone();
+        live::follow(
+            self.ledger().clone(),
+            from,
+            Arc::new(Mutex::new(interest)),
+            cancel,
+            |uri| {
+                let sink = sink.clone();
+                async move { sink.notify_resource_updated(uri).await.is_ok() }
+            },
+        )
+        .await;
+        Ok(())
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
@@ -371,6 +495,56 @@ impl ServerHandler for LedgerServer {
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map(Into::into)
+    }
+}
+
+/// The legacy (`initialize` generation) subscription and the 2026-07-28 `listen`, both
+/// over [`live::follow`].
+impl LedgerServer {
+    async fn subscribe_uri(
+        &self,
+        uri: String,
+        peer: rmcp::Peer<RoleServer>,
+    ) -> Result<(), McpError> {
+        let followed = self.followed(&uri).await?;
+        let from = self.next_position().await?;
+        {
+            let mut interest = self
+                .subscriptions
+                .interest
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            match followed {
+                Followed::Session(session) => interest.add_session(session, uri),
+                Followed::List => interest.add_list(uri),
+            }
+        }
+        let mut follower = self
+            .subscriptions
+            .follower
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if follower.is_none() {
+            let cancel = CancellationToken::new();
+            let interest = self.subscriptions.interest.clone();
+            let ledger = self.ledger().clone();
+            let stop = cancel.clone();
+            tokio::spawn(async move {
+                live::follow(ledger, from, interest, stop, |uri| {
+                    let peer = peer.clone();
+                    async move {
+                        peer.notify_resource_updated(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                        )
+                        .await
+                        .is_ok()
+                    }
+                })
+                .await;
+            });
+            *follower = Some(cancel.drop_guard());
+        }
+        Ok(())
     }
 }
 

@@ -729,3 +729,18 @@ fn redb_fresh() -> Fresh {
 mod redb {
     crate::conformance_suite!(super::redb_fresh);
 }
+
+/// A fresh PostgreSQL ledger in its own schema of the tests' server.
+fn postgres_fresh() -> Fresh {
+    let db = super::postgres::testdb::TestDb::new();
+    let url = db.url.clone();
+    Fresh {
+        ledger: Ledger::open_postgres(&url).unwrap(),
+        another_handle: Box::new(move || Ledger::open_postgres(&url).unwrap()),
+        keep: Box::new(db),
+    }
+}
+
+mod postgres {
+    crate::conformance_suite!(super::postgres_fresh);
+}

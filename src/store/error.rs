@@ -103,6 +103,8 @@ pub enum OpenError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot open the ledger at {label}: {source}")]
+    Store { label: String, source: BackendError },
     #[error("cannot create the ledger {path}")]
     Create {
         path: PathBuf,

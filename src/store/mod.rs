@@ -19,6 +19,7 @@ pub(crate) mod codec;
 mod conformance;
 pub mod contract;
 mod error;
+pub(crate) mod postgres;
 mod redb;
 pub mod rules;
 pub mod watch;

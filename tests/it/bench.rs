@@ -39,14 +39,36 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
         "20",
         "--open-events",
         "60",
+        "--postgres",
+        crate::pg::server_url(),
     ]);
     assert!(bench.status.success(), "{}", stderr(&bench));
     let report: serde_json::Value = serde_json::from_str(&stdout(&bench)).expect("JSON report");
     let text = report.to_string();
-    for figure in ["servers", "ledger", "rebuild_ms", "mermaid_ms", "open_ms"] {
+    for figure in [
+        "servers",
+        "ledger",
+        "rebuild_ms",
+        "mermaid_ms",
+        "open_ms",
+        "insert_commit_p50_us",
+        "store_append_p50_us",
+    ] {
         assert!(text.contains(figure), "{figure} missing from {text}");
     }
     assert_eq!(report["ledger"]["rebuild_events"], 50);
+    // redb beside PostgreSQL, both measured.
+    for store in ["redb", "postgres"] {
+        let figures = &report["stores"][store];
+        assert!(
+            figures["one_caller_p50_us"].as_f64().unwrap() > 0.0,
+            "{figures}"
+        );
+        assert!(
+            figures["in_flight_thoughts_per_s"].as_f64().unwrap() > 0.0,
+            "{figures}"
+        );
+    }
     // What was measured is the server binary of this build, found beside the harness.
     let servers = &report["servers"]["servers"];
     let ours = &servers["ours"];

@@ -35,6 +35,7 @@ pub async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cli
             cmd.arg("serve").arg("--data-dir").arg(&dir).args(&extra);
             cmd.env("DISABLE_THOUGHT_LOGGING", "true");
             cmd.env_remove("REASONING_LEDGER_TOOLSETS");
+            cmd.env_remove("REASONING_LEDGER_STORE");
             for (k, v) in &env {
                 cmd.env(k, v);
             }
@@ -110,6 +111,7 @@ pub fn cli(dir: &Path, args: &[&str]) -> Output {
         .arg(dir)
         .args(args)
         .env_remove("REASONING_LEDGER_DIR")
+        .env_remove("REASONING_LEDGER_STORE")
         .output()
         .expect("run cli")
 }

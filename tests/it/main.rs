@@ -14,7 +14,9 @@
 //! budget, and a validating client's verdict on arguments against the server's), `planning`
 //! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
 //! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
-//! (the web view over HTTP: pages, refusals, `/changes` on another process's append). Storage faults (crash at every sync point, I/O errors, a full
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
+//! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
+//! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
@@ -33,9 +35,11 @@ mod ledger;
 mod llm;
 mod local_model;
 mod order;
+mod pg;
 mod planning;
 mod protocol;
 mod qa;
 mod sampling;
+mod team;
 mod thinking;
 mod ui;

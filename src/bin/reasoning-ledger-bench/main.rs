@@ -10,6 +10,7 @@
 //! than as a child process behind its argv (what is measured is the binary users run).
 
 mod ledger;
+mod postgres;
 mod servers;
 
 use anyhow::{Context, bail};
@@ -67,6 +68,12 @@ struct BenchArgs {
     /// Events in the ledger opened
     #[arg(long, default_value_t = ledger::DEFAULT_OPEN_EVENTS)]
     open_events: u64,
+    /// Skip the store benchmark (redb beside PostgreSQL)
+    #[arg(long)]
+    no_postgres: bool,
+    /// The PostgreSQL to measure [default: a throwaway one started with tools/pg]
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -151,7 +158,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Found before anything is measured: a missing binary fails at once, not after the
     // ledger fixtures.
-    let server = if args.no_servers {
+    let server = if args.no_servers && args.no_postgres {
         None
     } else {
         Some(server_binary(args.server.clone())?)
@@ -166,7 +173,17 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let mut report = serde_json::Map::new();
     let mut text = String::new();
-    if let Some(server) = server {
+    if let Some(server) = server.as_ref().filter(|_| !args.no_postgres) {
+        let figures = runtime()?.block_on(postgres::run(
+            server,
+            &scratch,
+            args.postgres.clone(),
+            args.calls,
+        ))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("stores".into(), serde_json::to_value(&figures)?);
+    }
+    if let Some(server) = server.filter(|_| !args.no_servers) {
         eprintln!("bench: measuring {}", describe_binary(&server));
         let mut options = servers::ServerBenchOptions::new(scratch.join("servers"));
         options.ours = Some(servers::ours_command(&server));

@@ -13,8 +13,8 @@
 
 mod fsync;
 mod report;
-mod session;
-mod stats;
+pub mod session;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,115 @@
+//! The ledger's tables in PostgreSQL and their versions.
+//!
+//! Owns: [`SCHEMA_VERSION`], the migrations that reach it (applied at start, in one
+//! transaction, under an advisory lock so two servers starting at once do not race), and
+//! the refusal of a schema newer than this build's. Must not: change a table a released
+//! version created other than by a new migration.
+
+use super::PgError;
+use postgres::Client;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
+
+/// Migration `n` (1-based) takes the schema from version `n - 1` to `n`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE ledger_events (
+        session bytea NOT NULL,
+        seq bigint NOT NULL,
+        id bytea NOT NULL UNIQUE,
+        position bigint NOT NULL UNIQUE,
+        row bytea NOT NULL,
+        PRIMARY KEY (session, seq)
+    );
+    CREATE TABLE ledger_heads (session bytea PRIMARY KEY, head bytea NOT NULL);
+    CREATE TABLE ledger_aliases (alias text PRIMARY KEY, session bytea NOT NULL);
+    CREATE TABLE ledger_counter (
+        id int PRIMARY KEY CHECK (id = 1),
+        last_position bigint NOT NULL
+    );
+    INSERT INTO ledger_counter (id, last_position) VALUES (1, 0);
+"];
+
+/// A SQL identifier of `text` (a channel name for LISTEN).
+pub(crate) fn quote_ident(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// A SQL string literal of `text`.
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn failed(what: &'static str) -> impl Fn(postgres::Error) -> PgError {
+    move |source| PgError::Query { what, source }
+}
+
+/// Checks the schema and brings it to [`SCHEMA_VERSION`] (creating it when `create`).
+/// Returns this ledger's NOTIFY channel, or `None` when there is no ledger and `create`
+/// is false.
+pub(crate) fn prepare(client: &mut Client, create: bool) -> Result<Option<String>, PgError> {
+    let mut txn = client
+        .transaction()
+        .map_err(failed("beginning the schema check"))?;
+    txn.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(failed("locking the schema"))?;
+    let schema: Option<String> = txn
+        .query_one("SELECT current_schema()", &[])
+        .map_err(failed("reading the current schema"))?
+        .get(0);
+    let Some(schema) = schema else {
+        return Err(PgError::NoSchema);
+    };
+    let has_meta: bool = txn
+        .query_one("SELECT to_regclass('ledger_meta') IS NOT NULL", &[])
+        .map_err(failed("looking for the ledger's tables"))?
+        .get(0);
+    let found: i64 = if has_meta {
+        txn.query_opt(
+            "SELECT value FROM ledger_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .map_err(failed("reading the schema version"))?
+        .map_or(0, |row| row.get(0))
+    } else {
+        0
+    };
+    if found > SCHEMA_VERSION {
+        return Err(PgError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if found == 0 && !create {
+        return Ok(None);
+    }
+    if found < SCHEMA_VERSION {
+        if !has_meta {
+            txn.batch_execute(
+                "CREATE TABLE ledger_meta (key text PRIMARY KEY, value bigint NOT NULL)",
+            )
+            .map_err(failed("creating ledger_meta"))?;
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            txn.batch_execute(migration)
+                .map_err(failed("applying a schema migration"))?;
+            tracing::info!(version = index + 1, "applied a ledger schema migration");
+        }
+        txn.execute(
+            "INSERT INTO ledger_meta (key, value) VALUES ('schema_version', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&SCHEMA_VERSION],
+        )
+        .map_err(failed("recording the schema version"))?;
+    }
+    txn.commit().map_err(failed("committing the schema"))?;
+    // PostgreSQL's identifiers (and so channel names) hold at most 63 bytes.
+    let mut channel = format!("reasoning_ledger:{schema}");
+    while channel.len() > 63 {
+        channel.pop();
+    }
+    Ok(Some(channel))
+}
