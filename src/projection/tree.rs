@@ -10,6 +10,7 @@
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::projection::booster::BoosterState;
 use crate::projection::plan::Planning;
 use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -160,6 +161,9 @@ pub struct ThoughtTree {
     pub anomalies: Vec<Anomaly>,
     /// Plans, evaluations, closes and merges (the planning family's folds).
     pub planning: Planning,
+    /// A booster session's scratchpad, iterations and diagnostics (the booster family's
+    /// folds); `None` for every other session.
+    pub booster: Option<Box<BoosterState>>,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -181,6 +185,7 @@ impl ThoughtTree {
             branches: Vec::new(),
             anomalies: Vec::new(),
             planning: Planning::default(),
+            booster: None,
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
@@ -413,6 +418,9 @@ impl ThoughtTree {
         // export stays as it was).
         if !self.planning.is_empty() {
             json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
+        }
+        if let Some(booster) = &self.booster {
+            json["booster"] = serde_json::to_value(booster).expect("booster state serializes");
         }
         json
     }
