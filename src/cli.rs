@@ -286,8 +286,18 @@ fn serve(settings: &Settings, toolsets: Option<String>) -> anyhow::Result<()> {
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let ledger = open(settings)?;
     tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
-    let server = LedgerServer::new(ledger, toolsets, log_thoughts);
-    runtime()?.block_on(serve_stdio(server))
+    let runtime = runtime()?;
+    let _entered = runtime.enter();
+    let models = crate::provider::Models::new(crate::provider::ProviderSettings::load(Some(
+        &settings.data_dir,
+    )));
+    match models.http_provider() {
+        Some((name, model)) => tracing::info!(provider = name, model, "model provider"),
+        None => tracing::info!("no HTTP model provider configured: MCP sampling only"),
+    }
+    let ctx = crate::tools::ToolContext::with_models(ledger, log_thoughts, models);
+    let server = LedgerServer::with_context(ctx, toolsets);
+    runtime.block_on(serve_stdio(server))
 }
 
 fn stdout_write(text: &str) -> anyhow::Result<()> {

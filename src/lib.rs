@@ -7,6 +7,8 @@
 //! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
+//! - [`provider`]: the models tools call: an OpenAI-compatible HTTP endpoint or MCP
+//!   sampling through the client, with retries and the model-call event.
 //! - [`store`]: the event log behind a backend contract (redb today), the only module
 //!   that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
@@ -35,6 +37,7 @@ pub mod fault;
 pub mod fuzzing;
 pub mod mcp_client;
 pub mod projection;
+pub mod provider;
 pub mod server;
 pub mod store;
 pub mod tools;

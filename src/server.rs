@@ -263,6 +263,8 @@ impl ServerHandler for LedgerServer {
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
         let arrival = context.extensions.get::<Arrival>().copied();
+        let protocol_version = context.protocol_version();
+        let client_capabilities = context.client_capabilities();
         let request_context = Request {
             progress: context.meta.get_progress_token(),
             peer: Some(context.peer),
@@ -270,6 +272,8 @@ impl ServerHandler for LedgerServer {
             turn: self.arrivals.turn(arrival),
             input_responses: request.input_responses,
             request_state: request.request_state,
+            protocol_version,
+            client_capabilities,
         };
         self.dispatch_request(&request.name, arguments, request_context)
             .await

@@ -203,7 +203,8 @@ pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
     BY_TAG
         .get_or_init(|| {
             let mut tags: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
-            for codec in crate::tools::FAMILIES.iter().filter_map(|f| f.codec) {
+            let families = crate::tools::FAMILIES.iter().filter_map(|f| f.codec);
+            for codec in families.chain(crate::tools::SHARED_CODECS.iter().copied()) {
                 for tag in codec.types() {
                     assert!(
                         tags.iter().all(|(known, _)| known != tag),

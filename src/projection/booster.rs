@@ -10,6 +10,7 @@
 //! [`RAW_SAMPLE_CHARS`] each (the full texts stay in the ledger), and a session runs at
 //! most `MAX_STEPS_LIMIT` iterations. Must not: do I/O, or know how an event is stored.
 
+use crate::projection::tree::ModelCallView;
 use crate::tools::booster::config::Config;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -82,17 +83,18 @@ pub struct Source {
     pub fallback: Option<String>,
 }
 
-/// A model call behind a candidate set: what was sent and what came back (whole; the
-/// diagnostics keep a bounded sample).
+/// A model call behind a candidate set, in short: the whole call (prompt, response,
+/// attempts) is the `model_call_recorded` event just before the candidate set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelOutput {
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    pub prompt: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<String>,
+    /// "http", "sampling" or "sampling-input-required".
+    pub transport: String,
+    pub prompt_chars: u64,
+    pub response_chars: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Proposals the parse chain read from the response.
@@ -256,10 +258,41 @@ pub struct Diagnostics {
     pub last_error_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
-    /// The newest [`MAX_RAW_SAMPLES`], each cut to [`RAW_SAMPLE_CHARS`].
+    /// The newest [`MAX_RAW_SAMPLES`] model answers of the session, each cut to
+    /// [`RAW_SAMPLE_CHARS`] (filled from the tree's model calls by [`Diagnostics::sampled`]).
     pub raw_samples: VecDeque<RawSample>,
-    /// Answer lines seen in model output (at most [`MAX_ARBITER_PICKS`], first seen).
-    pub arbiter_picks: Vec<String>,
+}
+
+impl Diagnostics {
+    /// These diagnostics with the raw samples of the session's model calls, and the
+    /// arbiter picks of all of them (bounded: [`MAX_RAW_SAMPLES`], [`MAX_ARBITER_PICKS`]).
+    pub fn sampled(&self, calls: &[ModelCallView]) -> (Diagnostics, Vec<String>) {
+        let mut out = self.clone();
+        let mut picks = Vec::new();
+        for view in calls {
+            let Some(response) = view.record.response.as_ref() else {
+                continue;
+            };
+            arbiter_picks(&response.content, &mut picks);
+            if out.raw_samples.len() == MAX_RAW_SAMPLES {
+                out.raw_samples.pop_front();
+            }
+            let prompt = view
+                .record
+                .request
+                .messages
+                .last()
+                .map_or("", |m| m.content.as_str());
+            out.raw_samples.push_back(RawSample {
+                provider: view.record.provider.clone(),
+                model: Some(view.record.model.clone()).filter(|m| !m.is_empty()),
+                prompt: cut(prompt, RAW_SAMPLE_CHARS),
+                response: cut(&response.content, RAW_SAMPLE_CHARS),
+                at: crate::event::format_time(view.at),
+            });
+        }
+        (out, picks)
+    }
 }
 
 /// A booster session as folded.
@@ -310,9 +343,16 @@ fn states_answer(line: &str) -> bool {
             .strip_prefix(w)
             .is_some_and(|rest| rest.chars().next().is_none_or(|c| !c.is_alphanumeric()))
     };
-    ["final step", "final answer", "answer", "solution", "conclusion", "result"]
-        .iter()
-        .any(|label| labelled(label))
+    [
+        "final step",
+        "final answer",
+        "answer",
+        "solution",
+        "conclusion",
+        "result",
+    ]
+    .iter()
+    .any(|label| labelled(label))
         || word("therefore")
         || word("thus")
 }
@@ -355,7 +395,10 @@ impl BoosterState {
 
     /// The scratchpad's texts, oldest first.
     pub fn step_texts(&self) -> Vec<&str> {
-        self.steps.iter().map(|s| s.proposal.text.as_str()).collect()
+        self.steps
+            .iter()
+            .map(|s| s.proposal.text.as_str())
+            .collect()
     }
 
     /// Every text ever applied (backtracked ones too), oldest first.
@@ -379,29 +422,15 @@ impl BoosterState {
             let diagnostics = &mut self.diagnostics;
             diagnostics.total_calls += 1;
             diagnostics.last_model = output.model.clone();
-            diagnostics.last_prompt_chars = output.prompt.chars().count() as u64;
-            let response = output.response.as_deref().unwrap_or("");
-            diagnostics.last_response_chars = response.chars().count() as u64;
+            diagnostics.last_prompt_chars = output.prompt_chars;
+            diagnostics.last_response_chars = output.response_chars;
             let when = crate::event::format_time(at);
             match &output.error {
                 Some(error) => {
-                    diagnostics.last_error_at = Some(when.clone());
+                    diagnostics.last_error_at = Some(when);
                     diagnostics.last_error = Some(cut(error, RAW_SAMPLE_CHARS));
                 }
-                None => diagnostics.last_ok_at = Some(when.clone()),
-            }
-            if output.response.is_some() {
-                if diagnostics.raw_samples.len() == MAX_RAW_SAMPLES {
-                    diagnostics.raw_samples.pop_front();
-                }
-                diagnostics.raw_samples.push_back(RawSample {
-                    provider: output.provider.clone(),
-                    model: output.model.clone(),
-                    prompt: cut(&output.prompt, RAW_SAMPLE_CHARS),
-                    response: cut(response, RAW_SAMPLE_CHARS),
-                    at: when,
-                });
-                arbiter_picks(response, &mut diagnostics.arbiter_picks);
+                None => diagnostics.last_ok_at = Some(when),
             }
         }
         self.iterations.push(Iteration {

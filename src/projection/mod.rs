@@ -6,6 +6,7 @@
 //! session's scratchpad, iterations and diagnostics, folded into the tree). Must not: write anything, do
 //! I/O, or loop on a crafted log: every fold walks each event once.
 
+pub mod agent;
 pub mod booster;
 #[cfg(test)]
 pub mod fixtures;

@@ -64,6 +64,21 @@ pub struct SessionSummary {
     /// The approach a finalized plan selected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selected_branch: Option<String>,
+    /// Model calls recorded (`model_call_recorded`, any family), and the tokens and cost
+    /// they reported. Set only by events no earlier build wrote, so [`SUMMARY_VERSION`]
+    /// stays.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prompt_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completion_tokens: u64,
+    /// Sum of the calls' costs, when a price table was configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Branch nodes of an agent session (`create_branch`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub agent_nodes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -96,6 +111,11 @@ impl SessionSummary {
                 evaluated: Vec::new(),
                 closed_branches: Vec::new(),
                 selected_branch: None,
+                model_calls: 0,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost: None,
+                agent_nodes: 0,
             }),
             _ => None,
         }

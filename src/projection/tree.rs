@@ -86,6 +86,15 @@ pub struct QaNode {
     pub recommended_tools: Vec<String>,
 }
 
+/// A model call as folded: the event's seq and time, the tool that caused it, the record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelCallView {
+    pub seq: u64,
+    pub at: u64,
+    pub tool: String,
+    pub record: crate::provider::ModelCallRecord,
+}
+
 /// How two thoughts are related.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -164,6 +173,10 @@ pub struct ThoughtTree {
     /// A booster session's scratchpad, iterations and diagnostics (the booster family's
     /// folds); `None` for every other session.
     pub booster: Option<Box<BoosterState>>,
+    /// Model calls recorded in the session (any family), in seq order.
+    pub model_calls: Vec<ModelCallView>,
+    /// Branch nodes of an agent session, in seq order.
+    pub agent_nodes: Vec<crate::projection::agent::FoldedNode>,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -186,6 +199,8 @@ impl ThoughtTree {
             anomalies: Vec::new(),
             planning: Planning::default(),
             booster: None,
+            model_calls: Vec::new(),
+            agent_nodes: Vec::new(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),

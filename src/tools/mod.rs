@@ -12,6 +12,7 @@
 
 pub mod args;
 pub mod arrival;
+pub mod booster;
 pub mod ledger;
 #[cfg(test)]
 pub mod note;
@@ -44,12 +45,17 @@ pub static FAMILIES: &[&Family] = &[
     &ledger::FAMILY,
     &planning::FAMILY,
     &qa::FAMILY,
+    &booster::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
 
+/// Payload codecs no toolset owns, whose events any family may record: the model-call
+/// event of [`crate::provider`].
+pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
+
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 2] = ["agent", "booster"];
+pub const PLANNED: [&str; 1] = ["agent"];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed
@@ -254,14 +260,31 @@ pub struct ToolContext {
     pub current: Arc<Mutex<CurrentSessions>>,
     /// Draw the stderr box for each thought (off with DISABLE_THOUGHT_LOGGING=true).
     pub log_thoughts: bool,
+    /// The models tools may call ([`crate::provider`]).
+    pub models: Arc<crate::provider::Models>,
 }
 
 impl ToolContext {
+    /// A context without an HTTP model provider (sampling only).
     pub fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
+        Self::with_models(
+            ledger,
+            log_thoughts,
+            crate::provider::Models::unconfigured(),
+        )
+    }
+
+    /// A context whose tools call `models`.
+    pub fn with_models(
+        ledger: Ledger,
+        log_thoughts: bool,
+        models: Arc<crate::provider::Models>,
+    ) -> Arc<Self> {
         Arc::new(ToolContext {
             ledger,
             current: Arc::new(Mutex::new(CurrentSessions::default())),
             log_thoughts,
+            models,
         })
     }
 
@@ -288,6 +311,11 @@ pub struct Request {
     pub input_responses: Option<InputResponses>,
     /// The state an earlier round handed the client, echoed back (untrusted).
     pub request_state: Option<String>,
+    /// The protocol version of the request (2026-07-28 and later: no server-to-client
+    /// requests; sampling goes through input-required rounds).
+    pub protocol_version: Option<rmcp::model::ProtocolVersion>,
+    /// What the client declared it can do (sampling, for the provider layer).
+    pub client_capabilities: Option<rmcp::model::ClientCapabilities>,
 }
 
 impl Request {
@@ -300,6 +328,8 @@ impl Request {
             turn: arrival::Turn::unordered(),
             input_responses: None,
             request_state: None,
+            protocol_version: None,
+            client_capabilities: None,
         }
     }
 }

@@ -217,7 +217,12 @@ fn last_fenced(text: &str) -> Option<Vec<Proposal>> {
 /// The last `[…]` in the text that parses as proposals (objects preferred over strings).
 fn last_array(text: &str) -> Option<Vec<Proposal>> {
     let mut strings_only: Option<Vec<Proposal>> = None;
-    for (at, _) in text.match_indices('[').collect::<Vec<_>>().into_iter().rev() {
+    for (at, _) in text
+        .match_indices('[')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
         let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
         let Some(Ok(value @ Value::Array(_))) = stream.next() else {
             continue;
@@ -297,7 +302,9 @@ fn bullet(line: &str) -> Option<&str> {
         return rest.starts_with(' ').then(|| rest.trim());
     }
     let (rest, marks): (&str, &[char]) = match line.get(..4) {
-        Some(word) if word.eq_ignore_ascii_case("step") => (line[4..].trim_start(), &[':', '.', ')']),
+        Some(word) if word.eq_ignore_ascii_case("step") => {
+            (line[4..].trim_start(), &[':', '.', ')'])
+        }
         _ => (line, &['.', ')']),
     };
     let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
@@ -415,12 +422,54 @@ pub fn filter(proposals: Vec<Proposal>) -> Vec<Proposal> {
 
 /// Words too common to name what a task is about.
 const STOPWORDS: [&str; 48] = [
-    "about", "above", "after", "again", "against", "among", "around", "because", "before",
-    "being", "below", "between", "could", "doing", "during", "every", "first", "given",
-    "having", "possible", "should", "their", "there", "these", "thing", "things", "those",
-    "three", "through", "under", "until", "using", "where", "which", "while", "would",
-    "other", "still", "within", "without", "write", "quickly", "least", "most", "many",
-    "something", "anything", "always",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "among",
+    "around",
+    "because",
+    "before",
+    "being",
+    "below",
+    "between",
+    "could",
+    "doing",
+    "during",
+    "every",
+    "first",
+    "given",
+    "having",
+    "possible",
+    "should",
+    "their",
+    "there",
+    "these",
+    "thing",
+    "things",
+    "those",
+    "three",
+    "through",
+    "under",
+    "until",
+    "using",
+    "where",
+    "which",
+    "while",
+    "would",
+    "other",
+    "still",
+    "within",
+    "without",
+    "write",
+    "quickly",
+    "least",
+    "most",
+    "many",
+    "something",
+    "anything",
+    "always",
 ];
 
 /// What the heuristics build from: the task's keywords, constraints and numbers.
@@ -433,7 +482,19 @@ pub struct TaskTerms {
 
 /// Words opening a constraint phrase.
 const CONSTRAINT_OPENERS: [&str; 9] = [
-    "using", "with", "without", "within", "under", "only", "at most", "no more than", "before",
+    "using",
+    "with",
+    "without",
+    "within",
+    "under",
+    "only",
+    "at most",
+    "no more than",
+    "before",
+];
+/// Words that end a constraint phrase (not kept).
+const PHRASE_ENDS: [&str; 9] = [
+    "in", "as", "to", "and", "so", "that", "then", "while", "for",
 ];
 /// Most words of a constraint phrase.
 const CONSTRAINT_WORDS: usize = 6;
@@ -489,6 +550,9 @@ pub fn task_terms(task: &str) -> TaskTerms {
             }
             let mut phrase: Vec<&str> = Vec::new();
             for word in &words[i..] {
+                if phrase.len() > parts.len() && PHRASE_ENDS.contains(&bare(word).as_str()) {
+                    break;
+                }
                 let stop = word.ends_with([',', '.', ';', ':', '(', ')', '?', '!']);
                 phrase.push(word.trim_end_matches([',', '.', ';', ':', '(', ')', '?', '!']));
                 if stop || phrase.len() == CONSTRAINT_WORDS + parts.len() - 1 {
@@ -608,7 +672,13 @@ pub fn heuristic(task: &str, applied: &[&str], hints: &[String], k: usize) -> Ve
         !applied
             .iter()
             .any(|a| a.trim() == text || jaccard(a, text) >= HEURISTIC_REPEAT_AT)
-            && !out.iter().any(|o| jaccard(&o.text, text) >= NEAR_DUPLICATE_AT)
+            && !out
+                .iter()
+                .any(|o| jaccard(&o.text, text) >= NEAR_DUPLICATE_AT)
+    };
+    // Numbered variants differ in one number only: new when no step has the same text.
+    let unused = |text: &str, out: &[Proposal]| {
+        !applied.iter().any(|a| a.trim() == text) && !out.iter().any(|o| o.text == text)
     };
     for hint in hints {
         if out.len() == k {
@@ -666,11 +736,13 @@ pub fn heuristic(task: &str, applied: &[&str], hints: &[String], k: usize) -> Ve
     while task_made < task_share {
         let a = pick(&terms.keywords, pass, NO_KEYWORD);
         let text = format!("Re-check the {a} against step {pass} and record what changed.");
-        if fresh(&text, &out) {
+        if unused(&text, &out) {
             out.push(Proposal {
                 text,
                 rationale: TASK_RATIONALE.into(),
-                how_to_verify: Some("If anything changed, log it; otherwise mark it stable.".into()),
+                how_to_verify: Some(
+                    "If anything changed, log it; otherwise mark it stable.".into(),
+                ),
                 expected_outcomes: vec!["changed".into(), "stable".into()],
             });
             task_made += 1;
@@ -694,12 +766,17 @@ pub fn heuristic(task: &str, applied: &[&str], hints: &[String], k: usize) -> Ve
     let mut pass = 100;
     while out.len() < k {
         let a = pick(&terms.keywords, pass, NO_KEYWORD);
-        let text = format!("Re-check the {a} against step {} and record what changed.", pass - 98);
-        if fresh(&text, &out) {
+        let text = format!(
+            "Re-check the {a} against step {} and record what changed.",
+            pass - 98
+        );
+        if unused(&text, &out) {
             out.push(Proposal {
                 text,
                 rationale: TASK_RATIONALE.into(),
-                how_to_verify: Some("If anything changed, log it; otherwise mark it stable.".into()),
+                how_to_verify: Some(
+                    "If anything changed, log it; otherwise mark it stable.".into(),
+                ),
                 expected_outcomes: vec!["changed".into(), "stable".into()],
             });
         }
@@ -720,7 +797,9 @@ mod tests {
 
     #[test]
     fn json_fenced_array_prose_and_think_blocks() {
-        let (p, parser) = parse(r#"[{"text": "Weigh 1-4 vs 5-8", "rationale": "split", "how_to_verify": "tilt or balance", "expected_outcomes": ["left", "right", "balanced"]}]"#);
+        let (p, parser) = parse(
+            r#"[{"text": "Weigh 1-4 vs 5-8", "rationale": "split", "how_to_verify": "tilt or balance", "expected_outcomes": ["left", "right", "balanced"]}]"#,
+        );
         assert_eq!(parser, Parser::Json);
         assert_eq!(p[0].expected_outcomes.len(), 3);
         assert_eq!(p[0].how_to_verify.as_deref(), Some("tilt or balance"));
@@ -729,18 +808,26 @@ mod tests {
         let (p, parser) = parse(fenced);
         assert_eq!((texts(&p), parser), (vec!["b", "c"], Parser::Fenced));
 
-        let (p, parser) = parse("Sure. [1, 2] then [{\"text\": \"x\", \"expected_outcomes\": [\"a\", \"b\"]}] done");
+        let (p, parser) = parse(
+            "Sure. [1, 2] then [{\"text\": \"x\", \"expected_outcomes\": [\"a\", \"b\"]}] done",
+        );
         assert_eq!((texts(&p), parser), (vec!["x"], Parser::Array));
 
         let think = "<think>[{\"text\": \"hidden\"}]</think>\n- Weigh coins 1-4 against 5-8\n  Rationale: halves\n  How to verify: see which pan tilts\n- Record the result";
         let (p, parser) = parse(think);
         assert_eq!(parser, Parser::Prose);
-        assert_eq!(texts(&p), vec!["Weigh coins 1-4 against 5-8", "Record the result"]);
+        assert_eq!(
+            texts(&p),
+            vec!["Weigh coins 1-4 against 5-8", "Record the result"]
+        );
         assert_eq!(p[0].rationale, "halves");
         assert_eq!(p[0].how_to_verify.as_deref(), Some("see which pan tilts"));
 
         let numbered = "1. Label the coins\n2) Weigh four against four\nStep 3: Record it";
-        assert_eq!(texts(&parse(numbered).0), vec!["Label the coins", "Weigh four against four", "Record it"]);
+        assert_eq!(
+            texts(&parse(numbered).0),
+            vec!["Label the coins", "Weigh four against four", "Record it"]
+        );
 
         let blocks = "Text: Weigh 1 vs 2\nRationale: small\nHow_to_verify: tilt\nOutcomes: left; right; balance\n\nText: Label coins\nRationale: track";
         let (p, parser) = parse(blocks);
@@ -768,7 +855,10 @@ mod tests {
             p("weigh coins one to four!"),
             p("Record the tilt"),
         ]);
-        assert_eq!(texts(&kept), vec!["Weigh coins one to four", "Record the tilt"]);
+        assert_eq!(
+            texts(&kept),
+            vec!["Weigh coins one to four", "Record the tilt"]
+        );
     }
 
     #[test]
@@ -776,11 +866,21 @@ mod tests {
         let terms = task_terms(TASK);
         assert_eq!(
             terms.keywords,
-            vec!["counterfeit", "coins", "balance", "scale", "steps", "weighings"]
+            vec![
+                "counterfeit",
+                "coins",
+                "balance",
+                "scale",
+                "steps",
+                "weighings"
+            ]
         );
         assert_eq!(terms.numbers, vec!["12", "3"]);
         assert_eq!(terms.constraints[0], "3 weighings");
-        assert!(terms.constraints.contains(&"using a balance scale in as few".to_string()), "{:?}", terms.constraints);
+        assert_eq!(
+            terms.constraints,
+            vec!["3 weighings", "using a balance scale"]
+        );
     }
 
     #[test]

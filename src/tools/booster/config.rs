@@ -96,7 +96,9 @@ fn integer(value: &Value, min: u64, max: u64) -> Result<u64, String> {
     };
     match parsed {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        Some(n) => Err(format!("expected an integer from {min} to {max}, received {n}")),
+        Some(n) => Err(format!(
+            "expected an integer from {min} to {max}, received {n}"
+        )),
         None => Err(format!(
             "expected an integer from {min} to {max}, received {}",
             describe(value)
@@ -205,17 +207,30 @@ mod tests {
     #[test]
     fn defaults_strings_and_refusals() {
         assert_eq!(parse_config(None).unwrap(), Config::default());
-        let config = parse_config(Some(&json!({"numCandidates": "7", "allowBacktrack": "false", "wRules": "0.5"}))).unwrap();
+        let config = parse_config(Some(
+            &json!({"numCandidates": "7", "allowBacktrack": "false", "wRules": "0.5"}),
+        ))
+        .unwrap();
         assert_eq!(config.num_candidates, 7);
         assert!(!config.allow_backtrack);
         assert_eq!(config.w_rules, 0.5);
         let from_text = parse_config(Some(&json!("{\"beamWidth\": 2}"))).unwrap();
         assert_eq!(from_text.beam_width, 2);
-        let problems = parse_config(Some(&json!({"numCandidates": 0, "allowBacktrack": "yes", "bogus": 1, "maxSteps": 1000}))).unwrap_err();
+        let problems = parse_config(Some(
+            &json!({"numCandidates": 0, "allowBacktrack": "yes", "bogus": 1, "maxSteps": 1000}),
+        ))
+        .unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:?}");
-        assert!(problems.iter().any(|p| p.starts_with("config.bogus: unknown key")));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("config.bogus: unknown key"))
+        );
         let problems = parse_config(Some(&json!({"topM": 6}))).unwrap_err();
-        assert!(problems[0].contains("more than numCandidates"), "{problems:?}");
+        assert!(
+            problems[0].contains("more than numCandidates"),
+            "{problems:?}"
+        );
         assert!(parse_config(Some(&json!([1]))).is_err());
         let json = serde_json::to_value(Config::default()).unwrap();
         assert_eq!(json["numCandidates"], 5);

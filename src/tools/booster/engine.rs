@@ -83,7 +83,12 @@ fn beam(
         for _ in 1..state.config.beam_depth {
             let applied_refs: Vec<&str> = sim_applied.iter().map(String::as_str).collect();
             let step_refs: Vec<&str> = sim_steps.iter().map(String::as_str).collect();
-            let continuation = score_all(scorer, state, &step_refs, heuristic(&state.task, &applied_refs, &[], k));
+            let continuation = score_all(
+                scorer,
+                state,
+                &step_refs,
+                heuristic(&state.task, &applied_refs, &[], k),
+            );
             let tail = step_refs.last().copied();
             let Some(best) = continuation
                 .iter()
@@ -121,7 +126,11 @@ fn beam(
 }
 
 /// Pure: the events of one iteration over `state` with `generated` candidates.
-pub fn decide_iteration(scorer: &dyn Scorer, state: &BoosterState, generated: Generated) -> Vec<Body> {
+pub fn decide_iteration(
+    scorer: &dyn Scorer,
+    state: &BoosterState,
+    generated: Generated,
+) -> Vec<Body> {
     let iteration = state.iteration_count() + 1;
     let steps = state.step_texts();
     let scored = score_all(scorer, state, &steps, generated.proposals);
@@ -251,7 +260,9 @@ mod tests {
         let keywords = crate::tools::booster::candidates::task_terms(TASK).keywords;
         for text in &texts {
             assert!(
-                keywords.iter().any(|k| text.to_lowercase().contains(k.as_str())),
+                keywords
+                    .iter()
+                    .any(|k| text.to_lowercase().contains(k.as_str())),
                 "{text} is not about the task"
             );
         }
@@ -266,7 +277,8 @@ mod tests {
             ..Config::default()
         };
         let mut s = state(config);
-        apply(&mut s, decide_iteration(&ReferenceVerifier, &s, heuristics(&s)));
+        let bodies = decide_iteration(&ReferenceVerifier, &s, heuristics(&s));
+        apply(&mut s, bodies);
         let bodies = decide_iteration(&ReferenceVerifier, &s, heuristics(&s));
         let Some(Body::BeamRolledOut(beam)) = bodies.get(1) else {
             panic!("no beam: {bodies:?}");
@@ -314,6 +326,9 @@ mod tests {
         assert_eq!(s.backtracks, 1);
         s.config.allow_backtrack = false;
         let bodies = decide_iteration(&ReferenceVerifier, &s, repeat);
-        assert!(matches!(bodies.last(), Some(Body::LoopDetected(_))), "{bodies:?}");
+        assert!(
+            matches!(bodies.last(), Some(Body::LoopDetected(_))),
+            "{bodies:?}"
+        );
     }
 }

@@ -204,6 +204,9 @@ mod tests {
             let err = resolve(&root, "t.json", true).unwrap_err();
             assert!(err.contains("symbolic link"), "{err}");
         }
-        assert!(fs::read_dir(&sibling).unwrap().next().is_none(), "nothing written outside");
+        assert!(
+            fs::read_dir(&sibling).unwrap().next().is_none(),
+            "nothing written outside"
+        );
     }
 }

@@ -9,8 +9,7 @@
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
 pub use crate::projection::booster::{
-    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored,
-    Started,
+    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};

@@ -34,7 +34,13 @@ pub const LONG_PENALTY: f64 = -0.2;
 
 // ---- rules: vague words ----
 /// Matched case-insensitively anywhere in the text, every occurrence counted.
-pub const VAGUE_WORDS: [&str; 5] = ["obviously", "evidently", "clearly", "trivial", "without proof"];
+pub const VAGUE_WORDS: [&str; 5] = [
+    "obviously",
+    "evidently",
+    "clearly",
+    "trivial",
+    "without proof",
+];
 pub const VAGUE_PENALTY_EACH: f64 = 0.2;
 pub const VAGUE_PENALTY_CAP: f64 = 0.6;
 
@@ -108,8 +114,12 @@ pub const NEAR_DUPLICATE_PENALTY: f64 = -0.3;
 pub const NEW_STEP_REDUNDANCY: f64 = 0.1;
 
 // ---- consistency ----
-pub const CONTRADICTION_WORDS: [&str; 4] =
-    ["in contradiction", "in conflict", "contradicts", "inconsistent"];
+pub const CONTRADICTION_WORDS: [&str; 4] = [
+    "in contradiction",
+    "in conflict",
+    "contradicts",
+    "inconsistent",
+];
 pub const CONTRADICTION_PENALTY: f64 = -0.3;
 pub const CONSISTENT_BONUS: f64 = 0.05;
 
@@ -197,8 +207,9 @@ pub fn outcome_count(proposal: &Proposal) -> usize {
     if joined.contains("heavier") || joined.contains("lighter") {
         outcomes += 1;
     }
-    let separators =
-        occurrences(&joined, ";") + occurrences(&joined, "/") + words.iter().filter(|w| *w == "or").count();
+    let separators = occurrences(&joined, ";")
+        + occurrences(&joined, "/")
+        + words.iter().filter(|w| *w == "or").count();
     outcomes += separators.min(2);
     let if_at = words.iter().position(|w| w == "if");
     if let Some(at) = if_at
@@ -355,8 +366,9 @@ impl Scorer for ReferenceVerifier {
         let rules = Self::rules(task, steps, proposal);
         let redundancy = Self::redundancy(steps, proposal.text.trim());
         let consistency = Self::consistency(proposal.text.trim());
-        let total =
-            config.w_rules * rules + config.w_redundancy * redundancy + config.w_consistency * consistency;
+        let total = config.w_rules * rules
+            + config.w_redundancy * redundancy
+            + config.w_consistency * consistency;
         Score {
             rules_score: round(rules),
             redundancy_score: round(redundancy),
@@ -434,7 +446,10 @@ mod tests {
         assert!(is_final_step("final  step : x"));
         assert!(!is_final_step("finalstep: x"));
         assert!(!is_final_step("Final answer: x"));
-        assert_eq!(ReferenceVerifier::consistency("This contradicts step 2"), CONTRADICTION_PENALTY);
+        assert_eq!(
+            ReferenceVerifier::consistency("This contradicts step 2"),
+            CONTRADICTION_PENALTY
+        );
         assert!(has_verb("we log it", "log"));
         assert!(!has_verb("logging", "log"));
         assert!(is_meta("  Approach: split"));

@@ -1,0 +1,244 @@
+//! The model-call event: what any family records for each model call its tool made.
+//!
+//! Owns: [`ModelCallRecord`] (provider, model, the request sent, the answer, every
+//! attempt with its latency, status, usage, cost and error), [`AttemptRecord`], the
+//! payload [`ModelCallRecorded`] (tag `model_call_recorded`, schema
+//! [`MODEL_CALL_SCHEMA`], with the [`CallRecord`] of the tool call that caused it) and
+//! its codec [`MODEL_CALL_CODEC`] (registered in [`crate::tools::SHARED_CODECS`], so every
+//! family's sessions can hold it). Folds into the summary's model-call counts, tokens
+//! and cost, and into the tree's `model_calls`. Must not: hold a key (nothing here is
+//! ever built from one; error texts are redacted before they get here).
+
+use super::{ChatRequest, ChatResponse, ErrorAction, ErrorType, ProviderError, Usage};
+use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::projection::summary::SessionSummary;
+use crate::projection::tree::ThoughtTree;
+use serde::{Deserialize, Serialize};
+
+/// Schema of `model_call_recorded` written by this build.
+pub const MODEL_CALL_SCHEMA: u32 = 1;
+/// Its tag.
+pub const MODEL_CALL_RECORDED: &str = "model_call_recorded";
+
+/// One attempt of a model call (an HTTP request, or one sampling request).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// Waited before this attempt (backoff or Retry-After), in milliseconds.
+    pub waited_ms: u64,
+    pub latency_ms: u64,
+    /// The HTTP status, when one came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Cost of this attempt, when a price table is configured and usage was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Why it failed (redacted), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ProviderError>,
+    /// What the provider asked to wait before the next attempt, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+/// Everything about one model call, as recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallRecord {
+    /// "deepseek", "siliconflow", "cerebras", "openai", "custom", a config file's name,
+    /// "mcp-sampling", or "none" when nothing could be called.
+    pub provider: String,
+    /// The model asked for (sampling: the model the client said answered).
+    pub model: String,
+    /// How it was reached: "http", "sampling" (`sampling/createMessage`),
+    /// "sampling-input-required" (a 2026-07-28 round trip) or "none".
+    pub transport: String,
+    pub request: ChatRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ChatResponse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ProviderError>,
+    pub attempts: Vec<AttemptRecord>,
+    /// From the first attempt's start to the answer, in milliseconds.
+    pub latency_ms: u64,
+    /// Usage of the answer (the successful attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Cost of all attempts, when a price table is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl ModelCallRecord {
+    /// A call that never reached a model (nothing configured, cancelled first).
+    pub fn not_called(request: &ChatRequest, error: ProviderError) -> Self {
+        ModelCallRecord {
+            provider: "none".into(),
+            model: String::new(),
+            transport: "none".into(),
+            request: request.clone(),
+            response: None,
+            error: Some(error),
+            attempts: Vec::new(),
+            latency_ms: 0,
+            usage: None,
+            cost: None,
+        }
+    }
+
+    pub fn succeeded(&self) -> bool {
+        self.response.is_some()
+    }
+
+    /// The error's envelope type and action, when it failed.
+    pub fn failure(&self) -> Option<(ErrorType, ErrorAction)> {
+        self.error.as_ref().map(|e| (e.error_type(), e.action()))
+    }
+}
+
+/// The `model_call_recorded` payload: the record and the tool call that caused it.
+/// Written as `{"type": "model_call_recorded", "model_call": {…}, "call": {…}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallRecorded {
+    #[serde(rename = "model_call")]
+    pub record: ModelCallRecord,
+    pub call: CallRecord,
+}
+
+/// Written form: tag first (the hashed JSON).
+#[derive(Serialize)]
+struct Tagged<'a> {
+    #[serde(rename = "type")]
+    tag: &'static str,
+    model_call: &'a ModelCallRecord,
+    call: &'a CallRecord,
+}
+
+impl Serialize for ModelCallEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Tagged {
+            tag: MODEL_CALL_RECORDED,
+            model_call: &self.0.record,
+            call: &self.0.call,
+        }
+        .serialize(s)
+    }
+}
+
+/// [`ModelCallRecorded`] as a family payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelCallEvent(pub ModelCallRecorded);
+
+impl From<ModelCallRecorded> for crate::event::Payload {
+    fn from(event: ModelCallRecorded) -> Self {
+        crate::event::Payload::Family(FamilyPayload::new(ModelCallEvent(event)))
+    }
+}
+
+impl FamilyEvent for ModelCallEvent {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &MODEL_CALL_CODEC
+    }
+
+    fn type_name(&self) -> &'static str {
+        MODEL_CALL_RECORDED
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.0.record.response.as_ref().map(|r| r.content.as_str())
+    }
+
+    fn search_extra(&self) -> Option<&str> {
+        self.0
+            .record
+            .request
+            .messages
+            .last()
+            .map(|m| m.content.as_str())
+    }
+
+    fn call(&self) -> Option<&CallRecord> {
+        Some(&self.0.call)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        // Model calls are few and mostly text: their JSON is their row.
+        serde_json::to_writer(out, self).expect("a model call serializes");
+    }
+
+    fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
+        summary.model_calls += 1;
+        if let Some(usage) = &self.0.record.usage {
+            summary.prompt_tokens += usage.prompt_tokens;
+            summary.completion_tokens += usage.completion_tokens;
+        }
+        if let Some(cost) = self.0.record.cost {
+            summary.cost = Some(summary.cost.unwrap_or(0.0) + cost);
+        }
+    }
+
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        tree.model_calls
+            .push(crate::projection::tree::ModelCallView {
+                seq,
+                at,
+                tool: self.0.call.tool.clone(),
+                record: self.0.record,
+            });
+    }
+}
+
+/// The codec of `model_call_recorded` (not a toolset's: any family records it).
+pub struct ModelCallCodec;
+
+pub static MODEL_CALL_CODEC: ModelCallCodec = ModelCallCodec;
+
+impl PayloadCodec for ModelCallCodec {
+    fn family(&self) -> &'static str {
+        "provider"
+    }
+
+    fn schema(&self) -> u32 {
+        MODEL_CALL_SCHEMA
+    }
+
+    fn types(&self) -> &'static [&'static str] {
+        &[MODEL_CALL_RECORDED]
+    }
+
+    fn decode(
+        &self,
+        tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        _fields: DecodeFields,
+    ) -> Result<FamilyPayload, String> {
+        let json = std::str::from_utf8(bytes).map_err(|e| format!("model call row: {e}"))?;
+        self.decode_json(tag, schema, json)
+    }
+
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+        if tag != MODEL_CALL_RECORDED {
+            return Err(format!("the provider codec has no event type {tag:?}"));
+        }
+        if schema != MODEL_CALL_SCHEMA {
+            return Err(format!(
+                "{tag} of schema {schema}; this build reads schema {MODEL_CALL_SCHEMA}"
+            ));
+        }
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(rename = "type")]
+            _tag: String,
+            model_call: ModelCallRecord,
+            call: CallRecord,
+        }
+        let wire: Wire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        Ok(FamilyPayload::new(ModelCallEvent(ModelCallRecorded {
+            record: wire.model_call,
+            call: wire.call,
+        })))
+    }
+}
