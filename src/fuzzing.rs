@@ -437,6 +437,7 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
                 CLASS_DEFS
                     .iter()
                     .chain(PLAN_CLASS_DEFS.iter())
+                    .chain(crate::export::agent::AGENT_CLASS_DEFS.iter())
                     .any(|(class, style)| shape == format!("classDef {class} {style}"))
             );
         } else if shape.starts_with("class ") {
@@ -451,6 +452,10 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             open += 1;
         } else if shape == "end" {
             open = open.checked_sub(1).expect("end closes a subgraph");
+        } else if words.len() == 3 && (words[0] == "r0" || is_id(words[0], 'g')) {
+            // An agent node's edge: trunk or parent node → node.
+            assert!(is_id(words[2], 'g') && words[1] == "-->", "{line:?}");
+            edges += 1;
         } else if words.len() == 3 && words[0] == "p0" {
             // A plan's edge: problem → approach.
             assert!(is_id(words[2], 'a') && words[1] == "-->", "{line:?}");
@@ -465,6 +470,14 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
         } else {
             assert_eq!(words.len(), 1, "{line:?}");
             let (id, rest) = shape.split_once('[').expect("node statement");
+            if id == "r0" || is_id(id, 'g') {
+                // An agent session's trunk or branch node: not a thought.
+                assert!(
+                    matches!(rest, "\"\"]:::trunk" | "\"\"]:::node" | "\"\"]:::lowconf"),
+                    "{line:?}"
+                );
+                continue;
+            }
             if id == "p0" || is_id(id, 'a') {
                 // A plan's problem or approach: not a thought, not counted as one.
                 assert!(

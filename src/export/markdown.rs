@@ -40,6 +40,7 @@ pub fn render(tree: &ThoughtTree) -> String {
     write_thoughts(&mut out, tree);
     write_branches(&mut out, tree);
     out.push_str(&crate::export::plan::session_markdown(&tree.planning));
+    out.push_str(&crate::export::agent::session_markdown(tree));
     write_anomalies(&mut out, tree);
     out
 }

@@ -11,7 +11,7 @@
 //! and edge counts with the projection's). The only extra node is the placeholder of a
 //! tree without thoughts, id [`EMPTY_NODE_ID`].
 
-use crate::export::plan;
+use crate::export::{agent, plan};
 use crate::projection::tree::{Anomaly, EdgeKind, QaNode, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -88,7 +88,11 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
-        counted(edges.len() + plan::plan_edges(tree), "edge", "edges"),
+        counted(
+            edges.len() + plan::plan_edges(tree) + agent::agent_edges(tree),
+            "edge",
+            "edges"
+        ),
         counted(tree.branches.len(), "branch", "branches"),
         counted(tree.anomalies.len(), "anomaly", "anomalies"),
     );
@@ -102,8 +106,14 @@ pub fn render(tree: &ThoughtTree) -> String {
         plan::write_plan_nodes(&mut out, tree);
     }
 
+    // An agent session: its trunk and branch nodes (`t0`, `g<n>`).
+    let has_agent = agent::has_agent_tree(tree);
+    if has_agent {
+        agent::write_agent_nodes(&mut out, tree);
+    }
+
     if tree.order.is_empty() {
-        if !has_plan {
+        if !has_plan && !has_agent {
             let _ = writeln!(
                 out,
                 "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
@@ -475,6 +485,68 @@ pub(crate) mod tests {
 
     /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
     /// every text field (title, thoughts, branch ids) is `text`.
+    /// An agent session whose node ids, parents, questions, conclusions and model names
+    /// are all `text`: nested nodes, a node under an unknown parent, low and no confidence.
+    fn agent_tree(text: &str) -> ThoughtTree {
+        use crate::projection::agent::{AgentNode, CallType};
+        use crate::tools::agent::payload::BranchNodeCreated;
+        let node = |id: &str, parent: &str, confidence: Option<f64>| -> Payload {
+            BranchNodeCreated {
+                node: AgentNode {
+                    node_id: id.to_string(),
+                    parent_node_id: parent.to_string(),
+                    call_type: CallType::Explore,
+                    input_text: text.to_string(),
+                    raw_process: text.repeat(3),
+                    conclusion: text.to_string(),
+                    confidence,
+                    model: text.to_string(),
+                },
+                call: crate::event::CallRecord {
+                    tool: "create_branch".into(),
+                    raw_arguments: serde_json::json!({}).into(),
+                    duration_us: 1,
+                },
+            }
+            .into()
+        };
+        tree_of(
+            text,
+            SessionKind::AGENT,
+            vec![
+                node("n_00000001", "trunk", Some(0.9)),
+                node(text, "n_00000001", Some(0.2)),
+                node("n_00000003", text, None),
+                node("n_00000004", "n_missing", Some(1.0)),
+            ],
+        )
+    }
+
+    #[test]
+    fn agent_trees_draw_the_trunk_and_one_edge_per_node_whatever_the_model_wrote() {
+        for text in HOSTILE {
+            let tree = agent_tree(text);
+            let diagram = render(&tree);
+            let (nodes, edges, subgraphs) = check_structure(&diagram);
+            assert_eq!((nodes, edges, subgraphs), (0, 4, 0), "{diagram}");
+            assert!(
+                diagram.contains("r0 --> g1") && diagram.contains("g1 --> g2"),
+                "{diagram}"
+            );
+            assert!(
+                diagram.contains("r0 --> g4"),
+                "unknown parent hangs off the trunk: {diagram}"
+            );
+            for line in diagram.lines() {
+                for quoted in quoted_strings(line) {
+                    for part in quoted.split(LABEL_BREAK) {
+                        assert_inert(part);
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) fn hostile_tree(text: &str) -> ThoughtTree {
         let branch_a = format!("a {text}");
         let branch_b = format!("b {text}");
@@ -853,17 +925,21 @@ pub(crate) mod tests {
         trees.push(("branches-all".into(), evaluated_tree(&all)));
         for (i, text) in HOSTILE.iter().enumerate() {
             trees.push((format!("plan-{i:02}"), plan_tree(text)));
+            trees.push((format!("agent-{i:02}"), agent_tree(text)));
         }
+        trees.push(("agent-all".into(), agent_tree(&all)));
         for (name, tree) in trees {
             let diagram = render(&tree);
             let counts = (
                 tree.order.len(),
-                tree.edges().len() + plan::plan_edges(&tree),
+                tree.edges().len() + plan::plan_edges(&tree) + agent::agent_edges(&tree),
                 tree.branches.len(),
             );
             // What the checker will be told to expect must be what the diagram holds (an
-            // empty session without a plan is drawn as one placeholder node).
-            let placeholder = usize::from(tree.planning.plan.is_none());
+            // empty session without a plan or an agent tree is drawn as one placeholder
+            // node).
+            let placeholder =
+                usize::from(tree.planning.plan.is_none() && !agent::has_agent_tree(&tree));
             let drawn = (counts.0.max(placeholder), counts.1, counts.2);
             assert_eq!(check_structure(&diagram), drawn, "{name}: {diagram}");
             let file = dir.join(format!("{name}.mmd"));

@@ -6,6 +6,7 @@
 //! store (callers fold and pass what to render), or let any text a model wrote change
 //! the structure of the output (escaping is the renderer's job).
 
+pub mod agent;
 pub mod booster;
 pub mod html;
 pub mod markdown;

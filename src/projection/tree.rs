@@ -437,6 +437,22 @@ impl ThoughtTree {
         if let Some(booster) = &self.booster {
             json["booster"] = serde_json::to_value(booster).expect("booster state serializes");
         }
+        if !self.agent_nodes.is_empty() {
+            json["agentNodes"] = serde_json::to_value(&self.agent_nodes).expect("nodes serialize");
+        }
+        if !self.model_calls.is_empty() {
+            json["modelCalls"] = self
+                .model_calls
+                .iter()
+                .map(|call| {
+                    let mut row = serde_json::to_value(&call.record).expect("a record serializes");
+                    row["seq"] = serde_json::json!(call.seq);
+                    row["at"] = serde_json::json!(crate::event::format_time(call.at));
+                    row["tool"] = serde_json::json!(call.tool);
+                    row
+                })
+                .collect();
+        }
         json
     }
 }

@@ -197,7 +197,7 @@ fn finish(tool: &str, args: Args<'_>) -> Result<(), ToolError> {
 /// One row of `list_sessions`.
 pub fn session_row(head: &SessionHead) -> Value {
     let s = &head.summary;
-    json!({
+    let mut row = json!({
         "sessionId": head.session.to_string(),
         "kind": s.kind.as_str(),
         "title": s.title,
@@ -207,7 +207,20 @@ pub fn session_row(head: &SessionHead) -> Value {
         "createdAt": format_time(s.created_at),
         "updatedAt": format_time(s.updated_at),
         "status": s.status(),
-    })
+    });
+    // Sessions with model calls (any family) say what they cost.
+    if s.model_calls > 0 {
+        row["modelCalls"] = json!(s.model_calls);
+        row["promptTokens"] = json!(s.prompt_tokens);
+        row["completionTokens"] = json!(s.completion_tokens);
+        if let Some(cost) = s.cost {
+            row["cost"] = json!(cost);
+        }
+    }
+    if s.agent_nodes > 0 {
+        row["branchNodes"] = json!(s.agent_nodes);
+    }
+    row
 }
 
 fn cursor_of(head: &SessionHead) -> String {

@@ -10,6 +10,7 @@
 //! [`write`]. Must not: write stdout, open store tables, or answer before the store
 //! acknowledged the events.
 
+pub mod agent;
 pub mod args;
 pub mod arrival;
 pub mod booster;
@@ -45,6 +46,7 @@ pub static FAMILIES: &[&Family] = &[
     &ledger::FAMILY,
     &planning::FAMILY,
     &qa::FAMILY,
+    &agent::FAMILY,
     &booster::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
@@ -55,7 +57,7 @@ pub static FAMILIES: &[&Family] = &[
 pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 1] = ["agent"];
+pub const PLANNED: [&str; 0] = [];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed

@@ -17,6 +17,7 @@
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
+mod agent;
 mod bad_input;
 mod bench;
 mod cli;
@@ -29,9 +30,12 @@ mod faults_files;
 mod faults_process;
 mod hostile;
 mod ledger;
+mod llm;
+mod local_model;
 mod order;
 mod planning;
 mod protocol;
 mod qa;
+mod sampling;
 mod thinking;
 mod ui;

@@ -686,9 +686,10 @@ async fn toolsets_all_lists_every_tool_and_the_default_thinking_and_ledger() {
         "merge_branch",
     ];
     let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
-    // `all` adds the toolsets that are off by default (planning, qa).
+    // `all` adds the toolsets that are off by default (planning, qa, agent).
     let mut all: Vec<&str> = expected.iter().chain(&planning).copied().collect();
     all.push("sequentialthinking_qa");
+    all.extend(["chat_agent", "create_branch", "get_branch_details"]);
     assert_eq!(names(&listed(&client).await), all);
     client.cancel().await.expect("close");
     let client = spawn(dir.path()).await;
