@@ -218,6 +218,9 @@ pub struct Iteration {
     pub scorer: String,
     /// All candidates, best first.
     pub candidates: Vec<Scored>,
+    /// The model call behind them, in short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_output: Option<ModelOutput>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chosen: Option<Applied>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -439,6 +442,7 @@ impl BoosterState {
             source: set.source,
             scorer: set.scorer,
             candidates: set.candidates,
+            model_output: set.model_output,
             chosen: None,
             beam: None,
             loop_check: None,

@@ -20,6 +20,7 @@
 mod agent;
 mod bad_input;
 mod bench;
+mod booster;
 mod cli;
 mod common;
 mod compat;

@@ -421,7 +421,7 @@ pub fn filter(proposals: Vec<Proposal>) -> Vec<Proposal> {
 }
 
 /// Words too common to name what a task is about.
-const STOPWORDS: [&str; 48] = [
+const STOPWORDS: [&str; 49] = [
     "about",
     "above",
     "after",
@@ -470,6 +470,7 @@ const STOPWORDS: [&str; 48] = [
     "something",
     "anything",
     "always",
+    "steps",
 ];
 
 /// What the heuristics build from: the task's keywords, constraints and numbers.
@@ -591,8 +592,8 @@ const TASK_TEMPLATES: [Template; 12] = [
         outcomes: ["complete list", "gap found"],
     },
     Template {
-        text: "Check whether {c} rules out any option for the {a}.",
-        check: "If an option breaks {c}, record it as ruled out; otherwise keep it.",
+        text: "Check whether the constraint '{c}' rules out any option for the {a}.",
+        check: "If an option breaks '{c}', record it as ruled out; otherwise keep it.",
         outcomes: ["ruled out", "still open"],
     },
     Template {
@@ -606,7 +607,7 @@ const TASK_TEMPLATES: [Template; 12] = [
         outcomes: ["first group", "second group"],
     },
     Template {
-        text: "Measure how the {a} affects the {b} in one small trial.",
+        text: "Measure how the {a} and the {b} relate in one small trial.",
         check: "Record before and after; if nothing changes, drop this lead.",
         outcomes: ["changes", "no change"],
     },
@@ -621,13 +622,13 @@ const TASK_TEMPLATES: [Template; 12] = [
         outcomes: ["winner", "tie"],
     },
     Template {
-        text: "Verify that the plan for the {a} stays within {c}.",
-        check: "Count what the plan uses; if it exceeds {c}, cut a step; otherwise go on.",
+        text: "Verify that the plan for the {a} respects '{c}'.",
+        check: "Count what the plan uses; if it breaks '{c}', cut a step; otherwise go on.",
         outcomes: ["within", "over"],
     },
     Template {
-        text: "Assign each {a} a status (open, ruled out, confirmed) and log it.",
-        check: "Every {a} has exactly one status; if not, assign the missing ones.",
+        text: "Assign every {a} in play a status (open, ruled out, confirmed) and log it.",
+        check: "Each one has exactly one status; if not, assign the missing ones.",
         outcomes: ["all assigned", "missing"],
     },
     Template {
@@ -871,7 +872,6 @@ mod tests {
                 "coins",
                 "balance",
                 "scale",
-                "steps",
                 "weighings"
             ]
         );

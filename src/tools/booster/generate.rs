@@ -4,7 +4,7 @@
 //! and never fails the iteration.
 //!
 //! Owns: [`generate`] (asks `ctx.models` through the provider layer, parses with
-//! [`super::candidates::parse`], filters, fills up to k with heuristics) and
+//! [`super::candidates::parse`], filters; heuristics when no usable step remains) and
 //! [`from_response`] (the pure part, unit-tested). Must not: speak HTTP or MCP itself
 //! (the provider layer does), hold the call's arrival turn across a model call, or call
 //! a model more than `llmMaxCalls` times in a session.
@@ -60,8 +60,8 @@ pub fn heuristics(state: &BoosterState, k: u64, fallback: Option<String>) -> Gen
     }
 }
 
-/// Pure: candidates from a model's answer (or its failure), hints first, filtered,
-/// filled up to `k` with heuristics.
+/// Pure: candidates from a model's answer (or its failure): hints first, then the
+/// model's steps, filtered, at most `k`; heuristics when none of the model's survive.
 pub fn from_response(
     state: &BoosterState,
     k: u64,
@@ -77,7 +77,7 @@ pub fn from_response(
         Err(error) => (Vec::new(), Parser::None, Some(error.to_string())),
     };
     let parsed = proposals.len() as u64;
-    let mut pool: Vec<Proposal> = state
+    let hints: Vec<Proposal> = state
         .pending_hints
         .iter()
         .map(|hint| Proposal {
@@ -86,29 +86,27 @@ pub fn from_response(
             ..Proposal::default()
         })
         .collect();
-    pool.extend(proposals);
-    let mut kept = filter(pool);
-    kept.truncate(k as usize);
-    let from_model = kept.len();
-    let fallback = if let Some(error) = &error {
-        Some(format!("the model call failed ({error}); heuristics used"))
-    } else if parsed == 0 {
-        Some("the model's answer held no usable step; heuristics used".to_string())
-    } else if from_model < k as usize {
-        Some(format!(
-            "{} of {k} candidates filled in by heuristics",
-            k as usize - from_model
-        ))
-    } else {
+    let hint_count = hints.len();
+    let mut kept = filter(hints.into_iter().chain(proposals).collect());
+    kept.truncate((k as usize).max(hint_count));
+    // The spec's chain: heuristics only when the model gave no usable step.
+    let fallback = if kept.len() > hint_count {
         None
+    } else {
+        kept = heuristic(
+            &state.task,
+            &state.applied_texts(),
+            &state.pending_hints,
+            k as usize,
+        );
+        Some(match &error {
+            Some(error) => format!("the model call failed ({error}); heuristics used"),
+            None if parsed == 0 => {
+                "the model's answer held no usable step; heuristics used".to_string()
+            }
+            None => "every step the model gave was filtered out; heuristics used".to_string(),
+        })
     };
-    if kept.len() < k as usize {
-        let mut applied: Vec<&str> = state.applied_texts();
-        let texts: Vec<String> = kept.iter().map(|p| p.text.clone()).collect();
-        applied.extend(texts.iter().map(String::as_str));
-        let fill = heuristic(&state.task, &applied, &[], k as usize - kept.len());
-        kept = filter(kept.into_iter().chain(fill).collect());
-    }
     let response_chars = match result {
         Ok(response) => response.content.chars().count() as u64,
         Err(_) => 0,
@@ -274,9 +272,16 @@ mod tests {
             10,
             &response(r#"[{"text": "Weigh coins 1-4 against 5-8"}, {"text": "We must think"}]"#),
         );
+        assert_eq!(
+            two.proposals.len(),
+            1,
+            "the meta step is filtered, nothing filled"
+        );
         assert_eq!(two.proposals[0].text, "Weigh coins 1-4 against 5-8");
-        assert_eq!(two.proposals.len(), 4);
         assert_eq!(two.model_output.unwrap().parsed, 2);
-        assert!(two.source.fallback.unwrap().contains("3 of 4"));
+        assert!(two.source.fallback.is_none());
+        let meta = from_response(&s, 4, &record(), 10, &response(r#"["We must think"]"#));
+        assert_eq!(meta.proposals.len(), 4);
+        assert!(meta.source.fallback.unwrap().contains("filtered out"));
     }
 }

@@ -338,6 +338,9 @@ fn history_json(state: &BoosterState) -> Value {
                 "candidates": it.candidates.iter().take(top).collect::<Vec<_>>(),
                 "source": it.source,
             });
+            if let Some(model) = &it.model_output {
+                entry["model"] = json!(model);
+            }
             if let Some(beam) = &it.beam {
                 entry["beam"] = json!(beam);
             }
