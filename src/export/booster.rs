@@ -3,7 +3,9 @@
 //! (dotted edges from the point they were alternatives at), beam winners marked, and
 //! backtracked steps styled apart (the path continues from the step before them).
 //!
-//! Owns: [`mermaid`]. Ids are generated (`task`, `s<iteration>`, `c<iteration>_<n>`);
+//! Owns: [`mermaid`]. Ids are generated (`task`; `t<seq>` for a chosen step, the thought
+//! its event folds into; `c<iteration>_<n>` for a rejected candidate); the header states
+//! the counts the real Mermaid parser must find (`.ci/mermaid-check`);
 //! every model-written text goes through [`escape_label`], cut to
 //! [`LABEL_MAX_CHARS`](crate::export::mermaid::LABEL_MAX_CHARS). Must not: read the
 //! store, or take an id, class or comment from content.
@@ -45,15 +47,21 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
     let mut out = String::with_capacity(512 + state.iterations.len() * 400);
     out.push_str("flowchart TD\n");
     let candidates: usize = state.iterations.iter().map(|i| i.candidates.len()).sum();
+    let chosen = state
+        .iterations
+        .iter()
+        .filter(|i| i.chosen.is_some())
+        .count();
+    let rejected = candidates - chosen;
+    // Every node but the task has one edge into it.
+    let edges = chosen + rejected;
     // Generated values only: a ULID and counts.
     let _ = writeln!(
         out,
-        "{INDENT}%% reasoning-ledger booster session {}, at seq {}: {} iterations, {} candidates, {} steps, {} backtracks",
+        "{INDENT}%% reasoning-ledger session {} (booster), at seq {}: {chosen} thoughts, {edges} edges, 0 branches; {} iterations, {candidates} candidates, {} backtracks",
         tree.session,
         tree.at_seq,
         state.iterations.len(),
-        candidates,
-        state.steps.len(),
         state.backtracks
     );
     for (class, style) in CLASS_DEFS {
@@ -84,7 +92,7 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
             );
             let _ = writeln!(out, "{INDENT}{at} -.-> c{i}_{n}");
         }
-        let Some(chosen) = &iteration.chosen else {
+        let (Some(chosen), Some(seq)) = (&iteration.chosen, iteration.chosen_seq) else {
             continue;
         };
         let mut label = format!(
@@ -101,12 +109,16 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
         } else {
             "chosen"
         };
-        let _ = writeln!(out, "{INDENT}s{i}[\"{}\"]:::{class}", escape_label(&label));
+        let _ = writeln!(
+            out,
+            "{INDENT}t{seq}[\"{}\"]:::{class}",
+            escape_label(&label)
+        );
         if iteration.backtracked {
-            let _ = writeln!(out, "{INDENT}{at} -.-x s{i}");
+            let _ = writeln!(out, "{INDENT}{at} -.-x t{seq}");
         } else {
-            let _ = writeln!(out, "{INDENT}{at} ==> s{i}");
-            at = format!("s{i}");
+            let _ = writeln!(out, "{INDENT}{at} ==> t{seq}");
+            at = format!("t{seq}");
         }
     }
     out
@@ -179,9 +191,9 @@ mod tests {
         );
         let tree = ThoughtTree::new(SessionId::generate());
         let text = mermaid(&tree, &state);
-        assert!(text.contains("task ==> s1"), "{text}");
-        assert!(text.contains("s1 -.-x s2"), "{text}");
-        assert!(text.contains("s1 -.-> c2_1"), "{text}");
+        assert!(text.contains("task ==> t4"), "{text}");
+        assert!(text.contains("t4 -.-x t7"), "{text}");
+        assert!(text.contains("t4 -.-> c2_1"), "{text}");
         assert!(text.contains(":::backtracked"), "{text}");
         assert!(!text.contains(":::evil"), "{text}");
         assert!(!text.contains("<script>"), "{text}");
@@ -191,5 +203,78 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    fn session(text: &str) -> BoosterState {
+        let mut state = BoosterState::new(Started {
+            task: text.into(),
+            config: Config::default(),
+            seed_hints: Vec::new(),
+        });
+        for i in 1..=3u64 {
+            state.candidates_scored(
+                i * 3,
+                0,
+                CandidateSet {
+                    iteration: i,
+                    source: Source {
+                        provider: "heuristic".into(),
+                        model: None,
+                        fallback: None,
+                    },
+                    scorer: "reference-1".into(),
+                    candidates: vec![scored(text, 0.5), scored(&text.repeat(2), -0.25)],
+                    model_output: None,
+                },
+            );
+            state.step_applied(
+                i * 3 + 1,
+                Applied {
+                    iteration: i,
+                    candidate: 0,
+                    via: if i == 2 { Via::Beam } else { Via::Best },
+                    proposal: scored(text, 0.5).proposal,
+                    score: scored(text, 0.5).score,
+                },
+            );
+        }
+        state.loop_checked(
+            LoopCheck {
+                iteration: 3,
+                kind: LoopKind::Loop,
+                text: text.into(),
+                repeats_step: 1,
+            },
+            true,
+        );
+        state
+    }
+
+    /// Hostile texts in every label, handed to the real Mermaid parser by
+    /// `.ci/mermaid-check` with the counts the header states.
+    #[test]
+    fn hostile_sessions_render_for_the_mermaid_checker() {
+        use crate::export::mermaid::tests::{HOSTILE, cargo_target_dir};
+        let dir = cargo_target_dir().join("mermaid-fixtures");
+        std::fs::create_dir_all(&dir).unwrap();
+        let all: String = HOSTILE.concat();
+        let texts: Vec<&str> = HOSTILE.iter().copied().chain([all.as_str()]).collect();
+        for (i, text) in texts.iter().enumerate() {
+            let diagram = mermaid(&ThoughtTree::new(SessionId::generate()), &session(text));
+            let statements: Vec<&str> = diagram.lines().skip(1).map(str::trim_start).collect();
+            for line in &statements {
+                let id: String = line
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    line.starts_with("%%") || line.starts_with("classDef ") || !id.is_empty(),
+                    "a statement starts with a generated id: {line}"
+                );
+            }
+            assert_eq!(diagram.matches(":::rejected").count(), 3, "{diagram}");
+            std::fs::write(dir.join(format!("booster-{i:02}.mmd")), &diagram).unwrap();
+            std::fs::write(dir.join(format!("booster-{i:02}.counts")), "3 6 0\n").unwrap();
+        }
     }
 }

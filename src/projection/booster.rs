@@ -223,6 +223,9 @@ pub struct Iteration {
     pub model_output: Option<ModelOutput>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chosen: Option<Applied>,
+    /// Seq of the chosen step's event (its thought in the tree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beam: Option<Beam>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -444,6 +447,7 @@ impl BoosterState {
             candidates: set.candidates,
             model_output: set.model_output,
             chosen: None,
+            chosen_seq: None,
             beam: None,
             loop_check: None,
             backtracked: false,
@@ -466,6 +470,7 @@ impl BoosterState {
         });
         if let Some(last) = self.iterations.last_mut() {
             last.chosen = Some(applied);
+            last.chosen_seq = Some(seq);
         }
     }
 

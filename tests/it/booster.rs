@@ -949,9 +949,9 @@ async fn a_solve_replays_step_by_step_and_exports_as_mermaid() {
         .await,
     );
     assert!(
-        mermaid.contains("task ==> s1")
-            && mermaid.contains("s1 ==> s2")
-            && mermaid.contains("s2 ==> s3"),
+        mermaid.contains("task ==> t4")
+            && mermaid.contains("t4 ==> t6")
+            && mermaid.contains("t6 ==> t8"),
         "{mermaid}"
     );
     assert_eq!(mermaid.matches(":::rejected").count(), 6, "{mermaid}");

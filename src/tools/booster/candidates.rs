@@ -867,13 +867,7 @@ mod tests {
         let terms = task_terms(TASK);
         assert_eq!(
             terms.keywords,
-            vec![
-                "counterfeit",
-                "coins",
-                "balance",
-                "scale",
-                "weighings"
-            ]
+            vec!["counterfeit", "coins", "balance", "scale", "weighings"]
         );
         assert_eq!(terms.numbers, vec!["12", "3"]);
         assert_eq!(terms.constraints[0], "3 weighings");
