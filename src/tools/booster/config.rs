@@ -139,7 +139,7 @@ pub fn parse_config(value: Option<&Value>) -> Result<Config, Vec<String>> {
     let mut config = Config::default();
     let owned;
     let map: &Map<String, Value> = match value {
-        None | Some(Value::Null) => return Ok(config),
+        None => return Ok(config),
         Some(Value::Object(map)) => map,
         Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => {

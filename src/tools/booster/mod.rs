@@ -21,7 +21,9 @@ pub mod output;
 pub mod payload;
 pub mod verifier;
 
-use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, string_list_schema};
+use super::args::{
+    Args, MAX_ID_BYTES, boolean_schema, count_schema, count_schema_up_to, string_list_schema,
+};
 use super::write::{Recorded, Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, reading_annotations, structured_result,
@@ -67,7 +69,7 @@ pub static FAMILY: Family = Family {
     name: "booster",
     instructions: "booster (best-of-N step search with a verifier: solve a task in scored steps)",
     default_on: false,
-    listing_budget_bytes: 3_000,
+    listing_budget_bytes: 3_100,
     tools,
     aliases: &[],
     call,
@@ -84,6 +86,7 @@ pub fn tools() -> Vec<Tool> {
     let config = json!({"type": ["object", "string"]});
     let hints = string_list_schema();
     let count = count_schema();
+    let candidates = count_schema_up_to(MAX_CANDIDATES);
     let solve_schema = json!({"type": "object", "properties": {
         "task": text, "iterations": count, "config": config, "seedHints": hints,
         "outputPath": text, "outputFormat": {"type": "string", "enum": ["json", "text"]},
@@ -111,8 +114,8 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             STEP,
             None,
-            "Run one iteration: K candidates scored, best applied. Returns chosen, top candidates, state.",
-            json!({"type": "object", "properties": {"sessionId": text, "overrideNumCandidates": count, "addHints": hints}, "required": ["sessionId"]}),
+            "One iteration: K candidates scored, the best applied.",
+            json!({"type": "object", "properties": {"sessionId": text, "overrideNumCandidates": candidates, "addHints": hints}, "required": ["sessionId"]}),
             None,
             writing_annotations(),
         ),
@@ -120,7 +123,7 @@ pub fn tools() -> Vec<Tool> {
             MULTI_STEP,
             None,
             "Run several iterations (default 1); progress per iteration.",
-            json!({"type": "object", "properties": {"sessionId": text, "iterations": count, "overrideNumCandidates": count, "addHints": hints}, "required": ["sessionId"]}),
+            json!({"type": "object", "properties": {"sessionId": text, "iterations": count, "overrideNumCandidates": candidates, "addHints": hints}, "required": ["sessionId"]}),
             None,
             writing_annotations(),
         ),
@@ -143,7 +146,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SOLVE,
             None,
-            "Recommended: start, run iterations (default 8), summarize. outputPath writes inside the export directory.",
+            "Recommended: start, iterate (default 8), summarize; outputPath writes in the export directory.",
             solve_schema.clone(),
             None,
             writing_annotations(),
