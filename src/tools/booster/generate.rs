@@ -29,8 +29,8 @@ pub const HEURISTIC_PROVIDER: &str = "heuristic";
 pub enum Generation {
     /// Candidates, and the model call behind them (to record), if one was made.
     Ready {
-        generated: Generated,
-        model_call: Option<ModelCallRecord>,
+        generated: Box<Generated>,
+        model_call: Option<Box<ModelCallRecord>>,
         /// The idempotency key of a 2026-07-28 round that answered (record keyed).
         key: Option<String>,
     },
@@ -141,7 +141,7 @@ pub async fn generate(
     rounds_ok: bool,
 ) -> Generation {
     let ready = |generated| Generation::Ready {
-        generated,
+        generated: Box::new(generated),
         model_call: None,
         key: None,
     };
@@ -197,8 +197,8 @@ pub async fn generate(
         Completion::Done(outcome) => {
             let generated = from_response(state, k, &outcome.record, prompt_chars, &outcome.result);
             Generation::Ready {
-                generated,
-                model_call: Some(outcome.record),
+                generated: Box::new(generated),
+                model_call: Some(Box::new(outcome.record)),
                 key: outcome.idempotency_key,
             }
         }

@@ -256,7 +256,7 @@ async fn load(
     let ledger = ledger.clone();
     let given_text = given.to_string();
     let tool_name = tool.to_string();
-    let loaded = tokio::task::spawn_blocking(move || -> Result<_, ToolError> {
+    tokio::task::spawn_blocking(move || -> Result<_, ToolError> {
         let unknown = || {
             ToolError::validation(
                 &tool_name,
@@ -287,8 +287,7 @@ async fn load(
     .map_err(|e| ToolError::Panicked {
         tool: tool.to_string(),
         message: e.to_string(),
-    })?;
-    loaded
+    })?
 }
 
 async fn reload(
@@ -488,7 +487,7 @@ enum Writes {
     /// Its first iteration records into a named session (with the call's record).
     Named(String),
     /// After what this call recorded already.
-    After(Recorded),
+    After(Box<Recorded>),
 }
 
 /// The iterations a run recorded, and how it ended.
@@ -517,7 +516,7 @@ async fn progress(call: &ToolCall, done: u64, total: u64, chosen: &str) {
 /// call's record goes on the first booster event when `first_call` has it.
 fn iteration_events(
     bodies: Vec<Body>,
-    model_call: Option<ModelCallRecord>,
+    model_call: Option<Box<ModelCallRecord>>,
     call_record: CallRecord,
     first_call: bool,
 ) -> Vec<NewEvent> {
@@ -525,7 +524,7 @@ fn iteration_events(
     if let Some(record) = model_call {
         events.push(NewEvent::new(
             ModelCallRecorded {
-                record,
+                record: *record,
                 call: call_record.clone(),
             }
             .into(),
@@ -553,7 +552,7 @@ async fn run(
     let raw = call.arguments.clone();
     let (mut named, mut recorded) = match writes {
         Writes::Named(name) => (Some(name), None),
-        Writes::After(after) => (None, Some(after)),
+        Writes::After(after) => (None, Some(*after)),
     };
     let mut first = Vec::new();
     let mut ended = Ended::Done;
@@ -576,7 +575,7 @@ async fn run(
                     generated,
                     model_call,
                     key,
-                } => (generated, model_call, key),
+                } => (*generated, model_call, key),
             };
         let mut bodies = Vec::new();
         if !hints.is_empty() {
@@ -828,7 +827,7 @@ async fn solve(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let run = match run(
         &mut call,
         tree,
-        Writes::After(recorded),
+        Writes::After(Box::new(recorded)),
         iterations,
         None,
         Vec::new(),
