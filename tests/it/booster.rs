@@ -1070,6 +1070,19 @@ async fn a_solve_against_the_real_local_model_completes_and_records_every_step()
         "each iteration asked the model"
     );
     assert_eq!(state["diagnostics"]["totalCalls"], 4);
+    // Whatever the model wrote, the diagram is handed to the real Mermaid parser by
+    // `.ci/mermaid-check` (its header states the counts to find).
+    let mermaid = text(
+        &call(
+            &client,
+            "export_session",
+            json!({"sessionId": id, "format": "mermaid"}),
+        )
+        .await,
+    );
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mermaid-fixtures");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::write(fixtures.join("booster-local-model.mmd"), &mermaid).unwrap();
     client.cancel().await.unwrap();
     assert!(cli(dir.path(), &["verify"]).status.success());
 }
