@@ -122,6 +122,20 @@ pub fn session_markdown(tree: &ThoughtTree) -> String {
     }
     if !tree.model_calls.is_empty() {
         out.push_str("## Model calls\n\n");
+        if let Some(summary) = &tree.summary {
+            let _ = write!(
+                out,
+                "{} call{} · {} prompt + {} completion tokens",
+                summary.model_calls,
+                if summary.model_calls == 1 { "" } else { "s" },
+                summary.prompt_tokens,
+                summary.completion_tokens
+            );
+            if let Some(cost) = summary.cost {
+                let _ = write!(out, " · cost {cost:.6}");
+            }
+            out.push_str("\n\n");
+        }
         for call in &tree.model_calls {
             let r = &call.record;
             let outcome = match &r.error {

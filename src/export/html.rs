@@ -8,12 +8,19 @@
 //! ([`super::svg::escape_xml`]) inside an element's text or a quoted attribute, write an
 //! inline event handler or a `style` attribute, or reference anything outside the file.
 //!
-//! The script reads only the DOM: every element of the picture and every thought carries
-//! `data-seq` (the event that recorded it); the slider at event k hides those with a seq
-//! above k, so the page shows the tree as it stood after event k. `#at=K` in the address
-//! opens the page at event K.
+//! The list holds one item per event that drew something: each thought, and each of the
+//! families' nodes whose event is no thought (plan approaches, evaluations…), with its
+//! metadata and the details the families add ([`crate::export::picture`]).
+//!
+//! The script reads only the DOM: every element of the picture and every listed event
+//! carries `data-seq` (the event that recorded it); the slider at event k hides those with
+//! a seq above k, and the parts of labels carrying `data-until` replaced by event k, so
+//! the page shows the tree as it stood after event k. `#at=K` in the address opens the
+//! page at event K. The filter hides the listed events whose text lacks the query and
+//! dims their nodes (every node of that event).
 
 use crate::event::format_time;
+use crate::export::picture::{Entry, Mark, Node, Picture};
 use crate::export::svg::{self, escape_xml_into, node_kind};
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use sha2::{Digest, Sha256};
@@ -33,6 +40,8 @@ pub const SCRIPT: &str = r#"
     for (var i = 0; i < timed.length; i++) {
       var seq = Number(timed[i].getAttribute('data-seq'));
       timed[i].classList.toggle('later', seq > k);
+      var until = timed[i].getAttribute('data-until');
+      if (until !== null) { timed[i].classList.toggle('was', k >= Number(until)); }
     }
     byId('replay-at').textContent = 'event ' + k + ' of ' + slider.max;
     document.body.setAttribute('data-replay-at', String(k));
@@ -42,17 +51,23 @@ pub const SCRIPT: &str = r#"
     if (!filter) { return; }
     var query = filter.value.trim().toLowerCase();
     var items = document.querySelectorAll('#thoughts > li');
+    var nodes = {};
+    var drawn = document.querySelectorAll('#picture g.node');
+    for (var j = 0; j < drawn.length; j++) {
+      var at = drawn[j].getAttribute('data-seq');
+      (nodes[at] = nodes[at] || []).push(drawn[j]);
+    }
     var shown = 0;
     for (var i = 0; i < items.length; i++) {
       var li = items[i];
       var hit = query === '' || li.textContent.toLowerCase().indexOf(query) >= 0;
       li.classList.toggle('filtered', !hit);
-      var node = byId('n' + li.getAttribute('data-seq'));
-      if (node) { node.classList.toggle('dim', !hit); }
+      var mine = nodes[li.getAttribute('data-seq')] || [];
+      for (var n = 0; n < mine.length; n++) { mine[n].classList.toggle('dim', !hit); }
       if (hit) { shown++; }
     }
     byId('filter-count').textContent =
-      query === '' ? '' : shown + ' of ' + items.length + ' thoughts';
+      query === '' ? '' : shown + ' of ' + items.length + ' events';
   }
   function fromAddress() {
     var match = /^#at=(\d+)$/.exec(location.hash);
@@ -143,6 +158,7 @@ main{display:flex;align-items:flex-start}\
 #thoughts li:target{outline:3px solid #7048e8}\
 #thoughts li.later,#thoughts li.filtered{display:none}\
 #thoughts .k-revision{background:#fff4e6}#thoughts .k-branch{background:#ebfbee}#thoughts .k-think{background:#e7f5ff}\
+#thoughts li.event{border-left:4px solid #7048e8}\
 #thoughts pre{white-space:pre-wrap;overflow-wrap:anywhere;font:13px/1.4 ui-monospace,monospace;margin:4px 0 0}\
 g.node:target rect{stroke:#7048e8;stroke-width:3}\
 a{color:#1c7ed6}";
@@ -295,10 +311,35 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
          <main>\n<section id=\"picture-pane\">\n",
         last = tree.at_seq
     );
-    svg::render_into(out, tree, svg::Options { embedded: true });
+    let picture = Picture::of(tree);
+    svg::render_into(out, tree, &picture, svg::Options { embedded: true });
     out.push_str("</section>\n<section id=\"thoughts-pane\">\n<ol id=\"thoughts\">\n");
+    // Thoughts and the families' listed nodes, merged in event order.
+    let mut entries: Vec<(usize, &Node, &Entry)> = picture
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, node)| Some((index, node, node.entry.as_ref()?)))
+        .collect();
+    entries.sort_by_key(|(_, node, _)| node.seq);
+    let mut entries = entries.into_iter().peekable();
+    let mut marks: Vec<&Mark> = picture.marks.iter().collect();
+    marks.sort_by_key(|mark| mark.seq);
+    let mut marks = marks.into_iter().peekable();
     for node in tree.thoughts() {
-        write_thought(out, node);
+        while let Some((index, extra, entry)) = entries.next_if(|(_, n, _)| n.seq < node.seq) {
+            write_entry(out, index, extra, entry);
+        }
+        let mut mine = Vec::new();
+        while let Some(mark) = marks.next_if(|mark| mark.seq <= node.seq) {
+            if mark.seq == node.seq {
+                mine.push(mark);
+            }
+        }
+        write_thought(out, node, &mine);
+    }
+    for (index, extra, entry) in entries {
+        write_entry(out, index, extra, entry);
     }
     out.push_str("</ol>\n</section>\n</main>\n");
 }
@@ -322,8 +363,46 @@ fn anomaly_text(anomaly: &Anomaly) -> String {
     }
 }
 
-fn write_thought(out: &mut String, node: &ThoughtNode) {
-    let kind = node_kind(node);
+/// A family node's item: its number linked to the node, its kind, meta, text, details.
+fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry) {
+    let seq = node.seq;
+    let _ = write!(
+        out,
+        "<li id=\"thought-{seq}\" class=\"k-{} event\" data-seq=\"{seq}\"><div class=\"meta\">\
+         <a href=\"#p{index}\">#{seq}</a> · {} {}",
+        node.kind.name, node.kind.marker, node.kind.name
+    );
+    if !entry.meta.is_empty() {
+        out.push_str(" · ");
+        escape_xml_into(out, &entry.meta);
+    }
+    out.push_str("</div>");
+    if !entry.text.is_empty() {
+        out.push_str("<pre class=\"text\">");
+        escape_xml_into(out, &entry.text);
+        out.push_str("</pre>");
+    }
+    write_details(out, &entry.details);
+    out.push_str("</li>\n");
+}
+
+/// Labelled details, one line each (label constant, value escaped).
+fn write_details(out: &mut String, details: &[(&'static str, String)]) {
+    for (label, value) in details {
+        out.push_str("<div class=\"meta\">");
+        escape_xml_into(out, label);
+        out.push_str(": ");
+        escape_xml_into(out, value);
+        out.push_str("</div>");
+    }
+}
+
+fn write_thought(out: &mut String, node: &ThoughtNode, marks: &[&Mark]) {
+    let kind = marks
+        .iter()
+        .rev()
+        .find_map(|mark| mark.kind)
+        .unwrap_or_else(|| node_kind(node));
     let seq = node.seq;
     let _ = write!(
         out,
@@ -376,6 +455,9 @@ fn write_thought(out: &mut String, node: &ThoughtNode) {
         }
         out.push_str("</ul>");
     }
+    for mark in marks {
+        write_details(out, &mark.details);
+    }
     out.push_str("</li>\n");
 }
 
@@ -405,7 +487,9 @@ pub(crate) mod tests {
         let canaries = CANARIES.concat();
         let texts = HOSTILE.iter().chain(CANARIES).copied();
         for text in texts.chain([all.as_str(), canaries.as_str()]) {
-            for tree in [hostile_tree(text), think_tree(text)] {
+            let mut trees = vec![hostile_tree(text), think_tree(text)];
+            trees.extend(crate::export::svg::tests::family_trees(text));
+            for tree in trees {
                 let page = render(&tree);
                 for raw in [
                     "<script>alert",
@@ -521,27 +605,46 @@ pub(crate) mod tests {
 
     /// Writes pages for the browser check (`.ci/browser-check`, `tools/browser-check/`)
     /// to `browser-fixtures/` in cargo's target directory, each with `NAME.expect.json`
-    /// beside it: the projection's thought seqs and edges (with the event that made
-    /// each), and the thoughts of the tree folded to event k, for the ks the check moves
-    /// the slider to.
+    /// beside it: the picture's nodes (seq, kind) and edges as the projection and the
+    /// families draw them, the thought seqs, the listed events, and for the ks the check
+    /// moves the slider to, the nodes (seq, kind, label text) of the picture of the tree
+    /// folded to event k and the events listed by k.
     #[test]
     fn write_pages_for_the_browser_check() {
+        use crate::export::svg::tests::{
+            evaluated_branch_events, expected, plan_events, qa_events, shown_nodes,
+        };
         let dir = cargo_target_dir().join("browser-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let all: String = HOSTILE.concat();
         let canaries = CANARIES.concat();
+        let built = |(session, events): (crate::event::SessionId, Vec<crate::event::Event>)| {
+            (
+                ThoughtTree::build(session, events.clone()),
+                Some((session, events)),
+            )
+        };
         let mut pages = vec![
-            ("canary".to_string(), hostile_tree(&canaries)),
-            ("hostile-all".to_string(), hostile_tree(&all)),
-            ("think-all".to_string(), think_tree(&all)),
-            ("big-1000".to_string(), big_tree(1000)),
-            ("big-100".to_string(), big_tree(100)),
-            ("small-5".to_string(), big_tree(5)),
+            ("canary".to_string(), (hostile_tree(&canaries), None)),
+            ("hostile-all".to_string(), (hostile_tree(&all), None)),
+            ("think-all".to_string(), (think_tree(&all), None)),
+            ("big-1000".to_string(), (big_tree(1000), None)),
+            ("big-100".to_string(), (big_tree(100), None)),
+            ("small-5".to_string(), (big_tree(5), None)),
+            ("plan-canary".to_string(), built(plan_events(&canaries))),
+            ("plan-hostile".to_string(), built(plan_events(&all))),
+            ("plan-short".to_string(), built(plan_events("p"))),
+            (
+                "branch-events-canary".to_string(),
+                built(evaluated_branch_events(&canaries)),
+            ),
+            ("qa-canary".to_string(), built(qa_events(&canaries))),
+            ("qa-hostile".to_string(), built(qa_events(&all))),
         ];
         for (i, text) in HOSTILE.iter().enumerate().step_by(3) {
-            pages.push((format!("hostile-{i:02}"), hostile_tree(text)));
+            pages.push((format!("hostile-{i:02}"), (hostile_tree(text), None)));
         }
-        for (name, tree) in pages {
+        for (name, (tree, events)) in pages {
             let ks: Vec<u64> = if tree.at_seq <= 20 {
                 (1..=tree.at_seq).collect()
             } else {
@@ -550,21 +653,51 @@ pub(crate) mod tests {
                 ks.dedup();
                 ks
             };
+            let (nodes, edges) = expected(&tree);
+            let picture = Picture::of(&tree);
+            let mut items: Vec<u64> = tree
+                .thoughts()
+                .map(|node| node.seq)
+                .chain(
+                    picture
+                        .nodes
+                        .iter()
+                        .filter(|n| n.entry.is_some())
+                        .map(|n| n.seq),
+                )
+                .collect();
+            items.sort_unstable();
             let at: serde_json::Map<String, serde_json::Value> = ks
                 .iter()
                 .map(|&k| {
-                    let seqs: Vec<u64> = tree
-                        .thoughts()
-                        .filter(|node| node.seq <= k)
-                        .map(|node| node.seq)
-                        .collect();
-                    (k.to_string(), serde_json::json!(seqs))
+                    // The picture of the first k events, folded afresh (or, for a tree
+                    // built by hand, whose events are not kept, its thoughts by k).
+                    let shown = match &events {
+                        Some((session, events)) => shown_nodes(
+                            &svg::render(&ThoughtTree::build(
+                                *session,
+                                events[..k as usize].to_vec(),
+                            )),
+                            None,
+                        ),
+                        None => shown_nodes(&svg::render(&tree), None)
+                            .into_iter()
+                            .filter(|(seq, _, _)| *seq <= k)
+                            .collect(),
+                    };
+                    let listed: Vec<u64> = items.iter().copied().filter(|&s| s <= k).collect();
+                    (
+                        k.to_string(),
+                        serde_json::json!({"nodes": shown, "items": listed}),
+                    )
                 })
                 .collect();
             let mut expect = serde_json::json!({
+                "nodes": nodes,
                 "thoughts": tree.thoughts().map(|n| n.seq).collect::<Vec<_>>(),
-                "edges": tree.edges().iter().map(|e| serde_json::json!({
-                    "from": e.from, "to": e.to, "kind": e.kind,
+                "items": items,
+                "edges": edges.iter().map(|(from, to, kind)| serde_json::json!({
+                    "from": from, "to": to, "kind": kind,
                 })).collect::<Vec<_>>(),
                 "lastSeq": tree.at_seq,
                 "at": at,
@@ -576,7 +709,17 @@ pub(crate) mod tests {
                     .filter(|node| node.thought.contains("revising"))
                     .map(|node| node.seq)
                     .collect();
-                expect["filter"] = serde_json::json!({"query": "Revising", "seqs": seqs});
+                let dimmed = tree.order.len() - seqs.len();
+                expect["filter"] =
+                    serde_json::json!({"query": "Revising", "seqs": seqs, "dimmed": dimmed});
+            }
+            if name == "plan-short" {
+                // The query is in the evaluations' details only: their items stay, and
+                // every other node is dimmed.
+                let seqs: Vec<u64> = tree.planning.evaluations.iter().map(|e| e.seq).collect();
+                let dimmed = nodes.len() - seqs.len();
+                expect["filter"] =
+                    serde_json::json!({"query": "×0.3", "seqs": seqs, "dimmed": dimmed});
             }
             std::fs::write(dir.join(format!("{name}.html")), render(&tree)).unwrap();
             std::fs::write(

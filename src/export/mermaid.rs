@@ -483,8 +483,6 @@ pub(crate) mod tests {
         "esc \u{1b}[31mred\u{1b}[0m lrm\u{200E} alm\u{061C} pdi\u{2069} crlf\r\n",
     ];
 
-    /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
-    /// every text field (title, thoughts, branch ids) is `text`.
     /// An agent session whose node ids, parents, questions, conclusions and model names
     /// are all `text`: nested nodes, a node under an unknown parent, low and no confidence.
     fn agent_tree(text: &str) -> ThoughtTree {
@@ -547,6 +545,8 @@ pub(crate) mod tests {
         }
     }
 
+    /// A tree with every edge kind, two branches, a think-like node and anomalies, whose
+    /// every text field (title, thoughts, branch ids) is `text`.
     pub(crate) fn hostile_tree(text: &str) -> ThoughtTree {
         let branch_a = format!("a {text}");
         let branch_b = format!("b {text}");

@@ -11,6 +11,7 @@ pub mod booster;
 pub mod html;
 pub mod markdown;
 pub mod mermaid;
+pub mod picture;
 pub mod plan;
 pub mod svg;
 

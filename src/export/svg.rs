@@ -10,15 +10,22 @@
 //! edge: the event that made it, the later of its ends), so tests, the HTML replay
 //! slider and users' scripts find them.
 //!
-//! Node kinds are keyed: [`node_kind`] classifies a node and [`KINDS`] styles each kind,
-//! so another family's nodes get a row in that table and a case in `node_kind`.
+//! The thoughts' kinds are [`KINDS`] ([`node_kind`] classifies a thought). Every other
+//! node, link and mark comes from the families ([`crate::export::picture`]): a node in a
+//! row of its own (in event order among the thoughts: on the main line, on a branch's
+//! column, in a lane of the family's) or beside a thought or node (columns right of every
+//! line); its kind's style comes with its registration. A family's node is a
+//! `<g class="node extra k-KIND" id="p<i>" data-seq data-kind>`; a part of its label that
+//! changes later is a `<tspan data-seq [data-until]>`.
 //!
 //! Must not: take an id, a class name, an attribute name or a style from content, put
 //! model-written text anywhere but escaped inside `<text>`, `<title>` or a quoted
-//! attribute, or add or drop a thought or an edge (tests compare the counts with the
-//! projection's).
+//! attribute, or add or drop a thought, an edge, a family's node or link (tests compare
+//! the counts with the projection's).
 
 use crate::export::mermaid::{anomaly_seq, cut_into, is_revision};
+pub use crate::export::picture::NodeKind;
+use crate::export::picture::{At, Mark, Picture, Place, Span};
 use crate::projection::tree::{EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -44,18 +51,8 @@ pub const TITLE_MAX_CHARS: usize = 600;
 const NAME_MAX_CHARS: usize = 30;
 const SESSION_TITLE_MAX_CHARS: usize = 90;
 
-/// A kind of node and its style (constant CSS, never content).
-pub struct NodeKind {
-    /// `data-kind` and the class `k-<name>`.
-    pub name: &'static str,
-    /// Marker drawn before the number.
-    pub marker: &'static str,
-    /// CSS declarations of its box.
-    pub style: &'static str,
-}
-
-/// Every kind of node this build draws. Another family's nodes (plan approaches,
-/// evaluations, agent nodes…) add a row here and a case in [`node_kind`].
+/// The kinds of thought the core draws (a family's thoughts may be drawn as one of its
+/// own kinds through a [`Mark`]).
 pub const KINDS: &[NodeKind] = &[
     NodeKind {
         name: "thought",
@@ -79,7 +76,7 @@ pub const KINDS: &[NodeKind] = &[
     },
 ];
 
-/// The kind of a node: a revision on a branch is a revision; a node without a total is
+/// The kind of a thought: a revision on a branch is a revision; a node without a total is
 /// a `think` thought.
 pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
     let name = if node.total_thoughts.is_none() {
@@ -97,8 +94,8 @@ pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
         .expect("every kind node_kind names is in KINDS")
 }
 
-/// The stylesheet of the picture: constant text (kinds, edges, anomalies, replay and
-/// filter classes), shared with the HTML page.
+/// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
+/// edges, anomalies, replay and filter classes), shared with the HTML page.
 pub fn stylesheet() -> String {
     let mut css = String::from(
         ".node rect{stroke-width:1.5}\
@@ -110,11 +107,20 @@ pub fn stylesheet() -> String {
          .e-branches_from{stroke:#2f9e44}\
          .lane,.heading{font:bold 13px sans-serif;fill:#343a40}\
          .sub{font:12px sans-serif;fill:#868e96}\
-         .later{display:none}\
+         .later,.was{display:none}\
          .dim{opacity:.2}",
     );
     for kind in KINDS {
         let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+    }
+    for hooks in crate::export::picture::registered() {
+        for kind in hooks.kinds {
+            let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+        }
+        for link in hooks.links {
+            let _ = write!(css, ".e-{}{{{}}}", link.name, link.style);
+        }
+        css.push_str(hooks.css);
     }
     css
 }
@@ -123,70 +129,221 @@ pub fn stylesheet() -> String {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
     /// Inside an HTML page: no XML declaration and no own stylesheet (the page carries
-    /// it), and each node links to its thought (`#thought-<seq>`).
+    /// it), each node links to its item in the page's list (`#thought-<seq>`), and the
+    /// parts of labels replaced before the last event are kept (hidden) for the replay
+    /// slider.
     pub embedded: bool,
+}
+
+/// What heads a column from a row on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Heading {
+    /// The tree's branch at this index.
+    Branch(usize),
+    /// A family's lane.
+    Lane(&'static str),
+}
+
+/// A branch or a family's lane: where its column is and from which row.
+#[derive(Debug)]
+struct LaneAt {
+    heading: Heading,
+    /// Seq shown with the heading (the first event in the lane).
+    seq: u64,
+    column: usize,
+    first_row: usize,
+}
+
+/// Rows handed out in order, and the first and last row and first seq of each lane.
+struct Rows {
+    next: usize,
+    span: Vec<(usize, usize, u64)>,
+}
+
+impl Rows {
+    /// The next row, for an item of event `seq` on `lane` (if any).
+    fn take(&mut self, lane: Option<usize>, seq: u64) -> usize {
+        let row = self.next;
+        if let Some(lane) = lane {
+            let span = &mut self.span[lane];
+            if span.0 == usize::MAX {
+                *span = (row, row, seq);
+            }
+            span.1 = row;
+        }
+        self.next += 1;
+        row
+    }
 }
 
 /// Where each node stands: its column and its row.
 struct Layout {
     columns: usize,
-    /// Column of each node, by seq.
+    rows: usize,
+    /// Column of each thought, by seq.
     column: HashMap<u64, usize>,
-    /// Row of each node, by seq.
+    /// Row of each thought, by seq.
     row: HashMap<u64, usize>,
-    /// Column and first row of each branch, in first-seen order.
-    branch_column: Vec<usize>,
-    branch_first_row: Vec<usize>,
+    /// (column, row) of each of the families' nodes, by index.
+    extra: Vec<(usize, usize)>,
+    /// The branches and lanes in order of their first rows.
+    lanes: Vec<LaneAt>,
 }
 
-/// One row per thought in seq order; column 0 for the main line; each branch, in
-/// first-seen order, in the leftmost other column that is free from its first row to its
-/// last (a column is reused once the branches in it have ended, so a long session with
-/// many short branches stays a few columns wide).
-fn layout(tree: &ThoughtTree) -> Layout {
+impl Layout {
+    fn place(&self, picture: &Picture, at: At) -> Option<(usize, usize)> {
+        match at {
+            At::Thought(seq) => Some((*self.column.get(&seq)?, *self.row.get(&seq)?)),
+            At::Node(id) => self
+                .extra
+                .get(id.0)
+                .copied()
+                .filter(|_| id.0 < picture.nodes.len()),
+        }
+    }
+}
+
+/// One row per thought and per family node that takes a row of its own, in event order;
+/// column 0 for the main line; each branch and family lane, in order of its first row,
+/// in the leftmost other column that is free from its first row to its last (a column
+/// is reused once what was in it has ended, so a long session with many short branches
+/// stays a few columns wide); nodes beside another in that node's row, in the columns
+/// right of every line.
+fn layout(tree: &ThoughtTree, picture: &Picture) -> Layout {
     let branch_at: HashMap<&str, usize> = tree
         .branches
         .iter()
         .enumerate()
         .map(|(index, branch)| (branch.id.as_str(), index))
         .collect();
-    // First and last row of each branch.
-    let mut span: Vec<(usize, usize)> = vec![(usize::MAX, 0); tree.branches.len()];
-    for (row, node) in tree.thoughts().enumerate() {
-        if let Some(&at) = node.branch_id.as_deref().and_then(|id| branch_at.get(id)) {
-            span[at].0 = span[at].0.min(row);
-            span[at].1 = span[at].1.max(row);
+    let thought_seqs: Vec<u64> = if picture.nodes.is_empty() {
+        Vec::new()
+    } else {
+        tree.thoughts().map(|node| node.seq).collect()
+    };
+    // Where each family node really goes: beside a thought that does not exist, on a
+    // branch that does not exist, falls back to a row of its own on the main line.
+    let places: Vec<Place> = picture
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(index, node)| match &node.place {
+            Place::Beside(At::Thought(seq)) if thought_seqs.binary_search(seq).is_err() => {
+                Place::Main
+            }
+            Place::Beside(At::Node(id)) if id.0 >= index => Place::Main,
+            Place::Branch(id) if !branch_at.contains_key(id.as_str()) => Place::Main,
+            place => place.clone(),
+        })
+        .collect();
+    // Nodes with rows of their own, in event order (stable: a family's order within one
+    // event stays).
+    let mut own_rows: Vec<usize> = (0..places.len())
+        .filter(|&i| !matches!(places[i], Place::Beside(_)))
+        .collect();
+    own_rows.sort_by_key(|&i| picture.nodes[i].seq);
+
+    let mut column = HashMap::with_capacity(tree.order.len());
+    let mut row = HashMap::with_capacity(tree.order.len());
+    let mut extra = vec![(0, usize::MAX); places.len()];
+    // Lanes: the branches (by index), then the families' lanes (by name, in order seen).
+    let mut lane_names: Vec<&'static str> = Vec::new();
+    let mut rows = Rows {
+        next: 0,
+        span: vec![(usize::MAX, 0, 0); tree.branches.len()],
+    };
+    let mut thought_lane: Vec<Option<usize>> = Vec::with_capacity(tree.order.len());
+    let mut node_lane: Vec<Option<usize>> = vec![None; places.len()];
+    let mut next_own = own_rows.iter().copied().peekable();
+    let mut place_own = |index: usize, rows: &mut Rows| {
+        let lane = match &places[index] {
+            Place::Branch(id) => branch_at.get(id.as_str()).copied(),
+            Place::Lane(name) => Some(match lane_names.iter().position(|n| n == name) {
+                Some(at) => tree.branches.len() + at,
+                None => {
+                    lane_names.push(name);
+                    rows.span.push((usize::MAX, 0, 0));
+                    rows.span.len() - 1
+                }
+            }),
+            _ => None,
+        };
+        node_lane[index] = lane;
+        extra[index].1 = rows.take(lane, picture.nodes[index].seq);
+    };
+    for node in tree.thoughts() {
+        while let Some(index) = next_own.next_if(|&i| picture.nodes[i].seq < node.seq) {
+            place_own(index, &mut rows);
         }
+        let lane = node
+            .branch_id
+            .as_deref()
+            .and_then(|id| branch_at.get(id))
+            .copied();
+        thought_lane.push(lane);
+        row.insert(node.seq, rows.take(lane, node.seq));
     }
-    // Last row taken in each branch column (column 1 + i).
+    for index in next_own {
+        place_own(index, &mut rows);
+    }
+    let Rows { next: rows, span } = rows;
+
+    // Columns: lanes in order of their first rows.
+    let mut by_first: Vec<usize> = (0..span.len())
+        .filter(|&lane| span[lane].0 != usize::MAX)
+        .collect();
+    by_first.sort_by_key(|&lane| span[lane].0);
     let mut taken_until: Vec<usize> = Vec::new();
-    let mut branch_column = Vec::with_capacity(span.len());
-    for &(first, last) in &span {
+    let mut lane_column = vec![0; span.len()];
+    let mut lanes = Vec::with_capacity(by_first.len());
+    for lane in by_first {
+        let (first, last, seq) = span[lane];
         let free = taken_until.iter().position(|&until| until < first);
         let at = free.unwrap_or_else(|| {
             taken_until.push(0);
             taken_until.len() - 1
         });
         taken_until[at] = last;
-        branch_column.push(at + 1);
+        lane_column[lane] = at + 1;
+        lanes.push(LaneAt {
+            heading: if lane < tree.branches.len() {
+                Heading::Branch(lane)
+            } else {
+                Heading::Lane(lane_names[lane - tree.branches.len()])
+            },
+            seq,
+            column: at + 1,
+            first_row: first,
+        });
     }
-    let mut column = HashMap::with_capacity(tree.order.len());
-    let mut row = HashMap::with_capacity(tree.order.len());
-    for (index, node) in tree.thoughts().enumerate() {
-        let col = node
-            .branch_id
-            .as_deref()
-            .and_then(|id| branch_at.get(id))
-            .map_or(0, |&at| branch_column[at]);
-        column.insert(node.seq, col);
-        row.insert(node.seq, index);
+    for (node, lane) in tree.thoughts().zip(&thought_lane) {
+        column.insert(node.seq, lane.map_or(0, |lane| lane_column[lane]));
+    }
+    for (index, lane) in node_lane.iter().enumerate() {
+        extra[index].0 = lane.map_or(0, |lane| lane_column[lane]);
+    }
+    // Nodes beside another: its row, the next free column right of every line.
+    let line_columns = 1 + taken_until.len();
+    let mut side_taken: HashMap<usize, usize> = HashMap::new();
+    let mut columns = line_columns;
+    for (index, place) in places.iter().enumerate() {
+        let Place::Beside(at) = place else { continue };
+        let at_row = match at {
+            At::Thought(seq) => row[seq],
+            At::Node(id) => extra[id.0].1,
+        };
+        let slot = side_taken.entry(at_row).or_insert(0);
+        extra[index] = (line_columns + *slot, at_row);
+        *slot += 1;
+        columns = columns.max(line_columns + *slot);
     }
     Layout {
-        columns: 1 + taken_until.len(),
+        columns,
+        rows,
         column,
         row,
-        branch_column,
-        branch_first_row: span.iter().map(|&(first, _)| first).collect(),
+        extra,
+        lanes,
     }
 }
 
@@ -201,19 +358,20 @@ fn node_y(row: usize) -> u32 {
 /// Renders the tree as a standalone SVG document.
 pub fn render(tree: &ThoughtTree) -> String {
     let mut out = String::new();
-    render_into(&mut out, tree, Options::default());
+    render_into(&mut out, tree, &Picture::of(tree), Options::default());
     out
 }
 
-/// Appends the picture of `tree` to `out`.
-pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
-    let layout = layout(tree);
+/// Appends the picture of `tree` and what the families draw of it (`picture`,
+/// [`Picture::of`] the same tree) to `out`.
+pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, options: Options) {
+    let layout = layout(tree, picture);
     let edges = tree.edges();
-    let rows = tree.order.len().max(1);
+    let rows = layout.rows.max(1);
     let width = node_x(layout.columns) - COL_W + NODE_W + MARGIN;
     let width = width.max(560);
     let height = node_y(rows) + MARGIN;
-    out.reserve(1024 + tree.order.len() * 700);
+    out.reserve(1024 + tree.order.len() * 700 + picture.nodes.len() * 900);
     if !options.embedded {
         out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     }
@@ -223,7 +381,7 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"picture\" width=\"{width}\" \
          height=\"{height}\" viewBox=\"0 0 {width} {height}\" data-session=\"{}\" \
          data-kind-of-session=\"{}\" data-at-seq=\"{}\" data-thoughts=\"{}\" data-edges=\"{}\" \
-         data-branches=\"{}\" data-anomalies=\"{}\">",
+         data-branches=\"{}\" data-anomalies=\"{}\" data-nodes=\"{}\" data-links=\"{}\">",
         tree.session,
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
@@ -231,6 +389,8 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
         edges.len(),
         tree.branches.len(),
         tree.anomalies.len(),
+        picture.nodes.len(),
+        picture.links.len(),
     );
     if !options.embedded {
         let _ = writeln!(out, "<style>{}</style>", stylesheet());
@@ -244,42 +404,55 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
     out.push_str("<text class=\"heading\" x=\"16\" y=\"22\">");
     push_cut(out, &mut scratch, tree.title(), SESSION_TITLE_MAX_CHARS);
     out.push_str("</text>\n");
-    let _ = writeln!(
+    let _ = write!(
         out,
         "<text class=\"sub\" x=\"16\" y=\"40\">{} · at event {} · {} thoughts · {} edges · {} \
-         branches</text>",
+         branches",
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
         tree.order.len(),
         edges.len(),
         tree.branches.len(),
     );
+    if !picture.nodes.is_empty() {
+        let _ = write!(
+            out,
+            " · {} other nodes · {} links",
+            picture.nodes.len(),
+            picture.links.len()
+        );
+    }
+    out.push_str("</text>\n");
 
-    // Headings: the main line's above its column, each branch's above its first
-    // thought (shown from that thought on).
+    // Headings: the main line's above its column, each branch's and lane's above its
+    // first row (shown from that event on).
     let _ = writeln!(
         out,
         "<text class=\"lane\" x=\"{}\" y=\"{}\">main line</text>",
         node_x(0),
         TOP - 12
     );
-    for (index, branch) in tree.branches.iter().enumerate() {
-        let first_row = layout.branch_first_row[index];
-        if first_row == usize::MAX {
-            continue;
-        }
+    for lane in &layout.lanes {
         let _ = write!(
             out,
-            "<text class=\"lane\" data-seq=\"{}\" x=\"{}\" y=\"{}\">🌿 ",
-            branch.first_seq,
-            node_x(layout.branch_column[index]),
-            node_y(first_row) - 5
+            "<text class=\"lane\" data-seq=\"{}\" x=\"{}\" y=\"{}\">",
+            lane.seq,
+            node_x(lane.column),
+            node_y(lane.first_row) - 5
         );
-        push_cut(out, &mut scratch, &branch.id, NAME_MAX_CHARS);
-        let _ = writeln!(out, " · from {}</text>", branch.from_thought);
+        match lane.heading {
+            Heading::Branch(index) => {
+                let branch = &tree.branches[index];
+                out.push_str("🌿 ");
+                push_cut(out, &mut scratch, &branch.id, NAME_MAX_CHARS);
+                let _ = write!(out, " · from {}", branch.from_thought);
+            }
+            Heading::Lane(name) => push_cut(out, &mut scratch, name, NAME_MAX_CHARS),
+        }
+        out.push_str("</text>\n");
     }
 
-    if tree.order.is_empty() {
+    if tree.order.is_empty() && picture.nodes.is_empty() {
         let _ = writeln!(
             out,
             "<text class=\"sub\" x=\"{}\" y=\"{}\">This session has no thoughts yet.</text>",
@@ -290,46 +463,218 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, options: Options) {
         return;
     }
 
-    // Edges first, so nodes are drawn over them.
+    // Edges first, so nodes are drawn over them. Only the families' nodes can stand in
+    // a straight edge's way (a column's thoughts between two of one line are that line's).
+    let taken = if picture.nodes.is_empty() {
+        Vec::new()
+    } else {
+        occupancy(&layout)
+    };
     out.push_str("<g class=\"edges\">\n");
     for edge in &edges {
-        let (Some(&from_col), Some(&from_row), Some(&to_col), Some(&to_row)) = (
-            layout.column.get(&edge.from),
-            layout.row.get(&edge.from),
-            layout.column.get(&edge.to),
-            layout.row.get(&edge.to),
+        let (Some(from), Some(to)) = (
+            layout.place(picture, At::Thought(edge.from)),
+            layout.place(picture, At::Thought(edge.to)),
         ) else {
             continue;
         };
-        let (kind, d) = match edge.kind {
-            EdgeKind::Next => ("next", down_path(from_col, from_row, to_col, to_row)),
-            EdgeKind::BranchesFrom => (
-                "branches_from",
-                down_path(from_col, from_row, to_col, to_row),
-            ),
-            EdgeKind::Revises => ("revises", back_path(from_col, from_row, to_col, to_row)),
+        let kind = match edge.kind {
+            EdgeKind::Next => "next",
+            EdgeKind::BranchesFrom => "branches_from",
+            EdgeKind::Revises => "revises",
         };
-        let _ = writeln!(
-            out,
-            "<path class=\"edge e-{kind}\" data-edge=\"{kind}\" data-from=\"{}\" data-to=\"{}\" \
-             data-seq=\"{}\" d=\"{d}\" marker-end=\"url(#arrow)\"/>",
-            edge.from,
-            edge.to,
-            edge.from.max(edge.to),
-        );
+        let blocked = blocked(&taken, from, to);
+        write_edge(out, kind, (edge.from, edge.to), from, to, blocked);
+    }
+    for link in &picture.links {
+        let (Some(from), Some(to)) = (
+            layout.place(picture, link.from),
+            layout.place(picture, link.to),
+        ) else {
+            continue;
+        };
+        let (from_seq, to_seq) = (picture.seq_of(link.from), picture.seq_of(link.to));
+        let blocked = blocked(&taken, from, to);
+        write_edge(out, link.kind.name, (from_seq, to_seq), from, to, blocked);
     }
     out.push_str("</g>\n");
 
     let mut flagged: Vec<u64> = tree.anomalies.iter().filter_map(anomaly_seq).collect();
     flagged.sort_unstable();
     flagged.dedup();
+    let mut marks: HashMap<u64, Vec<&Mark>> = HashMap::new();
+    for mark in &picture.marks {
+        marks.entry(mark.seq).or_default().push(mark);
+    }
     out.push_str("<g class=\"nodes\">\n");
     for node in tree.thoughts() {
-        let (column, row) = (layout.column[&node.seq], layout.row[&node.seq]);
+        let place = (layout.column[&node.seq], layout.row[&node.seq]);
         let anomaly = flagged.binary_search(&node.seq).is_ok();
-        write_node(out, &mut scratch, node, column, row, anomaly, options);
+        let marks = marks.get(&node.seq).map_or(&[][..], Vec::as_slice);
+        write_node(out, &mut scratch, node, marks, place, anomaly, options);
+    }
+    for (index, node) in picture.nodes.iter().enumerate() {
+        let (column, row) = layout.extra[index];
+        let (x, y) = (node_x(column), node_y(row));
+        let seq = node.seq;
+        if options.embedded {
+            let _ = write!(out, "<a href=\"#thought-{seq}\">");
+        }
+        let _ = write!(
+            out,
+            "<g class=\"node extra k-{kind}\" id=\"p{index}\" data-seq=\"{seq}\" \
+             data-kind=\"{kind}\"><title>",
+            kind = node.kind.name,
+        );
+        push_escaped_cut(out, &mut scratch, &node.title, TITLE_MAX_CHARS);
+        let _ = write!(
+            out,
+            "</title><rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"6\"/>\
+             <text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} #{seq}</tspan> ",
+            x + 8,
+            y + 18,
+            node.kind.marker,
+        );
+        push_spans(out, &mut scratch, &node.head, seq, options);
+        let _ = write!(out, "</text><text x=\"{}\" y=\"{}\">", x + 8, y + 36);
+        push_spans(out, &mut scratch, &node.text, seq, options);
+        out.push_str("</text></g>");
+        if options.embedded {
+            out.push_str("</a>");
+        }
+        out.push('\n');
     }
     out.push_str("</g>\n</svg>\n");
+}
+
+/// One edge or link between two placed nodes (a later row: down; an earlier one: back;
+/// past a node in its way: around it, see [`detour_path`]).
+fn write_edge(
+    out: &mut String,
+    kind: &str,
+    (from_seq, to_seq): (u64, u64),
+    (from_col, from_row): (usize, usize),
+    (to_col, to_row): (usize, usize),
+    blocked: bool,
+) {
+    let d = if blocked {
+        detour_path(from_col, from_row, to_col, to_row)
+    } else if to_row >= from_row && (to_row > from_row || to_col != from_col) {
+        down_path(from_col, from_row, to_col, to_row)
+    } else {
+        back_path(from_col, from_row, to_col, to_row)
+    };
+    let _ = writeln!(
+        out,
+        "<path class=\"edge e-{kind}\" data-edge=\"{kind}\" data-from=\"{from_seq}\" \
+         data-to=\"{to_seq}\" data-seq=\"{}\" d=\"{d}\" marker-end=\"url(#arrow)\"/>",
+        from_seq.max(to_seq),
+    );
+}
+
+/// Rows taken in each column, sorted (only where the families drew something: then a
+/// straight edge may pass over a node).
+fn occupancy(layout: &Layout) -> Vec<Vec<usize>> {
+    let mut taken = vec![Vec::new(); layout.columns];
+    for (&seq, &column) in &layout.column {
+        taken[column].push(layout.row[&seq]);
+    }
+    for &(column, row) in &layout.extra {
+        taken[column].push(row);
+    }
+    for rows in &mut taken {
+        rows.sort_unstable();
+    }
+    taken
+}
+
+/// Whether a straight edge between two places would pass over another node: down one
+/// column, a node in a row between theirs; along one row, a node in a column between.
+fn blocked(
+    taken: &[Vec<usize>],
+    (from_col, from_row): (usize, usize),
+    (to_col, to_row): (usize, usize),
+) -> bool {
+    if taken.is_empty() {
+        return false;
+    }
+    if from_col == to_col {
+        // Going back up, an edge already arcs left of the column.
+        let rows = &taken[from_col];
+        let after = rows.partition_point(|&r| r <= from_row);
+        to_row > from_row && rows.get(after).is_some_and(|&r| r < to_row)
+    } else {
+        let (low, high) = (from_col.min(to_col), from_col.max(to_col));
+        from_row == to_row
+            && taken[low + 1..high]
+                .iter()
+                .any(|rows| rows.binary_search(&from_row).is_ok())
+    }
+}
+
+/// An edge around what lies between its ends: in one column, a curve through the gap
+/// right of the column; in one row, an arc through the gap above the row.
+fn detour_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
+    if from_col == to_col {
+        let x = node_x(from_col) + NODE_W;
+        let bx = x + (COL_W - NODE_W) / 2;
+        let (y1, y2) = (node_y(from_row) + NODE_H / 2, node_y(to_row) + NODE_H / 2);
+        format!("M{x} {y1}C{bx} {y1} {bx} {y2} {x} {y2}")
+    } else {
+        let (x1, x2) = (node_x(from_col) + NODE_W / 2, node_x(to_col) + NODE_W / 2);
+        let y = node_y(from_row);
+        let by = y - (ROW_H - NODE_H) + 4;
+        format!("M{x1} {y}C{x1} {by} {x2} {by} {x2} {y}")
+    }
+}
+
+/// A label's spans: text shown with the node as is; a span that appears later or is
+/// replaced as a `<tspan>` with its `data-seq` (and `data-until`, class `was`: replaced
+/// by the last event, so hidden until the slider goes back). A standalone picture has no
+/// slider: it leaves replaced spans out.
+fn push_spans(
+    out: &mut String,
+    scratch: &mut String,
+    spans: &[Span],
+    node_seq: u64,
+    options: Options,
+) {
+    for span in spans {
+        if span.until.is_some() && !options.embedded {
+            continue;
+        }
+        let timed = span.from > node_seq;
+        let tagged = timed || span.until.is_some() || span.class.is_some();
+        if tagged {
+            out.push_str("<tspan");
+            let classes: Vec<&str> = span
+                .class
+                .into_iter()
+                .chain(span.until.map(|_| "was"))
+                .collect();
+            if !classes.is_empty() {
+                let _ = write!(out, " class=\"{}\"", classes.join(" "));
+            }
+            if timed {
+                let _ = write!(out, " data-seq=\"{}\"", span.from);
+            }
+            if let Some(until) = span.until {
+                let _ = write!(out, " data-until=\"{until}\"");
+            }
+            out.push('>');
+        }
+        // Cut as words, keeping the one space a span may start or end with.
+        if span.text.starts_with(char::is_whitespace) {
+            out.push(' ');
+        }
+        push_cut(out, scratch, &span.text, TEXT_MAX_CHARS);
+        if span.text.ends_with(char::is_whitespace) && !span.text.trim().is_empty() {
+            out.push(' ');
+        }
+        if tagged {
+            out.push_str("</tspan>");
+        }
+    }
 }
 
 /// An edge from an earlier row down to a later one: straight within a column, else a
@@ -377,12 +722,16 @@ fn write_node(
     out: &mut String,
     scratch: &mut String,
     node: &ThoughtNode,
-    column: usize,
-    row: usize,
+    marks: &[&Mark],
+    (column, row): (usize, usize),
     anomaly: bool,
     options: Options,
 ) {
-    let kind = node_kind(node);
+    let kind = marks
+        .iter()
+        .rev()
+        .find_map(|mark| mark.kind)
+        .unwrap_or_else(|| node_kind(node));
     let (x, y) = (node_x(column), node_y(row));
     let seq = node.seq;
     if options.embedded {
@@ -417,6 +766,9 @@ fn write_node(
     if let Some(tool) = &node.tool_recommendation {
         out.push_str(" · ");
         push_cut(out, scratch, tool, 16);
+    }
+    for mark in marks {
+        push_spans(out, scratch, &mark.head, seq, options);
     }
     let _ = write!(out, "</text><text x=\"{}\" y=\"{}\">", x + 8, y + 36);
     push_cut(out, scratch, &node.thought, TEXT_MAX_CHARS);
@@ -480,12 +832,22 @@ pub fn escape_xml_into(out: &mut String, text: &str) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::event::SessionId;
-    use crate::event::SessionKind;
+    use crate::event::{Event, Payload, SessionId, SessionKind};
     use crate::export::mermaid::tests::{HOSTILE, hostile_tree, think_tree};
-    use crate::projection::fixtures::{recorded, seq_thought, tree_with_aliases};
+    use crate::export::picture::Picture;
+    use crate::projection::fixtures::{
+        call, recorded, seq_thought, session_event, tree_with_aliases,
+    };
+    use crate::projection::plan::{
+        Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
+        PlanInit, Risk, Step,
+    };
+    use crate::tools::planning::payload::{Body, PlanningEvent};
+    use crate::tools::qa::payload::{
+        QaStep, QaStepRecorded, Step as QaPlanStep, ToolRecommendation,
+    };
     use crate::tools::thinking::SequentialThought;
 
     /// Nodes as (seq, kind) and edges as (from, to, kind).
@@ -514,12 +876,71 @@ mod tests {
         (nodes, edges)
     }
 
-    fn assert_matches_projection(tree: &ThoughtTree, svg: &str) {
-        let (nodes, edges) = parse(svg);
-        let seqs: Vec<u64> = nodes.iter().map(|(seq, _)| *seq).collect();
-        let expected: Vec<u64> = tree.thoughts().map(|node| node.seq).collect();
-        assert_eq!(seqs, expected, "{svg}");
-        let expected_edges: Vec<(u64, u64, String)> = tree
+    /// Whether `element` is shown with the slider at event `k` (`None`: the picture as
+    /// drawn, no slider): it and every ancestor have no `data-seq` after k and no
+    /// `data-until` at or before it.
+    fn shown_at(element: roxmltree::Node, k: Option<u64>) -> bool {
+        element.ancestors().filter(|n| n.is_element()).all(|n| {
+            let number = |name| n.attribute(name).map(|v: &str| v.parse::<u64>().unwrap());
+            match k {
+                None => !n
+                    .attribute("class")
+                    .unwrap_or("")
+                    .split(' ')
+                    .any(|c| c == "was"),
+                Some(k) => {
+                    number("data-seq").is_none_or(|seq| seq <= k)
+                        && number("data-until").is_none_or(|until| until > k)
+                }
+            }
+        })
+    }
+
+    /// (seq, kind, text drawn in its `<text>`s) of every node shown at event `k`, in
+    /// document order.
+    pub(crate) fn shown_nodes(svg: &str, k: Option<u64>) -> Vec<(u64, String, String)> {
+        let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}: {svg}"));
+        doc.descendants()
+            .filter(|n| n.is_element() && n.attribute("data-kind").is_some())
+            .filter(|n| shown_at(*n, k))
+            .map(|node| {
+                let text: String = node
+                    .descendants()
+                    .filter(|t| t.is_text())
+                    .filter(|t| t.ancestors().any(|a| a.has_tag_name("text")))
+                    .filter(|t| shown_at(t.parent().unwrap(), k))
+                    .map(|t| t.text().unwrap())
+                    .collect();
+                let seq = node.attribute("data-seq").unwrap().parse().unwrap();
+                (seq, node.attribute("data-kind").unwrap().to_string(), text)
+            })
+            .collect()
+    }
+
+    /// What the picture must hold: every thought (seq, kind) then every family node, and
+    /// every edge and link.
+    pub(crate) fn expected(tree: &ThoughtTree) -> Drawn {
+        let picture = Picture::of(tree);
+        let mut nodes: Vec<(u64, String)> = tree
+            .thoughts()
+            .map(|node| {
+                let kind = picture
+                    .marks
+                    .iter()
+                    .rev()
+                    .filter(|m| m.seq == node.seq)
+                    .find_map(|m| m.kind)
+                    .unwrap_or_else(|| node_kind(node));
+                (node.seq, kind.name.to_string())
+            })
+            .collect();
+        nodes.extend(
+            picture
+                .nodes
+                .iter()
+                .map(|n| (n.seq, n.kind.name.to_string())),
+        );
+        let mut edges: Vec<(u64, u64, String)> = tree
             .edges()
             .iter()
             .map(|e| {
@@ -527,26 +948,484 @@ mod tests {
                 (e.from, e.to, kind.as_str().unwrap().to_string())
             })
             .collect();
-        let mut edges = edges;
+        edges.extend(picture.links.iter().map(|l| {
+            (
+                picture.seq_of(l.from),
+                picture.seq_of(l.to),
+                l.kind.name.to_string(),
+            )
+        }));
         edges.sort();
-        let mut expected_edges = expected_edges;
-        expected_edges.sort();
+        (nodes, edges)
+    }
+
+    fn assert_matches_projection(tree: &ThoughtTree, svg: &str) {
+        let (nodes, mut edges) = parse(svg);
+        let (expected_nodes, expected_edges) = expected(tree);
+        assert_eq!(nodes, expected_nodes, "{svg}");
+        edges.sort();
         assert_eq!(edges, expected_edges);
+    }
+
+    fn render_with(tree: &ThoughtTree, options: Options) -> String {
+        let mut svg = String::new();
+        render_into(&mut svg, tree, &Picture::of(tree), options);
+        svg
+    }
+
+    /// The events of one session: `session_started`, then `payloads`.
+    pub(crate) fn events_of(kind: SessionKind, payloads: Vec<Payload>) -> (SessionId, Vec<Event>) {
+        let session = SessionId::generate();
+        let mut events = vec![session_event(
+            session,
+            1,
+            Payload::SessionStarted {
+                kind,
+                title: "pictured".into(),
+                aliases: Vec::new(),
+            },
+        )];
+        for (i, payload) in payloads.into_iter().enumerate() {
+            events.push(session_event(session, i as u64 + 2, payload));
+        }
+        (session, events)
+    }
+
+    fn planning(tool: &str, body: Body) -> Payload {
+        PlanningEvent {
+            body,
+            call: call(tool),
+        }
+        .into()
+    }
+
+    /// A finalized plan whose every text holds `text`: two clarifications, three
+    /// approaches (x evaluated twice, y evaluated and closed, z merged), steps and risks.
+    pub(crate) fn plan_events(text: &str) -> (SessionId, Vec<Event>) {
+        let branch = |id: &str| format!("{id} {text}");
+        let approach = |id: &str| {
+            planning(
+                "deep_planning",
+                Body::ApproachExplored(Approach {
+                    branch_id: branch(id),
+                    name: format!("name {text}"),
+                    description: Some(text.to_string()),
+                    pros: vec![text.to_string()],
+                    cons: vec![text.to_string()],
+                }),
+            )
+        };
+        let evaluation = |id: &str, score: f64| {
+            planning(
+                "evaluate_branch",
+                Body::BranchEvaluated(Evaluation {
+                    branch_id: branch(id),
+                    criteria: vec![Criterion {
+                        name: text.to_string(),
+                        score: score / 0.3,
+                        weight: 0.3,
+                        inverted: false,
+                    }],
+                    score,
+                    rationale: Some(text.to_string()),
+                    recommendation: Some(text.to_string()),
+                }),
+            )
+        };
+        let payloads = vec![
+            planning(
+                "deep_planning",
+                Body::PlanInitialized(PlanInit {
+                    problem: text.to_string(),
+                    context: Some(text.to_string()),
+                    constraints: vec![text.to_string()],
+                }),
+            ),
+            planning(
+                "deep_planning",
+                Body::PlanClarified(Clarification {
+                    question: text.to_string(),
+                    answer: Some(text.to_string()),
+                }),
+            ),
+            planning(
+                "deep_planning",
+                Body::PlanClarified(Clarification {
+                    question: text.to_string(),
+                    answer: None,
+                }),
+            ),
+            approach("x"),
+            approach("y"),
+            approach("z"),
+            evaluation("x", 7.8),
+            evaluation("y", 6.8),
+            evaluation("x", 8.25),
+            planning(
+                "close_branch",
+                Body::BranchClosed(BranchClose {
+                    branch_id: branch("y"),
+                    conclusion: text.to_string(),
+                }),
+            ),
+            planning(
+                "merge_branch",
+                Body::BranchMerged(BranchMerge {
+                    branch_id: branch("z"),
+                    strategy: "summary".into(),
+                    thought_number: 1,
+                    thought: text.to_string(),
+                }),
+            ),
+            planning(
+                "deep_planning",
+                Body::PlanFinalized(FinalPlan {
+                    selected_branch: branch("x"),
+                    steps: vec![Step {
+                        title: text.to_string(),
+                        description: text.to_string(),
+                        files: vec![text.to_string()],
+                        dependencies: Vec::new(),
+                        complexity: Some(text.to_string()),
+                    }],
+                    risks: vec![Risk {
+                        description: text.to_string(),
+                        mitigation: text.to_string(),
+                    }],
+                    assumptions: vec![text.to_string()],
+                    success_criteria: vec![text.to_string()],
+                }),
+            ),
+        ];
+        events_of(SessionKind::PLANNING, payloads)
+    }
+
+    /// A `sequentialthinking` session whose branch `text` is evaluated, closed and merged,
+    /// and an evaluation of a branch it does not have.
+    pub(crate) fn evaluated_branch_events(text: &str) -> (SessionId, Vec<Event>) {
+        let on_branch = |n: u64| {
+            recorded(SequentialThought {
+                branch_from_thought: Some(1),
+                branch_id: Some(text.to_string()),
+                ..seq_thought(text, n, 5)
+            })
+        };
+        let evaluation = |branch: &str| {
+            planning(
+                "evaluate_branch",
+                Body::BranchEvaluated(Evaluation {
+                    branch_id: branch.to_string(),
+                    criteria: Vec::new(),
+                    score: 5.5,
+                    rationale: Some(text.to_string()),
+                    recommendation: Some(text.to_string()),
+                }),
+            )
+        };
+        let payloads = vec![
+            recorded(seq_thought(text, 1, 5)),
+            on_branch(2),
+            on_branch(3),
+            evaluation(text),
+            recorded(seq_thought(text, 2, 5)),
+            planning(
+                "close_branch",
+                Body::BranchClosed(BranchClose {
+                    branch_id: text.to_string(),
+                    conclusion: text.to_string(),
+                }),
+            ),
+            planning(
+                "merge_branch",
+                Body::BranchMerged(BranchMerge {
+                    branch_id: text.to_string(),
+                    strategy: "append".into(),
+                    thought_number: 3,
+                    thought: text.to_string(),
+                }),
+            ),
+            evaluation("no such branch"),
+        ];
+        events_of(SessionKind::THINKING, payloads)
+    }
+
+    fn tool(name: &str, rationale: String, confidence: f64) -> ToolRecommendation {
+        ToolRecommendation {
+            tool_name: name.to_string(),
+            confidence,
+            rationale,
+            priority: 1,
+            alternatives: Vec::new(),
+            suggested_inputs: None,
+        }
+    }
+
+    /// Three verification steps whose every text holds `text`: tools used, recommended
+    /// tools (one a stand-in), a branch, and a last step with no tools.
+    pub(crate) fn qa_events(text: &str) -> (SessionId, Vec<Event>) {
+        let step = |tools: Vec<ToolRecommendation>| QaPlanStep {
+            step_description: text.to_string(),
+            expected_outcome: text.to_string(),
+            recommended_tools: tools,
+            next_step_conditions: vec![text.to_string()],
+            revise_when: Vec::new(),
+            branch_when: Vec::new(),
+        };
+        let qa = |n: u64, branch: bool, tools: bool| -> Payload {
+            let mut thought = seq_thought(text, n, 3);
+            if branch {
+                thought.branch_from_thought = Some(1);
+                thought.branch_id = Some(text.to_string());
+            }
+            thought.next_thought_needed = n < 3;
+            QaStepRecorded {
+                step: QaStep {
+                    thought,
+                    verification_target: Some(text.to_string()),
+                    workflow: text.to_string(),
+                    current_step: tools
+                        .then(|| step(vec![tool(&format!("used {text}"), text.to_string(), 0.9)])),
+                    recommended_next_step: tools.then(|| {
+                        step(vec![
+                            tool(
+                                &format!("next {text}"),
+                                format!("{text} (confidence 0.9: as the workflow gives it)"),
+                                0.9,
+                            ),
+                            tool(
+                                &format!("stand-in {text}"),
+                                format!(
+                                    "{text} (confidence 0.56: the workflow's 0.7; ×0.8: stands in \
+                                     for lacking {text}, which you do not have)"
+                                ),
+                                0.56,
+                            ),
+                        ])
+                    }),
+                    invalid_recommendations: Vec::new(),
+                    remaining_steps: vec![text.to_string()],
+                },
+                call: call("sequentialthinking_qa"),
+            }
+            .into()
+        };
+        events_of(
+            SessionKind::THINKING,
+            vec![qa(1, false, true), qa(2, true, true), qa(3, false, false)],
+        )
+    }
+
+    fn build((session, events): (SessionId, Vec<Event>)) -> ThoughtTree {
+        ThoughtTree::build(session, events)
+    }
+
+    /// Every family's fixture for `text`.
+    pub(crate) fn family_trees(text: &str) -> Vec<ThoughtTree> {
+        vec![
+            build(plan_events(text)),
+            build(evaluated_branch_events(text)),
+            build(qa_events(text)),
+            build(agent_events(text)),
+        ]
+    }
+
+    /// An agent session whose every text is `text`: a chat_agent call (answered), a
+    /// failed one, and three branch nodes, one nested, one under an unknown parent.
+    pub(crate) fn agent_events(text: &str) -> (SessionId, Vec<Event>) {
+        use crate::projection::agent::{AgentNode, CallType};
+        use crate::provider::{ChatRequest, ChatResponse, ModelCallRecord, ModelCallRecorded};
+        use crate::tools::agent::payload::BranchNodeCreated;
+        let call = |tool: &str| crate::event::CallRecord {
+            tool: tool.to_string(),
+            raw_arguments: serde_json::json!({"input_text": text}).into(),
+            duration_us: 1,
+        };
+        let mut record = ModelCallRecord::not_called(
+            &ChatRequest::single(Some(text.to_string()), text),
+            crate::provider::ProviderError::Config {
+                message: text.to_string(),
+            },
+        );
+        let failed = record.clone();
+        record.error = None;
+        record.response = Some(ChatResponse {
+            content: text.to_string(),
+            reasoning: None,
+            finish_reason: None,
+            usage: None,
+            model: text.to_string(),
+        });
+        let node = |id: &str, parent: &str| -> Payload {
+            BranchNodeCreated {
+                node: AgentNode {
+                    node_id: id.to_string(),
+                    parent_node_id: parent.to_string(),
+                    call_type: CallType::Verify,
+                    input_text: text.to_string(),
+                    raw_process: text.to_string(),
+                    conclusion: text.to_string(),
+                    confidence: Some(0.5),
+                    model: text.to_string(),
+                },
+                call: call("create_branch"),
+            }
+            .into()
+        };
+        events_of(
+            SessionKind::AGENT,
+            vec![
+                ModelCallRecorded {
+                    record,
+                    call: call("chat_agent"),
+                }
+                .into(),
+                ModelCallRecorded {
+                    record: failed,
+                    call: call("chat_agent"),
+                }
+                .into(),
+                node("n_00000001", "trunk"),
+                node(text, "n_00000001"),
+                node("n_00000003", "n_elsewhere"),
+            ],
+        )
     }
 
     #[test]
     fn hostile_trees_parse_as_xml_with_one_element_per_thought_and_edge() {
         let all: String = HOSTILE.concat();
         for text in HOSTILE.iter().copied().chain([all.as_str()]) {
-            for tree in [hostile_tree(text), think_tree(text)] {
+            let mut trees = vec![hostile_tree(text), think_tree(text)];
+            trees.extend(family_trees(text));
+            for tree in trees {
                 for options in [Options::default(), Options { embedded: true }] {
-                    let mut svg = String::new();
-                    render_into(&mut svg, &tree, options);
+                    let svg = render_with(&tree, options);
                     assert_matches_projection(&tree, &svg);
                     for raw in ["<script", "<img", "\u{202E}", "\u{0}", "\u{1b}"] {
                         assert!(!svg.contains(raw), "{raw:?} reached the picture");
                     }
                 }
+            }
+        }
+    }
+
+    /// The families' nodes are what their folds hold: counted from the projection, not
+    /// from the picture's own list.
+    #[test]
+    fn planning_and_qa_nodes_are_the_projection_s() {
+        let tree = build(plan_events("p"));
+        let plan = tree.planning.plan.as_ref().unwrap();
+        let (nodes, edges) = parse(&render(&tree));
+        let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
+        assert_eq!(count("plan"), 1);
+        assert_eq!(count("clarification"), plan.clarifications.len());
+        assert_eq!(count("approach"), plan.approaches.len());
+        assert_eq!(count("evaluation"), tree.planning.evaluations.len());
+        assert_eq!(count("close"), tree.planning.closes.len());
+        assert_eq!(count("final-plan"), 1);
+        assert_eq!(count("merge"), tree.planning.merges.len());
+        assert_eq!(nodes.len(), 1 + 2 + 3 + 3 + 1 + 1 + 1);
+        let links = |kind: &str| edges.iter().filter(|(_, _, k)| k == kind).count();
+        assert_eq!(
+            (links("explores"), links("clarifies"), links("evaluates")),
+            (3, 2, 3)
+        );
+        assert_eq!(
+            (links("closes"), links("merges"), links("selects")),
+            (1, 1, 1)
+        );
+        // The selected approach is marked, with its latest score; the closed one too.
+        let shown = shown_nodes(&render(&tree), None);
+        let approaches: Vec<&str> = shown
+            .iter()
+            .filter(|(_, kind, _)| kind == "approach")
+            .map(|(_, _, text)| text.as_str())
+            .collect();
+        assert_eq!(
+            approaches,
+            [
+                "🧭 #5 x p · 8.25 · ★ selectedname p",
+                "🧭 #6 y p · 6.80 · closedname p",
+                "🧭 #7 z pname p"
+            ]
+        );
+
+        // A thinking branch's evaluation and close go on the branch's column, linked from
+        // its last thought; one of a branch the session lacks goes on the main line.
+        let tree = build(evaluated_branch_events("b"));
+        let drawn = layout(&tree, &Picture::of(&tree));
+        let branch_column = drawn.column[&3];
+        assert_ne!(branch_column, 0);
+        assert_eq!(
+            drawn.extra[0],
+            (branch_column, 3),
+            "after the branch's 2 thoughts"
+        );
+        assert_eq!(drawn.extra[1].0, 0, "no such branch: main line");
+        assert_eq!(
+            drawn.extra[2].0, branch_column,
+            "the close on the branch too"
+        );
+        let (nodes, edges) = parse(&render(&tree));
+        assert!(nodes.contains(&(8, "merge".to_string())), "{nodes:?}");
+        for edge in [(4, 5, "evaluates"), (4, 7, "closes"), (4, 8, "merges")] {
+            assert!(
+                edges.contains(&(edge.0, edge.1, edge.2.to_string())),
+                "{edge:?} in {edges:?}"
+            );
+        }
+
+        // QA: a tools node beside each step that has tools, stand-ins marked.
+        let tree = build(qa_events("q"));
+        let svg = render(&tree);
+        let (nodes, edges) = parse(&svg);
+        let with_tools = tree
+            .thoughts()
+            .filter(|n| n.qa.as_ref().is_some_and(|qa| !qa.used_tools.is_empty()))
+            .count();
+        assert_eq!(with_tools, 2);
+        assert_eq!(
+            nodes.iter().filter(|(_, k)| k == "qa-tools").count(),
+            with_tools
+        );
+        assert_eq!(
+            edges.iter().filter(|(_, _, k)| k == "recommends").count(),
+            with_tools
+        );
+        assert!(
+            svg.contains("<tspan class=\"stand-in\">, stand-in q⇄</tspan>"),
+            "{svg}"
+        );
+        let drawn = layout(&tree, &Picture::of(&tree));
+        assert_eq!(
+            drawn.extra[0],
+            (2, 0),
+            "beside step 1, right of the branch column"
+        );
+        assert_eq!(drawn.extra[1], (2, 1));
+    }
+
+    /// With the slider at event k, every node shows what a fold of the first k events
+    /// draws: the same nodes, kinds and label texts.
+    #[test]
+    fn the_replay_at_k_shows_the_picture_of_the_first_k_events() {
+        for text in ["r", HOSTILE[3], HOSTILE[7]] {
+            for (session, events) in [
+                plan_events(text),
+                evaluated_branch_events(text),
+                qa_events(text),
+            ] {
+                let whole = ThoughtTree::build(session, events.clone());
+                let page = render_with(&whole, Options { embedded: true });
+                for k in 1..=events.len() as u64 {
+                    let prefix = ThoughtTree::build(session, events[..k as usize].to_vec());
+                    assert_eq!(
+                        shown_nodes(&page, Some(k)),
+                        shown_nodes(&render(&prefix), None),
+                        "at event {k}"
+                    );
+                }
+                assert_eq!(shown_nodes(&page, None), shown_nodes(&render(&whole), None));
             }
         }
     }
@@ -565,8 +1444,15 @@ mod tests {
         );
         let (nodes, _) = parse(&render(&think_tree("x")));
         assert!(nodes.iter().all(|(_, kind)| kind == "think"));
-        for kind in KINDS {
-            assert!(stylesheet().contains(&format!(".k-{} rect{{", kind.name)));
+        let css = stylesheet();
+        for kind in KINDS
+            .iter()
+            .chain(crate::export::picture::registered().flat_map(|h| h.kinds))
+        {
+            assert!(css.contains(&format!(".k-{} rect{{", kind.name)));
+        }
+        for link in crate::export::picture::registered().flat_map(|h| h.links) {
+            assert!(css.contains(&format!(".e-{}{{", link.name)));
         }
     }
 
@@ -574,7 +1460,7 @@ mod tests {
     fn a_branch_column_is_reused_once_its_branches_have_ended() {
         // 20 two-thought branches, one after another: one branch column in all.
         let tree = crate::export::html::tests::big_tree(1000);
-        let drawn = layout(&tree);
+        let drawn = layout(&tree, &Picture::default());
         assert_eq!((tree.branches.len(), drawn.columns), (20, 2));
         // Rows are the thoughts' order: no two nodes share a place.
         let mut places: Vec<(usize, usize)> = tree
@@ -595,9 +1481,80 @@ mod tests {
             })
             .collect();
         let interleaved = tree_with_aliases("t", SessionKind::THINKING, Vec::new(), payloads);
-        let drawn = layout(&interleaved);
+        let drawn = layout(&interleaved, &Picture::default());
         assert_eq!(drawn.columns, 3);
-        assert_eq!(drawn.branch_column, [1, 2]);
+        let columns: Vec<usize> = drawn.lanes.iter().map(|lane| lane.column).collect();
+        assert_eq!(columns, [1, 2]);
+    }
+
+    #[test]
+    fn no_two_nodes_share_a_place() {
+        for tree in family_trees("x") {
+            let picture = Picture::of(&tree);
+            let drawn = layout(&tree, &picture);
+            let mut places: Vec<(usize, usize)> = tree
+                .thoughts()
+                .map(|node| (drawn.column[&node.seq], drawn.row[&node.seq]))
+                .chain(drawn.extra.iter().copied())
+                .collect();
+            let count = places.len();
+            places.sort_unstable();
+            places.dedup();
+            assert_eq!(places.len(), count, "{places:?}");
+            assert!(
+                places
+                    .iter()
+                    .all(|&(c, r)| c < drawn.columns && r < drawn.rows)
+            );
+        }
+    }
+
+    /// A straight edge or link (down a column, or flat along a row) never runs over a
+    /// node it does not join.
+    #[test]
+    fn straight_edges_pass_over_no_node() {
+        for tree in family_trees("x") {
+            let svg = render(&tree);
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            let number = |n: roxmltree::Node, name: &str| -> u32 {
+                n.attribute(name).unwrap().parse().unwrap()
+            };
+            let boxes: Vec<(u32, u32)> = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("rect"))
+                .map(|r| (number(r, "x"), number(r, "y")))
+                .collect();
+            let mut straight = 0;
+            for path in doc
+                .descendants()
+                .filter(|n| n.attribute("data-edge").is_some())
+            {
+                let d = path.attribute("d").unwrap();
+                let numbers: Vec<u32> = d
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse().unwrap())
+                    .collect();
+                if d.contains('L') {
+                    straight += 1;
+                    let (x, y1, y2) = (numbers[0], numbers[1], numbers[3]);
+                    for &(bx, by) in &boxes {
+                        let crosses = bx < x && x < bx + NODE_W && y1 < by + NODE_H && by < y2;
+                        assert!(!crosses, "{d} crosses the node at {bx},{by}");
+                    }
+                } else if numbers.iter().skip(1).step_by(2).all(|&y| y == numbers[1]) {
+                    // Flat along one row: no box between its ends.
+                    straight += 1;
+                    let (y, x1, x2) = (numbers[1], numbers[0], numbers[numbers.len() - 2]);
+                    let (low, high) = (x1.min(x2), x1.max(x2));
+                    for &(bx, by) in &boxes {
+                        let crosses = by < y && y < by + NODE_H && low < bx && bx + NODE_W < high;
+                        assert!(!crosses, "{d} crosses the node at {bx},{by}");
+                    }
+                }
+            }
+            assert!(straight > 0);
+        }
     }
 
     #[test]

@@ -169,6 +169,9 @@ pub struct BranchMerge {
 pub struct PlanState {
     /// `init`, `clarify`, `explore`, `evaluate` or `done`.
     pub phase: &'static str,
+    /// Seq of the event that initialized it (not exported: the pictures place it).
+    #[serde(skip)]
+    pub init_seq: u64,
     #[serde(flatten)]
     pub init: PlanInit,
     pub clarifications: Vec<Folded<Clarification>>,

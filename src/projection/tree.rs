@@ -84,6 +84,17 @@ pub struct QaNode {
     pub used_tools: Vec<String>,
     /// Tools the answer recommended for the next step.
     pub recommended_tools: Vec<String>,
+    /// Recommended tools that stand in for a tool of the workflow the caller lacks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stand_ins: Vec<StandIn>,
+}
+
+/// A recommended tool standing in for one the caller does not have.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StandIn {
+    pub tool: String,
+    pub stands_in_for: String,
 }
 
 /// A model call as folded: the event's seq and time, the tool that caused it, the record.

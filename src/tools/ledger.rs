@@ -29,6 +29,7 @@ pub static FAMILY: Family = Family {
     call,
     kinds: &[],
     codec: None,
+    picture: None,
 };
 
 pub const LIST_SESSIONS: &str = "list_sessions";

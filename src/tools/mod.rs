@@ -98,6 +98,9 @@ pub struct Family {
     pub kinds: &'static [KindInfo],
     /// The codec of its payloads, if it records any of its own.
     pub codec: Option<&'static dyn PayloadCodec>,
+    /// What it adds to the SVG and HTML pictures of a session (nodes, links, marks on
+    /// thoughts), if anything: see [`crate::export::picture`].
+    pub picture: Option<&'static crate::export::picture::Pictures>,
 }
 
 /// A session kind and how it is named to a person.

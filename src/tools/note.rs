@@ -49,6 +49,7 @@ pub static FAMILY: Family = Family {
         label: "Notes",
     }],
     codec: Some(&NOTE_CODEC),
+    picture: None,
 };
 
 fn tools() -> Vec<rmcp::model::Tool> {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// Every variable the provider layer reads: cleared so a developer's own keys never
 /// reach a test.
-pub const PROVIDER_VARS: [&str; 18] = [
+pub const PROVIDER_VARS: [&str; 19] = [
     "DEEPSEEK_API_KEY",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODEL",
@@ -32,6 +32,7 @@ pub const PROVIDER_VARS: [&str; 18] = [
     "REASONING_LEDGER_LLM_TIMEOUT_SECS",
     "REASONING_LEDGER_LLM_BACKOFF_MS",
     "REASONING_LEDGER_AGENT_NODE_QUOTA",
+    "REASONING_LEDGER_AGENT_LANGUAGE",
 ];
 
 /// A canary key: it must reach the provider's Authorization header and nothing else.
@@ -294,8 +295,34 @@ async fn chat_agent_and_branches_answer_record_and_survive_a_restart() {
         &["export", ledger_session, "--format", "markdown"],
     ));
     assert!(
-        markdown.contains("## Branch nodes") && markdown.contains("## Model calls"),
+        markdown.contains("## Branch nodes")
+            && markdown.contains("## Model calls")
+            && markdown.contains("4 calls · 48 prompt + 28 completion tokens"),
         "{markdown}"
+    );
+    let node_ids = regex::Regex::new(r"n\\?_[0-9a-f]{8}").unwrap();
+    let millis = regex::Regex::new(r"\d+ ms\b").unwrap();
+    let stable = |text: &str| {
+        let text = node_ids.replace_all(text, "n_node");
+        millis.replace_all(&text, "<n> ms").into_owned()
+    };
+    common::check("agent_export_mermaid", &stable(&mermaid));
+    common::check("agent_export_markdown", &stable(&markdown));
+    // The SVG picture and the HTML page draw the nodes, the nesting and the chat call.
+    let svg = stdout(&cli(
+        dir.path(),
+        &["export", ledger_session, "--format", "svg"],
+    ));
+    assert_eq!(svg.matches("data-kind=\"agent-node\"").count(), 3, "{svg}");
+    assert_eq!(svg.matches("data-kind=\"agent-chat\"").count(), 1, "{svg}");
+    assert_eq!(svg.matches("data-edge=\"nests\"").count(), 1, "{svg}");
+    let html = stdout(&cli(
+        dir.path(),
+        &["export", ledger_session, "--format", "html"],
+    ));
+    assert!(
+        html.contains("create_branch · verify · from n_"),
+        "the page lists the nodes"
     );
     let verify = cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", common::stderr(&verify));
@@ -656,4 +683,124 @@ async fn a_canary_key_reaches_the_provider_and_nothing_else() {
         let holds = bytes.windows(part.len()).any(|w| w == part.as_bytes());
         assert!(!holds, "{} holds the key", path.display());
     }
+}
+
+#[tokio::test]
+async fn parallel_branches_never_pass_the_quota() {
+    let llm = LlmServer::start(vec![
+        Reply::completion("Final conclusion: yes").delayed(Duration::from_millis(400)),
+    ])
+    .await;
+    let dir = common::data_dir();
+    let client = spawn_at(
+        dir.path(),
+        &llm.base_url,
+        &[("REASONING_LEDGER_AGENT_NODE_QUOTA", "2")],
+    )
+    .await;
+    // Four calls at once: all pass the gatekeeper (no node yet), two may be recorded.
+    let (a, b, c, d) = tokio::join!(
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+        call(&client, "create_branch", branch("par", QUESTION)),
+    );
+    let refused: Vec<Value> = [a, b, c, d]
+        .iter()
+        .filter(|r| is_error(r))
+        .map(envelope)
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for envelope in &refused {
+        assert!(
+            envelope["errors"][0]
+                .as_str()
+                .unwrap()
+                .contains("quota of 2"),
+            "{envelope}"
+        );
+    }
+    let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
+    assert_eq!(sessions["sessions"][0]["branchNodes"], 2);
+    assert_eq!(sessions["sessions"][0]["modelCalls"], 4);
+}
+
+#[tokio::test]
+async fn suggestions_can_be_the_original_chinese_texts() {
+    let llm = LlmServer::start(vec![Reply::completion("[最终结论] 成立。\n置信度：0.9")]).await;
+    let dir = common::data_dir();
+    let client = spawn_at(
+        dir.path(),
+        &llm.base_url,
+        &[("REASONING_LEDGER_AGENT_LANGUAGE", "zh")],
+    )
+    .await;
+    let node = structured(
+        &call(
+            &client,
+            "create_branch",
+            json!({"session_id": "zh", "input_text": QUESTION, "call_type": "explore"}),
+        )
+        .await,
+    );
+    assert_eq!(node["conclusion"], "成立。");
+    assert_eq!(node["confidence"], 0.9);
+    assert_eq!(
+        node["suggestions"],
+        json!([
+            "发散探索完成，可对有价值的方向用 drill_down 深入",
+            "还可创建 15 个分支，建议继续多角度探索"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_providers_file_with_prices_gives_each_call_its_cost() {
+    let llm = LlmServer::start(vec![Reply::completion("priced")]).await;
+    let dir = common::data_dir();
+    std::fs::write(
+        dir.path().join("secrets.txt"),
+        format!("MY_LOCAL_KEY={CANARY}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("providers.json"),
+        json!({
+            "name": "priced-local",
+            "base_url": llm.base_url,
+            "model": "loopback-model",
+            "api_key_env": "MY_LOCAL_KEY",
+            "prices": {"input_per_million": 1.0, "output_per_million": 2.0}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let client = spawn_agent(dir.path(), &[], None).await;
+    let answer = structured(
+        &call(
+            &client,
+            "chat_agent",
+            json!({"input_text": "Say priced.", "session_id": "cost"}),
+        )
+        .await,
+    );
+    assert_eq!(answer["content"], "priced");
+    // The key came from secrets.txt; the provider's name from the file.
+    assert!(
+        llm.received()[0]
+            .head
+            .contains(&format!("authorization: Bearer {CANARY}"))
+    );
+    let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
+    let row = &sessions["sessions"][0];
+    let expected = (12.0 * 1.0 + 7.0 * 2.0) / 1_000_000.0;
+    assert!(
+        (row["cost"].as_f64().unwrap() - expected).abs() < 1e-12,
+        "{row}"
+    );
+    let history =
+        structured(&call(&client, "get_history", json!({"sessionId": "agent:cost"})).await);
+    let model_call = &history["events"][1]["payload"]["model_call"];
+    assert_eq!(model_call["provider"], "priced-local");
+    assert!(!history.to_string().contains(CANARY));
 }

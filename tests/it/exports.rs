@@ -432,34 +432,479 @@ async fn export_html_of_the_hostile_session() {
     // The full text is there, escaped (the NUL and the override replaced).
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 
-    // For the browser check (.ci/browser-check): this page as the binary wrote it, and
-    // what the slider must show at each event: the thoughts of the server's own fold of
-    // that prefix (`atSeq`), not the page's data-seq attributes.
+    // For the browser check (.ci/browser-check): this page as the binary wrote it.
+    write_browser_fixture(&client, &session, "binary-hostile", &html).await;
+}
+
+/// Texts that break diagrams and pages or would run if they reached one as markup; every
+/// field of the family sessions below holds one (the browser check fails if
+/// `window.__pwned` is ever set).
+const HOSTILE_FIELDS: [&str; 5] = [
+    r#"<img src=x onerror="window.__pwned=1;document.title='PWNED'"> "quotes" 'single' [brackets] {braces}"#,
+    "end\nsubgraph evil\n# heading\n<script>window.__pwned=2</script>\n\n- [ ] item",
+    "NUL:\u{0}: RLO:\u{202E}txet & #35; &amp; ]]><!-- x --><![CDATA[ y ]]>",
+    "</svg><svg onload=\"window.__pwned=4\"></svg></pre></li></ol></main><script>window.__pwned=5</script>",
+    "<a href=\"javascript:window.__pwned=3\">click</a> --> fake %% |y| ' onfocus='window.__pwned=8' autofocus '",
+];
+
+/// Branch ids: what a model may name a branch.
+const HOSTILE_BRANCHES: [&str; 3] = ["x\"]<b>&", "y' onmouseover='window.__pwned=7", "z</text>"];
+
+fn answered(result: &rmcp::model::CallToolResult) -> Value {
+    assert!(!common::is_error(result), "{}", text(result));
+    structured(result)
+}
+
+/// A finalized plan whose every text is hostile: two clarifications, three approaches
+/// (two evaluated, one of them by `evaluate_branch`), one closed, one merged.
+async fn hostile_plan(client: &Client) -> String {
+    let h = HOSTILE_FIELDS;
+    let b = HOSTILE_BRANCHES;
+    let dp = |args: Value| call(client, "deep_planning", args);
+    let init = answered(
+        &dp(
+            json!({"phase": "init", "problem": h[0], "context": h[1], "constraints": [h[2], h[3]]}),
+        )
+        .await,
+    );
+    let session = init["sessionId"].as_str().unwrap().to_string();
+    answered(&dp(json!({"phase": "clarify", "question": h[4], "answer": h[0]})).await);
+    answered(&dp(json!({"phase": "clarify", "question": h[1]})).await);
+    answered(&dp(json!({"phase": "explore", "branchId": b[0], "name": h[3], "description": h[2], "pros": [h[1]], "cons": [h[4]]})).await);
+    answered(&dp(json!({"phase": "explore", "branchId": b[1], "name": h[0]})).await);
+    answered(&dp(json!({"phase": "explore", "branchId": b[2], "name": h[2]})).await);
+    answered(&dp(json!({"phase": "evaluate", "branchId": b[0], "feasibility": 8, "completeness": 7, "coherence": 9, "risk": 3, "rationale": h[1], "recommendation": "pursue"})).await);
+    answered(
+        &call(
+            client,
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": b[1], "feasibility": 6, "risk": 7, "rationale": h[3], "recommendation": "abandon"}),
+        )
+        .await,
+    );
+    answered(
+        &call(
+            client,
+            "close_branch",
+            json!({"sessionId": session, "branchId": b[1], "conclusion": h[2]}),
+        )
+        .await,
+    );
+    answered(
+        &call(
+            client,
+            "merge_branch",
+            json!({"sessionId": session, "branchId": b[2]}),
+        )
+        .await,
+    );
+    answered(
+        &dp(json!({"phase": "finalize", "selectedBranch": b[0],
+        "steps": [{"title": h[0], "description": h[1], "files": [h[2]]}],
+        "risks": [{"description": h[3], "mitigation": h[4]}],
+        "assumptions": [h[0]], "successCriteria": [h[1]]}))
+        .await,
+    );
+    session
+}
+
+/// A `sequentialthinking` session with two branches: one evaluated, closed and merged,
+/// the other evaluated; every text hostile.
+async fn hostile_branch_events(client: &Client) -> String {
+    let h = HOSTILE_FIELDS;
+    let b = HOSTILE_BRANCHES;
+    let first = answered(&call(client, SEQ, thought(1, 4, true, h[0])).await);
+    let session = first["sessionId"].as_str().unwrap().to_string();
+    let on = |n: u64, text: &str, branch: &str| {
+        with(
+            thought(n, 4, true, text),
+            json!({"sessionId": session, "branchFromThought": 1, "branchId": branch}),
+        )
+    };
+    answered(&call(client, SEQ, on(2, h[1], b[0])).await);
+    answered(&call(client, SEQ, on(3, h[2], b[0])).await);
+    answered(&call(client, SEQ, on(2, h[3], b[1])).await);
+    answered(&call(client, "evaluate_branch", json!({"sessionId": session, "branchId": b[0], "feasibility": 9, "risk": 2, "rationale": h[4], "recommendation": "refine"})).await);
+    answered(
+        &call(
+            client,
+            SEQ,
+            with(thought(2, 4, true, h[4]), json!({"sessionId": session})),
+        )
+        .await,
+    );
+    answered(
+        &call(
+            client,
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": b[1], "feasibility": 3, "rationale": h[1]}),
+        )
+        .await,
+    );
+    answered(
+        &call(
+            client,
+            "close_branch",
+            json!({"sessionId": session, "branchId": b[0], "conclusion": h[3]}),
+        )
+        .await,
+    );
+    answered(
+        &call(
+            client,
+            "merge_branch",
+            json!({"sessionId": session, "branchId": b[0], "strategy": "append"}),
+        )
+        .await,
+    );
+    session
+}
+
+/// Verification steps whose every text is hostile: tools used (one named by hostile
+/// text), tools recommended (a stand-in among them), a branch, a revision.
+async fn hostile_qa(client: &Client) -> String {
+    let h = HOSTILE_FIELDS;
+    let qa = |n: u64, text: &str, extra: Value| {
+        let mut args = json!({"thought": text, "thought_number": n, "total_thoughts": 4, "next_thought_needed": n < 4});
+        for (key, value) in extra.as_object().unwrap() {
+            args[key] = value.clone();
+        }
+        call(client, "sequentialthinking_qa", args)
+    };
+    let tools = json!(["read_file", {"name": "brave_search", "description": "Search the web"}, "run_command"]);
+    let used = |tool: &str| {
+        json!({"step_description": h[1], "expected_outcome": h[2], "next_step_conditions": [h[3]],
+               "recommended_tools": [{"tool_name": tool, "confidence": 0.9, "rationale": h[4], "priority": 1}]})
+    };
+    let first = answered(
+        &qa(
+            1,
+            &format!("Need to verify the Tailwind CSS version {}", h[0]),
+            json!({"available_client_tools": tools, "verification_target": h[3]}),
+        )
+        .await,
+    );
+    let session = first["session_id"].as_str().unwrap().to_string();
+    answered(&qa(2, h[1], json!({"session_id": session, "available_client_tools": tools, "current_step": used("read_file")})).await);
+    answered(&qa(3, h[2], json!({"session_id": session, "branch_from_thought": 1, "branch_id": HOSTILE_BRANCHES[0],
+        "current_step": used("x\"] --> end <script>window.__pwned=9</script>")})).await);
+    answered(
+        &qa(
+            4,
+            h[4],
+            json!({"session_id": session, "is_revision": true, "revises_thought": 2,
+        "available_client_tools": tools}),
+        )
+        .await,
+    );
+    session
+}
+
+/// What the picture must hold, from the projection (the `json` export) and the log (the
+/// `jsonl` export, for the event that initialized a plan): (seq, kind) of every node,
+/// sorted, and (from, to, kind) of every edge and link, sorted. Computed here, apart
+/// from the picture code: thoughts by their shape, a merge's thought as a merge; the
+/// plan, its clarifications (chained under it), approaches (explored from it), final plan
+/// (selecting its approach); evaluations and closes (linked from their approach, else
+/// from the branch's last thought before them); merges (linked the same way); a tools
+/// node beside each verification step that used or was recommended tools.
+fn drawn_from_projection(json: &str, jsonl: &str) -> Drawn {
+    let tree: Value = serde_json::from_str(json).unwrap();
+    let planning = &tree["planning"];
+    let seq = |v: &Value| v["seq"].as_u64().unwrap();
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let merges: Vec<u64> = list(&planning["merges"]).iter().map(seq).collect();
+    let thoughts = list(&tree["thoughts"]);
+    let mut nodes: Vec<(u64, String)> = Vec::new();
+    let mut edges: Vec<(u64, u64, String)> = list(&tree["edges"])
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_u64().unwrap(),
+                e["to"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for t in &thoughts {
+        let kind = if merges.contains(&seq(t)) {
+            "merge"
+        } else if t.get("totalThoughts").is_none() {
+            "think"
+        } else if t["isRevision"] == true || t.get("revisesThought").is_some() {
+            "revision"
+        } else if t.get("branchId").is_some() {
+            "branch"
+        } else {
+            "thought"
+        };
+        nodes.push((seq(t), kind.to_string()));
+        let tools = |key: &str| {
+            t.get(key)
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+        };
+        if tools("usedTools") || tools("recommendedTools") {
+            nodes.push((seq(t), "qa-tools".into()));
+            edges.push((seq(t), seq(t), "recommends".into()));
+        }
+    }
+    let plan = &planning["plan"];
+    let approaches: Vec<(String, u64)> = list(&plan["approaches"])
+        .iter()
+        .map(|a| (a["branchId"].as_str().unwrap().to_string(), seq(a)))
+        .collect();
+    let from_branch = |branch: &str, before: u64| -> Option<u64> {
+        approaches
+            .iter()
+            .find(|(b, _)| b == branch)
+            .map(|(_, s)| *s)
+            .or_else(|| {
+                thoughts
+                    .iter()
+                    .rev()
+                    .find(|t| t["branchId"] == branch && seq(t) < before)
+                    .map(seq)
+            })
+    };
+    if !plan.is_null() {
+        let init = jsonl
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|event| event["payload"]["type"] == "plan_initialized")
+            .map(|event| seq(&event))
+            .next_back()
+            .unwrap();
+        nodes.push((init, "plan".into()));
+        let mut previous = init;
+        for c in list(&plan["clarifications"]) {
+            nodes.push((seq(&c), "clarification".into()));
+            edges.push((previous, seq(&c), "clarifies".into()));
+            previous = seq(&c);
+        }
+        for (_, s) in &approaches {
+            nodes.push((*s, "approach".into()));
+            edges.push((init, *s, "explores".into()));
+        }
+        if let Some(f) = plan.get("finalized") {
+            nodes.push((seq(f), "final-plan".into()));
+            let selected = f["selectedBranch"].as_str().unwrap();
+            if let Some((_, s)) = approaches.iter().find(|(b, _)| b == selected) {
+                edges.push((seq(f), *s, "selects".into()));
+            }
+        }
+    }
+    for (key, kind, link) in [
+        ("evaluations", "evaluation", "evaluates"),
+        ("closes", "close", "closes"),
+    ] {
+        for item in list(&planning[key]) {
+            nodes.push((seq(&item), kind.into()));
+            if let Some(from) = from_branch(item["branchId"].as_str().unwrap(), seq(&item)) {
+                edges.push((from, seq(&item), link.into()));
+            }
+        }
+    }
+    for m in list(&planning["merges"]) {
+        if let Some(from) = from_branch(m["branchId"].as_str().unwrap(), seq(&m)) {
+            edges.push((from, seq(&m), "merges".into()));
+        }
+    }
+    nodes.sort();
+    edges.sort();
+    (nodes, edges)
+}
+
+/// (seq, kind, label text drawn) of every node of a standalone SVG picture, in document
+/// order (the text of its `<text>` elements, not its tooltip).
+fn shown(svg: &str) -> Vec<(u64, String, String)> {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}:\n{svg}"));
+    doc.descendants()
+        .filter(|n| n.is_element() && n.attribute("data-kind").is_some())
+        .map(|node| {
+            let text: String = node
+                .descendants()
+                .filter(|t| t.is_text() && t.ancestors().any(|a| a.has_tag_name("text")))
+                .map(|t| t.text().unwrap())
+                .collect();
+            (
+                node.attribute("data-seq").unwrap().parse().unwrap(),
+                node.attribute("data-kind").unwrap().to_string(),
+                text,
+            )
+        })
+        .collect()
+}
+
+/// Writes the session's HTML page as the binary exports it to `browser-fixtures/` (for
+/// .ci/browser-check) with what the page must show: its nodes (seq, kind) and edges as
+/// the SVG export draws them, its thoughts, its listed events (one per event that drew a
+/// node), and at each event k the nodes (with their label texts) of the server's own
+/// picture of the first k events (`atSeq`), not the page's data-seq attributes.
+async fn write_browser_fixture(client: &Client, session: &str, name: &str, html: &str) {
+    let svg = export(client, session, "svg").await;
+    let doc_nodes: Vec<(u64, String)> = shown(&svg).into_iter().map(|(s, k, _)| (s, k)).collect();
+    let (_, edges) = picture(&svg);
+    let (thoughts, _) = projection(&export(client, session, "json").await);
+    let listed = |nodes: &[(u64, String)]| {
+        let mut seqs: Vec<u64> = nodes.iter().map(|(s, _)| *s).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        seqs
+    };
+    let last: u64 = roxmltree::Document::parse(&svg)
+        .unwrap()
+        .root_element()
+        .attribute("data-at-seq")
+        .unwrap()
+        .parse()
+        .unwrap();
     let mut at = serde_json::Map::new();
-    for k in 1..=9u64 {
+    for k in 1..=last {
         let result = call(
-            &client,
+            client,
             "export_session",
-            json!({"sessionId": session, "format": "json", "atSeq": k}),
+            json!({"sessionId": session, "format": "svg", "atSeq": k}),
         )
         .await;
-        at.insert(k.to_string(), json!(projection(&text(&result)).0));
+        let nodes = shown(&text(&result));
+        let kinds: Vec<(u64, String)> = nodes.iter().map(|(s, k, _)| (*s, k.clone())).collect();
+        at.insert(
+            k.to_string(),
+            json!({"nodes": nodes, "items": listed(&kinds)}),
+        );
     }
-    let edges: Vec<Value> = expected_edges
+    let edges: Vec<Value> = edges
         .iter()
         .map(|(from, to, kind)| json!({"from": from, "to": to, "kind": kind}))
         .collect();
-    let expect = json!({"thoughts": seqs, "edges": edges, "lastSeq": 9, "at": at});
+    let expect = json!({"nodes": doc_nodes, "thoughts": thoughts, "items": listed(&doc_nodes),
+                        "edges": edges, "lastSeq": last, "at": at});
     // CARGO_TARGET_TMPDIR is `tmp/` in cargo's target directory.
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .unwrap()
         .join("browser-fixtures");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("binary-hostile.html"), &html).unwrap();
+    std::fs::write(dir.join(format!("{name}.html")), html).unwrap();
     std::fs::write(
-        dir.join("binary-hostile.expect.json"),
+        dir.join(format!("{name}.expect.json")),
         serde_json::to_string(&expect).unwrap(),
     )
     .unwrap();
+}
+
+/// The SVG and HTML of a session of the planning or qa family, recorded through the real
+/// binary: one node per thought and per thing the family recorded, with the kind the
+/// projection says; one edge per graph edge and per link; nothing hostile raw; the page
+/// lists every event that drew a node, with its metadata.
+async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (String, String) {
+    let svg = export(client, session, "svg").await;
+    let (mut nodes, edges) = picture(&svg);
+    nodes.sort();
+    let expected = drawn_from_projection(
+        &export(client, session, "json").await,
+        &export(client, session, "jsonl").await,
+    );
+    assert_eq!(
+        (nodes, edges),
+        expected,
+        "{name}: the picture is the projection's"
+    );
+    let html = export(client, session, "html").await;
+    for out in [&svg, &html] {
+        for raw in [
+            "<script>window",
+            "<img",
+            "onerror=\"",
+            "onload=\"",
+            "onmouseover='",
+            "onfocus='",
+            "href=\"javascript",
+            "<svg onload",
+            "<!-- x",
+            "\u{0}",
+            "\u{202E}",
+        ] {
+            assert!(!out.contains(raw), "{name}: {raw:?} reached the output");
+        }
+    }
+    assert_eq!(html.matches("<script").count(), 1, "{name}");
+    // The picture in the page is the SVG export's.
+    let start = html.find("<svg").unwrap();
+    let end = html.find("</svg>").unwrap() + "</svg>".len();
+    let (mut in_page, in_page_edges) = picture(&html[start..end]);
+    in_page.sort();
+    assert_eq!(
+        (in_page, in_page_edges),
+        expected,
+        "{name}: the page's picture"
+    );
+    write_browser_fixture(client, session, &format!("binary-{name}"), &html).await;
+    (svg, html)
+}
+
+#[tokio::test]
+async fn svg_and_html_of_a_hostile_plan_draw_its_approaches_scores_and_branch_events() {
+    let dir = common::data_dir();
+    let client = common::spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
+    let session = hostile_plan(&client).await;
+    let (svg, html) = check_family_pictures(&client, &session, "plan").await;
+    // The selected approach is marked, with its score; the closed one too.
+    let approaches: Vec<String> = shown(&svg)
+        .into_iter()
+        .filter(|(_, kind, _)| kind == "approach")
+        .map(|(_, _, text)| text)
+        .collect();
+    assert_eq!(approaches.len(), 3);
+    assert!(
+        approaches[0].contains(" · 7.80 · ★ selected"),
+        "{approaches:?}"
+    );
+    assert!(approaches[1].contains(" · closed"), "{approaches:?}");
+    // Every planning event is listed with its metadata.
+    for meta in [
+        "deep_planning · init · problem",
+        "deep_planning · clarify",
+        "deep_planning · explore · branch x&quot;]&lt;b&gt;&amp;",
+        "evaluation · branch y&#39; onmouseover=&#39;window.__pwned=7 · score 5.05",
+        "close_branch · branch y&#39;",
+        "deep_planning · finalize · selected x&quot;]&lt;b&gt;&amp;",
+        "merged: branch z&lt;/text&gt; (summary)",
+    ] {
+        assert!(html.contains(meta), "{meta:?} is not listed");
+    }
+    check("export_svg_plan", &svg);
+}
+
+#[tokio::test]
+async fn svg_and_html_show_evaluations_closes_and_merges_on_thinking_branches() {
+    let dir = common::data_dir();
+    let client = common::spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
+    let session = hostile_branch_events(&client).await;
+    let (svg, html) = check_family_pictures(&client, &session, "branch-events").await;
+    // Every branch event is listed with its metadata.
+    for meta in [
+        "evaluation · branch x&quot;]&lt;b&gt;&amp; · score 6.30",
+        "evaluation · branch y&#39; onmouseover=&#39;window.__pwned=7 · score",
+        "close_branch · branch x&quot;]&lt;b&gt;&amp;",
+        "merged: branch x&quot;]&lt;b&gt;&amp; (append)",
+    ] {
+        assert!(html.contains(meta), "{meta:?} is not listed");
+    }
+    check("export_svg_branch_events", &svg);
+}
+
+#[tokio::test]
+async fn svg_and_html_of_a_hostile_qa_session_show_each_steps_tools() {
+    let dir = common::data_dir();
+    let client = common::spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
+    let session = hostile_qa(&client).await;
+    let (svg, html) = check_family_pictures(&client, &session, "qa").await;
+    // The stand-in is marked in the picture and named in the list.
+    assert!(svg.contains("<tspan class=\"stand-in\">"), "{svg}");
+    assert!(html.contains("(stands in for web_search)"), "{html}");
+    assert!(html.contains("tools used: read_file"));
+    assert!(html.contains("verification target: "));
+    check("export_svg_qa", &svg);
 }

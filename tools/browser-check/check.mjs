@@ -68,6 +68,24 @@ async function visibleSeqs(page, selector) {
     .map((e) => Number(e.getAttribute('data-seq'))));
 }
 
+/// [seq, kind, text] of every node shown, in document order: its label's text as drawn
+/// (the text of its `<text>` elements, leaving out hidden parts and the tooltip).
+async function shownNodes(page) {
+  return page.$$eval('#picture g.node', (elements) => elements
+    .filter((e) => getComputedStyle(e).display !== 'none')
+    .map((node) => {
+      let text = '';
+      const walk = (element) => {
+        for (const child of element.childNodes) {
+          if (child.nodeType === Node.TEXT_NODE) text += child.data;
+          else if (child.nodeType === Node.ELEMENT_NODE && getComputedStyle(child).display !== 'none') walk(child);
+        }
+      };
+      for (const label of node.querySelectorAll(':scope > text')) walk(label);
+      return [Number(node.getAttribute('data-seq')), node.getAttribute('data-kind'), text];
+    }));
+}
+
 async function checkPage(browser, file, shots) {
   const name = file.replace(/\.html$/, '').split('/').pop();
   const expect = JSON.parse(readFileSync(file.replace(/\.html$/, '.expect.json'), 'utf8'));
@@ -78,25 +96,26 @@ async function checkPage(browser, file, shots) {
   await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
   const loadMs = Date.now() - started;
 
-  // Counts and seqs equal the projection's.
-  const nodes = await page.$$eval('#picture g.node', (els) => els.map((e) => Number(e.getAttribute('data-seq'))));
-  assertEqual(nodes, expect.thoughts, `${name}: node seqs`);
+  // Counts, seqs and kinds equal the projection's: the thoughts' nodes and the families'
+  // (plan approaches, evaluations, QA tools…), the edges and links, the listed events.
+  const nodes = await page.$$eval('#picture g.node', (els) => els.map((e) => [Number(e.getAttribute('data-seq')), e.getAttribute('data-kind')]));
+  assertEqual(nodes, expect.nodes, `${name}: nodes (seq, kind)`);
   const edges = await page.$$eval('#picture path.edge', (els) => els.map((e) => ({
     from: Number(e.getAttribute('data-from')), to: Number(e.getAttribute('data-to')), kind: e.getAttribute('data-edge'),
   })));
   const key = (e) => `${e.from}-${e.to}-${e.kind}`;
   assertEqual(edges.map(key).sort(), expect.edges.map(key).sort(), `${name}: edges`);
   const items = await page.$$eval('#thoughts > li', (els) => els.map((e) => Number(e.getAttribute('data-seq'))));
-  assertEqual(items, expect.thoughts, `${name}: listed thoughts`);
-  const kinds = await page.$$eval('#picture g.node', (els) => els.every((e) => e.getAttribute('data-kind')));
-  if (!kinds) fail(`${name}: a node without data-kind`);
+  assertEqual(items, expect.items, `${name}: listed events`);
   await page.screenshot({ path: join(shots, `${name}.png`) });
 
-  // The slider at event k shows exactly the thoughts (and edges) recorded by k.
+  // The slider at event k shows exactly what a fold of the first k events draws: the same
+  // nodes with the same label texts (an approach's score as it was then), the same
+  // number of edges, the events listed by k.
   for (const [k, want] of Object.entries(expect.at)) {
     await page.locator('#replay').fill(k);
-    assertEqual(await visibleSeqs(page, '#picture g.node'), want, `${name}: nodes shown at event ${k}`);
-    assertEqual(await visibleSeqs(page, '#thoughts > li'), want, `${name}: thoughts listed at event ${k}`);
+    assertEqual(await shownNodes(page), want.nodes, `${name}: nodes shown at event ${k}`);
+    assertEqual(await visibleSeqs(page, '#thoughts > li'), want.items, `${name}: events listed at event ${k}`);
     const edgesAt = expect.edges.filter((e) => Math.max(e.from, e.to) <= Number(k)).length;
     assertEqual((await visibleSeqs(page, '#picture path.edge')).length, edgesAt, `${name}: edges shown at event ${k}`);
     const label = await page.textContent('#replay-at');
@@ -109,22 +128,25 @@ async function checkPage(browser, file, shots) {
   }
   await page.locator('#replay').fill(String(expect.lastSeq));
 
-  // The filter keeps the thoughts whose text holds the query and dims the other nodes.
+  // The filter keeps the events whose text holds the query and dims the other nodes.
   if (expect.filter) {
     await page.locator('#filter').fill(expect.filter.query);
-    assertEqual(await visibleSeqs(page, '#thoughts > li'), expect.filter.seqs, `${name}: filtered thoughts`);
+    assertEqual(await visibleSeqs(page, '#thoughts > li'), expect.filter.seqs, `${name}: filtered events`);
     const dimmed = await page.$$eval('#picture g.node.dim', (els) => els.length);
-    assertEqual(dimmed, expect.thoughts.length - expect.filter.seqs.length, `${name}: dimmed nodes`);
+    assertEqual(dimmed, expect.filter.dimmed, `${name}: dimmed nodes`);
     await page.screenshot({ path: join(shots, `${name}-filtered.png`) });
     await page.locator('#filter').fill('');
   }
 
-  // A node links to its thought.
-  if (expect.thoughts.length > 0) {
-    const seq = expect.thoughts[expect.thoughts.length - 1];
-    await page.locator(`#n${seq}`).click();
+  // A node links to its event's item: the last thought's, and every family node's.
+  const links = await page.$$eval('#picture g.node', (els) => els
+    .filter((e) => e.classList.contains('extra')).map((e) => [e.id, Number(e.getAttribute('data-seq'))]));
+  if (expect.thoughts.length > 0) links.push([`n${expect.thoughts[expect.thoughts.length - 1]}`, expect.thoughts[expect.thoughts.length - 1]]);
+  for (const [id, seq] of links.slice(-12)) {
+    await page.locator(`#${id}`).click();
     const hash = await page.evaluate(() => location.hash);
-    assertEqual(hash, `#thought-${seq}`, `${name}: node link`);
+    assertEqual(hash, `#thought-${seq}`, `${name}: node link of ${id}`);
+    if (!(await page.locator(`#thought-${seq}`).isVisible())) fail(`${name}: ${id} links to a hidden item`);
   }
 
   // Nothing ran, loaded or broke.
@@ -138,7 +160,7 @@ async function checkPage(browser, file, shots) {
   if (state.violations.length) fail(`${name}: CSP violations ${state.violations.join('; ')}`);
   if (incidents.length) fail(`${name}: ${incidents.join('; ')}`);
   await page.close();
-  return { name, loadMs, thoughts: expect.thoughts.length };
+  return { name, loadMs, thoughts: expect.thoughts.length, nodes: expect.nodes.length };
 }
 
 async function pages(dir, shots) {
@@ -147,7 +169,7 @@ async function pages(dir, shots) {
   const browser = await launch();
   for (const file of files) {
     const result = await checkPage(browser, join(dir, file), shots);
-    console.log(`browser-check: ${result.name}: ${result.thoughts} thoughts, loaded in ${result.loadMs} ms, counts, slider, filter, links and inertness as the projection says`);
+    console.log(`browser-check: ${result.name}: ${result.thoughts} thoughts, ${result.nodes} nodes, loaded in ${result.loadMs} ms, counts, slider, filter, links and inertness as the projection says`);
   }
   await browser.close();
   console.log(`browser-check: ${files.length} pages checked; screenshots in ${shots}`);

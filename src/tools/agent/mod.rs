@@ -11,6 +11,7 @@
 //! the arrival turn across a model call, or count a failed call against the quota.
 
 pub mod payload;
+pub mod picture;
 pub mod read;
 
 use super::args::{
@@ -71,7 +72,21 @@ pub static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
+    picture: Some(&picture::PICTURES),
 };
+
+/// Environment variable choosing the suggestions' language: `zh` for the original's
+/// Chinese texts, English otherwise.
+pub const LANGUAGE_ENV: &str = "REASONING_LEDGER_AGENT_LANGUAGE";
+
+/// The suggestions' language ([`LANGUAGE_ENV`]).
+pub fn language() -> read::Language {
+    static LANGUAGE: OnceLock<read::Language> = OnceLock::new();
+    *LANGUAGE.get_or_init(|| match std::env::var(LANGUAGE_ENV) {
+        Ok(v) if v.trim().to_ascii_lowercase().starts_with("zh") => read::Language::Chinese,
+        _ => read::Language::English,
+    })
+}
 
 /// The node quota: [`read::DEFAULT_NODE_QUOTA`] unless [`NODE_QUOTA_ENV`] says otherwise.
 pub fn node_quota() -> u64 {
@@ -274,7 +289,9 @@ fn target(session_id: Option<&str>, existing: Option<&SessionHead>, key: Option<
 
 /// Records `outcome` (and the node `node`, built from the answer, when there is one) in
 /// the caller's session. A first use of a `session_id` that another call created at the
-/// same moment is retried once into that session.
+/// same moment is retried once into that session. The quota is checked again inside the
+/// write (parallel calls on one session passed the gatekeeper together): a node over it
+/// is not recorded, its model call is, and the second value says so.
 async fn record_outcome(
     call: &mut ToolCall,
     session_id: Option<String>,
@@ -282,13 +299,16 @@ async fn record_outcome(
     outcome: &ModelOutcome,
     title_source: String,
     node: Option<AgentNode>,
-) -> Result<super::write::Recorded, ToolError> {
+    quota: u64,
+) -> Result<(super::write::Recorded, bool), ToolError> {
     let arguments = call.arguments.clone();
     let mut existing = existing;
+    let over_quota = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for round in 0..2 {
         call.arguments = arguments.clone();
         let record = outcome.record.clone();
         let node = node.clone();
+        let over = over_quota.clone();
         let title = title_source.clone();
         let alias = session_id.clone();
         let target = target(
@@ -305,7 +325,11 @@ async fn record_outcome(
                     }
                     .into(),
                 ];
-                if let Some(node) = node {
+                let full = head.is_some_and(|h| h.summary.agent_nodes >= quota);
+                if node.is_some() && full {
+                    over.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                if let Some(node) = node.filter(|_| !full) {
                     payloads.push(
                         BranchNodeCreated {
                             node,
@@ -323,7 +347,14 @@ async fn record_outcome(
                 let id = session_id.clone().unwrap_or_default();
                 existing = blocking(move || find_session(&ledger, &id)).await?;
             }
-            other => return other,
+            other => {
+                return other.map(|recorded| {
+                    (
+                        recorded,
+                        over_quota.load(std::sync::atomic::Ordering::SeqCst),
+                    )
+                });
+            }
         }
     }
     unreachable!("the second round returns")
@@ -406,13 +437,14 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
         Ok(outcome) => outcome,
         Err(input_required) => return Ok(input_required),
     };
-    let recorded = record_outcome(
+    let (recorded, _) = record_outcome(
         &mut call,
         session_id.clone(),
         existing,
         &outcome,
         input_text,
         None,
+        u64::MAX,
     )
     .await?;
     let shown_session = session_id.unwrap_or_else(|| recorded.session.to_string());
@@ -542,15 +574,24 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
             model: response.model.clone(),
         }
     });
-    let recorded = record_outcome(
+    let (recorded, over_quota) = record_outcome(
         &mut call,
         Some(session_id.clone()),
         existing,
         &outcome,
-        input_text,
+        input_text.clone(),
         node.clone(),
+        quota,
     )
     .await?;
+    if over_quota {
+        // Another call took the last node while this one asked the model.
+        let (field, problem) = read::gatekeeper(&input_text, quota, quota).expect("over quota");
+        return Ok(validation(
+            CREATE_BRANCH,
+            vec![format!("{field}: {problem}")],
+        ));
+    }
     let (Ok(_), Some(node)) = (&outcome.result, node) else {
         let error = outcome.result.expect_err("no node without an error");
         return Ok(provider_error(&error, Some(&session_id)));
@@ -562,7 +603,7 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
         "conclusion": node.conclusion,
         "confidence": node.confidence,
         "remaining_quota": remaining,
-        "suggestions": read::suggestions(call_type, node.confidence, remaining),
+        "suggestions": read::suggestions_in(language(), call_type, node.confidence, remaining),
         "session_id": session_id,
         "parent_node_id": node.parent_node_id,
         "ledger_session_id": recorded.session.to_string(),

@@ -197,32 +197,58 @@ pub fn confidence(text: &str) -> Option<f64> {
     text.lines().rev().find_map(confidence_of_line)
 }
 
+/// The language of the suggestions: English, or the original's Chinese texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    English,
+    Chinese,
+}
+
 /// The suggestions of a `create_branch` answer, in the spec's order.
 pub fn suggestions(call_type: CallType, confidence: Option<f64>, remaining: u64) -> Vec<String> {
+    suggestions_in(Language::English, call_type, confidence, remaining)
+}
+
+/// [`suggestions`] in `language`.
+pub fn suggestions_in(
+    language: Language,
+    call_type: CallType,
+    confidence: Option<f64>,
+    remaining: u64,
+) -> Vec<String> {
+    let zh = language == Language::Chinese;
     let mut out = Vec::new();
     if let Some(c) = confidence.filter(|c| *c < LOW_CONFIDENCE) {
-        out.push(format!(
-            "Confidence is {c:.2}: create a verify branch (call_type \"verify\") to check this conclusion."
-        ));
+        out.push(if zh {
+            format!("置信度较低（{c:.2}），建议创建 verify 分支验证该结论")
+        } else {
+            format!(
+                "Confidence is {c:.2}: create a verify branch (call_type \"verify\") to check this conclusion."
+            )
+        });
     }
-    match call_type {
-        CallType::Explore => out.push(
-            "Exploration done: drill down (call_type \"drill_down\") into the valuable directions."
-                .into(),
+    let by_type = match (call_type, zh) {
+        (CallType::Explore, false) => Some(
+            "Exploration done: drill down (call_type \"drill_down\") into the valuable directions.",
         ),
-        CallType::DrillDown => out.push(
-            "Verify the key premises (call_type \"verify\") or explore alternatives (call_type \"explore\")."
-                .into(),
+        (CallType::Explore, true) => Some("发散探索完成，可对有价值的方向用 drill_down 深入"),
+        (CallType::DrillDown, false) => Some(
+            "Verify the key premises (call_type \"verify\") or explore alternatives (call_type \"explore\").",
         ),
-        CallType::Verify => out.push(
-            "Verify the other assumptions, or synthesise the verified conclusions.".into(),
-        ),
-        CallType::Stash => {}
-    }
+        (CallType::DrillDown, true) => Some("可用 verify 验证关键前提，或用 explore 探索其他方向"),
+        (CallType::Verify, false) => {
+            Some("Verify the other assumptions, or synthesise the verified conclusions.")
+        }
+        (CallType::Verify, true) => Some("可继续验证其他假设，或综合已验证的结论"),
+        (CallType::Stash, _) => None,
+    };
+    out.extend(by_type.map(str::to_string));
     if remaining > 3 {
-        out.push(format!(
-            "{remaining} more branches available: keep exploring from several angles."
-        ));
+        out.push(if zh {
+            format!("还可创建 {remaining} 个分支，建议继续多角度探索")
+        } else {
+            format!("{remaining} more branches available: keep exploring from several angles.")
+        });
     }
     out
 }
@@ -283,5 +309,13 @@ mod tests {
         assert_eq!(s.len(), 3);
         assert!(s[0].contains("verify") && s[1].contains("drill") && s[2].starts_with("10 more"));
         assert!(suggestions(CallType::Stash, None, 3).is_empty());
+        let zh = suggestions_in(Language::Chinese, CallType::Explore, None, 12);
+        assert_eq!(
+            zh,
+            [
+                "发散探索完成，可对有价值的方向用 drill_down 深入",
+                "还可创建 12 个分支，建议继续多角度探索"
+            ]
+        );
     }
 }

@@ -78,6 +78,8 @@ pub static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
+    // SVG and HTML draw its applied steps as thoughts (no family picture yet).
+    picture: None,
 };
 
 /// The tools of this family, as listed (`usage` first).

@@ -13,6 +13,7 @@
 
 pub mod branches;
 pub mod payload;
+pub mod picture;
 
 use super::args::{Args, MAX_ID_BYTES, describe};
 use super::write::title_of;
@@ -55,6 +56,7 @@ pub static FAMILY: Family = Family {
         label: "Plan",
     }],
     codec: Some(&payload::PLANNING_CODEC),
+    picture: Some(&picture::PICTURES),
 };
 
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";

@@ -186,6 +186,7 @@ impl FamilyEvent for PlanningEvent {
             Body::PlanInitialized(init) => {
                 planning.plan = Some(PlanState {
                     phase: PHASE_INIT,
+                    init_seq: seq,
                     init,
                     clarifications: Vec::new(),
                     approaches: Vec::new(),

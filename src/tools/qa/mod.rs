@@ -10,6 +10,7 @@
 //! answer before the commit.
 
 pub mod payload;
+pub mod picture;
 pub mod workflow;
 
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, describe, described};
@@ -66,6 +67,7 @@ pub static FAMILY: Family = Family {
         label: "QA session",
     }],
     codec: Some(&payload::QA_CODEC),
+    picture: Some(&picture::PICTURES),
 };
 
 const DESCRIPTION: &str = "Sequential thinking for verification work (versions, syntax, compatibility, tests). Each call records one step; the answer recommends the next step from a workflow, with tools ranked by confidence, rationale, priority, alternatives, suggested inputs, and the outcomes that call for a revision (is_revision, revises_thought) or a branch (branch_from_thought, branch_id).

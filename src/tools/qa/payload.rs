@@ -9,7 +9,7 @@
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
 use crate::projection::summary::SessionSummary;
-use crate::projection::tree::{QaNode, ThoughtNode, ThoughtTree};
+use crate::projection::tree::{QaNode, StandIn, ThoughtNode, ThoughtTree};
 use crate::tools::thinking::SequentialThought;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -166,6 +166,17 @@ impl FamilyEvent for QaStepRecorded {
                 verification_target: step.verification_target,
                 workflow: step.workflow,
                 used_tools,
+                stand_ins: step
+                    .recommended_next_step
+                    .iter()
+                    .flat_map(|s| &s.recommended_tools)
+                    .filter_map(|t| {
+                        Some(StandIn {
+                            tool: t.tool_name.clone(),
+                            stands_in_for: super::workflow::stands_in_for(t)?.to_string(),
+                        })
+                    })
+                    .collect(),
                 recommended_tools: step
                     .recommended_next_step
                     .map(|s| {

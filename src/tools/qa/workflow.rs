@@ -588,6 +588,18 @@ pub fn recommend_step(template: &Template, step: &TemplateStep, context: &Contex
     }
 }
 
+/// The tool a recommendation stands in for, when [`recommend_step`] substituted it: read
+/// back from the reason it wrote into the rationale (the one record of it), so it must
+/// follow that text.
+pub fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
+    let reason = format!(" (confidence {}: the workflow's ", tool.confidence);
+    let rest = &tool.rationale[tool.rationale.rfind(&reason)? + reason.len()..];
+    let marker = format!("; ×{SUBSTITUTE_FACTOR}: stands in for ");
+    let rest = &rest[rest.find("; ")?..];
+    let rest = rest.strip_prefix(marker.as_str())?;
+    Some(&rest[..rest.find(", which you do not have")?])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,6 +674,13 @@ mod tests {
             .map(|t| (t.tool_name.as_str(), t.confidence))
             .collect();
         assert_eq!(names, vec![("fs:read_file", 0.9), ("run_command", 0.56)]);
+        let stand_ins: Vec<Option<&str>> =
+            step.recommended_tools.iter().map(stands_in_for).collect();
+        assert_eq!(stand_ins[0], None);
+        assert!(
+            stand_ins[1].is_some_and(|name| name != "run_command"),
+            "{stand_ins:?}"
+        );
         let nothing = Available::new(&["unrelated".to_string()]);
         let step = recommend_step(
             template,

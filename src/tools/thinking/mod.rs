@@ -49,6 +49,7 @@ pub static FAMILY: Family = Family {
         },
     ],
     codec: Some(&payload::THINKING_CODEC),
+    picture: None,
 };
 
 fn call(call: ToolCall) -> CallFuture {

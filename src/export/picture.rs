@@ -1,0 +1,277 @@
+//! What a tool family adds to the SVG picture and the HTML page of a session, beside the
+//! thoughts the core draws: the seam between the families and [`super::svg`] /
+//! [`super::html`].
+//!
+//! Owns: [`Pictures`] (what a family registers as `Family::picture`: its node and link
+//! kinds, with their constant styles, and a `draw` function), [`Picture`] (what the
+//! families' `draw`s build for one tree: extra [`Node`]s, [`Link`]s and [`Mark`]s on
+//! thoughts), and [`Picture::of`], which asks every registered family. Must not: know
+//! any family, or carry anything but text: the renderers escape every text, and ids,
+//! classes and styles are the generated ones or the `&'static` ones declared here.
+//!
+//! Replay: a node appears at its `seq` (the event that recorded it). A part of its label
+//! that changes later (an approach's score, the selected mark) is a [`Span`] with the
+//! event it appears at (`from`) and the event that replaces it (`until`), so the HTML
+//! slider shows each node as it stood at event k, the same as a fold of the first k
+//! events would draw it.
+
+use crate::projection::tree::ThoughtTree;
+
+/// A kind of node and its style (constant CSS, never content).
+#[derive(Debug, PartialEq)]
+pub struct NodeKind {
+    /// `data-kind` and the class `k-<name>`: lowercase ASCII letters and `-` only.
+    pub name: &'static str,
+    /// Marker drawn before the label.
+    pub marker: &'static str,
+    /// CSS declarations of its box.
+    pub style: &'static str,
+}
+
+/// A kind of link between two nodes and its style (constant CSS).
+#[derive(Debug, PartialEq)]
+pub struct LinkKind {
+    /// `data-edge` and the class `e-<name>`: lowercase ASCII letters and `_` only.
+    pub name: &'static str,
+    /// CSS declarations of its path.
+    pub style: &'static str,
+}
+
+/// What a family registers to be drawn (`Family::picture`).
+pub struct Pictures {
+    /// The kinds of node it draws (or gives its thoughts): their styles are in every
+    /// picture's stylesheet, so a page the `ui` updates live already has them.
+    pub kinds: &'static [NodeKind],
+    /// The kinds of link it draws.
+    pub links: &'static [LinkKind],
+    /// Adds what it draws of `tree` to `picture` (called for every picture, so it must
+    /// be cheap when the tree holds nothing of the family's).
+    pub draw: fn(&ThoughtTree, &mut Picture),
+    /// Extra CSS rules (classes of its [`Span`]s), constant text.
+    pub css: &'static str,
+}
+
+/// A node of a [`Picture`], as [`Picture::add`] returned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeId(pub(crate) usize);
+
+/// One end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// The thought recorded by event `seq`.
+    Thought(u64),
+    /// A family's node.
+    Node(NodeId),
+}
+
+/// Where a family's node stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    /// A row of its own (among the thoughts, in event order) in the main line's column.
+    Main,
+    /// A row of its own in the column of the thoughts' branch with this id (the branch's
+    /// column is kept for it); the main line's column when the tree has no such branch.
+    Branch(String),
+    /// A row of its own in a column of the family's, headed with this name (rows of one
+    /// lane share a column, like a branch).
+    Lane(&'static str),
+    /// In the row of `At`, in a column right of every line (a note on a thought or node).
+    Beside(At),
+}
+
+/// A piece of a label: text, shown from event `from` (0: with its node) until event
+/// `until` (replaced then; `None`: still shown at the end).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub text: String,
+    pub from: u64,
+    pub until: Option<u64>,
+    /// A class of the family's [`Pictures::css`] (constant), if any.
+    pub class: Option<&'static str>,
+}
+
+impl Span {
+    /// Text shown as long as its node.
+    pub fn text(text: impl Into<String>) -> Span {
+        Span {
+            text: text.into(),
+            from: 0,
+            until: None,
+            class: None,
+        }
+    }
+
+    /// Text shown from event `from` until event `until`.
+    pub fn during(text: impl Into<String>, from: u64, until: Option<u64>) -> Span {
+        Span {
+            text: text.into(),
+            from,
+            until,
+            class: None,
+        }
+    }
+
+    pub fn with_class(mut self, class: &'static str) -> Span {
+        self.class = Some(class);
+        self
+    }
+}
+
+/// An item of the page's list of events, for a node whose event is no thought.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// The line under the number: tool, branch, score… (plain text).
+    pub meta: String,
+    /// The event's main text (shown whole, line breaks kept).
+    pub text: String,
+    /// Labelled details, one line each.
+    pub details: Vec<(&'static str, String)>,
+}
+
+/// A node a family draws.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// The event that recorded it (`data-seq`).
+    pub seq: u64,
+    pub kind: &'static NodeKind,
+    pub place: Place,
+    /// First line, after the marker.
+    pub head: Vec<Span>,
+    /// Second line.
+    pub text: Vec<Span>,
+    /// Its tooltip: the full text.
+    pub title: String,
+    /// Its item in the page's list, when its event is no thought (each event is listed
+    /// once: a note beside a thought recorded by the same event has none).
+    pub entry: Option<Entry>,
+}
+
+/// What a family adds to a thought the core draws.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// The thought's event.
+    pub seq: u64,
+    /// Drawn as this kind instead of the core's.
+    pub kind: Option<&'static NodeKind>,
+    /// Appended to the node's first line.
+    pub head: Vec<Span>,
+    /// Appended to the thought's item in the page's list.
+    pub details: Vec<(&'static str, String)>,
+}
+
+/// A link a family draws (`data-seq`: the later of its ends').
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub from: At,
+    pub to: At,
+    pub kind: &'static LinkKind,
+}
+
+/// Everything the families draw of one tree, besides its thoughts and edges.
+#[derive(Clone, Debug, Default)]
+pub struct Picture {
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+    pub marks: Vec<Mark>,
+}
+
+impl Picture {
+    /// What every registered family draws of `tree`.
+    pub fn of(tree: &ThoughtTree) -> Picture {
+        let mut picture = Picture::default();
+        for hooks in registered() {
+            (hooks.draw)(tree, &mut picture);
+        }
+        picture
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.links.is_empty() && self.marks.is_empty()
+    }
+
+    /// Adds a node; links can then point at it.
+    pub fn add(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        NodeId(self.nodes.len() - 1)
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    /// Links `from` to `to`.
+    pub fn link(&mut self, from: At, to: At, kind: &'static LinkKind) {
+        self.links.push(Link { from, to, kind });
+    }
+
+    pub fn mark(&mut self, mark: Mark) {
+        self.marks.push(mark);
+    }
+
+    /// The event an end stands for.
+    pub fn seq_of(&self, at: At) -> u64 {
+        match at {
+            At::Thought(seq) => seq,
+            At::Node(id) => self.nodes[id.0].seq,
+        }
+    }
+}
+
+/// The families' picture registrations, in [`crate::tools::FAMILIES`] order.
+pub fn registered() -> impl Iterator<Item = &'static Pictures> {
+    crate::tools::FAMILIES.iter().filter_map(|f| f.picture)
+}
+
+/// The seq of the last thought of branch `branch` recorded before event `before`, if
+/// any (where a note on the branch as it stood then attaches).
+pub fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Option<u64> {
+    tree.thoughts()
+        .take_while(|node| node.seq < before)
+        .filter(|node| node.branch_id.as_deref() == Some(branch))
+        .map(|node| node.seq)
+        .last()
+}
+
+/// `text` with whitespace collapsed, cut to `max_chars` (an ellipsis marks the cut): for
+/// names inside a label.
+pub fn short(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    crate::export::mermaid::cut_into(&mut out, text, max_chars);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_are_safe_as_classes_and_unique() {
+        let mut names: Vec<&str> = Vec::new();
+        for hooks in registered() {
+            for kind in hooks.kinds {
+                assert!(
+                    kind.name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-'),
+                    "{}",
+                    kind.name
+                );
+                names.push(kind.name);
+            }
+            for link in hooks.links {
+                assert!(
+                    link.name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "{}",
+                    link.name
+                );
+            }
+        }
+        names.extend(crate::export::svg::KINDS.iter().map(|k| k.name));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "a node kind is declared twice");
+    }
+}
