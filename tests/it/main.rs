@@ -14,7 +14,10 @@
 //! budget, and a validating client's verdict on arguments against the server's), `planning`
 //! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
 //! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
-//! (the web view over HTTP: pages, refusals, `/changes` on another process's append). Storage faults (crash at every sync point, I/O errors, a full
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append),
+//! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
+//! model answers of every shape, sampling, progress, cancellation, restart, outputPath
+//! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
