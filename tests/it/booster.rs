@@ -1086,3 +1086,45 @@ async fn a_solve_against_the_real_local_model_completes_and_records_every_step()
     client.cancel().await.unwrap();
     assert!(cli(dir.path(), &["verify"]).status.success());
 }
+
+#[tokio::test]
+async fn two_processes_stepping_one_session_at_once_never_both_decide_from_the_same_state() {
+    let server = LlmServer::start(vec![
+        Reply::completion(JSON_ANSWER).delayed(Duration::from_millis(400)),
+    ])
+    .await;
+    let env = model_env(&server);
+    let dir = common::data_dir();
+    let a = spawn(dir.path(), &pairs(&env)).await;
+    let b = spawn(dir.path(), &pairs(&env)).await;
+    let started = structured(&call(&a, "start", json!({"task": TASK})).await);
+    let id = started["sessionId"].as_str().unwrap().to_string();
+    let (first, second) = tokio::join!(
+        call(&a, "step", json!({"sessionId": id})),
+        call(&b, "step", json!({"sessionId": id}))
+    );
+    let refused: Vec<String> = [&first, &second]
+        .iter()
+        .filter(|r| is_error(r))
+        .map(|r| text(r))
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "one decided over a state the other had moved: {refused:?}"
+    );
+    assert!(
+        refused[0].contains("moved on while this call ran"),
+        "{}",
+        refused[0]
+    );
+    let state = structured(&call(&a, "get-state", json!({"sessionId": id})).await);
+    assert_eq!(
+        state["history"].as_array().unwrap().len(),
+        1,
+        "one iteration recorded"
+    );
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    assert!(cli(dir.path(), &["verify"]).status.success());
+}

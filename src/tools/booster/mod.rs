@@ -610,9 +610,21 @@ async fn run(
                     remember_key: String::new(),
                     idempotency_key: key,
                 };
+                // Decided over the fold at `read_seq`: refused if the session moved since.
+                let read_seq = tree.at_seq;
+                let tool = call.name.clone();
                 let result = call
-                    .record(target, move |_head, record| {
-                        iteration_events(bodies, model_call, record, true)
+                    .try_record(target, move |head, record| {
+                        let now = head.map_or(0, |h| h.seq);
+                        if now != read_seq {
+                            return Err(ToolError::validation(
+                                &tool,
+                                vec![format!(
+                                    "sessionId: the session moved on while this call ran (event {now}, read at {read_seq}): another call recorded first; call {tool} again"
+                                )],
+                            ));
+                        }
+                        Ok(iteration_events(bodies, model_call, record, true))
                     })
                     .await;
                 call.arguments = raw.clone();
