@@ -420,8 +420,58 @@ pub fn filter(proposals: Vec<Proposal>) -> Vec<Proposal> {
     kept
 }
 
+/// Words after which a keyword is likely a noun (what the task is about).
+const NOUN_MARKERS: [&str; 16] = [
+    "the", "a", "an", "of", "for", "among", "with", "in", "on", "each", "every", "whether", "that",
+    "if", "your", "our",
+];
+
+/// Verbs of the kind tasks are phrased with: never a keyword.
+const VERBS: [&str; 40] = [
+    "improve",
+    "improves",
+    "increase",
+    "increases",
+    "reduce",
+    "reduces",
+    "determine",
+    "identify",
+    "compute",
+    "calculate",
+    "design",
+    "create",
+    "build",
+    "explain",
+    "choose",
+    "decide",
+    "prove",
+    "solve",
+    "describe",
+    "compare",
+    "estimate",
+    "evaluate",
+    "analyze",
+    "analyse",
+    "write",
+    "makes",
+    "affect",
+    "affects",
+    "causes",
+    "depends",
+    "minimize",
+    "maximize",
+    "optimize",
+    "ensure",
+    "verify",
+    "measure",
+    "check",
+    "tests",
+    "finds",
+    "using",
+];
+
 /// Words too common to name what a task is about.
-const STOPWORDS: [&str; 49] = [
+const STOPWORDS: [&str; 52] = [
     "about",
     "above",
     "after",
@@ -471,6 +521,9 @@ const STOPWORDS: [&str; 49] = [
     "anything",
     "always",
     "steps",
+    "whether",
+    "quite",
+    "really",
 ];
 
 /// What the heuristics build from: the task's keywords, constraints and numbers.
@@ -504,20 +557,35 @@ const CONSTRAINT_WORDS: usize = 6;
 /// parenthesised part, or a phrase opened by "using", "with", "without", "at most", …)
 /// and numbers.
 pub fn task_terms(task: &str) -> TaskTerms {
-    let mut keywords: Vec<String> = Vec::new();
+    // Keywords right after a determiner, a preposition or a number (likely nouns) first,
+    // the others after them; each in first-seen order.
+    let mut leading: Vec<String> = Vec::new();
+    let mut others: Vec<String> = Vec::new();
     let mut numbers: Vec<String> = Vec::new();
+    let mut previous = String::new();
     for token in tokens(task) {
         if token.chars().all(|c| c.is_ascii_digit()) {
             if !numbers.contains(&token) {
-                numbers.push(token);
+                numbers.push(token.clone());
             }
         } else if token.chars().count() >= 5
             && !STOPWORDS.contains(&token.as_str())
-            && !keywords.contains(&token)
+            && !VERBS.contains(&token.as_str())
+            && !leading.contains(&token)
+            && !others.contains(&token)
         {
-            keywords.push(token);
+            let after_marker = NOUN_MARKERS.contains(&previous.as_str())
+                || previous.chars().all(|c| c.is_ascii_digit()) && !previous.is_empty();
+            if after_marker {
+                leading.push(token.clone());
+            } else {
+                others.push(token.clone());
+            }
         }
+        previous = token;
     }
+    let mut keywords = leading;
+    keywords.extend(others);
     let mut constraints: Vec<String> = Vec::new();
     let mut rest = task;
     while let Some(open) = rest.find('(') {
@@ -867,9 +935,16 @@ mod tests {
         let terms = task_terms(TASK);
         assert_eq!(
             terms.keywords,
-            vec!["counterfeit", "coins", "balance", "scale", "weighings"]
+            vec!["counterfeit", "coins", "balance", "weighings", "scale"],
+            "nouns after a determiner, a preposition or a number first"
         );
         assert_eq!(terms.numbers, vec!["12", "3"]);
+        let caffeine =
+            task_terms("Plan a 3-step experiment to test whether caffeine improves typing speed.");
+        assert_eq!(
+            caffeine.keywords,
+            vec!["caffeine", "experiment", "typing", "speed"]
+        );
         assert_eq!(terms.constraints[0], "3 weighings");
         assert_eq!(
             terms.constraints,
