@@ -73,6 +73,10 @@ fn counted(count: usize, one: &str, many: &str) -> String {
 
 /// Renders the tree as a Mermaid flowchart.
 pub fn render(tree: &ThoughtTree) -> String {
+    // A booster session draws its search: chosen path, rejected candidates, backtracks.
+    if let Some(state) = &tree.booster {
+        return crate::export::booster::mermaid(tree, state);
+    }
     let edges = tree.edges();
     let mut out = String::with_capacity(256 + tree.order.len() * (LABEL_MAX_CHARS + 64));
     out.push_str("flowchart TD\n");

@@ -7,6 +7,7 @@
 //! the structure of the output (escaping is the renderer's job).
 
 pub mod agent;
+pub mod booster;
 pub mod html;
 pub mod markdown;
 pub mod mermaid;

@@ -10,6 +10,7 @@
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::projection::booster::BoosterState;
 use crate::projection::plan::Planning;
 use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -180,6 +181,9 @@ pub struct ThoughtTree {
     pub anomalies: Vec<Anomaly>,
     /// Plans, evaluations, closes and merges (the planning family's folds).
     pub planning: Planning,
+    /// A booster session's scratchpad, iterations and diagnostics (the booster family's
+    /// folds); `None` for every other session.
+    pub booster: Option<Box<BoosterState>>,
     /// Model calls recorded in the session (any family), in seq order.
     pub model_calls: Vec<ModelCallView>,
     /// Branch nodes of an agent session, in seq order.
@@ -205,6 +209,7 @@ impl ThoughtTree {
             branches: Vec::new(),
             anomalies: Vec::new(),
             planning: Planning::default(),
+            booster: None,
             model_calls: Vec::new(),
             agent_nodes: Vec::new(),
             branch_index: FoldMap::default(),
@@ -439,6 +444,9 @@ impl ThoughtTree {
         // export stays as it was).
         if !self.planning.is_empty() {
             json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
+        }
+        if let Some(booster) = &self.booster {
+            json["booster"] = serde_json::to_value(booster).expect("booster state serializes");
         }
         if !self.agent_nodes.is_empty() {
             json["agentNodes"] = serde_json::to_value(&self.agent_nodes).expect("nodes serialize");

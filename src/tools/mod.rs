@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod args;
 pub mod arrival;
+pub mod booster;
 pub mod ledger;
 #[cfg(test)]
 pub mod note;
@@ -46,6 +47,7 @@ pub static FAMILIES: &[&Family] = &[
     &planning::FAMILY,
     &qa::FAMILY,
     &agent::FAMILY,
+    &booster::FAMILY,
     #[cfg(test)]
     &note::FAMILY,
 ];
@@ -55,7 +57,7 @@ pub static FAMILIES: &[&Family] = &[
 pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 1] = ["booster"];
+pub const PLANNED: [&str; 0] = [];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed

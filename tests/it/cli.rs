@@ -661,7 +661,7 @@ async fn the_readme_toolset_table_is_what_toolsets_list_and_all_is_every_toolset
         assert!(help.contains(name.as_str()), "{name} missing:\n{help}");
     }
     // An unknown toolset is refused naming the real ones (exit 1, nothing served).
-    let refused = cli(dir.path(), &["serve", "--toolsets", "booster"]);
+    let refused = cli(dir.path(), &["serve", "--toolsets", "nonesuch"]);
     assert_eq!(refused.status.code(), Some(1));
     let names: Vec<&str> = table.iter().map(|(name, _, _)| name.as_str()).collect();
     assert!(

@@ -16,7 +16,7 @@
 //! other cases and surrounding spaces.
 
 use crate::common::{self, Client, spawn_with, try_call};
-use crate::hostile::base_arguments;
+use crate::hostile::{base_arguments, booster_session_for, booster_start};
 use reasoning_ledger::tools::args::MAX_INTEGER;
 use reasoning_ledger::tools::{
     ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
@@ -197,8 +197,9 @@ async fn server_answer(client: &Client, tool: &str, arguments: Value) -> Result<
     }
 }
 
-/// A refusal for what the ledger holds, not for the value's form: no schema can say it.
-const CONTENT_REFUSALS: [&str; 1] = ["has events 1..="];
+/// A refusal for what the ledger holds, not for the value's form: no schema can say it
+/// (a seq past a session's last event; iterations past a booster session's maxSteps).
+const CONTENT_REFUSALS: [&str; 2] = ["has events 1..=", "maxSteps"];
 
 #[tokio::test]
 async fn a_validating_client_and_the_server_agree_on_every_argument() {
@@ -227,6 +228,12 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
     branch["branchFromThought"] = serde_json::json!(1);
     branch["branchId"] = serde_json::json!("b");
     common::call(&client, "sequentialthinking", branch).await;
+    // Booster sessions for the booster tools' base arguments.
+    let mut boosters = Vec::new();
+    for _ in 0..2 {
+        let started = common::structured(&common::call(&client, "start", booster_start()).await);
+        boosters.push(started["sessionId"].as_str().unwrap().to_string());
+    }
     let tools = client.list_tools(None).await.expect("tools/list").tools;
 
     let (mut checked, mut both_refuse) = (0, 0);
@@ -238,7 +245,10 @@ async fn a_validating_client_and_the_server_agree_on_every_argument() {
         let schema = Value::Object((*tool.input_schema).clone());
         let validator = jsonschema::draft202012::new(&schema)
             .unwrap_or_else(|e| panic!("{name}: the listed inputSchema is not valid: {e}"));
-        let base = base_arguments(&name, &session);
+        let base = base_arguments(
+            &name,
+            booster_session_for(&name, &boosters[0], &boosters[1]).unwrap_or(&session),
+        );
         assert!(
             validator.is_valid(&Value::Object(base.clone())),
             "{name}: valid arguments fail the schema"

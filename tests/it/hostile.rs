@@ -639,9 +639,31 @@ pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
             json!({"session_id": "s", "input_text": "a self-contained question of thirty characters"})
         }
         "get_branch_details" => json!({"session_id": "s", "node_id": "n_00000000"}),
+        // The booster tools: `session` is a booster session ([`booster_session_for`]).
+        "usage" => json!({"topic": "config"}),
+        "start" => json!({"task": "t"}),
+        "step" => json!({"sessionId": session}),
+        "multi-step" => json!({"sessionId": session, "iterations": 1}),
+        "get-state" | "summarize" => json!({"sessionId": session}),
+        "solve" | "solve-text" => json!({"task": "t", "iterations": 2}),
         other => panic!("no base arguments for tool {other}: add them to base_arguments"),
     };
     common::object(value)
+}
+
+/// The booster tools that name a session: they need a booster session of their own
+/// (`multi-step` one, the others another, each with room for 64 iterations).
+pub fn booster_session_for<'a>(tool: &str, step: &'a str, multi: &'a str) -> Option<&'a str> {
+    match tool {
+        "step" | "get-state" | "summarize" => Some(step),
+        "multi-step" => Some(multi),
+        _ => None,
+    }
+}
+
+/// Arguments of `start` for the booster sessions of the suites.
+pub fn booster_start() -> Value {
+    json!({"task": "t", "config": {"maxSteps": 64}})
 }
 
 /// The arguments with `field` set to `literal` (raw JSON text, so `1e400` and `-0` go
@@ -745,6 +767,16 @@ async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookal
         .to_string(),
     )
     .await;
+    let mut boosters = Vec::new();
+    for _ in 0..2 {
+        let started = raw_call(&mut raw, next_id(), "start", &booster_start().to_string()).await;
+        boosters.push(
+            started["result"]["structuredContent"]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
     raw.send_json(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
         .await;
     let tools = raw.answer(5).await["result"]["tools"]
@@ -786,7 +818,10 @@ async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookal
     let (mut integer_fields, mut boolean_fields, mut refused) = (0, 0, 0);
     for tool in &tools {
         let name = tool["name"].as_str().unwrap();
-        let base = base_arguments(name, &session);
+        let base = base_arguments(
+            name,
+            booster_session_for(name, &boosters[0], &boosters[1]).unwrap_or(&session),
+        );
         let properties = tool["inputSchema"]["properties"].as_object().unwrap();
         for (field, schema) in properties {
             let mut refusals: Vec<(String, String)> = Vec::new();

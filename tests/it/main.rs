@@ -16,12 +16,16 @@
 //! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
 //! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
-//! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`). Storage faults (crash at every sync point, I/O errors, a full
+//! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
+//! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
+//! model answers of every shape, sampling, progress, cancellation, restart, outputPath
+//! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
 mod bad_input;
 mod bench;
+mod booster;
 mod cli;
 mod common;
 mod compat;

@@ -686,10 +686,20 @@ async fn toolsets_all_lists_every_tool_and_the_default_thinking_and_ledger() {
         "merge_branch",
     ];
     let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
-    // `all` adds the toolsets that are off by default (planning, qa, agent).
+    // `all` adds the toolsets that are off by default (planning, qa, agent, booster).
     let mut all: Vec<&str> = expected.iter().chain(&planning).copied().collect();
     all.push("sequentialthinking_qa");
     all.extend(["chat_agent", "create_branch", "get_branch_details"]);
+    all.extend([
+        "usage",
+        "start",
+        "step",
+        "multi-step",
+        "get-state",
+        "summarize",
+        "solve",
+        "solve-text",
+    ]);
     assert_eq!(names(&listed(&client).await), all);
     client.cancel().await.expect("close");
     let client = spawn(dir.path()).await;

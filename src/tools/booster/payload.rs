@@ -1,0 +1,276 @@
+//! The booster family's events, their one codec, and how they fold.
+//!
+//! Owns: [`BoosterEvent`] (a [`Body`] and, on the first event a call records, that
+//! call), the tags, [`BOOSTER_SCHEMA`] and [`BOOSTER_CODEC`]. Written as one JSON
+//! object: the tag, the body's camelCase fields, then `call` when present (what the hash
+//! covers). The binary row holds the body's JSON text and the call. Must not: change a
+//! body's JSON field names without a new schema and a reader of the old one.
+
+use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+pub use crate::projection::booster::{
+    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
+};
+use crate::projection::summary::SessionSummary;
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+
+/// Schema of the booster family's payloads written by this build.
+pub const BOOSTER_SCHEMA: u32 = 1;
+
+pub const BOOSTER_STARTED: &str = "booster_started";
+pub const HINTS_ADDED: &str = "hints_added";
+pub const CANDIDATES_SCORED: &str = "candidates_scored";
+pub const BEAM_ROLLED_OUT: &str = "beam_rolled_out";
+pub const STEP_APPLIED: &str = "step_applied";
+pub const BACKTRACKED: &str = "backtracked";
+pub const LOOP_DETECTED: &str = "loop_detected";
+
+/// What a booster event records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Body {
+    BoosterStarted(Started),
+    HintsAdded(Hints),
+    CandidatesScored(CandidateSet),
+    BeamRolledOut(Beam),
+    StepApplied(Applied),
+    /// The loop check dropped the last step from the scratchpad (the step's event stays).
+    Backtracked(LoopCheck),
+    /// The loop check fired with backtracking off.
+    LoopDetected(LoopCheck),
+}
+
+/// The `type` tag of a body.
+pub fn tag_of(body: &Body) -> &'static str {
+    match body {
+        Body::BoosterStarted(_) => BOOSTER_STARTED,
+        Body::HintsAdded(_) => HINTS_ADDED,
+        Body::CandidatesScored(_) => CANDIDATES_SCORED,
+        Body::BeamRolledOut(_) => BEAM_ROLLED_OUT,
+        Body::StepApplied(_) => STEP_APPLIED,
+        Body::Backtracked(_) => BACKTRACKED,
+        Body::LoopDetected(_) => LOOP_DETECTED,
+    }
+}
+
+/// One booster event: its body and, on a call's first event, the call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoosterEvent {
+    pub body: Body,
+    pub call: Option<CallRecord>,
+}
+
+impl BoosterEvent {
+    pub fn new(body: Body) -> Self {
+        BoosterEvent { body, call: None }
+    }
+}
+
+impl Serialize for BoosterEvent {
+    /// The body's object (tag first), then `call` when present.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let body = serde_json::to_value(&self.body).map_err(serde::ser::Error::custom)?;
+        let serde_json::Value::Object(fields) = body else {
+            return Err(serde::ser::Error::custom("a booster body is an object"));
+        };
+        let mut map = s.serialize_map(Some(fields.len() + 1))?;
+        for (key, value) in &fields {
+            map.serialize_entry(key, value)?;
+        }
+        if let Some(call) = &self.call {
+            map.serialize_entry("call", call)?;
+        }
+        map.end()
+    }
+}
+
+impl FamilyEvent for BoosterEvent {
+    fn codec(&self) -> &'static dyn PayloadCodec {
+        &BOOSTER_CODEC
+    }
+
+    fn type_name(&self) -> &'static str {
+        tag_of(&self.body)
+    }
+
+    fn text(&self) -> Option<&str> {
+        match &self.body {
+            Body::BoosterStarted(s) => Some(&s.task),
+            Body::StepApplied(a) => Some(&a.proposal.text),
+            Body::Backtracked(c) | Body::LoopDetected(c) => Some(&c.text),
+            Body::HintsAdded(h) => h.hints.first().map(String::as_str),
+            Body::CandidatesScored(_) | Body::BeamRolledOut(_) => None,
+        }
+    }
+
+    fn call(&self) -> Option<&CallRecord> {
+        self.call.as_ref()
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let body = serde_json::to_string(&self.body).expect("a booster body serializes");
+        postcard_encode(
+            &StoredBooster {
+                body: &body,
+                call: self.call.as_ref().map(StoredCall::of),
+            },
+            out,
+        );
+    }
+
+    fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
+        if let Body::StepApplied(_) = self.body {
+            summary.thoughts += 1;
+        }
+    }
+
+    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let BoosterEvent { body, call } = *self;
+        if let Body::BoosterStarted(started) = body {
+            let mut state = BoosterState::new(started);
+            if let Some(call) = call {
+                state.last_tool = call.tool;
+            }
+            tree.booster = Some(Box::new(state));
+            return;
+        }
+        let Some(state) = tree.booster.as_mut() else {
+            return;
+        };
+        if let Some(call) = call {
+            state.last_tool = call.tool;
+        }
+        match body {
+            Body::BoosterStarted(_) => unreachable!("handled above"),
+            Body::HintsAdded(h) => state.hints_added(h.hints),
+            Body::CandidatesScored(set) => state.candidates_scored(seq, at, set),
+            Body::BeamRolledOut(beam) => state.beam_rolled_out(beam),
+            Body::StepApplied(applied) => {
+                let node = ThoughtNode {
+                    seq,
+                    at,
+                    tool: state.last_tool.clone(),
+                    thought_number: applied.iteration,
+                    total_thoughts: Some(state.config.max_steps),
+                    thought: applied.proposal.text.clone(),
+                    next_thought_needed: None,
+                    is_revision: None,
+                    revises_thought: None,
+                    branch_from_thought: None,
+                    branch_id: None,
+                    needs_more_thoughts: None,
+                    thread_purpose: None,
+                    tool_recommendation: None,
+                    open_items: Vec::new(),
+                    qa: None,
+                };
+                state.step_applied(seq, applied);
+                tree.add_thought(node);
+            }
+            Body::Backtracked(check) => state.loop_checked(check, true),
+            Body::LoopDetected(check) => state.loop_checked(check, false),
+        }
+    }
+}
+
+/// A booster row: the body's JSON text and the call, if any.
+#[derive(Serialize, Deserialize)]
+struct StoredBooster<'a> {
+    body: &'a str,
+    #[serde(borrow)]
+    call: Option<StoredCall<'a>>,
+}
+
+/// The booster family's codec.
+pub struct BoosterCodec;
+
+/// The one instance, registered with the family.
+pub static BOOSTER_CODEC: BoosterCodec = BoosterCodec;
+
+fn body_of(tag: &str, json: &str) -> Result<Body, String> {
+    let body: Body = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+    if tag_of(&body) != tag {
+        return Err(format!(
+            "payload tagged {:?}, expected {tag:?}",
+            tag_of(&body)
+        ));
+    }
+    Ok(body)
+}
+
+fn newer_check(schema: u32) -> Result<(), String> {
+    if schema > BOOSTER_SCHEMA {
+        return Err(format!(
+            "a booster event of schema {schema}, newer than this build reads ({BOOSTER_SCHEMA})"
+        ));
+    }
+    Ok(())
+}
+
+impl PayloadCodec for BoosterCodec {
+    fn family(&self) -> &'static str {
+        "booster"
+    }
+
+    fn schema(&self) -> u32 {
+        BOOSTER_SCHEMA
+    }
+
+    fn types(&self) -> &'static [&'static str] {
+        &[
+            BOOSTER_STARTED,
+            HINTS_ADDED,
+            CANDIDATES_SCORED,
+            BEAM_ROLLED_OUT,
+            STEP_APPLIED,
+            BACKTRACKED,
+            LOOP_DETECTED,
+        ]
+    }
+
+    fn decode(
+        &self,
+        tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        fields: DecodeFields,
+    ) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let stored: StoredBooster<'_> = postcard_decode(bytes)?;
+        let body = body_of(tag, stored.body)?;
+        let call = match stored.call {
+            Some(call) => Some(call.build(fields)?),
+            None => None,
+        };
+        Ok(FamilyPayload::new(BoosterEvent { body, call }))
+    }
+
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+        newer_check(schema)?;
+        let mut fields: BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let call = match fields.remove("call") {
+            Some(call) => Some(
+                serde_json::from_str::<CallRecord>(call.get())
+                    .map_err(|e| format!("payload call: {e}"))?,
+            ),
+            None => None,
+        };
+        let mut body = String::from("{");
+        for (i, (key, value)) in fields.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
+            body.push(':');
+            body.push_str(value.get());
+        }
+        body.push('}');
+        let body = body_of(tag, &body)?;
+        Ok(FamilyPayload::new(BoosterEvent { body, call }))
+    }
+}
