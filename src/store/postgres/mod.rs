@@ -693,7 +693,7 @@ fn unhex(text: &str) -> Result<Vec<u8>, StoreError> {
         _ => None,
     };
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(StoreError::Corrupt("a hex value of odd length".into()));
     }
     bytes
