@@ -410,7 +410,6 @@ impl Backend for PgBackend {
             changed: false,
             channel: self.channel.clone(),
             pending: Default::default(),
-            pending_statements: Cell::new(0),
             error: Default::default(),
             heads: Default::default(),
         }))
@@ -662,9 +661,7 @@ struct PgWrite<'b> {
     changed: bool,
     channel: Arc<str>,
     /// Written statements not sent yet, each ending with `;`.
-    pending: RefCell<String>,
-    /// How many statements `pending` holds.
-    pending_statements: Cell<usize>,
+    pending: RefCell<Pending>,
     /// The first error of a statement of this transaction (what commit reports).
     error: RefCell<Option<StoreError>>,
     /// Heads read or written in this transaction. It holds the ledger's write lock, so
@@ -775,8 +772,14 @@ impl PgWrite<'_> {
             sql.push_str(BEGIN);
         }
         let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        let pending_statements = self.pending_statements.replace(0);
-        sql.push_str(&pending);
+        let pending_statements = match pending.statement(None) {
+            Some(statement) => {
+                sql.push_str(&statement);
+                sql.push(';');
+                1
+            }
+            None => 0,
+        };
         sql.push_str(tail);
         let mut retried = false;
         let messages = loop {
@@ -856,16 +859,10 @@ impl PgWrite<'_> {
     /// Begins the transaction and sends the pending writes, so that a read through the
     /// read side sees them.
     fn flush(&self) -> Result<(), StoreError> {
-        if self.begun() && self.pending_statements.get() == 0 {
+        if self.begun() && self.pending.borrow().is_empty() {
             return Ok(());
         }
         self.send("writing events", "", 0).map(|_| ())
-    }
-
-    fn queue(&self, sql: &str) {
-        self.pending.borrow_mut().push_str(sql);
-        self.pending_statements
-            .set(self.pending_statements.get() + 1);
     }
 }
 
@@ -1001,14 +998,10 @@ impl WriteView for PgWrite<'_> {
         self.changed = true;
         let session = bytea(&session_key(plan.head.session));
         let mut position = self.counted.get();
-        let mut sql =
-            String::from("INSERT INTO ledger_events (session, seq, id, position, row) VALUES ");
-        for (index, event) in plan.events.iter().enumerate() {
+        let mut pending = self.pending.borrow_mut();
+        for event in &plan.events {
             position += 1;
-            if index > 0 {
-                sql.push(',');
-            }
-            sql.push_str(&format!(
+            pending.events.push(format!(
                 "({session},{},{},{},{})",
                 to_i64(event.seq),
                 bytea(&key(event.id.0.0)),
@@ -1016,31 +1009,20 @@ impl WriteView for PgWrite<'_> {
                 bytea(&codec::encode_event(event)),
             ));
         }
-        sql.push(';');
         // The unique keys are the second line behind the counter lock: a duplicate
-        // (session, seq) or id fails the whole group, which writes nothing.
-        self.queue(&sql);
-        if !plan.aliases.is_empty() {
-            let values: Vec<String> = plan
-                .aliases
-                .iter()
-                .map(|alias| {
-                    format!(
-                        "(convert_from({},'UTF8'),{session})",
-                        bytea(alias.as_bytes())
-                    )
-                })
-                .collect();
-            self.queue(&format!(
-                "INSERT INTO ledger_aliases (alias, session) VALUES {};",
-                values.join(",")
+        // (session, seq), id or alias fails the whole group, which writes nothing.
+        for alias in &plan.aliases {
+            pending.aliases.push(format!(
+                "(convert_from({},'UTF8'),{session})",
+                bytea(alias.as_bytes())
             ));
         }
         let head = SessionHead {
             position,
             ..plan.head.clone()
         };
-        self.queue(&head_upsert(&head));
+        pending.put_head(&head);
+        drop(pending);
         self.counted.set(position);
         self.heads.borrow_mut().insert(head.session, Some(head));
         Ok(position)
@@ -1051,7 +1033,7 @@ impl WriteView for PgWrite<'_> {
             self.send("beginning the write transaction", "", 0)?;
         }
         self.changed = true;
-        self.queue(&head_upsert(head));
+        self.pending.borrow_mut().put_head(head);
         self.heads
             .borrow_mut()
             .insert(head.session, Some(head.clone()));
@@ -1075,14 +1057,12 @@ impl WriteView for PgWrite<'_> {
         // One round trip: the pending writes, the counter, the wake-up of other servers
         // (delivered at commit), the commit. The values are numbers, hex and our own
         // channel name, never caller text.
-        let mut sql = std::mem::take(&mut *self.pending.borrow_mut());
-        self.pending_statements.set(0);
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
         let (last, counted) = (self.last.get(), self.counted.get());
-        if counted != last {
-            sql.push_str(&format!(
-                "UPDATE ledger_counter SET last_position = {counted} WHERE id = 1;SELECT pg_notify({}, '{counted}');",
-                schema::quote_literal(&self.channel),
-            ));
+        let counter = (counted != last).then(|| (counted, &*self.channel));
+        let mut sql = pending.statement(counter).unwrap_or_default();
+        if !sql.is_empty() {
+            sql.push(';');
         }
         sql.push_str("COMMIT");
         self.read.open.set(false);
@@ -1112,14 +1092,81 @@ impl WriteView for PgWrite<'_> {
     }
 }
 
-/// The statement that writes `head`.
-fn head_upsert(head: &SessionHead) -> String {
-    format!(
-        "INSERT INTO ledger_heads (session, head) VALUES ({},{}) \
-         ON CONFLICT (session) DO UPDATE SET head = excluded.head;",
-        bytea(&session_key(head.session)),
-        bytea(&encode_head(head)),
-    )
+/// Writes of the write transaction not sent yet: the rows of one multi-row `INSERT` per
+/// table, each a literal tuple of numbers and hex.
+#[derive(Default)]
+struct Pending {
+    events: Vec<String>,
+    aliases: Vec<String>,
+    /// The last head written per session (one statement may not write a row twice).
+    heads: Vec<(SessionId, String)>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.aliases.is_empty() && self.heads.is_empty()
+    }
+
+    fn put_head(&mut self, head: &SessionHead) {
+        let tuple = format!(
+            "({},{})",
+            bytea(&session_key(head.session)),
+            bytea(&encode_head(head))
+        );
+        match self.heads.iter_mut().find(|(s, _)| *s == head.session) {
+            Some(slot) => slot.1 = tuple,
+            None => self.heads.push((head.session, tuple)),
+        }
+    }
+
+    /// One statement writing everything pending (none when nothing is), and with
+    /// `counter` (the new last position and the NOTIFY channel) the counter's update and
+    /// the wake-up of other servers (delivered at commit) too. Data-modifying `WITH`
+    /// parts all run, once, whatever the main query reads.
+    fn statement(&self, counter: Option<(u64, &str)>) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.events.is_empty() {
+            parts.push(format!(
+                "INSERT INTO ledger_events (session, seq, id, position, row) VALUES {}",
+                self.events.join(",")
+            ));
+        }
+        if !self.aliases.is_empty() {
+            parts.push(format!(
+                "INSERT INTO ledger_aliases (alias, session) VALUES {}",
+                self.aliases.join(",")
+            ));
+        }
+        if !self.heads.is_empty() {
+            let tuples: Vec<&str> = self.heads.iter().map(|(_, t)| t.as_str()).collect();
+            parts.push(format!(
+                "INSERT INTO ledger_heads (session, head) VALUES {} \
+                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
+                tuples.join(",")
+            ));
+        }
+        let main = match counter {
+            Some((last, channel)) => {
+                parts.push(format!(
+                    "UPDATE ledger_counter SET last_position = {last} WHERE id = 1"
+                ));
+                format!(
+                    "SELECT pg_notify({}, '{last}')",
+                    schema::quote_literal(channel)
+                )
+            }
+            None => parts.pop()?,
+        };
+        if parts.is_empty() {
+            return Some(main);
+        }
+        let with: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| format!("w{index} AS ({part})"))
+            .collect();
+        Some(format!("WITH {} {main}", with.join(",")))
+    }
 }
 
 #[cfg(test)]
