@@ -41,6 +41,7 @@ macro_rules! conformance_suite {
             append_checks_the_expected_seq_and_writes_nothing_on_conflict,
             a_retried_batch_is_acknowledged_with_the_stored_events,
             a_reused_id_is_refused,
+            a_head_and_events_by_id_answer_as_their_parts,
             a_session_starts_with_session_started_once,
             aliases_are_unique_and_resolve,
             import_keeps_hashes_chains_and_is_idempotent,
@@ -172,6 +173,59 @@ pub fn a_retried_batch_is_acknowledged_with_the_stored_events(fresh: &MakeFresh)
         .unwrap();
     assert_eq!(imported, again);
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
+}
+
+/// `head_and_events_by_id` answers exactly as `head` and `events_by_id` do: in a read
+/// view, and in the write transaction after appends of the same transaction (which it
+/// sees), for a known and an unknown session, stored and missing ids, and no ids.
+pub fn a_head_and_events_by_id_answer_as_their_parts(fresh: &MakeFresh) {
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let first = session_with(&ledger, 2);
+    let stored = ledger.events(first.session, 1, 10).unwrap();
+    let missing = closed("never stored").id;
+    let ids = vec![stored[2].id, missing, stored[0].id];
+    let unknown = SessionId::generate();
+    let expected_events = vec![Some(stored[2].clone()), None, Some(stored[0].clone())];
+    {
+        let view = ledger.backend.read().unwrap();
+        let (head, events) = view.head_and_events_by_id(first.session, &ids).unwrap();
+        assert_eq!(head.as_ref(), Some(&first));
+        assert_eq!(head, view.head(first.session).unwrap());
+        assert_eq!(events, expected_events);
+        assert_eq!(events, view.events_by_id(&ids).unwrap());
+        let (head, events) = view.head_and_events_by_id(unknown, &[]).unwrap();
+        assert_eq!((head, events), (None, Vec::new()));
+    }
+    let session = first.session;
+    let seen = ledger
+        .write_blocking(move |txn| {
+            let view = txn.backend();
+            let before = view.head_and_events_by_id(session, &ids)?;
+            assert_eq!(before.0, view.head(session)?);
+            assert_eq!(before.1, view.events_by_id(&ids)?);
+            let more = closed("in this transaction");
+            let more_id = more.id;
+            let appended = txn.append(session, 3, vec![more]).expect("append");
+            let view = txn.backend();
+            let after = view.head_and_events_by_id(session, &[more_id, missing])?;
+            assert_eq!(after.0.as_ref(), Some(&appended.head));
+            assert_eq!(after.0, view.head(session)?);
+            assert_eq!(after.1, vec![Some(appended.events[0].clone()), None]);
+            assert_eq!(after.1, view.events_by_id(&[more_id, missing])?);
+            assert_eq!(
+                view.head_and_events_by_id(unknown, &[more_id])?,
+                (None, vec![Some(appended.events[0].clone())])
+            );
+            Ok::<_, StoreError>((before, appended))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.0, (Some(first), expected_events));
+    assert_eq!(ledger.head(session).unwrap(), Some(seen.1.head));
 }
 
 pub fn a_reused_id_is_refused(fresh: &MakeFresh) {

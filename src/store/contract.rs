@@ -107,6 +107,18 @@ pub trait ReadView {
     /// whole batch: a network database answers it in one round trip).
     fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError>;
 
+    /// [`ReadView::head`] of `session` and [`ReadView::events_by_id`] of `ids`, as one
+    /// question: what an append's rules read before planning (a network database answers
+    /// it in one round trip). Answers exactly as the two methods would.
+    #[allow(clippy::type_complexity)]
+    fn head_and_events_by_id(
+        &self,
+        session: SessionId,
+        ids: &[EventId],
+    ) -> Result<(Option<SessionHead>, Vec<Option<Event>>), StoreError> {
+        Ok((self.head(session)?, self.events_by_id(ids)?))
+    }
+
     /// The rows of `session` with seq in `from_seq..=to_seq`, in seq order, decoded as
     /// `decode` says, until `visit` returns false. Streams: no row is held after its visit.
     /// A row that does not decode is visited with the error (verify reports it by seq).

@@ -81,15 +81,22 @@ pub enum Plan {
     Write(AppendPlan),
 }
 
-/// Reads what [`plan_append`] needs for `batch` through any backend's view.
-pub fn lookups(view: &dyn ReadView, batch: &Batch) -> Result<Stored, StoreError> {
+/// Reads what [`plan_append`] needs for `batch` through any backend's view: the head of
+/// `session` and the stored events of the batch's ids in one question
+/// ([`ReadView::head_and_events_by_id`]), then the batch's aliases (a new session's).
+pub fn lookups(
+    view: &dyn ReadView,
+    session: SessionId,
+    batch: &Batch,
+) -> Result<(Option<SessionHead>, Stored), StoreError> {
     let ids: Vec<crate::event::EventId> = batch
         .ids_and_payloads()
         .into_iter()
         .map(|(id, _)| id)
         .collect();
+    let (head, by_id) = view.head_and_events_by_id(session, &ids)?;
     let mut stored = Stored {
-        by_id: view.events_by_id(&ids)?,
+        by_id,
         taken_aliases: Vec::new(),
     };
     for alias in batch.aliases() {
@@ -97,7 +104,7 @@ pub fn lookups(view: &dyn ReadView, batch: &Batch) -> Result<Stored, StoreError>
             stored.taken_aliases.push((alias.to_string(), owner));
         }
     }
-    Ok(stored)
+    Ok((head, stored))
 }
 
 /// The append rules (see the module doc). `head` is the head of the batch's session as of

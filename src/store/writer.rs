@@ -285,8 +285,7 @@ impl AppendTxn<'_> {
     /// Reads what the rules need, plans, and writes the plan.
     fn run(&mut self, batch: Batch) -> Result<Appended, AppendError> {
         let session = batch.session().ok_or(AppendError::EmptyBatch)?;
-        let head = self.txn.head(session)?;
-        let stored = rules::lookups(&*self.txn, &batch)?;
+        let (head, stored) = rules::lookups(&*self.txn, session, &batch)?;
         match rules::plan_append(head.as_ref(), &stored, batch)? {
             Plan::Again(appended) => Ok(appended),
             Plan::Write(plan) => {

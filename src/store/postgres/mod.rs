@@ -32,7 +32,7 @@ use super::contract::{
 use super::{Ledger, OpenError, SessionHead, StoreError, codec};
 use crate::event::{Event, EventId, SessionId};
 use postgres::{Client, NoTls};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -392,37 +392,25 @@ impl Backend for PgBackend {
         Ok(Box::new(PgRead {
             conn: RefCell::new(pooled),
             failed: Default::default(),
-            open: true,
+            open: Cell::new(true),
         }))
     }
 
     fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
-        let (mut pooled, messages) = self.begin(
-            "beginning the write transaction",
-            "BEGIN; SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE",
-        )?;
-        let last = messages.iter().find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(row) => {
-                row.get(0).and_then(|v| v.parse::<u64>().ok())
-            }
-            _ => None,
-        });
-        let Some(last) = last else {
-            pooled.discard();
-            return Err(StoreError::Corrupt(
-                "the ledger_counter row is missing".into(),
-            ));
-        };
+        // Begun by its first message (see `PgWrite`): BEGIN and the counter lock travel
+        // with the first reads.
         Ok(Box::new(PgWrite {
             read: PgRead {
-                conn: RefCell::new(pooled),
+                conn: RefCell::new(self.client()?),
                 failed: Default::default(),
-                open: true,
+                open: Cell::new(false),
             },
-            last,
-            counted: last,
+            last: Cell::new(0),
+            counted: Cell::new(0),
             changed: false,
             channel: self.channel.clone(),
+            pending: Default::default(),
+            error: Default::default(),
             heads: Default::default(),
         }))
     }
@@ -444,7 +432,7 @@ struct PgRead<'b> {
     /// quietly roll it back; commit reports it instead.
     failed: std::cell::Cell<bool>,
     /// A transaction is open on the connection (ended by commit/abort/drop).
-    open: bool,
+    open: Cell<bool>,
 }
 
 impl PgRead<'_> {
@@ -469,10 +457,9 @@ impl PgRead<'_> {
     }
 
     fn end(&mut self, sql: &str) -> Result<(), postgres::Error> {
-        if !self.open {
+        if !self.open.replace(false) {
             return Ok(());
         }
-        self.open = false;
         let conn = self.conn.get_mut();
         if conn.client.is_none() {
             return Ok(());
@@ -655,148 +642,398 @@ impl ReadView for PgRead<'_> {
 
 /// The write transaction: READ COMMITTED after taking the counter's row lock, so every
 /// statement sees every commit before it and no other server writes until this one ends.
+///
+/// Round trips: an append group costs two when its jobs read only what an append needs
+/// (`BEGIN`, the counter lock and the first reads in one simple-query message; the
+/// writes, the counter, `pg_notify` and `COMMIT` in another). The transaction is begun
+/// with the first statement it sends, and writes wait in `pending` until the next
+/// message goes: a read sends them first (so it sees them), the commit sends them with
+/// the `COMMIT`. Statements are literal SQL whose only values are numbers and hex
+/// (`decode('…', 'hex')`): never caller text. A statement that fails makes PostgreSQL
+/// skip the rest of its message, `COMMIT` included, and fails the transaction
+/// (`failed`): the commit then reports that error instead of committing anything.
 struct PgWrite<'b> {
     read: PgRead<'b>,
-    /// The last position at the start of the transaction.
-    last: u64,
+    /// The last position at the start of the transaction (known once begun).
+    last: Cell<u64>,
     /// The last position including this transaction's appends.
-    counted: u64,
+    counted: Cell<u64>,
     changed: bool,
     channel: Arc<str>,
+    /// Written statements not sent yet, each ending with `;`.
+    pending: RefCell<Pending>,
+    /// The first error of a statement of this transaction (what commit reports).
+    error: RefCell<Option<StoreError>>,
     /// Heads read or written in this transaction. It holds the ledger's write lock, so
     /// no one else changes a head meanwhile: a job's second look at a head (its target,
     /// then the append rules) costs no round trip.
     heads: RefCell<std::collections::HashMap<SessionId, Option<SessionHead>>>,
 }
 
-macro_rules! forward_reads {
-    () => {
-        fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
-            if let Some(head) = self.heads.borrow().get(&session) {
-                return Ok(head.clone());
-            }
-            let head = self.read.head(session)?;
-            self.heads.borrow_mut().insert(session, head.clone());
-            Ok(head)
-        }
-        fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-            self.read.heads()
-        }
-        fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
-            self.read.alias(alias)
-        }
-        fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
-            self.read.events_by_id(ids)
-        }
-        fn scan_session(
-            &self,
-            session: SessionId,
-            from_seq: u64,
-            to_seq: u64,
-            decode: Decode,
-            visit: &mut RowVisitor<'_>,
-        ) -> Result<(), StoreError> {
-            self.read
-                .scan_session(session, from_seq, to_seq, decode, visit)
-        }
-        fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
-            self.read.scan_all(visit)
-        }
-        fn event_count(&self) -> Result<u64, StoreError> {
-            self.read.event_count()
-        }
-        fn scan_positions(
-            &self,
-            from: u64,
-            visit: &mut PositionVisitor<'_>,
-        ) -> Result<(), StoreError> {
-            self.read.scan_positions(from, visit)
-        }
-    };
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(DIGITS[(byte >> 4) as usize] as char);
+        text.push(DIGITS[(byte & 15) as usize] as char);
+    }
+    text
 }
 
+/// The bytes of hex `text` (what `encode(…, 'hex')` answers).
+fn unhex(text: &str) -> Result<Vec<u8>, StoreError> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return Err(StoreError::Corrupt("a hex value of odd length".into()));
+    }
+    bytes
+        .chunks(2)
+        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
+            (Some(high), Some(low)) => Ok(high << 4 | low),
+            _ => Err(StoreError::Corrupt("a value that is not hex".into())),
+        })
+        .collect()
+}
+
+/// A bytea literal of `bytes`.
+fn bytea(bytes: &[u8]) -> String {
+    format!("decode('{}','hex')", hex(bytes))
+}
+
+/// The rows of each statement of a simple-query message, in order.
+fn statements(messages: Vec<postgres::SimpleQueryMessage>) -> Vec<Vec<postgres::SimpleQueryRow>> {
+    let mut all = Vec::new();
+    let mut rows = Vec::new();
+    for message in messages {
+        match message {
+            postgres::SimpleQueryMessage::Row(row) => rows.push(row),
+            postgres::SimpleQueryMessage::CommandComplete(_) => all.push(std::mem::take(&mut rows)),
+            _ => {}
+        }
+    }
+    all
+}
+
+/// Column `index` of `row` as bytes (the query selected it with `encode(…, 'hex')`).
+fn hex_column(row: &postgres::SimpleQueryRow, index: usize) -> Result<Vec<u8>, StoreError> {
+    unhex(
+        row.get(index)
+            .ok_or_else(|| StoreError::Corrupt("a NULL where a value is stored".into()))?,
+    )
+}
+
+/// Whether `error` came from a statement the server refused (an aborted transaction:
+/// nothing committed), as opposed to a connection lost with the outcome unknown.
+fn refused(error: &postgres::Error) -> bool {
+    !error.is_closed() && !connection_lost(error)
+}
+
+/// The error of a refused statement: a unique key says another writer was first.
+fn refusal(what: &'static str, source: postgres::Error) -> StoreError {
+    if let Some(db) = source.as_db_error()
+        && db.code().code() == "23505"
+    {
+        return StoreError::backend(PgError::KeyConflict {
+            constraint: db.constraint().unwrap_or("a unique key").to_string(),
+        });
+    }
+    query_error(what)(source)
+}
+
+impl PgWrite<'_> {
+    fn begun(&self) -> bool {
+        self.read.open.get()
+    }
+
+    /// Sends one message: `BEGIN` and the counter lock when the transaction is not begun
+    /// yet, the pending writes, then `tail` (statements, each ending with `;`, of which
+    /// `tail_statements` answer). Returns the rows of the tail's statements.
+    fn send(
+        &self,
+        what: &'static str,
+        tail: &str,
+        tail_statements: usize,
+    ) -> Result<Vec<Vec<postgres::SimpleQueryRow>>, StoreError> {
+        if self.read.failed.get() {
+            return Err(StoreError::backend(PgError::FailedEarlier));
+        }
+        const BEGIN: &str =
+            "BEGIN;SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE;";
+        let beginning = !self.begun();
+        let mut sql = String::new();
+        if beginning {
+            sql.push_str(BEGIN);
+        }
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        let pending_statements = match pending.statement(None) {
+            Some(statement) => {
+                sql.push_str(&statement);
+                sql.push(';');
+                1
+            }
+            None => 0,
+        };
+        sql.push_str(tail);
+        let mut retried = false;
+        let messages = loop {
+            let mut conn = self.read.conn.borrow_mut();
+            match blocking(|| conn.get().simple_query(&sql)) {
+                Ok(messages) => break messages,
+                Err(error) => {
+                    let dead = error.is_closed() || connection_lost(&error);
+                    if dead {
+                        conn.discard();
+                    }
+                    // A pooled connection found dead before this transaction sent
+                    // anything (the server restarted): nothing was done, connect again.
+                    if dead && beginning && pending.is_empty() && !retried {
+                        tracing::info!(%error, "a pooled PostgreSQL connection was dead; reconnecting");
+                        let backend = conn.backend;
+                        backend
+                            .idle
+                            .lock()
+                            .unwrap_or_else(|poison| poison.into_inner())
+                            .clear();
+                        match blocking(|| backend.target.connect()) {
+                            Ok(client) => {
+                                conn.client = Some(client);
+                                retried = true;
+                                continue;
+                            }
+                            Err(error) => return Err(self.fail(StoreError::backend(error))),
+                        }
+                    }
+                    if beginning && !dead {
+                        // The transaction began, then a statement failed.
+                        drop(conn);
+                        self.opened();
+                    }
+                    return Err(self.fail(refusal(what, error)));
+                }
+            }
+        };
+        let mut all = statements(messages).into_iter();
+        if beginning {
+            self.opened();
+            let _begin = all.next();
+            let last = all
+                .next()
+                .and_then(|rows| rows.first().and_then(|r| r.get(0)?.parse::<u64>().ok()));
+            let Some(last) = last else {
+                return Err(self.fail(StoreError::Corrupt(
+                    "the ledger_counter row is missing".into(),
+                )));
+            };
+            self.last.set(last);
+            self.counted.set(last);
+        }
+        let answers: Vec<_> = all.skip(pending_statements).collect();
+        if answers.len() != tail_statements {
+            return Err(self.fail(StoreError::Corrupt(format!(
+                "PostgreSQL answered {} statements, not {tail_statements} ({what})",
+                answers.len()
+            ))));
+        }
+        Ok(answers)
+    }
+
+    /// Marks the transaction begun (a ROLLBACK ends it when dropped).
+    fn opened(&self) {
+        self.read.open.set(true);
+    }
+
+    /// Records `error` as this transaction's first (what commit reports) and returns it.
+    fn fail(&self, error: StoreError) -> StoreError {
+        self.read.failed.set(true);
+        self.error.borrow_mut().get_or_insert_with(|| error.clone());
+        error
+    }
+
+    /// Begins the transaction and sends the pending writes, so that a read through the
+    /// read side sees them.
+    fn flush(&self) -> Result<(), StoreError> {
+        if self.begun() && self.pending.borrow().is_empty() {
+            return Ok(());
+        }
+        self.send("writing events", "", 0).map(|_| ())
+    }
+}
+
+const HEAD_SQL: &str = "SELECT encode(head,'hex') FROM ledger_heads WHERE session = ";
+
 impl ReadView for PgWrite<'_> {
-    forward_reads!();
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        Ok(self.head_and_events_by_id(session, &[])?.0)
+    }
+
+    fn head_and_events_by_id(
+        &self,
+        session: SessionId,
+        ids: &[EventId],
+    ) -> Result<(Option<SessionHead>, Vec<Option<Event>>), StoreError> {
+        let cached = self.heads.borrow().get(&session).cloned();
+        let mut tail = String::new();
+        let mut count = 0;
+        if cached.is_none() {
+            tail.push_str(HEAD_SQL);
+            tail.push_str(&bytea(&session_key(session)));
+            tail.push(';');
+            count += 1;
+        }
+        if !ids.is_empty() {
+            tail.push_str(
+                "SELECT encode(id,'hex'), encode(row,'hex') FROM ledger_events WHERE id IN (",
+            );
+            for (index, id) in ids.iter().enumerate() {
+                if index > 0 {
+                    tail.push(',');
+                }
+                tail.push_str(&bytea(&key(id.0.0)));
+            }
+            tail.push_str(");");
+            count += 1;
+        }
+        if count == 0 {
+            return Ok((cached.flatten(), Vec::new()));
+        }
+        let mut answers = self
+            .send("reading a head and events by id", &tail, count)?
+            .into_iter();
+        let head = match cached {
+            Some(head) => head,
+            None => {
+                let rows = answers.next().unwrap_or_default();
+                let head = rows
+                    .first()
+                    .map(|row| decode_head(&hex_column(row, 0)?))
+                    .transpose()?;
+                self.heads.borrow_mut().insert(session, head.clone());
+                head
+            }
+        };
+        let mut found = std::collections::HashMap::new();
+        for row in answers.next().unwrap_or_default() {
+            found.insert(
+                hex_column(&row, 0)?,
+                codec::decode_event(&hex_column(&row, 1)?)?,
+            );
+        }
+        let events = ids
+            .iter()
+            .map(|id| found.remove(&key(id.0.0)[..]))
+            .collect();
+        Ok((head, events))
+    }
+
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.flush()?;
+        self.read.events_by_id(ids)
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        self.flush()?;
+        self.read.heads()
+    }
+
+    fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+        self.flush()?;
+        self.read.alias(alias)
+    }
+
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        self.flush()?;
+        self.read
+            .scan_session(session, from_seq, to_seq, decode, visit)
+    }
+
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+        self.flush()?;
+        self.read.scan_all(visit)
+    }
+
+    fn event_count(&self) -> Result<u64, StoreError> {
+        self.flush()?;
+        self.read.event_count()
+    }
+
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
+        self.flush()?;
+        self.read.scan_positions(from, visit)
+    }
 
     fn last_position(&self) -> Result<u64, StoreError> {
-        Ok(self.counted)
+        if !self.begun() {
+            self.flush()?;
+        }
+        Ok(self.counted.get())
     }
 }
 
 impl WriteView for PgWrite<'_> {
     fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError> {
+        if !self.begun() {
+            // Positions follow the counter, read under its lock.
+            self.send("beginning the write transaction", "", 0)?;
+        }
+        if self.read.failed.get() {
+            return Err(StoreError::backend(PgError::FailedEarlier));
+        }
         self.changed = true;
-        let session = session_key(plan.head.session).to_vec();
-        let n = plan.events.len();
-        let mut sessions = Vec::with_capacity(n);
-        let mut seqs = Vec::with_capacity(n);
-        let mut ids = Vec::with_capacity(n);
-        let mut positions = Vec::with_capacity(n);
-        let mut rows = Vec::with_capacity(n);
-        let mut position = self.counted;
+        let session = bytea(&session_key(plan.head.session));
+        let mut position = self.counted.get();
+        let mut pending = self.pending.borrow_mut();
         for event in &plan.events {
             position += 1;
-            sessions.push(session.clone());
-            seqs.push(to_i64(event.seq));
-            ids.push(key(event.id.0.0).to_vec());
-            positions.push(to_i64(position));
-            rows.push(codec::encode_event(event));
+            pending.events.push(format!(
+                "({session},{},{},{},{})",
+                to_i64(event.seq),
+                bytea(&key(event.id.0.0)),
+                to_i64(position),
+                bytea(&codec::encode_event(event)),
+            ));
+        }
+        // The unique keys are the second line behind the counter lock: a duplicate
+        // (session, seq), id or alias fails the whole group, which writes nothing.
+        for alias in &plan.aliases {
+            pending.aliases.push(format!(
+                "(convert_from({},'UTF8'),{session})",
+                bytea(alias.as_bytes())
+            ));
         }
         let head = SessionHead {
             position,
             ..plan.head.clone()
         };
-        let head_bytes = encode_head(&head);
-        let aliases: Vec<&str> = plan.aliases.iter().map(String::as_str).collect();
-        // The unique keys are the second line behind the counter lock: a duplicate
-        // (session, seq) or id fails the whole group, which writes nothing.
-        let key_conflict = |error: &StoreError| {
-            let db = error
-                .source_error()
-                .and_then(|e| e.downcast_ref::<PgError>())
-                .and_then(|e| match e {
-                    PgError::Query { source, .. } => source.as_db_error(),
-                    _ => None,
-                })?;
-            (db.code().code() == "23505")
-                .then(|| db.constraint().unwrap_or("a unique key").to_string())
-        };
-        // One round trip: the events, the aliases and the head in one statement.
-        let written = self.read.with("writing events", |c| {
-            c.execute(
-                "WITH events AS (\
-                    INSERT INTO ledger_events (session, seq, id, position, row) \
-                    SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[])), \
-                 aliases AS (\
-                    INSERT INTO ledger_aliases (alias, session) SELECT a, $6 FROM unnest($8::text[]) AS a) \
-                 INSERT INTO ledger_heads (session, head) VALUES ($6, $7) \
-                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
-                &[&sessions, &seqs, &ids, &positions, &rows, &session, &head_bytes, &aliases],
-            )
-            .map(|_| ())
-        });
-        if let Err(error) = written {
-            return Err(match key_conflict(&error) {
-                Some(constraint) => StoreError::backend(PgError::KeyConflict { constraint }),
-                None => error,
-            });
-        }
-        self.counted = position;
+        pending.put_head(&head);
+        drop(pending);
+        self.counted.set(position);
         self.heads.borrow_mut().insert(head.session, Some(head));
         Ok(position)
     }
 
     fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
+        if !self.begun() {
+            self.send("beginning the write transaction", "", 0)?;
+        }
         self.changed = true;
-        let session = session_key(head.session).to_vec();
-        let bytes = encode_head(head);
-        self.read.with("writing a session head", |c| {
-            c.execute(
-                "INSERT INTO ledger_heads (session, head) VALUES ($1, $2) \
-                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
-                &[&session, &bytes],
-            )
-        })?;
+        self.pending.borrow_mut().put_head(head);
         self.heads
             .borrow_mut()
             .insert(head.session, Some(head.clone()));
@@ -810,29 +1047,125 @@ impl WriteView for PgWrite<'_> {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         if self.read.failed.get() {
             let _ = self.read.end("ROLLBACK");
-            return Err(StoreError::backend(PgError::FailedEarlier));
+            let error = self.error.borrow_mut().take();
+            return Err(error.unwrap_or_else(|| StoreError::backend(PgError::FailedEarlier)));
         }
-        // One round trip: the counter, the wake-up of other servers (delivered at commit),
-        // the commit. The values are numbers and our own channel name, never caller text.
-        let mut sql = String::new();
-        if self.counted != self.last {
-            sql.push_str(&format!(
-                "UPDATE ledger_counter SET last_position = {} WHERE id = 1; SELECT pg_notify({}, '{}'); ",
-                self.counted,
-                schema::quote_literal(&self.channel),
-                self.counted
-            ));
+        if !self.begun() {
+            // Nothing was sent: there is no transaction to end.
+            return Ok(());
+        }
+        // One round trip: the pending writes, the counter, the wake-up of other servers
+        // (delivered at commit), the commit. The values are numbers, hex and our own
+        // channel name, never caller text.
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        let (last, counted) = (self.last.get(), self.counted.get());
+        let counter = (counted != last).then(|| (counted, &*self.channel));
+        let mut sql = pending.statement(counter).unwrap_or_default();
+        if !sql.is_empty() {
+            sql.push(';');
         }
         sql.push_str("COMMIT");
-        self.read
-            .end(&sql)
-            .map_err(|source| StoreError::backend(PgError::Commit { source }))
+        self.read.open.set(false);
+        let conn = self.read.conn.get_mut();
+        if conn.client.is_none() {
+            return Err(StoreError::backend(PgError::FailedEarlier));
+        }
+        let result = blocking(|| conn.get().batch_execute(&sql));
+        match result {
+            Ok(()) => Ok(()),
+            Err(source) => {
+                conn.discard();
+                // A statement refused: PostgreSQL skipped the rest, COMMIT included.
+                if refused(&source) {
+                    Err(refusal("writing events", source))
+                } else {
+                    Err(StoreError::backend(PgError::Commit { source }))
+                }
+            }
+        }
     }
 
     fn abort(mut self: Box<Self>) -> Result<(), StoreError> {
         self.read
             .end("ROLLBACK")
             .map_err(query_error("aborting the write transaction"))
+    }
+}
+
+/// Writes of the write transaction not sent yet: the rows of one multi-row `INSERT` per
+/// table, each a literal tuple of numbers and hex.
+#[derive(Default)]
+struct Pending {
+    events: Vec<String>,
+    aliases: Vec<String>,
+    /// The last head written per session (one statement may not write a row twice).
+    heads: Vec<(SessionId, String)>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.aliases.is_empty() && self.heads.is_empty()
+    }
+
+    fn put_head(&mut self, head: &SessionHead) {
+        let tuple = format!(
+            "({},{})",
+            bytea(&session_key(head.session)),
+            bytea(&encode_head(head))
+        );
+        match self.heads.iter_mut().find(|(s, _)| *s == head.session) {
+            Some(slot) => slot.1 = tuple,
+            None => self.heads.push((head.session, tuple)),
+        }
+    }
+
+    /// One statement writing everything pending (none when nothing is), and with
+    /// `counter` (the new last position and the NOTIFY channel) the counter's update and
+    /// the wake-up of other servers (delivered at commit) too. Data-modifying `WITH`
+    /// parts all run, once, whatever the main query reads.
+    fn statement(&self, counter: Option<(u64, &str)>) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.events.is_empty() {
+            parts.push(format!(
+                "INSERT INTO ledger_events (session, seq, id, position, row) VALUES {}",
+                self.events.join(",")
+            ));
+        }
+        if !self.aliases.is_empty() {
+            parts.push(format!(
+                "INSERT INTO ledger_aliases (alias, session) VALUES {}",
+                self.aliases.join(",")
+            ));
+        }
+        if !self.heads.is_empty() {
+            let tuples: Vec<&str> = self.heads.iter().map(|(_, t)| t.as_str()).collect();
+            parts.push(format!(
+                "INSERT INTO ledger_heads (session, head) VALUES {} \
+                 ON CONFLICT (session) DO UPDATE SET head = excluded.head",
+                tuples.join(",")
+            ));
+        }
+        let main = match counter {
+            Some((last, channel)) => {
+                parts.push(format!(
+                    "UPDATE ledger_counter SET last_position = {last} WHERE id = 1"
+                ));
+                format!(
+                    "SELECT pg_notify({}, '{last}')",
+                    schema::quote_literal(channel)
+                )
+            }
+            None => parts.pop()?,
+        };
+        if parts.is_empty() {
+            return Some(main);
+        }
+        let with: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| format!("w{index} AS ({part})"))
+            .collect();
+        Some(format!("WITH {} {main}", with.join(",")))
     }
 }
 
@@ -963,9 +1296,25 @@ mod tests {
             panic!("a plan to write")
         };
         let position = ledger.last_position().unwrap();
+        // The write waits for the commit's message, where the key refuses it: PostgreSQL
+        // skips the COMMIT after it, and the group's commit says so instead of quietly
+        // rolling back.
+        let plan = stale.clone();
+        let refused = ledger.write_blocking(move |txn| txn.backend().append(&plan).map(|_| ()));
+        let group = refused.expect_err("the group fails");
+        assert!(
+            group
+                .to_string()
+                .contains("another writer stored that event first"),
+            "{group}"
+        );
+        assert_eq!(ledger.last_position().unwrap(), position, "nothing written");
+        // A read after it in the same transaction sends it first: the read answers the
+        // refusal, and the group fails with it.
         let (tx, rx) = std::sync::mpsc::channel();
         let refused = ledger.write_blocking(move |txn| {
-            let _ = tx.send(txn.backend().append(&stale).map(|_| ()));
+            txn.backend().append(&stale).expect("queued");
+            let _ = tx.send(txn.backend().event_count().map(|_| ()));
         });
         let error = rx.recv().unwrap().expect_err("the key refuses a taken seq");
         assert!(
@@ -974,9 +1323,13 @@ mod tests {
                 .contains("another writer stored that event first"),
             "{error}"
         );
-        // And the group's commit says so instead of quietly rolling back.
         let group = refused.expect_err("the group fails");
-        assert!(group.to_string().contains("failed earlier"), "{group}");
+        assert!(
+            group
+                .to_string()
+                .contains("another writer stored that event first"),
+            "{group}"
+        );
         assert_eq!(ledger.last_position().unwrap(), position, "nothing written");
         // Retried the normal way (the head read inside the transaction): appended once.
         let retried = ledger
