@@ -108,6 +108,36 @@ pub trait PayloadCodec: Send + Sync {
     ) -> Result<FamilyPayload, String>;
     /// A payload from the JSON it was written as (imports, JSON rows, upcast events).
     fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String>;
+
+    /// Refuses a row of a schema newer than this build reads, in the one wording every
+    /// family uses (older schemas are the codec's to upcast).
+    fn refuse_newer(&self, schema: u32) -> Result<(), String> {
+        if schema > self.schema() {
+            return Err(format!(
+                "a {} event of schema {schema}, newer than this build reads ({})",
+                self.family(),
+                self.schema()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A family's body (a serde-tagged enum) from its JSON, refused unless its own tag
+/// (`tag_of`) is the one the row carries: the row's tag and its body never disagree.
+pub fn tagged_body<B: serde::de::DeserializeOwned>(
+    tag: &str,
+    json: &str,
+    tag_of: fn(&B) -> &'static str,
+) -> Result<B, String> {
+    let body: B = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+    if tag_of(&body) != tag {
+        return Err(format!(
+            "payload tagged {:?}, expected {tag:?}",
+            tag_of(&body)
+        ));
+    }
+    Ok(body)
 }
 
 /// One family payload inside an event.

@@ -195,26 +195,6 @@ pub struct BoosterCodec;
 /// The one instance, registered with the family.
 pub static BOOSTER_CODEC: BoosterCodec = BoosterCodec;
 
-fn body_of(tag: &str, json: &str) -> Result<Body, String> {
-    let body: Body = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-    if tag_of(&body) != tag {
-        return Err(format!(
-            "payload tagged {:?}, expected {tag:?}",
-            tag_of(&body)
-        ));
-    }
-    Ok(body)
-}
-
-fn newer_check(schema: u32) -> Result<(), String> {
-    if schema > BOOSTER_SCHEMA {
-        return Err(format!(
-            "a booster event of schema {schema}, newer than this build reads ({BOOSTER_SCHEMA})"
-        ));
-    }
-    Ok(())
-}
-
 impl PayloadCodec for BoosterCodec {
     fn family(&self) -> &'static str {
         "booster"
@@ -243,9 +223,9 @@ impl PayloadCodec for BoosterCodec {
         bytes: &[u8],
         fields: DecodeFields,
     ) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let stored: StoredBooster<'_> = postcard_decode(bytes)?;
-        let body = body_of(tag, stored.body)?;
+        let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
         let call = match stored.call {
             Some(call) => Some(call.build(fields)?),
             None => None,
@@ -254,7 +234,7 @@ impl PayloadCodec for BoosterCodec {
     }
 
     fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let mut fields: BTreeMap<String, Box<RawValue>> =
             serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
         let call = match fields.remove("call") {
@@ -274,7 +254,7 @@ impl PayloadCodec for BoosterCodec {
             body.push_str(value.get());
         }
         body.push('}');
-        let body = body_of(tag, &body)?;
+        let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }
 }

@@ -252,17 +252,6 @@ pub struct PlanningCodec;
 /// The one instance, registered with the family.
 pub static PLANNING_CODEC: PlanningCodec = PlanningCodec;
 
-fn body_of(tag: &str, json: &str) -> Result<Body, String> {
-    let body: Body = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-    if tag_of(&body) != tag {
-        return Err(format!(
-            "payload tagged {:?}, expected {tag:?}",
-            tag_of(&body)
-        ));
-    }
-    Ok(body)
-}
-
 impl PayloadCodec for PlanningCodec {
     fn family(&self) -> &'static str {
         "planning"
@@ -291,9 +280,9 @@ impl PayloadCodec for PlanningCodec {
         bytes: &[u8],
         fields: DecodeFields,
     ) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let stored: StoredPlanning<'_> = postcard_decode(bytes)?;
-        let body = body_of(tag, stored.body)?;
+        let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
         Ok(FamilyPayload::new(PlanningEvent {
             body,
             call: stored.call.build(fields)?,
@@ -301,7 +290,7 @@ impl PayloadCodec for PlanningCodec {
     }
 
     fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let mut fields: BTreeMap<String, Box<RawValue>> =
             serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
         let call = fields
@@ -319,18 +308,9 @@ impl PayloadCodec for PlanningCodec {
             body.push_str(value.get());
         }
         body.push('}');
-        let body = body_of(tag, &body)?;
+        let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(PlanningEvent { body, call }))
     }
-}
-
-fn newer_check(schema: u32) -> Result<(), String> {
-    if schema > PLANNING_SCHEMA {
-        return Err(format!(
-            "a planning event of schema {schema}, newer than this build reads ({PLANNING_SCHEMA})"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

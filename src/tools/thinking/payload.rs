@@ -222,7 +222,7 @@ impl PayloadCodec for ThinkingCodec {
         bytes: &[u8],
         fields: DecodeFields,
     ) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let event = match tag {
             THOUGHT_RECORDED => postcard_decode::<StoredThought<'_>>(bytes)?.build(fields)?,
             THINK_RECORDED => postcard_decode::<StoredThink<'_>>(bytes)?.build(fields)?,
@@ -232,22 +232,13 @@ impl PayloadCodec for ThinkingCodec {
     }
 
     fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
-        newer_check(schema)?;
+        self.refuse_newer(schema)?;
         let wire: ThinkingWire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
         if wire.tag != tag {
             return Err(format!("payload tagged {:?}, expected {tag:?}", wire.tag));
         }
         wire.into_event().map(FamilyPayload::new)
     }
-}
-
-fn newer_check(schema: u32) -> Result<(), String> {
-    if schema > THINKING_SCHEMA {
-        return Err(format!(
-            "a thinking event of schema {schema}, newer than this build reads ({THINKING_SCHEMA})"
-        ));
-    }
-    Ok(())
 }
 
 /// Every field of both events, flat, as read from JSON in one pass. (serde's derived
