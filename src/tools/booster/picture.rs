@@ -109,12 +109,8 @@ fn config_text(state: &BoosterState) -> String {
 
 fn task_node(state: &BoosterState, picture: &mut Picture) -> NodeId {
     let mut details = vec![("config", config_text(state))];
-    let seeds = state.hints.len()
-        - state
-            .hint_events
-            .iter()
-            .map(|(_, h)| h.len())
-            .sum::<usize>();
+    let added: usize = state.hint_events.iter().map(|(_, h)| h.len()).sum();
+    let seeds = state.hints.len().saturating_sub(added);
     for hint in state.hints.iter().take(seeds) {
         details.push(("seed hint", hint.clone()));
     }
