@@ -1,7 +1,7 @@
 //! `reasoning-ledger ui`: a read-only web view of the ledger on 127.0.0.1.
 //!
-//! Owns: a tiny HTTP/1.1 server over a tokio `TcpListener` (GET and HEAD only, one request
-//! per connection, `Connection: close`), the session list page, and the routes:
+//! Owns: a small HTTP/1.1 server (hyper over a tokio `TcpListener`, GET and HEAD only),
+//! the session list page, and the routes:
 //!
 //! - `/`: the sessions, newest first, with a search box;
 //! - `/sessions/{id}`: the session's page ([`crate::export::html::page`]);
@@ -18,15 +18,22 @@ use crate::export::html;
 use crate::export::svg::escape_xml_into;
 use crate::store::{Ledger, SessionHead};
 use crate::tools::ledger as ledger_tools;
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use http_body_util::Full;
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// Longest a `/changes` request waits for a commit before answering anyway.
 pub const LONG_POLL: Duration = Duration::from_secs(25);
 
-/// Largest request head read; a longer one is answered 431.
+/// Largest request head read (hyper's read buffer); a longer one is answered 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// How long a client may take to send its request head.
@@ -82,16 +89,26 @@ pub async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
         )?;
         out.flush()?;
     }
-    let hosts = [
+    let hosts: Arc<[String]> = Arc::new([
         format!("127.0.0.1:{}", address.port()),
         format!("localhost:{}", address.port()),
-    ];
-    let hosts: &'static [String] = Box::leak(Box::new(hosts));
+    ]);
     loop {
         let (stream, _) = listener.accept().await?;
         let ledger = ledger.clone();
+        let hosts = hosts.clone();
         tokio::spawn(async move {
-            if let Err(error) = serve_connection(stream, ledger, hosts).await {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (ledger, hosts) = (ledger.clone(), hosts.clone());
+                async move { Ok::<_, Infallible>(respond(&request, ledger, &hosts).await.into_http()) }
+            });
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(error) = served {
                 tracing::debug!(%error, "ui connection");
             }
         });
@@ -100,7 +117,7 @@ pub async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
 
 /// A response: status, content type, body.
 struct Response {
-    status: &'static str,
+    status: StatusCode,
     content_type: &'static str,
     body: String,
 }
@@ -108,89 +125,52 @@ struct Response {
 impl Response {
     fn ok(content_type: &'static str, body: String) -> Response {
         Response {
-            status: "200 OK",
+            status: StatusCode::OK,
             content_type,
             body,
         }
     }
 
-    fn error(status: &'static str) -> Response {
+    fn error(status: StatusCode) -> Response {
         Response {
             status,
             content_type: "text/plain; charset=utf-8",
             body: format!("{status}\n"),
         }
     }
-}
 
-async fn serve_connection(
-    mut stream: TcpStream,
-    ledger: Ledger,
-    hosts: &[String],
-) -> anyhow::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let complete = tokio::time::timeout(HEAD_TIMEOUT, async {
-        let mut buffer = [0u8; 2048];
-        loop {
-            let read = stream.read(&mut buffer).await?;
-            if read == 0 {
-                return Ok::<bool, std::io::Error>(false);
-            }
-            head.extend_from_slice(&buffer[..read]);
-            if head.windows(4).any(|w| w == b"\r\n\r\n") {
-                return Ok(true);
-            }
-            if head.len() > MAX_HEAD_BYTES {
-                return Ok(false);
-            }
+    /// The HTTP response with the view's fixed headers (a page carries its own CSP).
+    fn into_http(self) -> http::Response<Full<Bytes>> {
+        let mut builder = http::Response::builder()
+            .status(self.status)
+            .header(header::CONTENT_TYPE, self.content_type)
+            .header(header::CACHE_CONTROL, "no-store")
+            .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+            .header(header::REFERRER_POLICY, "no-referrer")
+            .header(header::X_FRAME_OPTIONS, "DENY");
+        if !self.content_type.starts_with("text/html") {
+            builder = builder.header(header::CONTENT_SECURITY_POLICY, "default-src 'none'");
         }
-    })
-    .await;
-    let response = match complete {
-        Ok(Ok(true)) => respond(&String::from_utf8_lossy(&head), ledger, hosts).await,
-        Ok(Ok(false)) if head.len() > MAX_HEAD_BYTES => {
-            Response::error("431 Request Header Fields Too Large")
-        }
-        _ => return Ok(()),
-    };
-    let is_head = head.starts_with(b"HEAD ");
-    let policy = if response.content_type.starts_with("text/html") {
-        ""
-    } else {
-        "Content-Security-Policy: default-src 'none'\r\n"
-    };
-    let header = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
-         X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\
-         X-Frame-Options: DENY\r\n{policy}Connection: close\r\n\r\n",
-        response.status,
-        response.content_type,
-        response.body.len()
-    );
-    stream.write_all(header.as_bytes()).await?;
-    if !is_head {
-        stream.write_all(response.body.as_bytes()).await?;
+        builder
+            .body(Full::new(Bytes::from(self.body)))
+            .expect("constant headers are valid")
     }
-    stream.shutdown().await?;
-    Ok(())
 }
 
-/// Answers one request head.
-async fn respond(head: &str, ledger: Ledger, hosts: &[String]) -> Response {
-    let mut lines = head.split("\r\n");
-    let mut parts = lines.next().unwrap_or("").split(' ');
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let host = lines
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
-        .map(|(_, value)| value.trim());
+/// Answers one request (hyper drops the body of a HEAD answer).
+async fn respond(request: &Request<Incoming>, ledger: Ledger, hosts: &[String]) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok());
     if !host.is_some_and(|host| hosts.iter().any(|h| h == host)) {
-        return Response::error("421 Misdirected Request");
+        return Response::error(StatusCode::MISDIRECTED_REQUEST);
     }
-    if method != "GET" && method != "HEAD" {
-        return Response::error("405 Method Not Allowed");
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Response::error(StatusCode::METHOD_NOT_ALLOWED);
     }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let path = request.uri().path();
+    let query = request.uri().query().unwrap_or("");
     let content_only = query.split('&').any(|pair| pair == "part=content");
     if path == "/changes" {
         let after = query
@@ -204,12 +184,12 @@ async fn respond(head: &str, ledger: Ledger, hosts: &[String]) -> Response {
     let read = tokio::task::spawn_blocking(move || page(&ledger, &path, content_only)).await;
     match read {
         Ok(Ok(Some(response))) => response,
-        Ok(Ok(None)) => Response::error("404 Not Found"),
+        Ok(Ok(None)) => Response::error(StatusCode::NOT_FOUND),
         Ok(Err(error)) => {
             tracing::warn!(%error, "ui read");
-            Response::error("500 Internal Server Error")
+            Response::error(StatusCode::INTERNAL_SERVER_ERROR)
         }
-        Err(_) => Response::error("500 Internal Server Error"),
+        Err(_) => Response::error(StatusCode::INTERNAL_SERVER_ERROR),
     }
 }
 
@@ -220,7 +200,7 @@ async fn changes(ledger: Ledger, after: u64) -> Response {
     let position = tokio::task::spawn_blocking(move || ledger.last_position()).await;
     match position {
         Ok(Ok(position)) => Response::ok("text/plain; charset=utf-8", position.to_string()),
-        _ => Response::error("500 Internal Server Error"),
+        _ => Response::error(StatusCode::INTERNAL_SERVER_ERROR),
     }
 }
 

@@ -42,7 +42,7 @@ fn start_ui(dir: &std::path::Path) -> Ui {
     Ui { child, port }
 }
 
-/// One request; returns (status line, headers, body).
+/// One request; returns (status line, headers with lowercased names, body).
 fn request(port: u16, method: &str, path: &str, host: &str) -> (String, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
@@ -57,7 +57,15 @@ fn request(port: u16, method: &str, path: &str, host: &str) -> (String, String, 
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let (status, headers) = head.split_once("\r\n").unwrap();
-    (status.to_string(), headers.to_string(), body.to_string())
+    // Header names are case-insensitive: compare them lowercased.
+    let headers: Vec<String> = headers
+        .split("\r\n")
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_ascii_lowercase()),
+            None => line.to_string(),
+        })
+        .collect();
+    (status.to_string(), headers.join("\r\n"), body.to_string())
 }
 
 fn get(port: u16, path: &str) -> (String, String, String) {
@@ -85,7 +93,7 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
         .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(
-        headers.contains("Content-Type: text/html; charset=utf-8"),
+        headers.contains("content-type: text/html; charset=utf-8"),
         "{headers}"
     );
     assert!(
