@@ -181,6 +181,7 @@ mod tests {
             );
         }
         state.loop_checked(
+            99,
             LoopCheck {
                 iteration: 2,
                 kind: LoopKind::Loop,
@@ -239,6 +240,7 @@ mod tests {
             );
         }
         state.loop_checked(
+            99,
             LoopCheck {
                 iteration: 3,
                 kind: LoopKind::Loop,

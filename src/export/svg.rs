@@ -1226,7 +1226,132 @@ pub(crate) mod tests {
             build(evaluated_branch_events(text)),
             build(qa_events(text)),
             build(agent_events(text)),
+            build(booster_events(text)),
         ]
+    }
+
+    /// A booster session whose every text holds `text`: task (a seed hint), hints added,
+    /// iteration 1 best-of-3, iteration 2 chosen by a beam and backtracked (a loop),
+    /// iteration 3 with backtracking off: a stagnation detected, the step kept.
+    pub(crate) fn booster_events(text: &str) -> (SessionId, Vec<Event>) {
+        use crate::projection::booster::{
+            Applied, Beam, BeamHead, CandidateSet, Hints, LoopCheck, LoopKind, ModelOutput,
+            PathStep, Proposal, Score, Scored, Source, Started, Via,
+        };
+        use crate::tools::booster::config::Config;
+        use crate::tools::booster::payload::{Body, BoosterEvent};
+        let event = |body: Body, tool: Option<&str>| -> Payload {
+            BoosterEvent {
+                body,
+                call: tool.map(call),
+            }
+            .into()
+        };
+        let proposal = |n: u64| Proposal {
+            text: format!("{n} {text}"),
+            rationale: text.to_string(),
+            how_to_verify: Some(text.to_string()),
+            expected_outcomes: vec![text.to_string()],
+        };
+        let score = |total: f64| Score {
+            rules_score: total,
+            redundancy_score: 0.5,
+            consistency_score: 0.25,
+            total_score: total,
+        };
+        let set = |iteration: u64, model: bool| {
+            Body::CandidatesScored(CandidateSet {
+                iteration,
+                source: Source {
+                    provider: if model {
+                        text.to_string()
+                    } else {
+                        "heuristic".into()
+                    },
+                    model: model.then(|| text.to_string()),
+                    fallback: model.then(|| text.to_string()),
+                },
+                scorer: "reference-1".into(),
+                candidates: (1..=3)
+                    .map(|n| Scored {
+                        proposal: proposal(n),
+                        score: score(1.0 - n as f64 / 10.0),
+                    })
+                    .collect(),
+                model_output: model.then(|| ModelOutput {
+                    provider: text.to_string(),
+                    model: Some(text.to_string()),
+                    transport: "http".into(),
+                    prompt_chars: 10,
+                    response_chars: 20,
+                    error: Some(text.to_string()),
+                    parsed: 0,
+                    parser: "none".into(),
+                }),
+            })
+        };
+        let applied = |iteration: u64, candidate: u64, via: Via| {
+            Body::StepApplied(Applied {
+                iteration,
+                candidate,
+                via,
+                proposal: proposal(candidate + 1),
+                score: score(1.0 - (candidate + 1) as f64 / 10.0),
+            })
+        };
+        let check = |iteration: u64, kind: LoopKind| LoopCheck {
+            iteration,
+            kind,
+            text: proposal(1).text,
+            repeats_step: 1,
+        };
+        events_of(
+            SessionKind::BOOSTER,
+            vec![
+                event(
+                    Body::BoosterStarted(Started {
+                        task: text.to_string(),
+                        config: Config::default(),
+                        seed_hints: vec![text.to_string()],
+                    }),
+                    Some("start"),
+                ),
+                event(
+                    Body::HintsAdded(Hints {
+                        hints: vec![text.to_string(), format!("2 {text}")],
+                    }),
+                    Some("step"),
+                ),
+                event(set(1, false), None),
+                event(applied(1, 0, Via::Best), None),
+                event(set(2, true), Some("solve")),
+                event(
+                    Body::BeamRolledOut(Beam {
+                        iteration: 2,
+                        last_total: 0.9,
+                        best_total: 0.9,
+                        heads: (0..2)
+                            .map(|n| BeamHead {
+                                candidate: n,
+                                text: proposal(n + 1).text,
+                                path: vec![PathStep {
+                                    text: text.to_string(),
+                                    total_score: 0.5,
+                                }],
+                                value: 0.6 + n as f64 / 10.0,
+                            })
+                            .collect(),
+                        chosen: 1,
+                    }),
+                    None,
+                ),
+                event(applied(2, 1, Via::Beam), None),
+                event(Body::Backtracked(check(2, LoopKind::Loop)), None),
+                event(set(3, false), Some("step")),
+                event(applied(3, 0, Via::Best), None),
+                event(Body::LoopDetected(check(3, LoopKind::Stagnation)), None),
+            ],
+        )
     }
 
     /// An agent session whose every text is `text`: a chat_agent call (answered), a
@@ -1414,6 +1539,7 @@ pub(crate) mod tests {
                 plan_events(text),
                 evaluated_branch_events(text),
                 qa_events(text),
+                booster_events(text),
             ] {
                 let whole = ThoughtTree::build(session, events.clone());
                 let page = render_with(&whole, Options { embedded: true });

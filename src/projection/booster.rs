@@ -228,8 +228,15 @@ pub struct Iteration {
     pub chosen_seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beam: Option<Beam>,
+    /// Seq of the `beam_rolled_out` event (for the pictures; not in answers).
+    #[serde(skip)]
+    pub beam_seq: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loop_check: Option<LoopCheck>,
+    /// Seq of the `backtracked` or `loop_detected` event (for the pictures; not in
+    /// answers).
+    #[serde(skip)]
+    pub check_seq: Option<u64>,
     /// Whether the loop check dropped the step.
     pub backtracked: bool,
 }
@@ -319,6 +326,12 @@ pub struct BoosterState {
     /// The tool of the last call that recorded (for tree nodes).
     #[serde(skip)]
     pub last_tool: String,
+    /// Seq of `booster_started` (for the pictures; not in answers).
+    #[serde(skip)]
+    pub started_seq: u64,
+    /// Each `hints_added` event: its seq and hints (for the pictures; not in answers).
+    #[serde(skip)]
+    pub hint_events: Vec<(u64, Vec<String>)>,
 }
 
 fn cut(text: &str, chars: usize) -> String {
@@ -391,6 +404,8 @@ impl BoosterState {
                 ..Diagnostics::default()
             },
             last_tool: String::new(),
+            started_seq: 0,
+            hint_events: Vec::new(),
         }
     }
 
@@ -449,14 +464,18 @@ impl BoosterState {
             chosen: None,
             chosen_seq: None,
             beam: None,
+            beam_seq: None,
             loop_check: None,
+            check_seq: None,
             backtracked: false,
         });
     }
 
-    pub fn beam_rolled_out(&mut self, beam: Beam) {
+    /// Folds a beam rollout recorded as event `seq`.
+    pub fn beam_rolled_out(&mut self, seq: u64, beam: Beam) {
         if let Some(last) = self.iterations.last_mut() {
             last.beam = Some(beam);
+            last.beam_seq = Some(seq);
         }
     }
 
@@ -474,14 +493,16 @@ impl BoosterState {
         }
     }
 
-    /// A loop check: `backtracked` drops the last step from the scratchpad.
-    pub fn loop_checked(&mut self, check: LoopCheck, backtracked: bool) {
+    /// A loop check recorded as event `seq`: `backtracked` drops the last step from the
+    /// scratchpad.
+    pub fn loop_checked(&mut self, seq: u64, check: LoopCheck, backtracked: bool) {
         if backtracked {
             self.steps.pop();
             self.backtracks += 1;
         }
         if let Some(last) = self.iterations.last_mut() {
             last.loop_check = Some(check);
+            last.check_seq = Some(seq);
             last.backtracked = backtracked;
         }
     }

@@ -908,3 +908,219 @@ async fn svg_and_html_of_a_hostile_qa_session_show_each_steps_tools() {
     assert!(html.contains("verification target: "));
     check("export_svg_qa", &svg);
 }
+
+/// What a booster session's picture must hold, from the log (the `jsonl` export) and the
+/// projection's edges (the `json` export), computed apart from the picture code: the task
+/// and each `hints_added`; every candidate of every candidate set (at the set's seq); each
+/// step as a step, linked from its set's chosen candidate and on the chosen path (from
+/// the task, or the last step no backtrack dropped); each beam, linked to the candidate it
+/// picked; each backtrack and loop check.
+fn booster_drawn(json: &str, jsonl: &str) -> Drawn {
+    let tree: Value = serde_json::from_str(json).unwrap();
+    let mut nodes: Vec<(u64, String)> = Vec::new();
+    let mut edges: Vec<(u64, u64, String)> = tree["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_u64().unwrap(),
+                e["to"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let (mut set, mut path, mut before) = (0, 0, 0);
+    for line in jsonl.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        let seq = event["seq"].as_u64().unwrap();
+        let payload = &event["payload"];
+        let mut node = |kind: &str| nodes.push((seq, kind.to_string()));
+        match payload["type"].as_str().unwrap() {
+            "booster_started" => {
+                node("booster-task");
+                path = seq;
+            }
+            "hints_added" => node("booster-hints"),
+            "candidates_scored" => {
+                for _ in payload["candidates"].as_array().unwrap() {
+                    node("booster-candidate");
+                }
+                set = seq;
+            }
+            "beam_rolled_out" => {
+                node("booster-beam");
+                edges.push((seq, set, "beam_picks".into()));
+            }
+            "step_applied" => {
+                node("booster-step");
+                edges.push((set, seq, "chooses".into()));
+                edges.push((path, seq, "booster_path".into()));
+                (before, path) = (path, seq);
+            }
+            "backtracked" => {
+                node("booster-backtrack");
+                path = before;
+            }
+            "loop_detected" => node("booster-loop"),
+            _ => {}
+        }
+    }
+    nodes.sort();
+    edges.sort();
+    (nodes, edges)
+}
+
+/// The SVG and HTML of a booster session recorded through the binary: the picture is the
+/// log's (every candidate, step, beam and loop check), nothing hostile raw, and the page
+/// lists every booster event; the browser check gets the page.
+async fn check_booster_pictures(client: &Client, session: &str, name: &str) -> (String, String) {
+    let svg = export(client, session, "svg").await;
+    let (mut nodes, edges) = picture(&svg);
+    nodes.sort();
+    let expected = booster_drawn(
+        &export(client, session, "json").await,
+        &export(client, session, "jsonl").await,
+    );
+    assert_eq!((nodes, edges), expected, "{name}: the picture is the log's");
+    let html = export(client, session, "html").await;
+    for out in [&svg, &html] {
+        for raw in [
+            "<script>window",
+            "<img",
+            "onerror=\"",
+            "onload=\"",
+            "onfocus='",
+            "href=\"javascript",
+            "<svg onload",
+            "<!-- x",
+            "\u{0}",
+            "\u{202E}",
+        ] {
+            assert!(!out.contains(raw), "{name}: {raw:?} reached the output");
+        }
+    }
+    assert_eq!(html.matches("<script").count(), 1, "{name}");
+    let start = html.find("<svg").unwrap();
+    let end = html.find("</svg>").unwrap() + "</svg>".len();
+    let (mut in_page, in_page_edges) = picture(&html[start..end]);
+    in_page.sort();
+    assert_eq!(
+        (in_page, in_page_edges),
+        expected,
+        "{name}: the page's picture"
+    );
+    write_browser_fixture(client, session, &format!("binary-{name}"), &html).await;
+    (svg, html)
+}
+
+#[tokio::test]
+async fn svg_and_html_of_a_heuristic_solve_draw_candidates_scores_beam_and_backtracks() {
+    let dir = common::data_dir();
+    let client = common::spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
+    let h = HOSTILE_FIELDS;
+    // A hostile task and hints (offered as candidates); every iteration after the first
+    // stalls (minImprovement above any gain), so a beam chooses.
+    let solved = answered(
+        &call(
+            &client,
+            "solve",
+            json!({"task": format!("Find the counterfeit among 12 coins {}", h[0]),
+                   "iterations": 3, "seedHints": [h[1]],
+                   "config": {"numCandidates": 3, "beamWidth": 2, "minImprovement": 5}}),
+        )
+        .await,
+    );
+    let session = solved["sessionId"].as_str().unwrap().to_string();
+    let (svg, html) = check_booster_pictures(&client, &session, "booster").await;
+    let (nodes, _) = picture(&svg);
+    let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
+    assert_eq!(
+        (
+            count("booster-step"),
+            count("booster-candidate"),
+            count("booster-beam")
+        ),
+        (3, 9, 2)
+    );
+    let steps: Vec<String> = shown(&svg)
+        .into_iter()
+        .filter(|(_, kind, _)| kind == "booster-step")
+        .map(|(_, _, text)| text)
+        .collect();
+    assert!(steps[1].contains(" · beam"), "{steps:?}");
+    let chosen = shown(&svg)
+        .into_iter()
+        .filter(|(_, kind, text)| kind == "booster-candidate" && text.contains("✓ chosen"))
+        .count();
+    assert_eq!(chosen, 3);
+    for meta in [
+        "booster_started · task",
+        "candidates_scored · iteration 1 · 3 candidates · heuristic · scorer",
+        "beam_rolled_out · iteration 2 · 2 heads",
+    ] {
+        assert!(html.contains(meta), "{meta:?} is not listed");
+    }
+    check("export_svg_booster", &svg);
+
+    // One candidate per iteration, a hostile hint offered twice: the second backtracks;
+    // then with backtracking off a repeat is only detected.
+    let started = answered(
+        &call(
+            &client,
+            "start",
+            json!({"task": h[3], "config": {"numCandidates": 1, "topM": 1}, "seedHints": [h[4]]}),
+        )
+        .await,
+    );
+    let id = started["sessionId"].as_str().unwrap().to_string();
+    answered(
+        &call(
+            &client,
+            "multi-step",
+            json!({"sessionId": id, "iterations": 2}),
+        )
+        .await,
+    );
+    let looped = answered(
+        &call(
+            &client,
+            "step",
+            json!({"sessionId": id, "addHints": [h[4]]}),
+        )
+        .await,
+    );
+    assert_eq!(looped["backtracked"]["kind"], "loop", "{looped:#}");
+    let (svg, html) = check_booster_pictures(&client, &id, "booster-loop").await;
+    let (nodes, _) = picture(&svg);
+    assert_eq!(
+        nodes
+            .iter()
+            .filter(|(_, k)| k == "booster-backtrack")
+            .count(),
+        1
+    );
+    assert_eq!(
+        nodes.iter().filter(|(_, k)| k == "booster-hints").count(),
+        1
+    );
+    assert!(svg.contains("<tspan class=\"booster-dropped\""), "{svg}");
+    assert!(html.contains("backtracked · iteration 3 · loop · repeats step 1"));
+
+    let started = answered(
+        &call(&client, "start", json!({"task": h[2], "config": {"numCandidates": 1, "topM": 1, "allowBacktrack": false}, "seedHints": [h[2]]})).await,
+    );
+    let id = started["sessionId"].as_str().unwrap().to_string();
+    answered(&call(&client, "step", json!({"sessionId": id})).await);
+    answered(
+        &call(
+            &client,
+            "step",
+            json!({"sessionId": id, "addHints": [h[2]]}),
+        )
+        .await,
+    );
+    let (svg, _) = check_booster_pictures(&client, &id, "booster-kept").await;
+    let (nodes, _) = picture(&svg);
+    assert_eq!(nodes.iter().filter(|(_, k)| k == "booster-loop").count(), 1);
+}

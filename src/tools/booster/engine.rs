@@ -235,10 +235,10 @@ mod tests {
             seq += 1;
             match body {
                 Body::CandidatesScored(set) => state.candidates_scored(seq, 0, set),
-                Body::BeamRolledOut(beam) => state.beam_rolled_out(beam),
+                Body::BeamRolledOut(beam) => state.beam_rolled_out(seq, beam),
                 Body::StepApplied(a) => state.step_applied(seq, a),
-                Body::Backtracked(c) => state.loop_checked(c, true),
-                Body::LoopDetected(c) => state.loop_checked(c, false),
+                Body::Backtracked(c) => state.loop_checked(seq, c, true),
+                Body::LoopDetected(c) => state.loop_checked(seq, c, false),
                 _ => {}
             }
         }

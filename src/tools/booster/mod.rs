@@ -10,7 +10,8 @@
 //! record each iteration in its own commit, progress, cancellation) and the answers.
 //! Submodules: [`config`], [`verifier`] (the scoring seam), [`candidates`] (parse chain,
 //! filter, heuristics), [`generate`] (the model seam), [`engine`] (pure iteration),
-//! [`payload`] (events, codec, folds) and [`output`] (`outputPath`). Must not: keep
+//! [`payload`] (events, codec, folds), [`picture`] (what the SVG and HTML draw) and
+//! [`output`] (`outputPath`). Must not: keep
 //! sessions in memory, or answer before the events are committed.
 
 pub mod candidates;
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod generate;
 pub mod output;
 pub mod payload;
+pub mod picture;
 pub mod verifier;
 
 use super::args::{
@@ -78,8 +80,7 @@ pub static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
-    // SVG and HTML draw its applied steps as thoughts (no family picture yet).
-    picture: None,
+    picture: Some(&picture::PICTURES),
 };
 
 /// The tools of this family, as listed (`usage` first).

@@ -132,6 +132,7 @@ impl FamilyEvent for BoosterEvent {
         let BoosterEvent { body, call } = *self;
         if let Body::BoosterStarted(started) = body {
             let mut state = BoosterState::new(started);
+            state.started_seq = seq;
             if let Some(call) = call {
                 state.last_tool = call.tool;
             }
@@ -146,9 +147,12 @@ impl FamilyEvent for BoosterEvent {
         }
         match body {
             Body::BoosterStarted(_) => unreachable!("handled above"),
-            Body::HintsAdded(h) => state.hints_added(h.hints),
+            Body::HintsAdded(h) => {
+                state.hint_events.push((seq, h.hints.clone()));
+                state.hints_added(h.hints);
+            }
             Body::CandidatesScored(set) => state.candidates_scored(seq, at, set),
-            Body::BeamRolledOut(beam) => state.beam_rolled_out(beam),
+            Body::BeamRolledOut(beam) => state.beam_rolled_out(seq, beam),
             Body::StepApplied(applied) => {
                 let node = ThoughtNode {
                     seq,
@@ -171,8 +175,8 @@ impl FamilyEvent for BoosterEvent {
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
             }
-            Body::Backtracked(check) => state.loop_checked(check, true),
-            Body::LoopDetected(check) => state.loop_checked(check, false),
+            Body::Backtracked(check) => state.loop_checked(seq, check, true),
+            Body::LoopDetected(check) => state.loop_checked(seq, check, false),
         }
     }
 }
