@@ -120,8 +120,11 @@ fn task_node(state: &BoosterState, picture: &mut Picture) -> NodeId {
         kind: &TASK,
         place: Place::Main,
         head: vec![Span::text(format!(
-            "task · {} candidates · top {} · beam {}",
-            c.num_candidates, c.top_m, c.beam_width
+            "task · {} candidate{} · top {} · beam {}",
+            c.num_candidates,
+            if c.num_candidates == 1 { "" } else { "s" },
+            c.top_m,
+            c.beam_width
         ))],
         text: vec![Span::text(state.task.clone())],
         title: format!("{}\n{}", state.task, config_text(state)),
