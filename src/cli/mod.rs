@@ -1,0 +1,404 @@
+//! The command line: arguments parsed once into validated settings, then one
+//! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
+//! `search`, `verify`, `import`, `demo`, `copy` (and `ui`, served by [`crate::ui`]).
+//!
+//! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
+//! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
+//! print anything but the command's output to stdout (`serve` prints nothing at all).
+
+use crate::event::{Event, SessionId, SessionKind};
+use crate::export::{self, Format};
+use crate::server::{LedgerServer, serve_stdio};
+use crate::store::{LEDGER_FILE_NAME, Ledger, OpenError, SessionHead};
+use crate::tools::{Toolset, ledger as ledger_tools};
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+mod copy;
+mod demo;
+mod export_cmd;
+mod import;
+mod replay;
+mod search;
+mod serve;
+mod sessions;
+mod show;
+mod verify;
+
+use copy::copy;
+use demo::demo;
+use export_cmd::export_cmd;
+use import::import;
+use replay::replay;
+use search::search;
+use serve::serve;
+use sessions::sessions;
+use show::show;
+use verify::verify;
+
+/// Environment variable naming the data directory.
+pub const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
+/// Environment variable choosing the store (`postgres://…`); unset: the redb file in the
+/// data directory.
+pub const STORE_ENV: &str = "REASONING_LEDGER_STORE";
+/// Environment variable choosing the toolsets of `serve`.
+pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
+/// Environment variable that turns the stderr thought box off when "true" (any case).
+pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
+
+/// The scripted session `demo` runs: tool calls as a client would send them.
+const DEMO_SCRIPT: &str = include_str!("../../data/demo.json");
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "reasoning-ledger",
+    version,
+    about = "An MCP server that records every reasoning step in a crash-safe ledger",
+    long_about = "An MCP server that records every reasoning step in a crash-safe ledger.\n\nWith no command it serves MCP over stdio (same as `serve`)."
+)]
+pub struct Cli {
+    /// Directory holding ledger.redb [env: REASONING_LEDGER_DIR; default: the platform data directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A PostgreSQL ledger shared by a team (postgres://user@host/db) instead of ledger.redb in the data directory [env: REASONING_LEDGER_STORE]
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve MCP over stdio (the default)
+    Serve {
+        #[arg(long, value_name = "A,B", help = toolsets_help())]
+        toolsets: Option<String>,
+        /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: PORT (loopback) or IP:PORT. A bearer token is required: REASONING_LEDGER_TOKEN, else one generated into http-token in the data directory
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With --http: another name clients reach this server by (Host header check), repeatable
+        #[arg(long, value_name = "NAME", requires = "http")]
+        allowed_host: Vec<String>,
+        /// With --http: a browser origin allowed to call (scheme://host:port), repeatable
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allowed_origin: Vec<String>,
+    },
+    /// List sessions, newest first
+    Sessions {
+        /// Print JSON ({"sessions": [...]}, as list_sessions answers) instead of a table
+        #[arg(long)]
+        json: bool,
+        /// Only sessions of this kind (thinking, think)
+        #[arg(long)]
+        kind: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show one session as Markdown
+    Show {
+        /// Session id or alias (`sessions` lists them)
+        id: String,
+    },
+    /// Export one session
+    Export {
+        /// Session id or alias (`sessions` lists them)
+        id: String,
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
+        #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
+        format: Format,
+        /// Export the session as it stood right after this event seq (default: its last event)
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// Write to this new file instead of stdout (never overwrites; its folder must exist)
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Show a session as it stood after one event, with the events up to it
+    Replay {
+        /// Session id or alias (`sessions` lists them)
+        id: String,
+        /// Replay up to and including this event seq (default: its last event)
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+    },
+    /// Search every session's text
+    Search {
+        /// Text to find, case-insensitive: the exact phrase first, then all its words
+        text: String,
+        /// Print JSON ({"query", "matches"}, as search_history answers) instead of lines
+        #[arg(long)]
+        json: bool,
+        /// At most this many matches
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Check every hash chain and seq (or one session's)
+    Verify {
+        /// Only this session (id or alias)
+        id: Option<String>,
+        /// First fold every session again and rewrite stale or differing summaries
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// Import events from a JSONL export (creates the ledger if there is none)
+    Import {
+        /// A file written by `export --format jsonl`
+        file: PathBuf,
+    },
+    /// Serve a read-only web view of the ledger on 127.0.0.1 (sessions, pictures, replay; updates live)
+    Ui {
+        /// Port on 127.0.0.1 (default: a free one, printed with the address)
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+    /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
+    Demo,
+    /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
+    Copy {
+        /// Where to: postgres://… or a directory (its ledger.redb)
+        #[arg(long, value_name = "URL|DIR")]
+        to: String,
+    },
+}
+
+/// Help of `serve --toolsets`, from the registered families: a toolset that lands appears
+/// in it, in `all`, and in the default only if it is on by default.
+fn toolsets_help() -> String {
+    let names = |sets: Vec<Toolset>| {
+        sets.iter()
+            .map(|set| set.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "Toolsets to list: {}, or all (every toolset of this build) [env: {TOOLSETS_ENV}; default: {}]",
+        names(Toolset::available()).replace(',', ", "),
+        names(Toolset::default_sets())
+    )
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+}
+
+/// Settings resolved once from arguments and environment.
+pub struct Settings {
+    pub data_dir: PathBuf,
+    /// The PostgreSQL URL of `--store` / `REASONING_LEDGER_STORE`; `None`: redb.
+    pub store: Option<String>,
+}
+
+/// The store URL: `--store`, else `REASONING_LEDGER_STORE`; only PostgreSQL URLs.
+pub fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
+    let chosen = flag.or_else(|| {
+        std::env::var(STORE_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    });
+    match chosen {
+        None => Ok(None),
+        Some(url) if crate::store::postgres::is_postgres_url(url.trim()) => {
+            Ok(Some(url.trim().to_string()))
+        }
+        Some(other) => bail!(
+            "--store {other:?}: expected a PostgreSQL URL (postgres://user@host/db); leave \
+             --store and {STORE_ENV} unset for the ledger.redb in the data directory"
+        ),
+    }
+}
+
+/// Where the ledger lives: `--data-dir`, else `REASONING_LEDGER_DIR`, else the platform
+/// data directory.
+pub fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "reasoning-ledger")
+        .map(|dirs| dirs.data_dir().to_path_buf())
+        .context(
+            "no home directory to hold the ledger: pass --data-dir or set REASONING_LEDGER_DIR",
+        )
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if is_broken_pipe(&error) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Logs go to stderr only, filtered by `RUST_LOG` (`warn`, `reasoning_ledger=debug`, …;
+/// target=level pairs, no regular expressions), warnings and errors by default.
+fn init_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|text| text.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
+        .try_init();
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings {
+        data_dir: resolve_data_dir(cli.data_dir)?,
+        store: resolve_store(cli.store)?,
+    };
+    let command = cli.command.unwrap_or(Command::Serve {
+        toolsets: None,
+        http: None,
+        allowed_host: Vec::new(),
+        allowed_origin: Vec::new(),
+    });
+    match command {
+        Command::Serve {
+            toolsets,
+            http,
+            allowed_host,
+            allowed_origin,
+        } => {
+            let http = http.map(|listen| crate::http::HttpSettings {
+                listen,
+                allowed_hosts: allowed_host,
+                allowed_origins: allowed_origin,
+                data_dir: settings.data_dir.clone(),
+            });
+            serve(&settings, toolsets, http)
+        }
+        Command::Sessions { json, kind, limit } => sessions(&settings, json, kind, limit),
+        Command::Show { id } => show(&settings, &id),
+        Command::Export {
+            id,
+            format,
+            at,
+            output,
+        } => export_cmd(&settings, &id, format, at, output.as_deref()),
+        Command::Replay { id, at } => replay(&settings, &id, at),
+        Command::Search { text, json, limit } => search(&settings, &text, json, limit),
+        Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
+        Command::Import { file } => import(&settings, &file),
+        Command::Ui { port } => {
+            let ledger = open_existing(&settings)?;
+            runtime()?.block_on(crate::ui::run(ledger, port))
+        }
+        Command::Demo => demo(&settings),
+        Command::Copy { to } => copy(&settings, &to),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Opens the ledger, creating it if missing: for the commands that record (`serve`,
+/// `demo`, `import`).
+fn open(settings: &Settings) -> anyhow::Result<Ledger> {
+    match &settings.store {
+        Some(url) => Ok(Ledger::open_postgres(url)?),
+        None => Ok(Ledger::open(&settings.data_dir)?),
+    }
+}
+
+/// Opens an existing ledger: for the commands that only read. A missing one is an error
+/// naming the path and the default ledger, so a mistyped `--data-dir` is noticed instead
+/// of answering from a new, empty ledger.
+fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
+    if let Some(url) = &settings.store {
+        return match Ledger::open_postgres_existing(url) {
+            Ok(ledger) => Ok(ledger),
+            Err(OpenError::NoLedger { path }) => bail!(
+                "no ledger in {} (check --store / {STORE_ENV}). Read-only commands never \
+                 create one: `serve`, `demo`, `import` and `copy --to` do",
+                path.display()
+            ),
+            Err(error) => Err(error.into()),
+        };
+    }
+    match Ledger::open_existing(&settings.data_dir) {
+        Ok(ledger) => Ok(ledger),
+        Err(OpenError::NoLedger { path }) => {
+            let default = match resolve_data_dir(None) {
+                Ok(dir) if dir == settings.data_dir => {
+                    "this is the default data directory".to_string()
+                }
+                Ok(dir) => format!(
+                    "the default ledger is {}",
+                    dir.join(LEDGER_FILE_NAME).display()
+                ),
+                Err(_) => "there is no default data directory here".to_string(),
+            };
+            bail!(
+                "no ledger at {} (check --data-dir / {DATA_DIR_ENV}; {default}). Read-only \
+                 commands never create one: `serve`, `demo` and `import` do",
+                path.display()
+            )
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn stdout_write(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn find_session(ledger: &Ledger, id: &str) -> anyhow::Result<SessionHead> {
+    let session = ledger.resolve(id)?.with_context(|| {
+        format!(
+            "no session {id:?} in {}; `reasoning-ledger sessions` lists them",
+            ledger.path().display()
+        )
+    })?;
+    ledger
+        .head(session)?
+        .with_context(|| format!("session {session} has no head"))
+}
+
+fn check_at(head: &SessionHead, at: Option<u64>) -> anyhow::Result<()> {
+    if let Some(at) = at
+        && (at == 0 || at > head.seq)
+    {
+        bail!(
+            "--at {at} is out of range: session {} has events 1..={}",
+            head.session,
+            head.seq
+        );
+    }
+    Ok(())
+}

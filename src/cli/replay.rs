@@ -1,0 +1,32 @@
+//! `replay ID --at SEQ`: the tree as it stood after that event.
+
+use super::*;
+
+pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> {
+    let ledger = open_existing(settings)?;
+    let head = find_session(&ledger, id)?;
+    check_at(&head, at)?;
+    let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, Format::Jsonl)?;
+    let mut text = format!(
+        "Replay of session {} at seq {} of {}\n\n",
+        head.session, tree.at_seq, head.seq
+    );
+    for event in &events {
+        let line = event
+            .payload
+            .text()
+            .unwrap_or("")
+            .replace(['\n', '\r'], " ");
+        let line: String = line.chars().take(100).collect();
+        text.push_str(&format!(
+            "{:>5}  {}  {:<16}  {}\n",
+            event.seq,
+            event.at_rfc3339(),
+            event.payload.type_name(),
+            line
+        ));
+    }
+    text.push('\n');
+    text.push_str(&export::markdown::render(&tree));
+    stdout_write(&text)
+}

@@ -1,0 +1,44 @@
+//! `serve`: the MCP server over stdio, or over streamable HTTP with `--http`.
+
+use super::*;
+
+pub(super) fn serve(
+    settings: &Settings,
+    toolsets: Option<String>,
+    http: Option<crate::http::HttpSettings>,
+) -> anyhow::Result<()> {
+    let chosen = toolsets.or_else(|| {
+        std::env::var(TOOLSETS_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    });
+    let toolsets = match chosen {
+        Some(text) => Toolset::parse_list(&text).map_err(anyhow::Error::msg)?,
+        None => Toolset::default_sets(),
+    };
+    let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let ledger = open(settings)?;
+    let runtime = runtime()?;
+    let _entered = runtime.enter();
+    let models = crate::provider::Models::new(crate::provider::ProviderSettings::load(Some(
+        &settings.data_dir,
+    )));
+    match models.http_provider() {
+        Some((name, model)) => tracing::info!(provider = name, model, "model provider"),
+        None => tracing::info!("no HTTP model provider configured: MCP sampling only"),
+    }
+    if let Some(http) = http {
+        return runtime.block_on(crate::http::serve_http(
+            ledger,
+            toolsets,
+            log_thoughts,
+            models,
+            http,
+        ));
+    }
+    tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
+    let ctx = crate::tools::ToolContext::with_models(ledger, log_thoughts, models);
+    let server = LedgerServer::with_context(ctx, toolsets);
+    runtime.block_on(serve_stdio(server))
+}

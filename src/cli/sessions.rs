@@ -1,0 +1,47 @@
+//! `sessions`: the sessions, newest first (text or `--json`).
+
+use super::*;
+
+pub(super) fn sessions(
+    settings: &Settings,
+    json: bool,
+    kind: Option<String>,
+    limit: usize,
+) -> anyhow::Result<()> {
+    let kind = match kind {
+        Some(text) => Some(SessionKind::parse(&text).with_context(|| {
+            format!("unknown kind {text:?}: use {}", crate::tools::kind_names())
+        })?),
+        None => None,
+    };
+    let ledger = open_existing(settings)?;
+    let (rows, next) = ledger_tools::list_sessions(&ledger, kind, None, None, limit)?;
+    if json {
+        let answer = ledger_tools::sessions_answer(&rows, next);
+        return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
+    }
+    let mut text = String::new();
+    if rows.is_empty() {
+        text.push_str(&format!("no sessions in {}\n", ledger.path().display()));
+    } else {
+        text.push_str(&format!(
+            "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
+            "SESSION", "KIND", "EVENTS", "THOUGHTS", "BRANCHES", "STATUS", "UPDATED", "TITLE"
+        ));
+        for head in &rows {
+            let s = &head.summary;
+            text.push_str(&format!(
+                "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
+                head.session.to_string(),
+                s.kind.as_str(),
+                head.seq,
+                s.thoughts,
+                s.branches.len(),
+                s.status(),
+                crate::event::format_time(s.updated_at),
+                s.title.replace(['\n', '\r'], " ")
+            ));
+        }
+    }
+    stdout_write(&text)
+}
