@@ -43,6 +43,8 @@ pub mod live;
 pub mod mcp_client;
 pub mod projection;
 pub mod provider;
+pub mod query;
+pub mod request;
 pub mod server;
 pub mod store;
 pub mod tools;

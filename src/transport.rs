@@ -15,7 +15,7 @@
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
 
-use crate::tools::arrival::Arrival;
+use crate::request::arrival::Arrival;
 use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
