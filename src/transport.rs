@@ -107,7 +107,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
     }
 
     /// Numbers each `tools/call` request in the order its line was read, so the server can
-    /// apply a connection's writes in that order ([`crate::tools::arrival`]).
+    /// apply a connection's writes in that order ([`crate::request::arrival`]).
     fn stamp_arrival(&mut self, message: &mut RxJsonRpcMessage<RoleServer>) {
         if let JsonRpcMessage::Request(request) = message
             && let ClientRequest::CallToolRequest(call) = &mut request.request
