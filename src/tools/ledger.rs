@@ -206,7 +206,7 @@ fn call_list_sessions(
 ) -> Result<CallToolResult, ToolError> {
     let mut args = Args::new(raw);
     let kind = kind_arg(&mut args);
-    let query = args.string_limited(&["query"], false, MAX_ID_BYTES);
+    let text = args.string_limited(&["query"], false, MAX_ID_BYTES);
     let limit = args
         .integer(&["limit"], false, 1)
         .unwrap_or(LIST_DEFAULT_LIMIT);
@@ -231,7 +231,7 @@ fn call_list_sessions(
     let (rows, next) = query::list_sessions(
         ledger,
         kind,
-        query.as_deref(),
+        text.as_deref(),
         before.as_deref(),
         limit as usize,
     )?;
@@ -287,7 +287,7 @@ fn call_search(
     raw: &Map<String, Value>,
 ) -> Result<CallToolResult, ToolError> {
     let mut args = Args::new(raw);
-    let query = args.string_limited(&["query"], true, 4096);
+    let text = args.string_limited(&["query"], true, 4096);
     let kind = kind_arg(&mut args);
     let limit = args
         .integer(&["limit"], false, 1)
@@ -298,20 +298,20 @@ fn call_search(
             format!("Too big: expected number to be <={SEARCH_MAX_LIMIT}"),
         );
     }
-    if query.as_deref().is_some_and(|q| q.trim().is_empty()) {
+    if text.as_deref().is_some_and(|q| q.trim().is_empty()) {
         args.problem("query", "Too small: expected a non-empty query");
     }
     finish(tool, args)?;
-    let query = query.expect("checked");
+    let text = text.expect("checked");
     let hits = query::search(
         ledger,
         &SearchQuery {
-            text: &query,
+            text: &text,
             kind,
             limit: limit as usize,
         },
     )?;
-    let mut answer = query::search_answer(&query, &hits);
+    let mut answer = query::search_answer(&text, &hits);
     answer["note"] = json!(PROVENANCE_NOTE);
     Ok(structured_result(answer))
 }
