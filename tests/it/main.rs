@@ -34,6 +34,7 @@ mod durability;
 mod exports;
 mod faults_files;
 mod faults_process;
+mod fixture_ledger;
 mod hostile;
 mod ledger;
 mod llm;
