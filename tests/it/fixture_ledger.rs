@@ -18,7 +18,7 @@
 //! booster's heuristic solve with no model), then the files above, and refuses a
 //! directory that exists.
 
-use crate::agent::spawn_agent;
+use crate::common::spawn_agent;
 use crate::common::{self, call, cli, is_error, spawn_with, stderr, structured, text};
 use crate::llm::{LlmServer, Reply};
 use serde_json::{Value, json};
