@@ -49,9 +49,6 @@ pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
 /// Environment variable that turns the stderr thought box off when "true" (any case).
 pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
 
-/// The scripted session `demo` runs: tool calls as a client would send them.
-const DEMO_SCRIPT: &str = include_str!("../../data/demo.json");
-
 #[derive(Parser, Debug)]
 #[command(
     name = "reasoning-ledger",
@@ -155,7 +152,7 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
-    /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
+    /// Tour every family (thinking, think, planning, qa, booster; the agent when a model is configured) through the real server, print the sessions and where their pictures are (writes into the ledger of --data-dir, else the default one)
     Demo,
     /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
     Copy {
