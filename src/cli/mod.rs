@@ -1,6 +1,7 @@
 //! The command line: arguments parsed once into validated settings, then one
 //! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
-//! `search`, `verify`, `import`, `demo`, `copy` (and `ui`, served by [`crate::ui`]).
+//! `search`, `verify`, `import`, `demo`, `copy`, `doctor`, `completions` and `man` (and
+//! `ui`, served by [`crate::ui`]).
 //!
 //! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
 //! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
@@ -17,8 +18,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod completions;
 mod copy;
 mod demo;
+mod doctor;
 mod export_cmd;
 mod import;
 mod replay;
@@ -28,8 +31,10 @@ mod sessions;
 mod show;
 mod verify;
 
+use completions::{completions, man};
 use copy::copy;
 use demo::demo;
+use doctor::doctor;
 use export_cmd::export_cmd;
 use import::import;
 use replay::replay;
@@ -154,6 +159,19 @@ pub enum Command {
     },
     /// Tour every family (thinking, think, planning, qa, booster; the agent when a model is configured) through the real server, print the sessions and where their pictures are (writes into the ledger of --data-dir, else the default one)
     Demo,
+    /// Check the setup and say how to fix what is wrong: the data directory, the ledger (verify), the store URL, the model provider, QA workflow files, the HTTP token (exit 1 if anything is wrong)
+    Doctor,
+    /// Print the shell completion script: bash, zsh, fish, powershell or elvish (e.g. `reasoning-ledger completions bash > ~/.local/share/bash-completion/completions/reasoning-ledger`)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (`reasoning-ledger man > reasoning-ledger.1`), or write one page per command into a folder
+    Man {
+        /// Write reasoning-ledger.1 and one page per command (reasoning-ledger-serve.1, …) into this folder instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
     Copy {
         /// Where to: postgres://… or a directory (its ledger.redb)
@@ -311,6 +329,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => demo(&settings),
         Command::Copy { to } => copy(&settings, &to),
+        Command::Doctor => doctor(&settings),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     }
 }
 
