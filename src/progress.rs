@@ -33,7 +33,7 @@ impl Progress {
         let bar = Self::drawn(Some(total));
         bar.set_style(
             ProgressStyle::with_template(&format!(
-                "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, {{eta}} left)"
+                "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, {{eta}} left)"
             ))
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
@@ -60,6 +60,16 @@ impl Progress {
         }
         let target = ProgressDrawTarget::stderr_with_hz(8);
         ProgressBar::with_draw_target(total, target)
+    }
+
+    /// What is being done now (the text before the bar).
+    pub fn set_message(&self, what: &str) {
+        self.bar.set_message(what.to_string());
+    }
+
+    /// A line on stderr above the bar (or just the line, with no bar).
+    pub fn say(&self, line: &str) {
+        self.bar.suspend(|| eprintln!("{line}"));
     }
 
     /// `n` more done.

@@ -35,7 +35,7 @@ use completions::{completions, man};
 use copy::copy;
 use demo::demo;
 use doctor::doctor;
-use export_cmd::export_cmd;
+use export_cmd::{export_all, export_cmd};
 use import::import;
 use replay::replay;
 use search::search;
@@ -105,10 +105,14 @@ pub enum Command {
         /// Session id or alias (`sessions` lists them)
         id: String,
     },
-    /// Export one session
+    /// Export one session, or with --all every session as JSONL (a backup `import` reads back)
     Export {
         /// Session id or alias (`sessions` lists them)
-        id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every session of the ledger, one after another (--format jsonl only)
+        #[arg(long, conflicts_with = "at")]
+        all: bool,
         /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
         #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
         format: Format,
@@ -315,10 +319,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Show { id } => show(&settings, &id),
         Command::Export {
             id,
+            all,
             format,
             at,
             output,
-        } => export_cmd(&settings, &id, format, at, output.as_deref()),
+        } => match id {
+            Some(id) if !all => export_cmd(&settings, &id, format, at, output.as_deref()),
+            _ => export_all(&settings, format, output.as_deref()),
+        },
         Command::Replay { id, at } => replay(&settings, &id, at),
         Command::Search { text, json, limit } => search(&settings, &text, json, limit),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
