@@ -106,8 +106,9 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
             _ => match run_family(&client, family, &run_id).await {
                 Ok(outcome) => outcome,
                 // A model that does not answer is the model's problem, not the demo's.
+                // (The failed call is recorded all the same: `sessions` lists it.)
                 Err(error) if needs_model => Outcome::Skipped(format!(
-                    "the model {} did not answer: {error:#}",
+                    "the model {} did not answer ({error:#}); `doctor` checks the provider",
                     model.as_deref().unwrap_or_default()
                 )),
                 Err(error) => return Err(error),
@@ -195,11 +196,13 @@ async fn run_family(
         }
         let mut result = client.call_tool(&step.tool, arguments).await?;
         if result["isError"] == Value::Bool(true) {
-            bail!(
-                "demo: {} answered with an error: {}",
-                step.tool,
-                result["content"][0]["text"]
-            );
+            // An error envelope's message (the agent's), else the whole text.
+            let text = result["content"][0]["text"].as_str().unwrap_or_default();
+            let message = serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|envelope| envelope["message"].as_str().map(String::from))
+                .unwrap_or_else(|| text.to_string());
+            bail!("{} answered with an error: {message}", step.tool);
         }
         let answer = result
             .get_mut("structuredContent")
@@ -217,7 +220,8 @@ async fn run_family(
                 .find_map(|key| answer[*key].as_str().map(String::from));
         }
     }
-    let session = session.with_context(|| format!("demo: {} recorded no session", family.family))?;
+    let session =
+        session.with_context(|| format!("demo: {} recorded no session", family.family))?;
     let mut markdown = String::new();
     if family.family == "thinking" {
         markdown.push_str("```mermaid\n");

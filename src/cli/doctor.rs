@@ -456,15 +456,15 @@ fn probe_models(
     let response = runtime()?
         .block_on(async move { request.send().await })
         .map_err(|error| {
-        // reqwest's message carries the URL, never the key; its cause says why.
-        let mut text = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            text.push_str(&format!(": {cause}"));
-            source = cause.source();
-        }
-        anyhow::anyhow!(text)
-    })?;
+            // reqwest's message carries the URL, never the key; its cause says why.
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            anyhow::anyhow!(text)
+        })?;
     Ok(response.status())
 }
 

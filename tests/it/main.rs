@@ -19,7 +19,9 @@
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
 //! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
-//! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
+//! attacks, Mermaid, the local model), `firsthour` (issue 24: the demo's tour of every
+//! family, risks as plain strings, doctor, completions and man, progress only on a
+//! terminal, export --all, an interrupted copy or import resuming). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
@@ -34,6 +36,7 @@ mod durability;
 mod exports;
 mod faults_files;
 mod faults_process;
+mod firsthour;
 mod hostile;
 mod ledger;
 mod llm;

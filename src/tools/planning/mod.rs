@@ -333,7 +333,11 @@ fn objects(
                     field,
                     format!(
                         "item {i}: expected an object{}, received {}",
-                        if text_field.is_some() { " or a string" } else { "" },
+                        if text_field.is_some() {
+                            " or a string"
+                        } else {
+                            ""
+                        },
                         describe(&other)
                     ),
                 );
