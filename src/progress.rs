@@ -54,6 +54,18 @@ impl Progress {
         Progress { bar }
     }
 
+    /// A spinner alone, for one step that cannot count (a single transaction).
+    pub fn spinner(what: &str) -> Progress {
+        let bar = Self::drawn(None);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(what.to_string());
+        bar.enable_steady_tick(REDRAW_EVERY);
+        Progress { bar }
+    }
+
     fn drawn(total: Option<u64>) -> ProgressBar {
         if !enabled() {
             return ProgressBar::hidden();

@@ -6,7 +6,7 @@ use crate::progress::Progress;
 pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
     if rebuild {
-        let working = Progress::counter("rebuilding session summaries", "");
+        let working = Progress::spinner("rebuilding session summaries");
         let fixed = ledger.rebuild_summaries()?;
         working.finish();
         let mut text = format!("rebuilt {} session summary(ies)\n", fixed.len());

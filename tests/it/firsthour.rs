@@ -594,3 +594,35 @@ fn an_interrupted_copy_or_import_resumes_where_it_stopped() {
         ok(&run(&c, &["export", "--all", "-f", "jsonl"], &[]), "c")
     );
 }
+
+#[test]
+fn doctor_checks_a_postgres_store_its_schema_and_tls() {
+    let scratch = data_dir();
+    let schema = crate::pg::Schema::new();
+    let store = ["--store", schema.url.as_str()];
+    let empty = ok(
+        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        "doctor on an empty schema",
+    );
+    assert!(empty.contains("reachable, no ledger"), "{empty}");
+    ok(
+        &run(scratch.path(), &[&store[..], &["demo"]].concat(), &[]),
+        "demo",
+    );
+    let report = ok(
+        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        "doctor",
+    );
+    assert!(
+        report.contains("schema version 1") && report.contains("5 session(s), 31 event(s)"),
+        "{report}"
+    );
+    assert!(report.contains("ok    store TLS"), "{report}");
+    // A URL asking for TLS this build cannot give, and a server that is not there.
+    let unreachable = "postgres://nobody@127.0.0.1:1/none?sslmode=require&connect_timeout=2";
+    let refused = run(scratch.path(), &["--store", unreachable, "doctor"], &[]);
+    let report = stdout(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{report}");
+    assert!(report.contains("sslmode=require"), "{report}");
+    assert!(report.contains("FAIL  store "), "{report}");
+}
