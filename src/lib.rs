@@ -27,6 +27,7 @@
 //!   server over tokio) whose pages update live from the ledger's watch.
 //! - [`mcp_client`]: the small stdio MCP client `demo` drives the server with (the
 //!   benchmark harness, `src/bin/reasoning-ledger-bench/`, uses it too).
+//! - [`progress`]: progress bars of long commands, on a terminal only.
 //! - [`fault`]: debug-only fault points (`REASONING_LEDGER_FAULT`) for the fault tests.
 //! - `fuzzing` (test builds and cargo-fuzz only): the fuzz targets' bodies and invariants.
 //!
@@ -45,6 +46,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod live;
 pub mod mcp_client;
+pub mod progress;
 pub mod projection;
 pub mod provider;
 pub mod query;

@@ -1,4 +1,6 @@
-//! `copy --to URL|DIR`: the whole ledger copied in position order; idempotent and resumable.
+//! `copy --to URL|DIR`: the whole ledger copied in position order; idempotent and resumable
+//! (each batch is one transaction: an interrupted copy leaves whole batches, and the next
+//! run skips what is there).
 
 use super::*;
 
@@ -57,7 +59,14 @@ pub(super) fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
         copied += count;
         Ok(())
     };
+    let last_position = source.last_position()?;
+    let bar = if last_position > 0 {
+        crate::progress::Progress::bar("copying", last_position, "events")
+    } else {
+        crate::progress::Progress::counter("copying", "events")
+    };
     let mut visit = |event: Event| -> bool {
+        bar.inc(1);
         let full = batch
             .last()
             .is_some_and(|last| last.session != event.session)
@@ -69,7 +78,7 @@ pub(super) fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
         batch.push(event);
         true
     };
-    if source.last_position()? > 0 {
+    if last_position > 0 {
         source.for_each_event_from_position(1, |positioned| visit(positioned.event))?;
     } else {
         // A ledger of an earlier build before its first write has no positions yet.
@@ -79,7 +88,8 @@ pub(super) fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
         return Err(error);
     }
     flush(&mut batch)?;
-    let verified = target.verify_all()?;
+    bar.finish();
+    let verified = super::verify::verify_all_with_progress(&target)?;
     stdout_write(&format!(
         "copied {copied} event(s) ({present} already there) of {} session(s) from {source_label} \
          to {target_label}; verify: ok, {} session(s)\n",

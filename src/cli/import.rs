@@ -1,4 +1,6 @@
-//! `import FILE`: a JSONL export read back into the ledger, verified as it goes.
+//! `import FILE`: a JSONL export read back into the ledger, verified as it goes; idempotent
+//! by session and seq (events already there must hash the same), so an interrupted import
+//! resumes when run again.
 
 use super::*;
 
@@ -28,6 +30,8 @@ pub(super) fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
         }
     }
     let ledger = open(settings)?;
+    let total: usize = batches.iter().map(Vec::len).sum();
+    let bar = crate::progress::Progress::bar("importing", total as u64, "events");
     let mut imported = 0usize;
     let mut sessions: Vec<SessionId> = Vec::new();
     for batch in batches {
@@ -50,14 +54,17 @@ pub(super) fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
             }
         }
         let count = fresh.len();
+        let read = known.len() + count;
         ledger
             .write_blocking(move |txn| txn.import(fresh))?
             .with_context(|| format!("importing session {session}"))?;
         imported += count;
+        bar.inc(read as u64);
         if !sessions.contains(&session) {
             sessions.push(session);
         }
     }
+    bar.finish();
     stdout_write(&format!(
         "imported {imported} event(s) into {} session(s) in {}\n",
         sessions.len(),

@@ -1,6 +1,7 @@
 //! The command line: arguments parsed once into validated settings, then one
 //! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
-//! `search`, `verify`, `import`, `demo`, `copy` (and `ui`, served by [`crate::ui`]).
+//! `search`, `verify`, `import`, `demo`, `copy`, `doctor`, `completions` and `man` (and
+//! `ui`, served by [`crate::ui`]).
 //!
 //! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
 //! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
@@ -18,8 +19,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod completions;
 mod copy;
 mod demo;
+mod doctor;
 mod export_cmd;
 mod import;
 mod replay;
@@ -29,9 +32,11 @@ mod sessions;
 mod show;
 mod verify;
 
+use completions::{completions, man};
 use copy::copy;
 use demo::demo;
-use export_cmd::export_cmd;
+use doctor::doctor;
+use export_cmd::{export_all, export_cmd};
 use import::import;
 use replay::replay;
 use search::search;
@@ -49,9 +54,6 @@ pub const STORE_ENV: &str = "REASONING_LEDGER_STORE";
 pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
 /// Environment variable that turns the stderr thought box off when "true" (any case).
 pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
-
-/// The scripted session `demo` runs: tool calls as a client would send them.
-const DEMO_SCRIPT: &str = include_str!("../../data/demo.json");
 
 #[derive(Parser, Debug)]
 #[command(
@@ -104,10 +106,14 @@ pub enum Command {
         /// Session id or alias (`sessions` lists them)
         id: String,
     },
-    /// Export one session
+    /// Export one session, or with --all every session as JSONL (a backup `import` reads back)
     Export {
         /// Session id or alias (`sessions` lists them)
-        id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every session of the ledger, one after another (--format jsonl only)
+        #[arg(long, conflicts_with = "at")]
+        all: bool,
         /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
         #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
         format: Format,
@@ -156,8 +162,21 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
-    /// Run a short scripted session through the real server and print it (writes into the ledger of --data-dir, else the default one)
+    /// Tour every family (thinking, think, planning, qa, booster; the agent when a model is configured) through the real server, print the sessions and where their pictures are (writes into the ledger of --data-dir, else the default one)
     Demo,
+    /// Check the setup and say how to fix what is wrong: the data directory, the ledger (verify), the store URL, the model provider, QA workflow files, the HTTP token (exit 1 if anything is wrong)
+    Doctor,
+    /// Print the shell completion script: bash, zsh, fish, powershell or elvish (e.g. `reasoning-ledger completions bash > ~/.local/share/bash-completion/completions/reasoning-ledger`)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (`reasoning-ledger man > reasoning-ledger.1`), or write one page per command into a folder
+    Man {
+        /// Write reasoning-ledger.1 and one page per command (reasoning-ledger-serve.1, …) into this folder instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
     Copy {
         /// Where to: postgres://… or a directory (its ledger.redb)
@@ -301,10 +320,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Show { id } => show(&settings, &id),
         Command::Export {
             id,
+            all,
             format,
             at,
             output,
-        } => export_cmd(&settings, &id, format, at, output.as_deref()),
+        } => match id {
+            Some(id) if !all => export_cmd(&settings, &id, format, at, output.as_deref()),
+            _ => export_all(&settings, format, output.as_deref()),
+        },
         Command::Replay { id, at } => replay(&settings, &id, at),
         Command::Search { text, json, limit } => search(&settings, &text, json, limit),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
@@ -315,6 +338,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => demo(&settings),
         Command::Copy { to } => copy(&settings, &to),
+        Command::Doctor => doctor(&settings),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     }
 }
 

@@ -1,11 +1,14 @@
 //! `verify [ID] [--rebuild]`: hash chains and summaries checked (and stale summaries rebuilt).
 
 use super::*;
+use crate::progress::Progress;
 
 pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
     if rebuild {
+        let working = Progress::spinner("rebuilding session summaries");
         let fixed = ledger.rebuild_summaries()?;
+        working.finish();
         let mut text = format!("rebuilt {} session summary(ies)\n", fixed.len());
         for session in &fixed {
             text.push_str(&format!("  {session}\n"));
@@ -19,7 +22,7 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
                 .with_context(|| format!("no session {id:?}"))?;
             vec![ledger.verify_session(session)?]
         }
-        None => ledger.verify_all()?,
+        None => verify_all_with_progress(&ledger)?,
     };
     let events: u64 = verified.iter().map(|v| v.events).sum();
     stdout_write(&format!(
@@ -28,4 +31,17 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         events,
         ledger.path().display()
     ))
+}
+
+/// Every session verified, with a bar of sessions on a terminal.
+pub(super) fn verify_all_with_progress(
+    ledger: &Ledger,
+) -> Result<Vec<crate::store::VerifiedSession>, crate::store::VerifyError> {
+    let bar = Progress::bar("verifying", 0, "sessions");
+    let verified = ledger.verify_all_reporting(|done, total| {
+        bar.set_total(total as u64);
+        bar.set(done as u64);
+    })?;
+    bar.finish();
+    Ok(verified)
 }

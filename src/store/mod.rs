@@ -368,12 +368,22 @@ impl Ledger {
     /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad
     /// one. Also reports events stored under a session that has no head.
     pub fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
+        self.verify_all_reporting(|_, _| {})
+    }
+
+    /// [`Ledger::verify_all`], calling `progress(sessions done, sessions in all)` after
+    /// each session (for a progress bar).
+    pub fn verify_all_reporting(
+        &self,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Vec<VerifiedSession>, VerifyError> {
         let view = self.read()?;
         let mut heads: Vec<SessionId> = view.heads()?.into_iter().map(|h| h.session).collect();
         heads.sort();
         let mut out = Vec::new();
         for session in &heads {
             out.push(verify_in(&*view, *session)?);
+            progress(out.len(), heads.len());
         }
         let total = view.event_count()?;
         let counted: u64 = out.iter().map(|v| v.events).sum();

@@ -19,10 +19,13 @@
 //! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
-//! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows) and
+//! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows),
 //! `fixture_ledger` (a ledger of the build before issue 19: verify and every export, byte
-//! for byte). Storage faults (crash at every sync point, I/O errors, a full disk) are unit
-//! tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
+//! for byte) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
+//! strings, doctor, completions and man, progress only on a terminal, export --all, an
+//! interrupted copy or import resuming). Storage faults (crash at every sync point, I/O
+//! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
+//! `StorageBackend`.
 
 mod agent;
 mod bad_input;
@@ -35,6 +38,7 @@ mod durability;
 mod exports;
 mod faults_files;
 mod faults_process;
+mod firsthour;
 mod fixture_ledger;
 mod hostile;
 mod ledger;

@@ -173,7 +173,19 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let mut report = serde_json::Map::new();
     let mut text = String::new();
+    // One step per part measured (stores, servers, ledger), on a terminal only.
+    let parts = [
+        server.is_some() && !args.no_postgres,
+        server.is_some() && !args.no_servers,
+        !args.no_ledger,
+    ];
+    let bar = reasoning_ledger::progress::Progress::bar(
+        "bench",
+        parts.iter().filter(|on| **on).count() as u64,
+        "parts",
+    );
     if let Some(server) = server.as_ref().filter(|_| !args.no_postgres) {
+        bar.set_message("bench: stores (redb beside PostgreSQL)");
         let figures = runtime()?.block_on(postgres::run(
             server,
             &scratch,
@@ -182,9 +194,11 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         ))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("stores".into(), serde_json::to_value(&figures)?);
+        bar.inc(1);
     }
     if let Some(server) = server.filter(|_| !args.no_servers) {
-        eprintln!("bench: measuring {}", describe_binary(&server));
+        bar.set_message("bench: MCP servers");
+        bar.say(&format!("bench: measuring {}", describe_binary(&server)));
         let mut options = servers::ServerBenchOptions::new(scratch.join("servers"));
         options.ours = Some(servers::ours_command(&server));
         options.calls = args.calls;
@@ -194,21 +208,23 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
             let root = std::env::current_dir()?;
             options.reference = servers::reference_command(&root);
             if options.reference.is_none() {
-                eprintln!(
+                bar.say(&format!(
                     "bench: the Node reference server is not installed; run `npm ci --prefix {}` to compare side by side",
                     servers::REFERENCE_PROJECT_DIR
-                );
+                ));
             }
         }
         let figures = runtime()?.block_on(servers::run_server_bench(options))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("servers".into(), figures.report_json());
+        bar.inc(1);
     }
     if !args.no_ledger {
-        eprintln!(
+        bar.set_message("bench: the ledger");
+        bar.say(&format!(
             "bench: building ledger fixtures ({} + {} + {} events)…",
             args.rebuild_events, args.mermaid_thoughts, args.open_events
-        );
+        ));
         let figures = ledger::run(
             &scratch.join("ledger"),
             args.rebuild_events,
@@ -217,7 +233,9 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         )?;
         text.push_str(&figures.to_string());
         report.insert("ledger".into(), serde_json::to_value(&figures)?);
+        bar.inc(1);
     }
+    bar.finish();
     let out = if args.json {
         format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {

@@ -67,6 +67,8 @@ pub fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let list = json!({"type": ["array", "string"], "items": {"type": "string"}});
     let objects = json!({"type": ["array", "string"], "items": {"type": "object"}});
+    // A risk may be just its description (see `objects`).
+    let risks = json!({"type": ["array", "string"], "items": {"type": ["object", "string"]}});
     let score = branches::score_schema();
     let mut planning = vec![
         tool_definition(
@@ -94,7 +96,7 @@ pub fn tools() -> Vec<Tool> {
                 "recommendation": {"type": "string", "enum": RECOMMENDATIONS},
                 "selectedBranch": text,
                 "steps": objects,
-                "risks": objects,
+                "risks": risks,
                 "assumptions": list,
                 "successCriteria": list,
                 "format": {"type": "string", "enum": ["markdown", "json"]}
@@ -307,19 +309,36 @@ pub fn normalize_step(position: usize, object: &Map<String, Value>) -> Step {
     }
 }
 
-fn objects(args: &mut Args<'_>, raw: &Map<String, Value>, field: &str) -> Vec<Map<String, Value>> {
+/// The objects of an array field. With `text_field`, a plain string item stands for the
+/// object holding only that field (`risks: ["vendor lock-in"]` is `[{"description":
+/// "vendor lock-in"}]`): where a list of objects has one obvious text field, models often
+/// send just the text.
+fn objects(
+    args: &mut Args<'_>,
+    raw: &Map<String, Value>,
+    field: &str,
+    text_field: Option<&str>,
+) -> Vec<Map<String, Value>> {
     let Some(items) = json_array(args, raw, field) else {
         return Vec::new();
     };
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        match item {
-            Value::Object(object) => out.push(object),
-            other => {
+        match (item, text_field) {
+            (Value::Object(object), _) => out.push(object),
+            (Value::String(text), Some(name)) => {
+                out.push(Map::from_iter([(name.to_string(), Value::String(text))]));
+            }
+            (other, _) => {
                 args.problem(
                     field,
                     format!(
-                        "item {i}: expected an object, received {}",
+                        "item {i}: expected an object{}, received {}",
+                        if text_field.is_some() {
+                            " or a string"
+                        } else {
+                            ""
+                        },
                         describe(&other)
                     ),
                 );
@@ -378,8 +397,8 @@ impl PlanArgs {
             false,
             MAX_ID_BYTES,
         ));
-        let steps = objects(&mut args, raw, "steps");
-        let risks = objects(&mut args, raw, "risks");
+        let steps = objects(&mut args, raw, "steps", None);
+        let risks = objects(&mut args, raw, "risks", Some("description"));
         let assumptions = string_array(&mut args, raw, "assumptions");
         let success_criteria = string_array(&mut args, raw, "successCriteria");
         let mut format = "markdown";

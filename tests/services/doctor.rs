@@ -1,0 +1,64 @@
+//! `doctor` against a real PostgreSQL store (issue 24): an empty schema, a ledger the
+//! demo wrote (schema version, counts, TLS), and a URL asking for TLS from a server that
+//! is not there.
+
+use crate::common::*;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The CLI on `dir` with no store or provider from the environment.
+fn run(dir: &Path, args: &[&str], _env: &[(&str, &str)]) -> Output {
+    Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("REASONING_LEDGER_DIR")
+        .env_remove("REASONING_LEDGER_STORE")
+        .env_remove("REASONING_LEDGER_LLM_BASE_URL")
+        .env_remove("REASONING_LEDGER_TOKEN")
+        .env_remove("REASONING_LEDGER_FAULT")
+        .output()
+        .expect("run the cli")
+}
+
+fn ok(output: &Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what}: {}\n{}",
+        stderr(output),
+        stdout(output)
+    );
+    stdout(output)
+}
+
+#[test]
+fn doctor_checks_a_postgres_store_its_schema_and_tls() {
+    let scratch = data_dir();
+    let schema = crate::pg::Schema::new();
+    let store = ["--store", schema.url.as_str()];
+    let empty = ok(
+        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        "doctor on an empty schema",
+    );
+    assert!(empty.contains("reachable, no ledger"), "{empty}");
+    ok(
+        &run(scratch.path(), &[&store[..], &["demo"]].concat(), &[]),
+        "demo",
+    );
+    let report = ok(
+        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        "doctor",
+    );
+    assert!(
+        report.contains("schema version 1") && report.contains("5 session(s), 31 event(s)"),
+        "{report}"
+    );
+    assert!(report.contains("ok    store TLS"), "{report}");
+    // A URL asking for TLS this build cannot give, and a server that is not there.
+    let unreachable = "postgres://nobody@127.0.0.1:1/none?sslmode=require&connect_timeout=2";
+    let refused = run(scratch.path(), &["--store", unreachable, "doctor"], &[]);
+    let report = stdout(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{report}");
+    assert!(report.contains("sslmode=require"), "{report}");
+    assert!(report.contains("FAIL  store "), "{report}");
+}
