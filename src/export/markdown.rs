@@ -49,7 +49,7 @@ fn write_header(out: &mut String, tree: &ThoughtTree) {
     let summary = tree.summary.as_ref();
     let kind = tree
         .kind()
-        .and_then(crate::tools::kind_info)
+        .and_then(crate::event::family::kind_info)
         .map_or("Session", |info| info.label);
     let title = escape_inline(tree.title());
     let title = if title.is_empty() {

@@ -10,7 +10,9 @@
 //! ever built from one; error texts are redacted before they get here).
 
 use super::{ChatRequest, ChatResponse, ErrorAction, ErrorType, ProviderError, Usage};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
@@ -214,19 +216,22 @@ impl PayloadCodec for ModelCallCodec {
         schema: u32,
         bytes: &[u8],
         _fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
-        let json = std::str::from_utf8(bytes).map_err(|e| format!("model call row: {e}"))?;
+    ) -> Result<FamilyPayload, CodecError> {
+        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
+            what: "model call",
+            source,
+        })?;
         self.decode_json(tag, schema, json)
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         if tag != MODEL_CALL_RECORDED {
-            return Err(format!("the provider codec has no event type {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the provider codec has no event type {tag:?}"
+            )));
         }
         if schema != MODEL_CALL_SCHEMA {
-            return Err(format!(
-                "{tag} of schema {schema}; this build reads schema {MODEL_CALL_SCHEMA}"
-            ));
+            return Err(CodecError::only_schema(tag, schema, MODEL_CALL_SCHEMA));
         }
         #[derive(Deserialize)]
         struct Wire {
@@ -235,7 +240,7 @@ impl PayloadCodec for ModelCallCodec {
             model_call: ModelCallRecord,
             call: CallRecord,
         }
-        let wire: Wire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let wire: Wire = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(ModelCallEvent(ModelCallRecorded {
             record: wire.model_call,
             call: wire.call,

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{
-    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
@@ -231,12 +231,20 @@ impl FamilyEvent for NoteAddedV1 {
     }
 }
 
+fn refused(error: impl std::fmt::Display) -> CodecError {
+    CodecError::Refused(error.to_string())
+}
+
+fn unknown_schema(schema: u32) -> CodecError {
+    CodecError::Refused(format!("note schema {schema} is unknown to this build"))
+}
+
 pub struct NoteCodec;
 pub static NOTE_CODEC: NoteCodec = NoteCodec;
 
 /// Schema 1 read as written, then upcast: the JSON it was written as is kept.
-fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, String> {
-    let written = serde_json::value::to_raw_value(&old).map_err(|e| e.to_string())?;
+fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, CodecError> {
+    let written = serde_json::value::to_raw_value(&old).map_err(refused)?;
     Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
 }
 
@@ -256,7 +264,7 @@ impl PayloadCodec for NoteCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         match schema {
             1 => {
                 let stored: StoredNoteV1<'_> = postcard_decode(bytes)?;
@@ -273,20 +281,25 @@ impl PayloadCodec for NoteCodec {
                     call: stored.call.build(fields)?,
                 }))
             }
-            other => Err(format!("note schema {other} is unknown to this build")),
+            other => Err(unknown_schema(other)),
         }
     }
-    fn decode_json(&self, _tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(
+        &self,
+        _tag: &str,
+        schema: u32,
+        json: &str,
+    ) -> Result<FamilyPayload, CodecError> {
         match schema {
             1 => {
-                let old: NoteAddedV1 = serde_json::from_str(json).map_err(|e| e.to_string())?;
-                let written = RawValue::from_string(json.to_string()).map_err(|e| e.to_string())?;
+                let old: NoteAddedV1 = serde_json::from_str(json).map_err(refused)?;
+                let written = RawValue::from_string(json.to_string()).map_err(refused)?;
                 Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
             }
             NOTE_SCHEMA => serde_json::from_str::<NoteAdded>(json)
                 .map(FamilyPayload::new)
-                .map_err(|e| e.to_string()),
-            other => Err(format!("note schema {other} is unknown to this build")),
+                .map_err(refused),
+            other => Err(unknown_schema(other)),
         }
     }
 }

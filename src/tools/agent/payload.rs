@@ -5,7 +5,9 @@
 //! Owns: [`BranchNodeCreated`], [`AGENT_CODEC`]. Must not: change the written JSON
 //! without bumping [`AGENT_SCHEMA`] and reading the old one.
 
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 use crate::projection::agent::{AgentNode, FoldedNode};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
@@ -111,21 +113,24 @@ impl PayloadCodec for AgentCodec {
         schema: u32,
         bytes: &[u8],
         _fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
-        let json = std::str::from_utf8(bytes).map_err(|e| format!("agent row: {e}"))?;
+    ) -> Result<FamilyPayload, CodecError> {
+        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
+            what: "agent",
+            source,
+        })?;
         self.decode_json(tag, schema, json)
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         if tag != BRANCH_NODE_CREATED {
-            return Err(format!("the agent family has no event type {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the agent family has no event type {tag:?}"
+            )));
         }
         if schema != AGENT_SCHEMA {
-            return Err(format!(
-                "{tag} of schema {schema}; this build reads schema {AGENT_SCHEMA}"
-            ));
+            return Err(CodecError::only_schema(tag, schema, AGENT_SCHEMA));
         }
-        let read: Read = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let read: Read = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(BranchNodeCreated {
             node: read.node,
             call: read.call,

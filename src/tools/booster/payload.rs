@@ -7,7 +7,9 @@
 //! body's JSON field names without a new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 pub use crate::projection::booster::{
     Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
 };
@@ -15,8 +17,6 @@ use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 
 /// Schema of the booster family's payloads written by this build.
 pub const BOOSTER_SCHEMA: u32 = 1;
@@ -222,7 +222,7 @@ impl PayloadCodec for BoosterCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let stored: StoredBooster<'_> = postcard_decode(bytes)?;
         let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
@@ -233,27 +233,13 @@ impl PayloadCodec for BoosterCodec {
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
-        let mut fields: BTreeMap<String, Box<RawValue>> =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-        let call = match fields.remove("call") {
-            Some(call) => Some(
-                serde_json::from_str::<CallRecord>(call.get())
-                    .map_err(|e| format!("payload call: {e}"))?,
-            ),
+        let (body, call) = crate::event::family::split_call(json)?;
+        let call = match call {
+            Some(call) => Some(crate::event::family::call_from_json(&call)?),
             None => None,
         };
-        let mut body = String::from("{");
-        for (i, (key, value)) in fields.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
-            body.push(':');
-            body.push_str(value.get());
-        }
-        body.push('}');
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }

@@ -8,7 +8,9 @@
 //! new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 use crate::projection::plan::{
     Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
     PlanState,
@@ -17,8 +19,6 @@ use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 
 /// Schema of the planning family's payloads written by this build.
 pub const PLANNING_SCHEMA: u32 = 1;
@@ -279,7 +279,7 @@ impl PayloadCodec for PlanningCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let stored: StoredPlanning<'_> = postcard_decode(bytes)?;
         let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
@@ -289,25 +289,11 @@ impl PayloadCodec for PlanningCodec {
         }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
-        let mut fields: BTreeMap<String, Box<RawValue>> =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-        let call = fields
-            .remove("call")
-            .ok_or_else(|| "payload: missing field `call`".to_string())?;
-        let call: CallRecord =
-            serde_json::from_str(call.get()).map_err(|e| format!("payload call: {e}"))?;
-        let mut body = String::from("{");
-        for (i, (key, value)) in fields.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
-            body.push(':');
-            body.push_str(value.get());
-        }
-        body.push('}');
+        let (body, call) = crate::event::family::split_call(json)?;
+        let call = call.ok_or(CodecError::MissingField("call"))?;
+        let call = crate::event::family::call_from_json(&call)?;
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(PlanningEvent { body, call }))
     }

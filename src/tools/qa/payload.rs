@@ -7,7 +7,9 @@
 //! reading the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{QaNode, StandIn, ThoughtNode, ThoughtTree};
 use crate::tools::thinking::SequentialThought;
@@ -241,28 +243,32 @@ impl PayloadCodec for QaCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         if tag != QA_STEP_RECORDED {
-            return Err(format!("the qa family has no event {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the qa family has no event {tag:?}"
+            )));
         }
         let stored: StoredQa<'_> = postcard_decode(bytes)?;
-        let step: QaStep =
-            serde_json::from_str(stored.body).map_err(|e| format!("payload: {e}"))?;
+        let step: QaStep = serde_json::from_str(stored.body).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(QaStepRecorded {
             step,
             call: stored.call.build(fields)?,
         }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let StepOnly { tag: found, step } =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+            serde_json::from_str(json).map_err(CodecError::payload)?;
         if found != tag || tag != QA_STEP_RECORDED {
-            return Err(format!("payload tagged {found:?}, expected {tag:?}"));
+            return Err(CodecError::TagMismatch {
+                found,
+                expected: tag.to_string(),
+            });
         }
-        let CallOnly { call } = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let CallOnly { call } = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(QaStepRecorded { step, call }))
     }
 }
