@@ -55,3 +55,8 @@ pub mod ui;
 pub(crate) fn registry() -> &'static dyn event::family::Registry {
     &tools::REGISTRY
 }
+
+/// The same registry as the exports see it (`export::family`).
+pub(crate) fn exports() -> &'static dyn export::family::Registry {
+    &tools::REGISTRY
+}

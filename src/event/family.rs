@@ -20,6 +20,7 @@
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
 use crate::event::{CallRecord, RawArguments, SessionKind};
+use crate::projection::family::SummaryPart;
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
@@ -243,6 +244,24 @@ pub trait PayloadCodec: Send + Sync {
         _fields: DecodeFields,
     ) -> Option<Result<(FamilyPayload, &'a [u8]), CodecError>> {
         None
+    }
+
+    /// The fields its payloads add to a stored summary (the JSON keys of its
+    /// [`SummaryPart`]); a stored summary's field is given to the codec declaring it.
+    fn summary_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Its summary part, from the fields of a stored summary it declared.
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let _ = fields;
+        Err(serde::de::Error::custom(format_args!(
+            "the {} family keeps nothing in a summary",
+            self.family()
+        )))
     }
 
     /// Refuses a row of a schema newer than this build reads, in the one wording every

@@ -6,13 +6,11 @@
 //! store (callers fold and pass what to render), or let any text a model wrote change
 //! the structure of the output (escaping is the renderer's job).
 
-pub mod agent;
-pub mod booster;
+pub mod family;
 pub mod html;
 pub mod markdown;
 pub mod mermaid;
 pub mod picture;
-pub mod plan;
 pub mod svg;
 
 use crate::event::Event;

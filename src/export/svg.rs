@@ -840,11 +840,11 @@ pub(crate) mod tests {
     use crate::projection::fixtures::{
         call, recorded, seq_thought, session_event, tree_with_aliases,
     };
-    use crate::projection::plan::{
-        Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
-        PlanInit, Risk, Step,
-    };
     use crate::tools::planning::payload::{Body, PlanningEvent};
+    use crate::tools::planning::state::{
+        Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
+        PlanInit, Planning, Risk, Step,
+    };
     use crate::tools::qa::payload::{
         QaStep, QaStepRecorded, Step as QaPlanStep, ToolRecommendation,
     };
@@ -1234,12 +1234,12 @@ pub(crate) mod tests {
     /// iteration 1 best-of-3, iteration 2 chosen by a beam and backtracked (a loop),
     /// iteration 3 with backtracking off: a stagnation detected, the step kept.
     pub(crate) fn booster_events(text: &str) -> (SessionId, Vec<Event>) {
-        use crate::projection::booster::{
+        use crate::tools::booster::config::Config;
+        use crate::tools::booster::payload::{Body, BoosterEvent};
+        use crate::tools::booster::state::{
             Applied, Beam, BeamHead, CandidateSet, Hints, LoopCheck, LoopKind, ModelOutput,
             PathStep, Proposal, Score, Scored, Source, Started, Via,
         };
-        use crate::tools::booster::config::Config;
-        use crate::tools::booster::payload::{Body, BoosterEvent};
         let event = |body: Body, tool: Option<&str>| -> Payload {
             BoosterEvent {
                 body,
@@ -1357,8 +1357,8 @@ pub(crate) mod tests {
     /// An agent session whose every text is `text`: a chat_agent call (answered), a
     /// failed one, and three branch nodes, one nested, one under an unknown parent.
     pub(crate) fn agent_events(text: &str) -> (SessionId, Vec<Event>) {
-        use crate::projection::agent::{AgentNode, CallType};
         use crate::provider::{ChatRequest, ChatResponse, ModelCallRecord, ModelCallRecorded};
+        use crate::tools::agent::node::{AgentNode, CallType};
         use crate::tools::agent::payload::BranchNodeCreated;
         let call = |tool: &str| crate::event::CallRecord {
             tool: tool.to_string(),
@@ -1439,16 +1439,16 @@ pub(crate) mod tests {
     #[test]
     fn planning_and_qa_nodes_are_the_projection_s() {
         let tree = build(plan_events("p"));
-        let plan = tree.planning.plan.as_ref().unwrap();
+        let plan = Planning::of(&tree).plan.as_ref().unwrap();
         let (nodes, edges) = parse(&render(&tree));
         let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
         assert_eq!(count("plan"), 1);
         assert_eq!(count("clarification"), plan.clarifications.len());
         assert_eq!(count("approach"), plan.approaches.len());
-        assert_eq!(count("evaluation"), tree.planning.evaluations.len());
-        assert_eq!(count("close"), tree.planning.closes.len());
+        assert_eq!(count("evaluation"), Planning::of(&tree).evaluations.len());
+        assert_eq!(count("close"), Planning::of(&tree).closes.len());
         assert_eq!(count("final-plan"), 1);
-        assert_eq!(count("merge"), tree.planning.merges.len());
+        assert_eq!(count("merge"), Planning::of(&tree).merges.len());
         assert_eq!(nodes.len(), 1 + 2 + 3 + 3 + 1 + 1 + 1);
         let links = |kind: &str| edges.iter().filter(|(_, _, k)| k == kind).count();
         assert_eq!(
@@ -1506,7 +1506,10 @@ pub(crate) mod tests {
         let (nodes, edges) = parse(&svg);
         let with_tools = tree
             .thoughts()
-            .filter(|n| n.qa.as_ref().is_some_and(|qa| !qa.used_tools.is_empty()))
+            .filter(|n| {
+                n.data::<crate::tools::qa::node::QaNode>()
+                    .is_some_and(|qa| !qa.used_tools.is_empty())
+            })
             .count();
         assert_eq!(with_tools, 2);
         assert_eq!(

@@ -75,6 +75,21 @@ impl crate::event::family::Registry for Registry {
     }
 }
 
+/// Renderers no toolset owns: the model calls' Markdown section.
+pub static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
+    &[&crate::provider::record::MODEL_CALLS_RENDER];
+
+impl crate::export::family::Registry for Registry {
+    fn pictures(&self) -> Vec<&'static crate::export::picture::Pictures> {
+        FAMILIES.iter().filter_map(|f| f.picture).collect()
+    }
+
+    fn renders(&self) -> Vec<&'static dyn crate::export::family::FamilyRender> {
+        let families = FAMILIES.iter().filter_map(|f| f.render);
+        families.chain(SHARED_RENDERS.iter().copied()).collect()
+    }
+}
+
 /// Families DESIGN names that this build does not have yet.
 pub const PLANNED: [&str; 0] = [];
 
@@ -120,6 +135,9 @@ pub struct Family {
     /// What it adds to the SVG and HTML pictures of a session (nodes, links, marks on
     /// thoughts), if anything: see [`crate::export::picture`].
     pub picture: Option<&'static crate::export::picture::Pictures>,
+    /// What it adds to the Markdown and Mermaid exports, if anything: see
+    /// [`crate::export::family`].
+    pub render: Option<&'static dyn crate::export::family::FamilyRender>,
 }
 
 /// Every registered session kind.

@@ -50,6 +50,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&NOTE_CODEC),
     picture: None,
+    render: None,
 };
 
 fn tools() -> Vec<rmcp::model::Tool> {
@@ -182,24 +183,9 @@ impl FamilyEvent for NoteAdded {
     }
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let number = tree.order.len() as u64 + 1;
-        tree.add_thought(ThoughtNode {
-            seq,
-            at,
-            tool: self.call.tool,
-            thought_number: number,
-            total_thoughts: None,
-            thought: self.text,
-            next_thought_needed: None,
-            is_revision: None,
-            revises_thought: None,
-            branch_from_thought: None,
-            branch_id: None,
-            needs_more_thoughts: None,
-            thread_purpose: None,
-            tool_recommendation: None,
-            open_items: self.tags,
-            qa: None,
-        });
+        let mut node = ThoughtNode::new(seq, at, self.call.tool, number, self.text);
+        node.open_items = self.tags;
+        tree.add_thought(node);
     }
 }
 

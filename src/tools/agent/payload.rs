@@ -8,9 +8,10 @@
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::agent::{AgentNode, FoldedNode};
+use crate::projection::family::SummaryPart;
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
+use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, FAMILY, FoldedNode};
 use serde::{Deserialize, Serialize};
 
 /// Schema of the agent family's payloads written by this build.
@@ -77,11 +78,11 @@ impl FamilyEvent for BranchNodeCreated {
     }
 
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
-        summary.agent_nodes += 1;
+        summary.part_mut::<AgentSummary>().agent_nodes += 1;
     }
 
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        tree.agent_nodes.push(FoldedNode {
+        tree.family_or_default::<AgentNodes>().0.push(FoldedNode {
             seq,
             at,
             node: self.node,
@@ -96,7 +97,19 @@ pub static AGENT_CODEC: AgentCodec = AgentCodec;
 
 impl PayloadCodec for AgentCodec {
     fn family(&self) -> &'static str {
-        "agent"
+        FAMILY
+    }
+
+    fn summary_keys(&self) -> &'static [&'static str] {
+        crate::tools::agent::node::SUMMARY_KEYS
+    }
+
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let part: AgentSummary = serde_json::from_value(fields.into())?;
+        Ok(Box::new(part))
     }
 
     fn schema(&self) -> u32 {

@@ -18,9 +18,11 @@ pub mod candidates;
 pub mod config;
 pub mod engine;
 pub mod generate;
+pub mod mermaid;
 pub mod output;
 pub mod payload;
 pub mod picture;
+pub mod state;
 pub mod verifier;
 
 use super::args::{
@@ -32,10 +34,10 @@ use super::{
     tool_definition, writing_annotations,
 };
 use crate::event::{CallRecord, NewEvent, Payload, SessionKind};
-use crate::projection::booster::{BoosterState, Iteration, Started};
 use crate::projection::tree::ThoughtTree;
 use crate::provider::{ModelCallRecord, ModelCallRecorded};
 use crate::store::{Ledger, SessionHead};
+use crate::tools::booster::state::{BoosterState, Iteration, Started};
 use config::{Config, MAX_CANDIDATES, parse_config};
 use generate::Generation;
 use payload::{Body, BoosterEvent, Hints};
@@ -81,6 +83,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&payload::BOOSTER_CODEC),
     picture: Some(&picture::PICTURES),
+    render: Some(&mermaid::RENDER),
 };
 
 /// The tools of this family, as listed (`usage` first).
@@ -281,7 +284,7 @@ async fn load(
             ));
         }
         let tree = super::ledger::load_tree(&ledger, &head, None)?;
-        if tree.booster.is_none() {
+        if tree.family::<BoosterState>().is_none() {
             return Err(unknown());
         }
         Ok((head, tree))
@@ -310,8 +313,7 @@ async fn reload(
 }
 
 fn booster(tree: &ThoughtTree) -> &BoosterState {
-    tree.booster
-        .as_deref()
+    tree.family::<BoosterState>()
         .expect("a loaded booster session has its state")
 }
 
@@ -360,7 +362,9 @@ fn history_json(state: &BoosterState) -> Value {
 }
 
 fn diagnostics_json(tree: &ThoughtTree) -> (Value, Vec<String>) {
-    let (diagnostics, picks) = booster(tree).diagnostics.sampled(&tree.model_calls);
+    let (diagnostics, picks) = booster(tree)
+        .diagnostics
+        .sampled(crate::provider::record::ModelCalls::of(tree));
     (json!(diagnostics), picks)
 }
 

@@ -10,11 +10,11 @@ use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-pub use crate::projection::booster::{
-    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
-};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
+pub use crate::tools::booster::state::{
+    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
+};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
@@ -136,10 +136,10 @@ impl FamilyEvent for BoosterEvent {
             if let Some(call) = call {
                 state.last_tool = call.tool;
             }
-            tree.booster = Some(Box::new(state));
+            tree.set_family(state);
             return;
         }
-        let Some(state) = tree.booster.as_mut() else {
+        let Some(state) = tree.family_mut::<BoosterState>() else {
             return;
         };
         if let Some(call) = call {
@@ -154,24 +154,14 @@ impl FamilyEvent for BoosterEvent {
             Body::CandidatesScored(set) => state.candidates_scored(seq, at, set),
             Body::BeamRolledOut(beam) => state.beam_rolled_out(seq, beam),
             Body::StepApplied(applied) => {
-                let node = ThoughtNode {
+                let mut node = ThoughtNode::new(
                     seq,
                     at,
-                    tool: state.last_tool.clone(),
-                    thought_number: applied.iteration,
-                    total_thoughts: Some(state.config.max_steps),
-                    thought: applied.proposal.text.clone(),
-                    next_thought_needed: None,
-                    is_revision: None,
-                    revises_thought: None,
-                    branch_from_thought: None,
-                    branch_id: None,
-                    needs_more_thoughts: None,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                    qa: None,
-                };
+                    state.last_tool.clone(),
+                    applied.iteration,
+                    applied.proposal.text.clone(),
+                );
+                node.total_thoughts = Some(state.config.max_steps);
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
             }

@@ -10,12 +10,13 @@
 use super::payload::{Body, PlanningEvent};
 use super::{RECOMMENDATIONS, blocking, valid_next};
 use crate::event::{NewEvent, Payload, SessionKind};
-use crate::projection::plan::{
-    BranchClose, BranchMerge, Criterion, Evaluation, Folded, round2, weighted_score,
-};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead};
 use crate::tools::args::{Args, MAX_ID_BYTES, describe};
+use crate::tools::planning::state::{
+    BranchClose, BranchMerge, Criterion, Evaluation, Folded, Planning, PlanningSummary, round2,
+    weighted_score,
+};
 use crate::tools::write::Target;
 use crate::tools::{
     ToolCall, ToolError, reading_annotations, structured_result, tool_definition,
@@ -324,7 +325,8 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         .try_record(target(&head, id), move |head, record| {
             check_branch(&tool, head, &branch)?;
             let summary = &head.expect("named").summary;
-            if let Some(phase) = summary.phase.as_deref() {
+            let planned = PlanningSummary::of(summary);
+            if let Some(phase) = planned.phase.as_deref() {
                 // A plan's approach: deep_planning's rules (the phase machine, one
                 // evaluation per approach).
                 if !valid_next(Some(phase)).contains(&"evaluate") {
@@ -337,7 +339,7 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
                         ),
                     ));
                 }
-                if summary.evaluated.contains(&branch) {
+                if planned.evaluated.contains(&branch) {
                     return Err(problem(
                         &tool,
                         "branchId",
@@ -380,7 +382,7 @@ fn counted(c: &Criterion) -> f64 {
 fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<Ranked<'a>> {
     let evaluated: Vec<(&str, &Folded<Evaluation>)> = branches
         .iter()
-        .filter_map(|b| tree.planning.evaluation(b).map(|e| (b.as_str(), e)))
+        .filter_map(|b| Planning::of(&tree).evaluation(b).map(|e| (b.as_str(), e)))
         .collect();
     let mut ranked: Vec<Ranked<'a>> = match method {
         "weighted_voting" => {
@@ -438,8 +440,8 @@ fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<
                     reason: format!(
                         "score {:.2} less {}% for risk {}",
                         e.item.score,
-                        crate::export::plan::number(risk * 5.0),
-                        crate::export::plan::number(risk)
+                        crate::tools::planning::document::number(risk * 5.0),
+                        crate::tools::planning::document::number(risk)
                     ),
                 }
             })
@@ -461,7 +463,7 @@ fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<
                         Some(c) => format!(
                             "weakest criterion {} at {}/10 (every criterion agrees at least this far)",
                             c.name,
-                            crate::export::plan::number(counted(c))
+                            crate::tools::planning::document::number(counted(c))
                         ),
                         None => "no criteria".to_string(),
                     },
@@ -524,13 +526,13 @@ fn compare(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, 
                 "value": r.value,
                 "reason": r.reason,
             });
-            if let Some(a) = tree.planning.approach(r.branch) {
+            if let Some(a) = Planning::of(&tree).approach(r.branch) {
                 row["name"] = json!(a.name);
             }
             if let Some(rec) = &r.evaluation.item.recommendation {
                 row["recommendation"] = json!(rec);
             }
-            if tree.planning.conclusion(r.branch).is_some() {
+            if Planning::of(&tree).conclusion(r.branch).is_some() {
                 row["closed"] = json!(true);
             }
             row
@@ -538,7 +540,7 @@ fn compare(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, 
         .collect();
     let not_evaluated: Vec<&String> = branches
         .iter()
-        .filter(|b| tree.planning.evaluation(b).is_none())
+        .filter(|b| Planning::of(&tree).evaluation(b).is_none())
         .collect();
     let explanation = match ranked.first() {
         None => {
@@ -584,7 +586,7 @@ async fn close(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let recorded = call
         .try_record(target(&head, id), move |head, record| {
             check_branch(&tool, head, &branch)?;
-            if head.is_some_and(|h| h.summary.closed_branches.contains(&branch)) {
+            if head.is_some_and(|h| h.summary.branch_closed(&branch)) {
                 return Err(problem(
                     &tool,
                     "branchId",
@@ -604,7 +606,7 @@ async fn close(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         "sessionId": super::plan_id(recorded.session, &recorded.head.summary),
         "branchId": closed,
         "closed": true,
-        "closedBranches": recorded.head.summary.closed_branches,
+        "closedBranches": PlanningSummary::of(&recorded.head.summary).closed_branches,
         "eventSeq": recorded.seq,
     })))
 }
@@ -616,9 +618,8 @@ fn merged_text(tree: &ThoughtTree, branch: &str, strategy: &str) -> String {
         .filter(|t| t.branch_id.as_deref() == Some(branch))
         .map(|t| t.thought.as_str())
         .collect();
-    let approach = tree.planning.approach(branch);
-    let finding = tree
-        .planning
+    let approach = Planning::of(&tree).approach(branch);
+    let finding = Planning::of(&tree)
         .conclusion(branch)
         .map(str::to_string)
         .or_else(|| thoughts.last().map(|t| t.to_string()))

@@ -8,12 +8,14 @@
 //! parsing (arrays as JSON arrays or JSON-encoded strings, scores 0–10 as numbers or
 //! numeric strings, step normalisation), the phase machine ([`valid_next`]) and the pure
 //! [`decide_planning`], and the answers. Its events, codec and folds are in [`payload`];
-//! the plan's documents in [`crate::export::plan`]. Must not: keep state but the
+//! the plan's documents in [`crate::tools::planning::document`]. Must not: keep state but the
 //! process's current plan, or answer before the commit.
 
 pub mod branches;
+pub mod document;
 pub mod payload;
 pub mod picture;
+pub mod state;
 
 use super::args::{Args, MAX_ID_BYTES, describe};
 use super::write::title_of;
@@ -23,12 +25,13 @@ use super::{
 };
 use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind, format_time};
 use crate::export;
-use crate::projection::plan::{
-    Approach, Clarification, Evaluation, FinalPlan, PlanInit, Risk, Step, weighted_score,
-};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead};
+use crate::tools::planning::state::{
+    Approach, Clarification, Evaluation, FinalPlan, PlanInit, Planning, PlanningSummary, Risk,
+    Step, weighted_score,
+};
 use payload::{Body, PHASE_DONE, PlanningEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
@@ -57,6 +60,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&payload::PLANNING_CODEC),
     picture: Some(&picture::PICTURES),
+    render: Some(&document::RENDER),
 };
 
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";
@@ -510,7 +514,8 @@ pub fn decide_planning(
         ));
     };
     let summary = &head.summary;
-    let current = summary.phase.as_deref();
+    let planned = PlanningSummary::of(summary);
+    let current = planned.phase.as_deref();
     let valid = valid_next(current);
     if !valid.contains(&args.phase) {
         return Err(refused(format!(
@@ -535,7 +540,7 @@ pub fn decide_planning(
                     summary.branches.join(", ")
                 )));
             }
-            if summary.evaluated.contains(&e.branch_id) {
+            if planned.evaluated.contains(&e.branch_id) {
                 return Err(refused(format!(
                     "An evaluation of \"{}\" already exists (one per approach)",
                     e.branch_id
@@ -567,13 +572,13 @@ pub fn plan_id(session: SessionId, summary: &SessionSummary) -> String {
 /// evaluationCount, validNextPhases, message}`.
 fn answer(plan: Option<(SessionId, &SessionSummary)>, status: &str, message: String) -> Value {
     let summary = plan.map(|(_, s)| s);
-    let phase = summary.and_then(|s| s.phase.as_deref());
+    let phase = summary.and_then(|s| PlanningSummary::of(s).phase.as_deref());
     json!({
         "sessionId": plan.map_or(String::new(), |(session, s)| plan_id(session, s)),
         "phase": phase.unwrap_or("none"),
         "status": status,
         "approachCount": summary.map_or(0, |s| s.branches.len()),
-        "evaluationCount": summary.map_or(0, |s| s.evaluated.len()),
+        "evaluationCount": summary.map_or(0, |s| PlanningSummary::of(s).evaluated.len()),
         "validNextPhases": valid_next(phase),
         "message": message,
     })
@@ -655,7 +660,7 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
                 } else {
                     ", answer pending"
                 },
-                summary.clarifications
+                PlanningSummary::of(summary).clarifications
             ),
         ),
         Body::ApproachExplored(a) => answer(
@@ -692,9 +697,9 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
         let tree =
             blocking(move || Ok(super::ledger::load_tree(&ledger, &head, Some(at))?)).await?;
         value["plan"] = if args.format == "json" {
-            export::plan::json(&tree.planning).unwrap_or(Value::Null)
+            document::json(Planning::of(&tree)).unwrap_or(Value::Null)
         } else {
-            json!(export::plan::markdown(&tree.planning).unwrap_or_default())
+            json!(document::markdown(Planning::of(&tree)).unwrap_or_default())
         };
     }
     value["eventSeq"] = json!(recorded.seq);
@@ -788,13 +793,14 @@ fn list_plans(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResul
     let mut rows = Vec::new();
     for (head, tree) in plans(ledger)? {
         let summary = &head.summary;
-        let done = summary.phase.as_deref() == Some(PHASE_DONE);
+        let planned = PlanningSummary::of(summary);
+        let done = planned.phase.as_deref() == Some(PHASE_DONE);
         match status.as_deref() {
             Some("complete") if !done => continue,
             Some("in-progress") if done => continue,
             _ => {}
         }
-        let Some(plan) = &tree.planning.plan else {
+        let Some(plan) = &Planning::of(&tree).plan else {
             continue;
         };
         if let Some(keyword) = &keyword {
@@ -810,11 +816,11 @@ fn list_plans(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResul
         let mut row = json!({
             "sessionId": plan_id(head.session, summary),
             "problem": plan.init.problem,
-            "phase": summary.phase.as_deref().unwrap_or("init"),
+            "phase": planned.phase.as_deref().unwrap_or("init"),
             "createdAt": format_time(summary.created_at),
             "updatedAt": format_time(summary.updated_at),
         });
-        if let Some(selected) = &summary.selected_branch {
+        if let Some(selected) = &planned.selected_branch {
             row["selectedBranch"] = json!(selected);
         }
         rows.push(row);
@@ -859,7 +865,10 @@ fn get_plan(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult,
         })));
     };
     let session_id = plan_id(head.session, &head.summary);
-    let phase = head.summary.phase.clone().unwrap_or_default();
+    let phase = PlanningSummary::of(&head.summary)
+        .phase
+        .clone()
+        .unwrap_or_default();
     let (text, plan) = match format {
         "jsonl" => {
             let events = ledger.events(head.session, 1, head.seq)?;
@@ -869,15 +878,15 @@ fn get_plan(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult,
             let tree = super::ledger::load_tree(ledger, &head, None)?;
             match format {
                 "json" => {
-                    let plan = export::plan::json(&tree.planning).unwrap_or(Value::Null);
+                    let plan = document::json(Planning::of(&tree)).unwrap_or(Value::Null);
                     (
                         serde_json::to_string_pretty(&plan).expect("json"),
                         Some(plan),
                     )
                 }
-                "mermaid" => (export::plan::mermaid(&tree), None),
+                "mermaid" => (document::mermaid(&tree), None),
                 _ => (
-                    export::plan::markdown(&tree.planning).unwrap_or_default(),
+                    document::markdown(Planning::of(&tree)).unwrap_or_default(),
                     None,
                 ),
             }

@@ -50,6 +50,7 @@ pub static FAMILY: Family = Family {
     ],
     codec: Some(&payload::THINKING_CODEC),
     picture: None,
+    render: None,
 };
 
 fn call(call: ToolCall) -> CallFuture {
@@ -279,7 +280,7 @@ fn refuse_closed_branch(
     let Some((branch, _)) = args.thought.branch() else {
         return Ok(());
     };
-    if head.is_some_and(|h| h.summary.closed_branches.iter().any(|b| b == branch)) {
+    if head.is_some_and(|h| h.summary.branch_closed(branch)) {
         return Err(ToolError::validation(
             SEQUENTIAL,
             vec![format!(

@@ -155,44 +155,26 @@ impl FamilyEvent for ThinkingEvent {
         let node = match *self {
             ThinkingEvent::ThoughtRecorded { thought, call } => {
                 let branch_id = thought.branch().map(|(id, _)| id.to_string());
-                ThoughtNode {
-                    seq,
-                    at,
-                    tool: call.tool,
-                    thought_number: thought.thought_number,
-                    total_thoughts: Some(thought.total_thoughts),
-                    thought: thought.thought,
-                    next_thought_needed: Some(thought.next_thought_needed),
-                    is_revision: thought.is_revision,
-                    revises_thought: thought.revises_thought,
-                    branch_from_thought: thought.branch_from_thought,
-                    branch_id,
-                    needs_more_thoughts: thought.needs_more_thoughts,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                    qa: None,
-                }
+                let mut node =
+                    ThoughtNode::new(seq, at, call.tool, thought.thought_number, thought.thought);
+                node.total_thoughts = Some(thought.total_thoughts);
+                node.next_thought_needed = Some(thought.next_thought_needed);
+                node.is_revision = thought.is_revision;
+                node.revises_thought = thought.revises_thought;
+                node.branch_from_thought = thought.branch_from_thought;
+                node.branch_id = branch_id;
+                node.needs_more_thoughts = thought.needs_more_thoughts;
+                node
             }
-            ThinkingEvent::ThinkRecorded { thought, call } => ThoughtNode {
-                seq,
-                at,
-                tool: call.tool,
-                thought_number: thought.thought_index,
-                total_thoughts: None,
-                thought: thought.thought,
-                next_thought_needed: None,
-                is_revision: None,
-                revises_thought: None,
-                branch_from_thought: None,
-                branch_id: None,
-                needs_more_thoughts: None,
-                thread_purpose: Some(thought.thread_purpose),
-                tool_recommendation: Some(thought.tool_recommendation)
-                    .filter(|t| !t.eq_ignore_ascii_case("none")),
-                open_items: thought.open_items,
-                qa: None,
-            },
+            ThinkingEvent::ThinkRecorded { thought, call } => {
+                let mut node =
+                    ThoughtNode::new(seq, at, call.tool, thought.thought_index, thought.thought);
+                node.thread_purpose = Some(thought.thread_purpose);
+                node.tool_recommendation =
+                    Some(thought.tool_recommendation).filter(|t| !t.eq_ignore_ascii_case("none"));
+                node.open_items = thought.open_items;
+                node
+            }
         };
         tree.add_thought(node);
     }

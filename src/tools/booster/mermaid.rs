@@ -10,9 +10,10 @@
 //! [`LABEL_MAX_CHARS`](crate::export::mermaid::LABEL_MAX_CHARS). Must not: read the
 //! store, or take an id, class or comment from content.
 
+use crate::export::family::FamilyRender;
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
-use crate::projection::booster::{BoosterState, Via};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::booster::state::{BoosterState, Via};
 use std::fmt::Write as _;
 
 const INDENT: &str = "    ";
@@ -40,6 +41,24 @@ fn cut(text: &str) -> String {
 
 fn score(total: f64) -> String {
     format!("{total:.2}")
+}
+
+/// The booster family's piece of the Mermaid export: its own diagram of its sessions.
+pub struct BoosterRender;
+
+/// The one instance, registered with the family.
+pub static RENDER: BoosterRender = BoosterRender;
+
+impl FamilyRender for BoosterRender {
+    /// A booster session draws its search: chosen path, rejected candidates, backtracks.
+    fn mermaid_instead(&self, tree: &ThoughtTree) -> Option<String> {
+        tree.family::<BoosterState>()
+            .map(|state| mermaid(tree, state))
+    }
+
+    fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
+        &CLASS_DEFS
+    }
 }
 
 /// The flowchart of a booster session (its fold in `tree`).
@@ -128,10 +147,10 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
 mod tests {
     use super::*;
     use crate::event::SessionId;
-    use crate::projection::booster::{
+    use crate::tools::booster::config::Config;
+    use crate::tools::booster::state::{
         Applied, CandidateSet, LoopCheck, LoopKind, Proposal, Score, Scored, Source, Started,
     };
-    use crate::tools::booster::config::Config;
 
     fn scored(text: &str, total: f64) -> Scored {
         Scored {
