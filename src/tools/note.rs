@@ -8,11 +8,10 @@
 //! write it) and is now written with them (schema 2, [`NoteAdded`]). Its codec reads
 //! both; a schema-1 event is upcast for reading and keeps verifying as written.
 
-use super::args::{Args, MAX_ID_BYTES, string_list_schema};
+use super::args::{Args, MAX_ID_BYTES, finish, string_list_schema};
 use super::write::{Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
-    writing_annotations,
+    CallFuture, Family, KindInfo, ToolCall, structured_result, tool_definition, writing_annotations,
 };
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{
@@ -76,9 +75,7 @@ fn call(mut call: ToolCall) -> CallFuture {
         let tags = args.string_list(&["tags"]).unwrap_or_default();
         let session_id = args.string_limited(&["sessionId"], false, MAX_ID_BYTES);
         let key = args.string_limited(&["key"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(NOTE, args.into_problems()));
-        }
+        finish(NOTE, args)?;
         let text = text.expect("required");
         let target = Target {
             kind: SessionKind::NOTE,

@@ -397,11 +397,7 @@ fn push_cut(out: &mut String, scratch: &mut String, text: &str, max_chars: usize
 /// `text` (line breaks kept) cut to `max_chars` chars, escaped, appended to `out`.
 fn push_escaped_cut(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
     scratch.clear();
-    let mut chars = text.chars();
-    scratch.extend(chars.by_ref().take(max_chars));
-    if chars.next().is_some() {
-        scratch.push('…');
-    }
+    crate::export::truncate_into(scratch, text, max_chars, crate::export::Ellipsis::After);
     escape_xml_into(out, scratch);
 }
 

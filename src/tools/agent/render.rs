@@ -9,6 +9,7 @@
 use crate::export::family::FamilyRender;
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
+use crate::export::{Ellipsis, truncate};
 use crate::projection::tree::ThoughtTree;
 use crate::tools::agent::node::{AgentNodes, TRUNK};
 use std::collections::HashMap;
@@ -28,13 +29,10 @@ pub(crate) const AGENT_CLASS_DEFS: [(&str, &str); 3] = [
     ("lowconf", "fill:#fff4e6,stroke:#f76707,color:#d9480f"),
 ];
 
+/// Whitespace collapsed, then cut to [`AGENT_LABEL_MAX_CHARS`] (the ellipsis after).
 fn cut(text: &str) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out: String = flat.chars().take(AGENT_LABEL_MAX_CHARS).collect();
-    if out.len() < flat.len() {
-        out.push('…');
-    }
-    out
+    truncate(&flat, AGENT_LABEL_MAX_CHARS, Ellipsis::After)
 }
 
 /// The agent family's pieces of a session's Markdown and Mermaid.

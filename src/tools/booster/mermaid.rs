@@ -12,6 +12,7 @@
 
 use crate::export::family::FamilyRender;
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
+use crate::export::{Ellipsis, truncate};
 use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Via};
 use std::fmt::Write as _;
@@ -30,13 +31,9 @@ const CLASS_DEFS: [(&str, &str); 5] = [
     ("beam", "fill:#d0ebff,stroke:#1c7ed6,stroke-width:3px"),
 ];
 
+/// Cut to [`LABEL_MAX_CHARS`], the ellipsis within.
 fn cut(text: &str) -> String {
-    let mut out: String = text.chars().take(LABEL_MAX_CHARS).collect();
-    if out.len() < text.len() {
-        out.pop();
-        out.push('…');
-    }
-    out
+    truncate(text, LABEL_MAX_CHARS, Ellipsis::Within)
 }
 
 fn score(total: f64) -> String {

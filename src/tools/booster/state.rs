@@ -336,11 +336,7 @@ pub struct BoosterState {
 }
 
 fn cut(text: &str, chars: usize) -> String {
-    let mut out: String = text.chars().take(chars).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
+    crate::export::truncate(text, chars, crate::export::Ellipsis::After)
 }
 
 /// Whether a line of model output states an answer: it opens with "final step:",

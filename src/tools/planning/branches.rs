@@ -12,7 +12,7 @@ use super::{RECOMMENDATIONS, blocking, valid_next};
 use crate::event::{NewEvent, Payload, SessionKind};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead};
-use crate::tools::args::{Args, MAX_ID_BYTES, describe};
+use crate::tools::args::{Args, MAX_ID_BYTES, describe, finish};
 use crate::tools::planning::state::{
     BranchClose, BranchMerge, Criterion, Evaluation, Folded, Planning, PlanningSummary, round2,
     weighted_score,
@@ -194,14 +194,6 @@ pub async fn call(call: ToolCall) -> Result<CallToolResult, ToolError> {
     }
 }
 
-fn finish(tool: &str, args: Args<'_>) -> Result<(), ToolError> {
-    if args.has_problems() {
-        Err(ToolError::validation(tool, args.into_problems()))
-    } else {
-        Ok(())
-    }
-}
-
 fn problem(tool: &str, field: &str, message: String) -> ToolError {
     ToolError::validation(tool, vec![format!("{field}: {message}")])
 }
@@ -237,13 +229,11 @@ fn session_head(ledger: &Ledger, tool: &str, id: &str) -> Result<SessionHead, To
     Ok(head)
 }
 
+/// Most characters of a branch id quoted in an answer.
+const QUOTED_ID_MAX_CHARS: usize = 40;
+
 fn short(text: &str) -> String {
-    let shown: String = text.chars().take(40).collect();
-    if shown.len() < text.len() {
-        format!("{shown}…")
-    } else {
-        shown
-    }
+    crate::export::truncate(text, QUOTED_ID_MAX_CHARS, crate::export::Ellipsis::After)
 }
 
 /// The branch must be one of the session's (as of the head read in the transaction).

@@ -500,15 +500,15 @@ pub fn session_markdown(planning: &Planning) -> String {
     out
 }
 
-/// Text cut to a readable label length.
+/// Most characters of a text in a plan diagram's label.
+const PLAN_LABEL_MAX_CHARS: usize = 60;
+
+/// Text with whitespace collapsed, cut to a readable label length (the ellipsis within).
 fn cut(text: &str) -> String {
     let collapsed: Vec<&str> = text.split_whitespace().collect();
-    let collapsed = collapsed.join(" ");
-    if collapsed.chars().count() <= 60 {
-        collapsed
-    } else {
-        let mut short: String = collapsed.chars().take(59).collect();
-        short.push('…');
-        short
-    }
+    crate::export::truncate(
+        &collapsed.join(" "),
+        PLAN_LABEL_MAX_CHARS,
+        crate::export::Ellipsis::Within,
+    )
 }

@@ -8,7 +8,7 @@
 
 pub mod payload;
 
-use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described};
+use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described, finish};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
@@ -170,9 +170,7 @@ impl SequentialArgs {
         let mut args = Args::new(raw);
         let thought = thought_fields(&mut args, Spelling::Camel);
         let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(tool, args.into_problems()));
-        }
+        finish(tool, args)?;
         Ok(SequentialArgs {
             thought: thought.expect("required fields are reported as problems when missing"),
             session_id,
@@ -373,9 +371,7 @@ impl ThinkArgs {
             args.string(&["tool_recommendation", "toolRecommendation"], false);
         let left_to_be_done = args.string(&["left_to_be_done", "leftToBeDone"], false);
         let session_id = args.string_limited(&["session_id", "sessionId"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(tool, args.into_problems()));
-        }
+        finish(tool, args)?;
         let (Some(thread_purpose), Some(thought), Some(thought_index)) =
             (thread_purpose, thought, thought_index)
         else {
