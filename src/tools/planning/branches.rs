@@ -372,7 +372,7 @@ fn counted(c: &Criterion) -> f64 {
 fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<Ranked<'a>> {
     let evaluated: Vec<(&str, &Folded<Evaluation>)> = branches
         .iter()
-        .filter_map(|b| Planning::of(&tree).evaluation(b).map(|e| (b.as_str(), e)))
+        .filter_map(|b| Planning::of(tree).evaluation(b).map(|e| (b.as_str(), e)))
         .collect();
     let mut ranked: Vec<Ranked<'a>> = match method {
         "weighted_voting" => {
@@ -608,8 +608,8 @@ fn merged_text(tree: &ThoughtTree, branch: &str, strategy: &str) -> String {
         .filter(|t| t.branch_id.as_deref() == Some(branch))
         .map(|t| t.thought.as_str())
         .collect();
-    let approach = Planning::of(&tree).approach(branch);
-    let finding = Planning::of(&tree)
+    let approach = Planning::of(tree).approach(branch);
+    let finding = Planning::of(tree)
         .conclusion(branch)
         .map(str::to_string)
         .or_else(|| thoughts.last().map(|t| t.to_string()))

@@ -357,7 +357,7 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
 
 /// Edges [`write_plan_nodes`] draws: one per approach.
 pub fn plan_edges(tree: &ThoughtTree) -> usize {
-    Planning::of(&tree)
+    Planning::of(tree)
         .plan
         .as_ref()
         .map_or(0, |p| p.approaches.len())
@@ -373,11 +373,11 @@ pub fn write_plan_class_defs(out: &mut String) {
 /// The plan's nodes (`p0`, `a<n>`) and its [`plan_edges`] edges, for this diagram and
 /// the session's.
 pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
-    let approaches = Planning::of(&tree)
+    let approaches = Planning::of(tree)
         .plan
         .as_ref()
         .map_or(&[][..], |p| p.approaches.as_slice());
-    let problem = Planning::of(&tree)
+    let problem = Planning::of(tree)
         .plan
         .as_ref()
         .map_or("This session has no plan.", |p| p.init.problem.as_str());
@@ -386,7 +386,7 @@ pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
         "{INDENT}p0[\"📋 {}\"]:::problem",
         escape_label(&cut(problem))
     );
-    let selected = Planning::of(&tree)
+    let selected = Planning::of(tree)
         .plan
         .as_ref()
         .and_then(|p| p.finalized.as_ref())
@@ -394,13 +394,13 @@ pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
     for (i, approach) in approaches.iter().enumerate() {
         let a = &approach.item;
         let mut label = format!("{} · {}", cut(&a.branch_id), cut(&a.name));
-        if let Some(e) = Planning::of(&tree).evaluation(&a.branch_id) {
+        if let Some(e) = Planning::of(tree).evaluation(&a.branch_id) {
             let _ = write!(label, " · score {:.2}", e.item.score);
             if let Some(r) = &e.item.recommendation {
                 let _ = write!(label, " · {}", cut(r));
             }
         }
-        if Planning::of(&tree).conclusion(&a.branch_id).is_some() {
+        if Planning::of(tree).conclusion(&a.branch_id).is_some() {
             label.push_str(" · closed");
         }
         let class = if selected == Some(a.branch_id.as_str()) {

@@ -136,7 +136,7 @@ fn criteria_text(evaluation: &Evaluation) -> String {
 }
 
 fn draw(tree: &ThoughtTree, picture: &mut Picture) {
-    let planning: &Planning = Planning::of(&tree);
+    let planning: &Planning = Planning::of(tree);
     if planning.is_empty() {
         return;
     }
