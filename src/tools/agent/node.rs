@@ -140,3 +140,34 @@ impl SummaryPart for AgentSummary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head's summary as every earlier build wrote it (the provider's fields, then the
+    /// agent's).
+    const STORED: &str = r#"{"version":1,"kind":"agent","title":"t","created_at":1,"updated_at":2,"events":4,"thoughts":0,"branches":[],"closed":false,"model_calls":2,"prompt_tokens":10,"completion_tokens":5,"cost":0.25,"agent_nodes":1}"#;
+
+    #[test]
+    fn a_stored_summary_reads_back_and_is_written_byte_for_byte() {
+        let summary: SessionSummary = serde_json::from_str(STORED).unwrap();
+        assert_eq!(AgentSummary::nodes(&summary), 1);
+        assert_eq!(serde_json::to_string(&summary).unwrap(), STORED);
+        // A backend handing the fields back in another order reads the same summary,
+        // written in the same order.
+        let reordered = STORED.replace(r#","agent_nodes":1"#, "").replace(
+            r#""closed":false,"#,
+            r#""closed":false,"agent_nodes":1,"#,
+        );
+        let read: SessionSummary = serde_json::from_str(&reordered).unwrap();
+        assert_eq!(read, summary);
+        assert_eq!(serde_json::to_string(&read).unwrap(), STORED);
+        let mut row = serde_json::json!({});
+        summary.add_list_row_fields(&mut row);
+        assert_eq!(
+            row.to_string(),
+            r#"{"modelCalls":2,"promptTokens":10,"completionTokens":5,"cost":0.25,"branchNodes":1}"#
+        );
+    }
+}
