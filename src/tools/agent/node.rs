@@ -156,10 +156,9 @@ mod tests {
         assert_eq!(serde_json::to_string(&summary).unwrap(), STORED);
         // A backend handing the fields back in another order reads the same summary,
         // written in the same order.
-        let reordered = STORED.replace(r#","agent_nodes":1"#, "").replace(
-            r#""closed":false,"#,
-            r#""closed":false,"agent_nodes":1,"#,
-        );
+        let reordered = STORED
+            .replace(r#","agent_nodes":1"#, "")
+            .replace(r#""closed":false,"#, r#""closed":false,"agent_nodes":1,"#);
         let read: SessionSummary = serde_json::from_str(&reordered).unwrap();
         assert_eq!(read, summary);
         assert_eq!(serde_json::to_string(&read).unwrap(), STORED);
