@@ -78,7 +78,7 @@ impl FromStr for SessionId {
 
 pub mod family;
 
-pub use family::{DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+pub use family::{CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec};
 
 mod ulid_string {
     use serde::{Deserializer, Serializer};
@@ -106,9 +106,9 @@ mod ulid_string {
 
 /// What kind of reasoning a session holds; decides which tools and projections apply.
 ///
-/// Kinds are registered by the tool families ([`crate::tools::FAMILIES`]); a family
-/// declares its kinds as constants (`SessionKind::THINKING` lives with the thinking
-/// family). Stored as its name; a name no registered family claims does not decode.
+/// Kinds are registered by the tool families (through [`family::Registry`]); a family
+/// declares its kinds as constants (each lives with its family). Stored as its name; a
+/// name no registered family claims does not decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKind(&'static str);
 
@@ -124,9 +124,7 @@ impl SessionKind {
 
     /// The registered kind with this name.
     pub fn parse(text: &str) -> Option<Self> {
-        crate::tools::session_kinds()
-            .map(|info| info.kind)
-            .find(|kind| kind.0 == text)
+        family::kind_named(text).map(|info| info.kind)
     }
 }
 
@@ -293,18 +291,19 @@ struct TagOnly<'a> {
 impl Payload {
     /// Decodes a payload's JSON as written with `schema`: core tags here, every other tag
     /// by the family that registered it (which upcasts an older schema).
-    pub fn from_json(schema: u32, json: &str) -> Result<Payload, String> {
+    pub fn from_json(schema: u32, json: &str) -> Result<Payload, CodecError> {
         let tag = serde_json::from_str::<TagOnly<'_>>(json)
-            .map_err(|e| format!("payload: {e}"))?
+            .map_err(CodecError::payload)?
             .tag;
         if tag == SESSION_STARTED || tag == SESSION_CLOSED {
             if schema > CORE_SCHEMA {
-                return Err(format!(
-                    "{tag} of schema {schema}, newer than this build reads ({CORE_SCHEMA})"
-                ));
+                return Err(CodecError::UnreadableSchema {
+                    tag: tag.into_owned(),
+                    schema,
+                    wording: format!(", newer than this build reads ({CORE_SCHEMA})"),
+                });
             }
-            let core: CorePayloadWire =
-                serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+            let core: CorePayloadWire = serde_json::from_str(json).map_err(CodecError::payload)?;
             return Ok(match core {
                 CorePayloadWire::SessionStarted {
                     kind,
@@ -318,8 +317,8 @@ impl Payload {
                 CorePayloadWire::SessionClosed { reason } => Payload::SessionClosed { reason },
             });
         }
-        let codec = family::codec_for(&tag)
-            .ok_or_else(|| format!("unknown event type {tag:?} (written by another build?)"))?;
+        let codec =
+            family::codec_for(&tag).ok_or_else(|| CodecError::Unregistered(tag.to_string()))?;
         codec.decode_json(&tag, schema, json).map(Payload::Family)
     }
 

@@ -13,16 +13,17 @@
 //! millions of times), or be used by the server.
 
 use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId, SessionKind};
+use crate::export::family::renders;
 use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
-use crate::export::plan::PLAN_CLASS_DEFS;
-use crate::projection::plan::weighted_score;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::ToolError;
 use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
 use crate::tools::planning::payload::Body;
+use crate::tools::planning::state::weighted_score;
 use crate::tools::planning::{PlanArgs, decide_planning};
+use crate::tools::qa::node::QaNode;
 use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
 use crate::tools::thinking::{
     SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
@@ -436,8 +437,7 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             assert!(
                 CLASS_DEFS
                     .iter()
-                    .chain(PLAN_CLASS_DEFS.iter())
-                    .chain(crate::export::agent::AGENT_CLASS_DEFS.iter())
+                    .chain(renders().iter().flat_map(|r| r.mermaid_classes()))
                     .any(|(class, style)| shape == format!("classDef {class} {style}"))
             );
         } else if shape.starts_with("class ") {
@@ -623,8 +623,12 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
 pub fn check_render(tree: &ThoughtTree) {
     let diagram = render(tree);
     let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram);
-    // An empty session is drawn as one placeholder node, unless it has a plan to show.
-    let expected_nodes = if tree.planning.plan.is_some() {
+    // An empty session is drawn as one placeholder node, unless a family draws nodes of
+    // its own (a plan's).
+    let family_nodes = renders()
+        .iter()
+        .any(|r| r.mermaid_nodes(tree, &mut String::new()));
+    let expected_nodes = if family_nodes {
         tree.order.len()
     } else {
         tree.order.len().max(1)
@@ -632,7 +636,11 @@ pub fn check_render(tree: &ThoughtTree) {
     assert_eq!(nodes, expected_nodes, "{diagram}");
     assert_eq!(
         edges,
-        tree.edges().len() + crate::export::plan::plan_edges(tree),
+        tree.edges().len()
+            + renders()
+                .iter()
+                .map(|r| r.mermaid_edges(tree))
+                .sum::<usize>(),
         "{diagram}"
     );
     assert_eq!(subgraphs, tree.branches.len(), "{diagram}");
@@ -716,7 +724,7 @@ mod tests {
             let tree = tree_from_bytes(&input);
             qa_tools += tree
                 .thoughts()
-                .filter_map(|node| node.qa.as_ref())
+                .filter_map(|node| node.data::<QaNode>())
                 .filter(|qa| !qa.used_tools.is_empty() || !qa.recommended_tools.is_empty())
                 .count();
         }

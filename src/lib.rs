@@ -56,3 +56,15 @@ pub mod store;
 pub mod tools;
 pub mod transport;
 pub mod ui;
+
+/// The composition root's one wire: the core (`event`, `store`, `projection`, `export`)
+/// reaches the tool families only through this registry handle, so none of its modules
+/// imports `tools` (see `event::family`).
+pub(crate) fn registry() -> &'static dyn event::family::Registry {
+    &tools::REGISTRY
+}
+
+/// The same registry as the exports see it (`export::family`).
+pub(crate) fn exports() -> &'static dyn export::family::Registry {
+    &tools::REGISTRY
+}

@@ -4,23 +4,147 @@
 //! Owns: [`FamilyEvent`] (a family's payload as the core sees it: tag, schema, text,
 //! binary encoding, how it folds into the summary and the tree), [`FamilyPayload`] (one
 //! such payload in an event, with the JSON it was written as when it was upcast),
-//! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote)
-//! and the lookup of a codec by event tag. Must not: know any family; families register
-//! in [`crate::tools::FAMILIES`].
+//! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
+//! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
+//! registered families: their codecs and session kinds) and the lookup of a codec by event
+//! tag. Must not: know any family, or import `crate::tools`.
+//!
+//! Injection: the families register in one list (`tools::FAMILIES`); the crate root hands
+//! the core that list as a `&dyn` [`Registry`] ([`crate::registry`]), the one place the
+//! core and the families meet. `event`, `store`, `projection` and `export` see only this
+//! trait, so the arrows point one way: families → core.
 //!
 //! Versioning: a family that changes a payload's shape bumps its [`PayloadCodec::schema`]
 //! and keeps decoding the older schemas. An event of an older schema decodes to the
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
-use crate::event::{CallRecord, RawArguments};
+use crate::event::{CallRecord, RawArguments, SessionKind};
+use crate::projection::family::SummaryPart;
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
+
+/// Why a payload did not decode. Its text is what a corrupt row or a refused import
+/// reports (`event row: <this>`), so a variant's wording never changes.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The payload's JSON or binary form does not parse as its type.
+    #[error("payload: {0}")]
+    Payload(String),
+    /// A field the payload's type requires is absent.
+    #[error("payload: missing field `{0}`")]
+    MissingField(&'static str),
+    /// The call record kept beside a body does not parse.
+    #[error("payload call: {0}")]
+    Call(serde_json::Error),
+    /// A call record's raw arguments are not JSON.
+    #[error("call arguments: {0}")]
+    CallArguments(serde_json::Error),
+    /// A row that holds JSON text is not UTF-8 (`what`: whose row).
+    #[error("{what} row: {source}")]
+    NotUtf8 {
+        what: &'static str,
+        source: std::str::Utf8Error,
+    },
+    /// The body's own tag is not the one its row carries.
+    #[error("payload tagged {found:?}, expected {expected:?}")]
+    TagMismatch { found: String, expected: String },
+    /// Refused in the family's own words (an event type or schema it never wrote).
+    #[error("{0}")]
+    Refused(String),
+    /// No registered codec claims the tag.
+    #[error("unknown event type {0:?} (written by another build?)")]
+    Unregistered(String),
+    /// A row of a schema newer than this build reads (the wording every family uses).
+    #[error("a {family} event of schema {schema}, newer than this build reads ({reads})")]
+    NewerSchema {
+        family: &'static str,
+        schema: u32,
+        reads: u32,
+    },
+    /// A row of a schema this build does not read (`tag` as written).
+    #[error("{tag} of schema {schema}{wording}")]
+    UnreadableSchema {
+        tag: String,
+        schema: u32,
+        /// The rest of the sentence: "; this build reads schema N" or ", newer than …".
+        wording: String,
+    },
+}
+
+impl CodecError {
+    /// A parse failure of the payload's JSON or binary form.
+    pub fn payload(error: impl fmt::Display) -> Self {
+        CodecError::Payload(error.to_string())
+    }
+
+    /// A row of `schema` when the codec reads only `reads`.
+    pub fn only_schema(tag: &str, schema: u32, reads: u32) -> Self {
+        CodecError::UnreadableSchema {
+            tag: tag.to_string(),
+            schema,
+            wording: format!("; this build reads schema {reads}"),
+        }
+    }
+}
+
+/// A registered session kind and how it is named to a person.
+#[derive(Debug)]
+pub struct KindInfo {
+    pub kind: SessionKind,
+    /// Heading of its Markdown export, e.g. "Thinking session".
+    pub label: &'static str,
+}
+
+/// What the core asks of the registered families (the crate root wires the one
+/// implementation, over `tools::FAMILIES`: see the module docs).
+pub trait Registry: Sync {
+    /// Every payload codec, in registration order: the families' (in the order of the
+    /// registry), then those no family owns (the provider's model calls).
+    fn codecs(&self) -> Vec<&'static dyn PayloadCodec>;
+    /// Every registered session kind, in registration order.
+    fn kinds(&self) -> Vec<&'static KindInfo>;
+}
+
+/// The registered kind named `name`.
+pub fn kind_named(name: &str) -> Option<&'static KindInfo> {
+    registered_kinds()
+        .iter()
+        .copied()
+        .find(|k| k.kind.as_str() == name)
+}
+
+/// The registration of a session kind.
+pub fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
+    registered_kinds().iter().copied().find(|k| k.kind == kind)
+}
+
+/// Every registered kind (asked of the registry once).
+pub fn registered_kinds() -> &'static [&'static KindInfo] {
+    static KINDS: OnceLock<Vec<&'static KindInfo>> = OnceLock::new();
+    KINDS.get_or_init(|| crate::registry().kinds())
+}
+
+/// Every registered codec, in registration order (asked of the registry once).
+pub fn registered_codecs() -> &'static [&'static dyn PayloadCodec] {
+    static CODECS: OnceLock<Vec<&'static dyn PayloadCodec>> = OnceLock::new();
+    CODECS.get_or_init(|| crate::registry().codecs())
+}
+
+/// Position of family `name` among the registered codecs (the order families' parts of a
+/// summary or a tree are written in); unregistered names come last.
+pub fn family_rank(name: &str) -> usize {
+    registered_codecs()
+        .iter()
+        .position(|codec| codec.family() == name)
+        .unwrap_or(usize::MAX)
+}
 
 /// How much of a stored event to build: everything, or what a projection's fold reads
 /// (a fold never reads a call's raw arguments, so a family may leave them `null`).
@@ -105,19 +229,50 @@ pub trait PayloadCodec: Send + Sync {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String>;
+    ) -> Result<FamilyPayload, CodecError>;
     /// A payload from the JSON it was written as (imports, JSON rows, upcast events).
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String>;
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError>;
+
+    /// Rows written before families had codecs (`0x01`) held one closed enum of payloads;
+    /// a codec whose events were its variants claims variant `variant` and reads its
+    /// bytes from the front of `bytes`, returning the payload and the bytes after it.
+    /// `None`: not one of this codec's.
+    fn decode_closed_enum_variant<'a>(
+        &self,
+        _variant: u32,
+        _bytes: &'a [u8],
+        _fields: DecodeFields,
+    ) -> Option<Result<(FamilyPayload, &'a [u8]), CodecError>> {
+        None
+    }
+
+    /// The fields its payloads add to a stored summary (the JSON keys of its
+    /// [`SummaryPart`]); a stored summary's field is given to the codec declaring it.
+    fn summary_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Its summary part, from the fields of a stored summary it declared.
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let _ = fields;
+        Err(serde::de::Error::custom(format_args!(
+            "the {} family keeps nothing in a summary",
+            self.family()
+        )))
+    }
 
     /// Refuses a row of a schema newer than this build reads, in the one wording every
     /// family uses (older schemas are the codec's to upcast).
-    fn refuse_newer(&self, schema: u32) -> Result<(), String> {
+    fn refuse_newer(&self, schema: u32) -> Result<(), CodecError> {
         if schema > self.schema() {
-            return Err(format!(
-                "a {} event of schema {schema}, newer than this build reads ({})",
-                self.family(),
-                self.schema()
-            ));
+            return Err(CodecError::NewerSchema {
+                family: self.family(),
+                schema,
+                reads: self.schema(),
+            });
         }
         Ok(())
     }
@@ -129,15 +284,40 @@ pub fn tagged_body<B: serde::de::DeserializeOwned>(
     tag: &str,
     json: &str,
     tag_of: fn(&B) -> &'static str,
-) -> Result<B, String> {
-    let body: B = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+) -> Result<B, CodecError> {
+    let body: B = serde_json::from_str(json).map_err(CodecError::payload)?;
     if tag_of(&body) != tag {
-        return Err(format!(
-            "payload tagged {:?}, expected {tag:?}",
-            tag_of(&body)
-        ));
+        return Err(CodecError::TagMismatch {
+            found: tag_of(&body).to_string(),
+            expected: tag.to_string(),
+        });
     }
     Ok(body)
+}
+
+/// A payload's JSON object split into its body (every key but `call`, as one JSON object
+/// text, keys in sorted order) and its `call` (the raw JSON, if present): the shape of
+/// the families whose body is a tagged enum kept beside the call.
+pub fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecError> {
+    let mut fields: BTreeMap<String, Box<RawValue>> =
+        serde_json::from_str(json).map_err(CodecError::payload)?;
+    let call = fields.remove("call");
+    let mut body = String::from("{");
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&serde_json::to_string(key).expect("a key serializes"));
+        body.push(':');
+        body.push_str(value.get());
+    }
+    body.push('}');
+    Ok((body, call))
+}
+
+/// A call record from its raw JSON (the `call` of [`split_call`]).
+pub fn call_from_json(call: &RawValue) -> Result<CallRecord, CodecError> {
+    serde_json::from_str(call.get()).map_err(CodecError::Call)
 }
 
 /// One family payload inside an event.
@@ -233,8 +413,7 @@ pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
     BY_TAG
         .get_or_init(|| {
             let mut tags: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
-            let families = crate::tools::FAMILIES.iter().filter_map(|f| f.codec);
-            for codec in families.chain(crate::tools::SHARED_CODECS.iter().copied()) {
+            for &codec in registered_codecs() {
                 for tag in codec.types() {
                     assert!(
                         tags.iter().all(|(known, _)| known != tag),
@@ -251,8 +430,15 @@ pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).
-pub fn postcard_decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
-    postcard::from_bytes(bytes).map_err(|e| format!("payload: {e}"))
+pub fn postcard_decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
+    postcard::from_bytes(bytes).map_err(CodecError::payload)
+}
+
+/// Decodes postcard of `T` from the front of `bytes`, returning the bytes after it.
+pub fn postcard_take<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Result<(T, &'a [u8]), CodecError> {
+    postcard::take_from_bytes(bytes).map_err(CodecError::payload)
 }
 
 /// Appends postcard of `value` to `out`.
@@ -280,10 +466,10 @@ impl<'a> StoredCall<'a> {
     }
 
     /// The call record, without its arguments for a fold.
-    pub fn build(self, fields: DecodeFields) -> Result<CallRecord, String> {
+    pub fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
         let raw_arguments = match fields {
             DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
-                .map_err(|e| format!("call arguments: {e}"))?,
+                .map_err(CodecError::CallArguments)?,
             DecodeFields::ToFold => RawArguments::null(),
         };
         Ok(CallRecord {

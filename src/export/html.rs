@@ -716,7 +716,11 @@ pub(crate) mod tests {
             if name == "plan-short" {
                 // The query is in the evaluations' details only: their items stay, and
                 // every other node is dimmed.
-                let seqs: Vec<u64> = tree.planning.evaluations.iter().map(|e| e.seq).collect();
+                let seqs: Vec<u64> = crate::tools::planning::state::Planning::of(&tree)
+                    .evaluations
+                    .iter()
+                    .map(|e| e.seq)
+                    .collect();
                 let dimmed = nodes.len() - seqs.len();
                 expect["filter"] =
                     serde_json::json!({"query": "×0.3", "seqs": seqs, "dimmed": dimmed});

@@ -13,6 +13,7 @@
 //! is code to any CommonMark reader and nothing else can hide a `<`.
 
 use crate::event::format_time;
+use crate::export::family::renders;
 use crate::export::mermaid::is_unsafe_char;
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use std::fmt::Write as _;
@@ -39,8 +40,10 @@ pub fn render(tree: &ThoughtTree) -> String {
     write_header(&mut out, tree);
     write_thoughts(&mut out, tree);
     write_branches(&mut out, tree);
-    out.push_str(&crate::export::plan::session_markdown(&tree.planning));
-    out.push_str(&crate::export::agent::session_markdown(tree));
+    // The families' sections (a plan, branch nodes, model calls), in registry order.
+    for render in renders() {
+        render.markdown_sections(tree, &mut out);
+    }
     write_anomalies(&mut out, tree);
     out
 }
@@ -49,7 +52,7 @@ fn write_header(out: &mut String, tree: &ThoughtTree) {
     let summary = tree.summary.as_ref();
     let kind = tree
         .kind()
-        .and_then(crate::tools::kind_info)
+        .and_then(crate::event::family::kind_info)
         .map_or("Session", |info| info.label);
     let title = escape_inline(tree.title());
     let title = if title.is_empty() {
@@ -124,25 +127,10 @@ fn write_thoughts(out: &mut String, tree: &ThoughtTree) {
             }
             out.push('\n');
         }
-        if let Some(qa) = &node.qa {
-            if let Some(target) = &qa.verification_target {
-                let _ = writeln!(out, "- **Target:** {}", or_none(escape_inline(target)));
+        if node.data.is_some() {
+            for render in renders() {
+                render.markdown_thought(node, out);
             }
-            let _ = writeln!(
-                out,
-                "- **Workflow:** {}",
-                or_none(escape_inline(&qa.workflow))
-            );
-            for (label, tools) in [
-                ("Used tools", &qa.used_tools),
-                ("Recommended next", &qa.recommended_tools),
-            ] {
-                if !tools.is_empty() {
-                    let names: Vec<String> = tools.iter().map(|t| escape_inline(t)).collect();
-                    let _ = writeln!(out, "- **{label}:** {}", names.join(", "));
-                }
-            }
-            out.push('\n');
         }
     }
 }
@@ -249,7 +237,7 @@ fn is_revision(node: &ThoughtNode) -> bool {
 }
 
 /// An escaped field, or a marker when there was nothing to show.
-fn or_none(text: String) -> String {
+pub fn or_none(text: String) -> String {
     if text.is_empty() {
         "(none)".to_string()
     } else {

@@ -5,24 +5,24 @@
 //! (id `t<seq>`), one edge per graph edge (`next` solid, `revises` dashed, `branches_from`
 //! labelled with the branch id), one subgraph per branch (id `b<n>`, in first-seen order).
 //!
+//! The families add their pieces through [`super::family::FamilyRender`]: a diagram of
+//! their own instead, their nodes and edges after the class definitions (counted in the
+//! header), a branch title's suffix, a thought label's extra lines.
+//!
 //! Must not: take an id, a class name or a `%%` comment from content (ids are generated,
 //! the comment holds counts only), put model-written text anywhere but inside a quoted,
-//! escaped label, or add or drop a thought or an edge (callers compare the diagram's node
-//! and edge counts with the projection's). The only extra node is the placeholder of a
-//! tree without thoughts, id [`EMPTY_NODE_ID`].
+//! escaped label, add or drop a thought or an edge (callers compare the diagram's node
+//! and edge counts with the projection's), or name a family. The only extra node is the
+//! placeholder of a tree without thoughts or family nodes, id [`EMPTY_NODE_ID`].
 
-use crate::export::{agent, plan};
-use crate::projection::tree::{Anomaly, EdgeKind, QaNode, ThoughtNode, ThoughtTree};
+use crate::export::family::renders;
+use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Most characters of thought text shown in a node label (the full text is in the JSON
 /// export). Counted in chars, before escaping, ellipsis included.
 pub const LABEL_MAX_CHARS: usize = 80;
-
-/// Most characters of a verification step's tool list (used, or recommended next) shown
-/// in its node label.
-pub const QA_TOOLS_MAX_CHARS: usize = 60;
 
 /// Most characters of a branch id shown in a node prefix or an edge label.
 pub const BRANCH_ID_MAX_CHARS: usize = 24;
@@ -73,9 +73,9 @@ fn counted(count: usize, one: &str, many: &str) -> String {
 
 /// Renders the tree as a Mermaid flowchart.
 pub fn render(tree: &ThoughtTree) -> String {
-    // A booster session draws its search: chosen path, rejected candidates, backtracks.
-    if let Some(state) = &tree.booster {
-        return crate::export::booster::mermaid(tree, state);
+    // A family may draw its sessions its own way (a search's chosen path and candidates).
+    if let Some(diagram) = renders().iter().find_map(|r| r.mermaid_instead(tree)) {
+        return diagram;
     }
     let edges = tree.edges();
     let mut out = String::with_capacity(256 + tree.order.len() * (LABEL_MAX_CHARS + 64));
@@ -89,7 +89,11 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
         counted(
-            edges.len() + plan::plan_edges(tree) + agent::agent_edges(tree),
+            edges.len()
+                + renders()
+                    .iter()
+                    .map(|r| r.mermaid_edges(tree))
+                    .sum::<usize>(),
             "edge",
             "edges"
         ),
@@ -99,21 +103,15 @@ pub fn render(tree: &ThoughtTree) -> String {
     for (class, style) in CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
-    // A plan: its problem and approaches as their own nodes (`p0`, `a<n>`).
-    let has_plan = tree.planning.plan.is_some();
-    if has_plan {
-        plan::write_plan_class_defs(&mut out);
-        plan::write_plan_nodes(&mut out, tree);
-    }
-
-    // An agent session: its trunk and branch nodes (`t0`, `g<n>`).
-    let has_agent = agent::has_agent_tree(tree);
-    if has_agent {
-        agent::write_agent_nodes(&mut out, tree);
+    // The families' own nodes (a plan's problem and approaches, an agent's trunk and
+    // branch nodes), each with its class definitions: every renderer draws.
+    let mut family_nodes = false;
+    for render in renders() {
+        family_nodes |= render.mermaid_nodes(tree, &mut out);
     }
 
     if tree.order.is_empty() {
-        if !has_plan && !has_agent {
+        if !family_nodes {
             let _ = writeln!(
                 out,
                 "{INDENT}{EMPTY_NODE_ID}[\"{}\"]:::{CLASS_EMPTY}",
@@ -147,12 +145,9 @@ pub fn render(tree: &ThoughtTree) -> String {
         let _ = write!(out, "{INDENT}subgraph b{} [\"🌿 ", index + 1);
         push_label(&mut out, &mut scratch, &branch.id, BRANCH_TITLE_MAX_CHARS);
         let _ = write!(out, " · from thought {}", branch.from_thought);
-        // Its evaluation's score and its close, when it has them (generated text).
-        if let Some(evaluation) = tree.planning.evaluation(&branch.id) {
-            let _ = write!(out, " · score {:.2}", evaluation.item.score);
-        }
-        if tree.planning.conclusion(&branch.id).is_some() {
-            out.push_str(" · closed");
+        // What the families know of it (an evaluation's score, a close: generated text).
+        for render in renders() {
+            render.mermaid_branch_title(tree, &branch.id, &mut out);
         }
         out.push_str("\"]\n");
         for node in nodes {
@@ -212,8 +207,10 @@ fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &Thoug
     write_prefix(out, scratch, node);
     out.push_str(LABEL_BREAK);
     push_label(out, scratch, &node.thought, LABEL_MAX_CHARS);
-    if let Some(qa) = &node.qa {
-        write_qa_tools(out, scratch, qa);
+    if node.data.is_some() {
+        for render in renders() {
+            render.mermaid_thought(node, out, scratch);
+        }
     }
     out.push_str("\"]");
     if let Some(class) = class_of(node) {
@@ -221,22 +218,6 @@ fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &Thoug
         out.push_str(class);
     }
     out.push('\n');
-}
-
-/// A verification step's tools, on their own line of its label: the ones its own step
-/// used and the ones recommended next (names are the model's text: cut and escaped).
-fn write_qa_tools(out: &mut String, scratch: &mut String, qa: &QaNode) {
-    for (marker, tools) in [
-        ("🔧 used ", &qa.used_tools),
-        ("👉 next ", &qa.recommended_tools),
-    ] {
-        if tools.is_empty() {
-            continue;
-        }
-        out.push_str(LABEL_BREAK);
-        out.push_str(marker);
-        push_label(out, scratch, &tools.join(", "), QA_TOOLS_MAX_CHARS);
-    }
 }
 
 /// The short heading of a node label (kind marker, number/total, branch, revision),
@@ -281,7 +262,7 @@ fn class_of(node: &ThoughtNode) -> Option<&'static str> {
 
 /// Text for inside `"…"`, appended to `out`: whitespace collapsed, cut to `max_chars`
 /// (into `scratch`), then escaped (cut first, so no entity is ever split).
-fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
+pub fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
     scratch.clear();
     cut_into(scratch, text, max_chars);
     escape_into(out, scratch);
@@ -434,10 +415,10 @@ pub(crate) mod tests {
         decode_label as decode, quoted_strings, shown_label as shown,
     };
     use crate::projection::fixtures::*;
-    use crate::projection::plan::{
-        Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit,
-    };
     use crate::tools::planning::payload::{Body, PlanningEvent};
+    use crate::tools::planning::state::{
+        Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit, Planning,
+    };
     use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
 
     fn label(text: &str, max_chars: usize) -> String {
@@ -486,7 +467,7 @@ pub(crate) mod tests {
     /// An agent session whose node ids, parents, questions, conclusions and model names
     /// are all `text`: nested nodes, a node under an unknown parent, low and no confidence.
     fn agent_tree(text: &str) -> ThoughtTree {
-        use crate::projection::agent::{AgentNode, CallType};
+        use crate::tools::agent::node::{AgentNode, CallType};
         use crate::tools::agent::payload::BranchNodeCreated;
         let node = |id: &str, parent: &str, confidence: Option<f64>| -> Payload {
             BranchNodeCreated {
@@ -654,7 +635,8 @@ pub(crate) mod tests {
         let mut tree = hostile_tree(text);
         let branch = tree.branches[0].id.clone();
         let seq = tree.at_seq;
-        tree.planning.evaluations.push(Folded {
+        let planning = tree.family_or_default::<Planning>();
+        planning.evaluations.push(Folded {
             seq,
             item: Evaluation {
                 branch_id: branch.clone(),
@@ -664,7 +646,7 @@ pub(crate) mod tests {
                 recommendation: None,
             },
         });
-        tree.planning.closes.push(Folded {
+        planning.closes.push(Folded {
             seq,
             item: BranchClose {
                 branch_id: branch,
@@ -932,14 +914,20 @@ pub(crate) mod tests {
             let diagram = render(&tree);
             let counts = (
                 tree.order.len(),
-                tree.edges().len() + plan::plan_edges(&tree) + agent::agent_edges(&tree),
+                tree.edges().len()
+                    + renders()
+                        .iter()
+                        .map(|r| r.mermaid_edges(&tree))
+                        .sum::<usize>(),
                 tree.branches.len(),
             );
             // What the checker will be told to expect must be what the diagram holds (an
             // empty session without a plan or an agent tree is drawn as one placeholder
             // node).
-            let placeholder =
-                usize::from(tree.planning.plan.is_none() && !agent::has_agent_tree(&tree));
+            let family_nodes = renders()
+                .iter()
+                .any(|r| r.mermaid_nodes(&tree, &mut String::new()));
+            let placeholder = usize::from(!family_nodes);
             let drawn = (counts.0.max(placeholder), counts.1, counts.2);
             assert_eq!(check_structure(&diagram), drawn, "{name}: {diagram}");
             let file = dir.join(format!("{name}.mmd"));

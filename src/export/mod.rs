@@ -2,17 +2,17 @@
 //! envelopes, re-importable), SVG (a picture laid out here) and HTML (one offline page:
 //! the picture, the thoughts, a replay slider and a filter).
 //!
-//! Owns: turning a [`ThoughtTree`] or a list of events into text. Must not: read the
-//! store (callers fold and pass what to render), or let any text a model wrote change
-//! the structure of the output (escaping is the renderer's job).
+//! Owns: turning a [`ThoughtTree`] or a list of events into text, and [`truncate`] (the
+//! one way a text is shortened with an ellipsis, for labels, titles and answers). Must
+//! not: read the store (callers fold and pass what to render), let any text a model wrote
+//! change the structure of the output (escaping is the renderer's job), or name a family
+//! (they add their pieces through [`family`] and [`picture`]).
 
-pub mod agent;
-pub mod booster;
+pub mod family;
 pub mod html;
 pub mod markdown;
 pub mod mermaid;
 pub mod picture;
-pub mod plan;
 pub mod svg;
 
 use crate::event::Event;
@@ -85,6 +85,37 @@ impl FromStr for Format {
     }
 }
 
+/// Where a [`truncate`]d text's ellipsis goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ellipsis {
+    /// After the first `max_chars` chars: a cut text is `max_chars + 1` chars long.
+    After,
+    /// Within `max_chars`: a cut text is `max_chars` chars long, its last one the `…`.
+    Within,
+}
+
+/// `text` cut to `max_chars` chars (on a char boundary), with `…` where [`Ellipsis`]
+/// says when anything was cut; appended to `out`.
+pub fn truncate_into(out: &mut String, text: &str, max_chars: usize, ellipsis: Ellipsis) {
+    let mut chars = text.chars();
+    let start = out.len();
+    out.extend(chars.by_ref().take(max_chars));
+    if chars.next().is_none() {
+        return;
+    }
+    if ellipsis == Ellipsis::Within && out.len() > start {
+        out.pop();
+    }
+    out.push('…');
+}
+
+/// [`truncate_into`] a new string.
+pub fn truncate(text: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars * 4) + 3);
+    truncate_into(&mut out, text, max_chars, ellipsis);
+    out
+}
+
 /// Renders the tree (or, for JSONL, the events it was folded from).
 pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
     match format {
@@ -109,4 +140,21 @@ pub fn jsonl(events: &[Event]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_cuts_on_chars_and_places_the_ellipsis() {
+        assert_eq!(truncate("short", 5, Ellipsis::After), "short");
+        assert_eq!(truncate("short", 5, Ellipsis::Within), "short");
+        assert_eq!(truncate("longer 🧠", 6, Ellipsis::After), "longer…");
+        assert_eq!(truncate("longer 🧠", 6, Ellipsis::Within), "longe…");
+        assert_eq!(truncate("🧠🧠🧠", 2, Ellipsis::After), "🧠🧠…");
+        assert_eq!(truncate("🧠🧠🧠", 2, Ellipsis::Within), "🧠…");
+        assert_eq!(truncate("abc", 0, Ellipsis::After), "…");
+        assert_eq!(truncate("abc", 0, Ellipsis::Within), "…");
+    }
 }

@@ -217,9 +217,9 @@ impl Picture {
     }
 }
 
-/// The families' picture registrations, in [`crate::tools::FAMILIES`] order.
+/// The families' picture registrations, in registry order.
 pub fn registered() -> impl Iterator<Item = &'static Pictures> {
-    crate::tools::FAMILIES.iter().filter_map(|f| f.picture)
+    super::family::pictures().iter().copied()
 }
 
 /// The seq of the last thought of branch `branch` recorded before event `before`, if

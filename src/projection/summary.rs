@@ -7,6 +7,7 @@
 //! or depend on anything but the events folded into it.
 
 use crate::event::{Event, Payload, SessionKind};
+use crate::projection::family::{SummaryPart, SummaryParts};
 use serde::{Deserialize, Serialize};
 
 /// Version of what [`SessionSummary`] folds. Raise it when a field is added or a fold
@@ -46,43 +47,12 @@ pub struct SessionSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_thought_needed: Option<bool>,
     pub closed: bool,
-    /// A plan's phase (`init`, `clarify`, `explore`, `evaluate`, `done`), in a planning
-    /// session. This field and the four below are set only by the planning family's
-    /// events, which no earlier build wrote: every summary an earlier build stored folds
-    /// the same today, so [`SUMMARY_VERSION`] stays.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// A plan's clarifications.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub clarifications: u64,
-    /// Branch ids with an evaluation, each once, in first-evaluated order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub evaluated: Vec<String>,
-    /// Branch ids ended by `close_branch`: they take no more thoughts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub closed_branches: Vec<String>,
-    /// The approach a finalized plan selected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selected_branch: Option<String>,
-    /// Model calls recorded (`model_call_recorded`, any family), and the tokens and cost
-    /// they reported. Set only by events no earlier build wrote, so [`SUMMARY_VERSION`]
-    /// stays.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub model_calls: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub prompt_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub completion_tokens: u64,
-    /// Sum of the calls' costs, when a price table was configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<f64>,
-    /// Branch nodes of an agent session (`create_branch`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub agent_nodes: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+    /// The families' fields (a plan's phase, model calls' tokens, …), written after these
+    /// ([`crate::projection::family::SummaryPart::position`]). Only events no earlier build wrote set them,
+    /// and they are written as they always were: every summary an earlier build stored
+    /// folds the same today, so [`SUMMARY_VERSION`] stays.
+    #[serde(flatten)]
+    pub parts: SummaryParts,
 }
 
 impl SessionSummary {
@@ -106,16 +76,7 @@ impl SessionSummary {
                 total_thoughts: None,
                 next_thought_needed: None,
                 closed: false,
-                phase: None,
-                clarifications: 0,
-                evaluated: Vec::new(),
-                closed_branches: Vec::new(),
-                selected_branch: None,
-                model_calls: 0,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                cost: None,
-                agent_nodes: 0,
+                parts: SummaryParts::default(),
             }),
             _ => None,
         }
@@ -142,15 +103,43 @@ impl SessionSummary {
         }
     }
 
-    /// `open`, `complete` (the last thought said no next thought is needed, or the plan
-    /// was finalized) or `closed`.
+    /// `open`, `complete` (the last thought said no next thought is needed, or a family's
+    /// part says so: a finalized plan) or `closed`.
     pub fn status(&self) -> &'static str {
         if self.closed {
             "closed"
-        } else if self.next_thought_needed == Some(false) || self.phase.as_deref() == Some("done") {
+        } else if self.next_thought_needed == Some(false) || self.parts.iter().any(|p| p.complete())
+        {
             "complete"
         } else {
             "open"
         }
+    }
+
+    /// The family part of type `T`, if the summary has one.
+    pub fn part<T: SummaryPart>(&self) -> Option<&T> {
+        self.parts.get()
+    }
+
+    /// The family part of type `T`, its default first if the summary has none.
+    pub fn part_mut<T: SummaryPart + Clone + PartialEq + Default>(&mut self) -> &mut T {
+        self.parts.get_or_default()
+    }
+
+    /// Adds what the families' parts show in a session list's row (model calls, their
+    /// tokens and cost; branch nodes), after the row's own fields.
+    pub fn add_list_row_fields(&self, row: &mut serde_json::Value) {
+        if let Some(row) = row.as_object_mut() {
+            for part in self.parts.iter() {
+                part.list_row(row);
+            }
+        }
+    }
+
+    /// Whether a family closed `branch` to new thoughts.
+    pub fn branch_closed(&self, branch: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|p| p.closed_branches().iter().any(|b| b == branch))
     }
 }

@@ -10,8 +10,7 @@
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::{Event, Payload, SessionId, SessionKind};
-use crate::projection::booster::BoosterState;
-use crate::projection::plan::Planning;
+use crate::projection::family::{FamilyState, FamilyStates, NodeData, NodeExtension};
 use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
@@ -27,7 +26,8 @@ fn serialize_time<S: serde::Serializer>(at_ms: &u64, serializer: S) -> Result<S:
     serializer.serialize_str(&crate::event::format_time(*at_ms))
 }
 
-/// One recorded thought (from `sequentialthinking` or `think`).
+/// One recorded thought (from `sequentialthinking`, `think`, or any family that records
+/// thoughts): build it with [`ThoughtNode::new`] and set what the thought has.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThoughtNode {
@@ -66,44 +66,41 @@ pub struct ThoughtNode {
     /// think: the open items of `left_to_be_done`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub open_items: Vec<String>,
-    /// sequentialthinking_qa: the verification step's target, workflow and tools (absent
-    /// for every other tool, so their exports are unchanged).
+    /// What its family adds to it (a verification step's target, workflow and tools),
+    /// written flat after the fields above; absent for a plain thought, so its export is
+    /// unchanged.
     #[serde(flatten)]
-    pub qa: Option<Box<QaNode>>,
+    pub data: Option<NodeExtension>,
 }
 
-/// What a verification step (`sequentialthinking_qa`) adds to its thought.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct QaNode {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verification_target: Option<String>,
-    /// The workflow the step was routed to.
-    pub workflow: String,
-    /// Tools of the caller's own step (`current_step.recommended_tools`): what it used.
-    pub used_tools: Vec<String>,
-    /// Tools the answer recommended for the next step.
-    pub recommended_tools: Vec<String>,
-    /// Recommended tools that stand in for a tool of the workflow the caller lacks.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stand_ins: Vec<StandIn>,
-}
+impl ThoughtNode {
+    /// A thought recorded by event `seq` at `at` through `tool`, numbered
+    /// `thought_number`, with nothing else set.
+    pub fn new(seq: u64, at: u64, tool: String, thought_number: u64, thought: String) -> Self {
+        ThoughtNode {
+            seq,
+            at,
+            tool,
+            thought_number,
+            total_thoughts: None,
+            thought,
+            next_thought_needed: None,
+            is_revision: None,
+            revises_thought: None,
+            branch_from_thought: None,
+            branch_id: None,
+            needs_more_thoughts: None,
+            thread_purpose: None,
+            tool_recommendation: None,
+            open_items: Vec::new(),
+            data: None,
+        }
+    }
 
-/// A recommended tool standing in for one the caller does not have.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StandIn {
-    pub tool: String,
-    pub stands_in_for: String,
-}
-
-/// A model call as folded: the event's seq and time, the tool that caused it, the record.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelCallView {
-    pub seq: u64,
-    pub at: u64,
-    pub tool: String,
-    pub record: crate::provider::ModelCallRecord,
+    /// Its family data, if it is a `T`.
+    pub fn data<T: NodeData>(&self) -> Option<&T> {
+        self.data.as_ref().and_then(NodeExtension::get)
+    }
 }
 
 /// How two thoughts are related.
@@ -179,15 +176,9 @@ pub struct ThoughtTree {
     pub order: Vec<NodeIndex>,
     pub branches: Vec<Branch>,
     pub anomalies: Vec<Anomaly>,
-    /// Plans, evaluations, closes and merges (the planning family's folds).
-    pub planning: Planning,
-    /// A booster session's scratchpad, iterations and diagnostics (the booster family's
-    /// folds); `None` for every other session.
-    pub booster: Option<Box<BoosterState>>,
-    /// Model calls recorded in the session (any family), in seq order.
-    pub model_calls: Vec<ModelCallView>,
-    /// Branch nodes of an agent session, in seq order.
-    pub agent_nodes: Vec<crate::projection::agent::FoldedNode>,
+    /// What the families folded besides thoughts (plans, searches, branch nodes, model
+    /// calls), one state per type: [`ThoughtTree::family`].
+    pub families: FamilyStates,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -208,10 +199,7 @@ impl ThoughtTree {
             order: Vec::new(),
             branches: Vec::new(),
             anomalies: Vec::new(),
-            planning: Planning::default(),
-            booster: None,
-            model_calls: Vec::new(),
-            agent_nodes: Vec::new(),
+            families: FamilyStates::default(),
             branch_index: FoldMap::default(),
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
@@ -293,6 +281,26 @@ impl ThoughtTree {
         if let Payload::Family(family) = event.payload {
             family.into_event().fold(event.seq, event.at, self);
         }
+    }
+
+    /// The state family type `T` folded, if the session has one.
+    pub fn family<T: FamilyState>(&self) -> Option<&T> {
+        self.families.get()
+    }
+
+    /// The state of type `T`, to change (a family's fold).
+    pub fn family_mut<T: FamilyState>(&mut self) -> Option<&mut T> {
+        self.families.get_mut()
+    }
+
+    /// The state of type `T`, its default first if the session has none (a family's fold).
+    pub fn family_or_default<T: FamilyState + Default>(&mut self) -> &mut T {
+        self.families.get_or_default()
+    }
+
+    /// Sets the state of type `T`, replacing any (a family's fold).
+    pub fn set_family<T: FamilyState>(&mut self, state: T) {
+        self.families.set(state);
     }
 
     fn follows(&self, event: &Event) -> bool {
@@ -440,29 +448,12 @@ impl ThoughtTree {
             "edges": self.edges(),
             "anomalies": self.anomalies,
         });
-        // Only sessions with plans, evaluations, closes or merges carry it (every other
-        // export stays as it was).
-        if !self.planning.is_empty() {
-            json["planning"] = serde_json::to_value(&self.planning).expect("planning serializes");
-        }
-        if let Some(booster) = &self.booster {
-            json["booster"] = serde_json::to_value(booster).expect("booster state serializes");
-        }
-        if !self.agent_nodes.is_empty() {
-            json["agentNodes"] = serde_json::to_value(&self.agent_nodes).expect("nodes serialize");
-        }
-        if !self.model_calls.is_empty() {
-            json["modelCalls"] = self
-                .model_calls
-                .iter()
-                .map(|call| {
-                    let mut row = serde_json::to_value(&call.record).expect("a record serializes");
-                    row["seq"] = serde_json::json!(call.seq);
-                    row["at"] = serde_json::json!(crate::event::format_time(call.at));
-                    row["tool"] = serde_json::json!(call.tool);
-                    row
-                })
-                .collect();
+        // Each family's part, when it holds something (every other export stays as it
+        // was), in the registry's order.
+        for state in self.families.in_registry_order() {
+            if let Some((key, value)) = state.json() {
+                json[key] = value;
+            }
         }
         json
     }

@@ -5,15 +5,115 @@
 //! payload [`ModelCallRecorded`] (tag `model_call_recorded`, schema
 //! [`MODEL_CALL_SCHEMA`], with the [`CallRecord`] of the tool call that caused it) and
 //! its codec [`MODEL_CALL_CODEC`] (registered in [`crate::tools::SHARED_CODECS`], so every
-//! family's sessions can hold it). Folds into the summary's model-call counts, tokens
-//! and cost, and into the tree's `model_calls`. Must not: hold a key (nothing here is
-//! ever built from one; error texts are redacted before they get here).
+//! family's sessions can hold it). Folds into the summary's [`ModelCallTotals`] (counts,
+//! tokens and cost) and the tree's [`ModelCalls`]; its Markdown section
+//! ([`ModelCallsRender`]). Must not: hold a key (nothing here is ever built from one;
+//! error texts are redacted before they get here).
 
 use super::{ChatRequest, ChatResponse, ErrorAction, ErrorType, ProviderError, Usage};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
+use crate::export::family::FamilyRender;
+use crate::export::markdown::escape_inline;
+use crate::projection::family::{FamilyState, SummaryPart};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+
+/// The name the model-call event's codec and its parts of the projections go by.
+pub const PROVIDER: &str = "provider";
+
+/// A model call as folded: the event's seq and time, the tool that caused it, the record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelCallView {
+    pub seq: u64,
+    pub at: u64,
+    pub tool: String,
+    pub record: ModelCallRecord,
+}
+
+/// The model calls recorded in a session (any family), in seq order: their state in the
+/// tree.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelCalls(pub Vec<ModelCallView>);
+
+impl ModelCalls {
+    /// The model calls of `tree` (none when it has none).
+    pub fn of(tree: &ThoughtTree) -> &[ModelCallView] {
+        tree.family::<ModelCalls>().map_or(&[], |calls| &calls.0)
+    }
+}
+
+impl FamilyState for ModelCalls {
+    fn family(&self) -> &'static str {
+        PROVIDER
+    }
+
+    fn json(&self) -> Option<(&'static str, Value)> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let rows = self
+            .0
+            .iter()
+            .map(|call| {
+                let mut row = serde_json::to_value(&call.record).expect("a record serializes");
+                row["seq"] = json!(call.seq);
+                row["at"] = json!(crate::event::format_time(call.at));
+                row["tool"] = json!(call.tool);
+                row
+            })
+            .collect();
+        Some(("modelCalls", rows))
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Model calls recorded in a session, and the tokens and cost they reported: the
+/// provider's part of the summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallTotals {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prompt_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completion_tokens: u64,
+    /// Sum of the calls' costs, when a price table was configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+/// The JSON keys of [`ModelCallTotals`].
+const SUMMARY_KEYS: &[&str] = &["model_calls", "prompt_tokens", "completion_tokens", "cost"];
+
+impl SummaryPart for ModelCallTotals {
+    fn family(&self) -> &'static str {
+        PROVIDER
+    }
+
+    fn position(&self) -> u8 {
+        2
+    }
+
+    /// Sessions with model calls (any family) say what they cost.
+    fn list_row(&self, row: &mut Map<String, Value>) {
+        if self.model_calls > 0 {
+            row.insert("modelCalls".into(), json!(self.model_calls));
+            row.insert("promptTokens".into(), json!(self.prompt_tokens));
+            row.insert("completionTokens".into(), json!(self.completion_tokens));
+            if let Some(cost) = self.cost {
+                row.insert("cost".into(), json!(cost));
+            }
+        }
+    }
+}
 
 /// Schema of `model_call_recorded` written by this build.
 pub const MODEL_CALL_SCHEMA: u32 = 1;
@@ -169,24 +269,102 @@ impl FamilyEvent for ModelCallEvent {
     }
 
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
-        summary.model_calls += 1;
+        let totals = summary.part_mut::<ModelCallTotals>();
+        totals.model_calls += 1;
         if let Some(usage) = &self.0.record.usage {
-            summary.prompt_tokens += usage.prompt_tokens;
-            summary.completion_tokens += usage.completion_tokens;
+            totals.prompt_tokens += usage.prompt_tokens;
+            totals.completion_tokens += usage.completion_tokens;
         }
         if let Some(cost) = self.0.record.cost {
-            summary.cost = Some(summary.cost.unwrap_or(0.0) + cost);
+            totals.cost = Some(totals.cost.unwrap_or(0.0) + cost);
         }
     }
 
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        tree.model_calls
-            .push(crate::projection::tree::ModelCallView {
+        tree.family_or_default::<ModelCalls>()
+            .0
+            .push(ModelCallView {
                 seq,
                 at,
                 tool: self.0.call.tool.clone(),
                 record: self.0.record,
             });
+    }
+}
+
+/// The model calls' piece of a session's Markdown (any family's sessions).
+pub struct ModelCallsRender;
+
+/// The one instance, registered among the renderers no family owns.
+pub static MODEL_CALLS_RENDER: ModelCallsRender = ModelCallsRender;
+
+impl FamilyRender for ModelCallsRender {
+    /// Its model calls: totals, then one line per call (empty when it has none).
+    fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
+        let calls = ModelCalls::of(tree);
+        if !calls.is_empty() {
+            out.push_str("## Model calls\n\n");
+            if let Some(summary) = &tree.summary {
+                let totals = summary
+                    .part::<ModelCallTotals>()
+                    .cloned()
+                    .unwrap_or_default();
+                let summary = &totals;
+                let _ = write!(
+                    out,
+                    "{} call{} · {} prompt + {} completion tokens",
+                    summary.model_calls,
+                    if summary.model_calls == 1 { "" } else { "s" },
+                    summary.prompt_tokens,
+                    summary.completion_tokens
+                );
+                if let Some(cost) = summary.cost {
+                    let _ = write!(out, " · cost {cost:.6}");
+                }
+                out.push_str("\n\n");
+            }
+            for call in calls {
+                let r = &call.record;
+                let outcome = match &r.error {
+                    None => "ok".to_string(),
+                    Some(e) => format!(
+                        "{} / {}",
+                        serde_json::to_value(e.error_type())
+                            .expect("enum")
+                            .as_str()
+                            .unwrap_or(""),
+                        serde_json::to_value(e.action())
+                            .expect("enum")
+                            .as_str()
+                            .unwrap_or("")
+                    ),
+                };
+                let _ = write!(
+                    out,
+                    "- seq {} · {} · {} {} · {} · {} attempt{} · {} ms",
+                    call.seq,
+                    escape_inline(&call.tool),
+                    escape_inline(&r.provider),
+                    escape_inline(&r.model),
+                    outcome,
+                    r.attempts.len(),
+                    if r.attempts.len() == 1 { "" } else { "s" },
+                    r.latency_ms
+                );
+                if let Some(u) = &r.usage {
+                    let _ = write!(
+                        out,
+                        " · {} + {} tokens",
+                        u.prompt_tokens, u.completion_tokens
+                    );
+                }
+                if let Some(cost) = r.cost {
+                    let _ = write!(out, " · cost {cost:.6}");
+                }
+                out.push('\n');
+            }
+            out.push('\n');
+        }
     }
 }
 
@@ -197,7 +375,19 @@ pub static MODEL_CALL_CODEC: ModelCallCodec = ModelCallCodec;
 
 impl PayloadCodec for ModelCallCodec {
     fn family(&self) -> &'static str {
-        "provider"
+        PROVIDER
+    }
+
+    fn summary_keys(&self) -> &'static [&'static str] {
+        SUMMARY_KEYS
+    }
+
+    fn read_summary(
+        &self,
+        fields: Map<String, Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let part: ModelCallTotals = serde_json::from_value(fields.into())?;
+        Ok(Box::new(part))
     }
 
     fn schema(&self) -> u32 {
@@ -214,19 +404,22 @@ impl PayloadCodec for ModelCallCodec {
         schema: u32,
         bytes: &[u8],
         _fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
-        let json = std::str::from_utf8(bytes).map_err(|e| format!("model call row: {e}"))?;
+    ) -> Result<FamilyPayload, CodecError> {
+        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
+            what: "model call",
+            source,
+        })?;
         self.decode_json(tag, schema, json)
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         if tag != MODEL_CALL_RECORDED {
-            return Err(format!("the provider codec has no event type {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the provider codec has no event type {tag:?}"
+            )));
         }
         if schema != MODEL_CALL_SCHEMA {
-            return Err(format!(
-                "{tag} of schema {schema}; this build reads schema {MODEL_CALL_SCHEMA}"
-            ));
+            return Err(CodecError::only_schema(tag, schema, MODEL_CALL_SCHEMA));
         }
         #[derive(Deserialize)]
         struct Wire {
@@ -235,7 +428,7 @@ impl PayloadCodec for ModelCallCodec {
             model_call: ModelCallRecord,
             call: CallRecord,
         }
-        let wire: Wire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let wire: Wire = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(ModelCallEvent(ModelCallRecorded {
             record: wire.model_call,
             call: wire.call,

@@ -23,18 +23,9 @@ pub fn session_row(head: &SessionHead) -> Value {
         "updatedAt": format_time(s.updated_at),
         "status": s.status(),
     });
-    // Sessions with model calls (any family) say what they cost.
-    if s.model_calls > 0 {
-        row["modelCalls"] = json!(s.model_calls);
-        row["promptTokens"] = json!(s.prompt_tokens);
-        row["completionTokens"] = json!(s.completion_tokens);
-        if let Some(cost) = s.cost {
-            row["cost"] = json!(cost);
-        }
-    }
-    if s.agent_nodes > 0 {
-        row["branchNodes"] = json!(s.agent_nodes);
-    }
+    // Sessions with model calls (any family) say what they cost; agent sessions, their
+    // branch nodes.
+    s.add_list_row_fields(&mut row);
     row
 }
 

@@ -6,7 +6,9 @@
 //! family codec's bytes); rows of earlier builds start with [`BINARY_ROW_V1`] or `{`
 //! (JSON) and still decode. Must not: change what an event is — every encoding decodes
 //! to the same [`Event`], whose canonical JSON (and so its hash and every export) does not
-//! depend on how the row was stored.
+//! depend on how the row was stored — or know a family: a family payload's bytes go to
+//! the codec registered for its tag (a `0x01` row's family variants to the codec that
+//! claims them, [`crate::event::PayloadCodec::decode_closed_enum_variant`]).
 //!
 //! Why binary: a rebuild decodes every event of a session. The JSON envelope spells out
 //! every field name, hex hashes and the call's arguments as text to be parsed; the binary
@@ -14,7 +16,6 @@
 
 use super::StoreError;
 use crate::event::{DecodeFields, Event, EventId, Payload, SessionId, SessionKind, family};
-use crate::tools::thinking::payload::{StoredThink, StoredThought};
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
@@ -69,21 +70,38 @@ enum StoredPayload<'a> {
     },
 }
 
-/// The payload of a version 1 row (frozen). The thinking variants hold the thinking
-/// family's stored structs, whose fields are these variants' fields in the same order.
+/// The envelope fields before the payload, in every binary row.
 #[derive(Deserialize)]
-enum StoredPayloadV1<'a> {
-    SessionStarted {
-        kind: &'a str,
-        title: &'a str,
-        #[serde(borrow)]
-        aliases: Vec<&'a str>,
-    },
-    ThoughtRecorded(#[serde(borrow)] StoredThought<'a>),
-    ThinkRecorded(#[serde(borrow)] StoredThink<'a>),
-    SessionClosed {
-        reason: &'a str,
-    },
+struct StoredEnvelopeHead {
+    id: u128,
+    session: u128,
+    seq: u64,
+    at: u64,
+    schema: u32,
+}
+
+/// The hashes after the payload, in every binary row.
+#[derive(Deserialize)]
+struct StoredHashes<'a> {
+    #[serde(borrow)]
+    prev: &'a [u8],
+    #[serde(borrow)]
+    hash: &'a [u8],
+}
+
+/// A version 1 row's payload is a closed enum (frozen): variant 0 is `session_started`,
+/// variant 3 `session_closed`; the others belong to the family codec that claims them.
+const V1_SESSION_STARTED: u32 = 0;
+/// See [`V1_SESSION_STARTED`].
+const V1_SESSION_CLOSED: u32 = 3;
+
+/// `session_started` in a version 1 row.
+#[derive(Deserialize)]
+struct StoredStartedV1<'a> {
+    kind: &'a str,
+    title: &'a str,
+    #[serde(borrow)]
+    aliases: Vec<&'a str>,
 }
 
 /// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
@@ -182,28 +200,7 @@ fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
             };
             stored.build(payload, fields)
         }
-        Some(&BINARY_ROW_V1) => {
-            let stored: StoredEvent<'_, StoredPayloadV1<'_>> =
-                postcard::from_bytes(&row[1..]).map_err(corrupt)?;
-            let (stored, payload) = stored.split();
-            let payload = match payload {
-                StoredPayloadV1::SessionStarted {
-                    kind,
-                    title,
-                    aliases,
-                } => started(kind, title, aliases)?,
-                StoredPayloadV1::ThoughtRecorded(thought) => {
-                    thought.build(fields).map_err(corrupt)?.into()
-                }
-                StoredPayloadV1::ThinkRecorded(think) => {
-                    think.build(fields).map_err(corrupt)?.into()
-                }
-                StoredPayloadV1::SessionClosed { reason } => Payload::SessionClosed {
-                    reason: reason.to_string(),
-                },
-            };
-            stored.build(payload, fields)
-        }
+        Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields),
         Some(b'{') => {
             serde_json::from_slice(row).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
         }
@@ -212,6 +209,45 @@ fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
         ))),
         None => Err(StoreError::Corrupt("empty event row".into())),
     }
+}
+
+/// A version 1 row (after its first byte): the envelope, the closed enum's variant and
+/// its fields, the hashes, read one after the other.
+fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
+    let (head, rest): (StoredEnvelopeHead, _) = postcard::take_from_bytes(row).map_err(corrupt)?;
+    let (variant, rest): (u32, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+    let (payload, rest) = match variant {
+        V1_SESSION_STARTED => {
+            let (s, rest): (StoredStartedV1<'_>, _) =
+                postcard::take_from_bytes(rest).map_err(corrupt)?;
+            (started(s.kind, s.title, s.aliases)?, rest)
+        }
+        V1_SESSION_CLOSED => {
+            let (reason, rest): (&str, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            let reason = reason.to_string();
+            (Payload::SessionClosed { reason }, rest)
+        }
+        _ => {
+            let (payload, rest) = family::registered_codecs()
+                .iter()
+                .find_map(|codec| codec.decode_closed_enum_variant(variant, rest, fields))
+                .ok_or_else(|| corrupt(postcard::Error::DeserializeBadEnum))?
+                .map_err(corrupt)?;
+            (Payload::Family(payload), rest)
+        }
+    };
+    let hashes: StoredHashes<'_> = postcard::from_bytes(rest).map_err(corrupt)?;
+    let envelope = StoredEvent {
+        id: head.id,
+        session: head.session,
+        seq: head.seq,
+        at: head.at,
+        schema: head.schema,
+        payload: (),
+        prev: hashes.prev,
+        hash: hashes.hash,
+    };
+    envelope.build(payload, fields)
 }
 
 fn started(kind: &str, title: &str, aliases: Vec<&str>) -> Result<Payload, StoreError> {

@@ -35,6 +35,15 @@ pub const MAX_ID_BYTES: usize = 256;
 // `1.5`, `0` for an integer) fail the schema too. Every family builds these fields with
 // the helpers below, so the rule is written once (README "Tools" states it for users).
 
+/// The epilogue of a tool's argument parsing: every problem found, as the validation
+/// error the model can fix (nothing is recorded), or nothing.
+pub fn finish(tool: &str, args: Args<'_>) -> Result<(), super::ToolError> {
+    if args.has_problems() {
+        return Err(super::ToolError::validation(tool, args.into_problems()));
+    }
+    Ok(())
+}
+
 /// Schema of a boolean argument: JSON `true`/`false`, or a string ("true"/"false" in
 /// any case are read).
 pub fn boolean_schema() -> Value {

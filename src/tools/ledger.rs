@@ -36,6 +36,7 @@ pub static FAMILY: Family = Family {
     kinds: &[],
     codec: None,
     picture: None,
+    render: None,
 };
 
 pub const LIST_SESSIONS: &str = "list_sessions";

@@ -21,6 +21,7 @@ pub mod qa;
 pub mod thinking;
 pub mod write;
 
+pub use crate::event::KindInfo;
 use crate::event::{PayloadCodec, SessionKind};
 use crate::store::{AppendError, StoreError};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock as Content, Tool};
@@ -51,6 +52,39 @@ pub static FAMILIES: &[&Family] = &[
 /// Payload codecs no toolset owns, whose events any family may record: the model-call
 /// event of [`crate::provider`].
 pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
+
+/// The registry as the core sees it ([`crate::event::family::Registry`]): [`FAMILIES`]
+/// and [`SHARED_CODECS`], handed to the core by the crate root ([`crate::registry`]).
+pub struct Registry;
+
+/// The one instance.
+pub static REGISTRY: Registry = Registry;
+
+impl crate::event::family::Registry for Registry {
+    fn codecs(&self) -> Vec<&'static dyn PayloadCodec> {
+        let families = FAMILIES.iter().filter_map(|f| f.codec);
+        families.chain(SHARED_CODECS.iter().copied()).collect()
+    }
+
+    fn kinds(&self) -> Vec<&'static KindInfo> {
+        session_kinds().collect()
+    }
+}
+
+/// Renderers no toolset owns: the model calls' Markdown section.
+pub static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
+    &[&crate::provider::record::MODEL_CALLS_RENDER];
+
+impl crate::export::family::Registry for Registry {
+    fn pictures(&self) -> Vec<&'static crate::export::picture::Pictures> {
+        FAMILIES.iter().filter_map(|f| f.picture).collect()
+    }
+
+    fn renders(&self) -> Vec<&'static dyn crate::export::family::FamilyRender> {
+        let families = FAMILIES.iter().filter_map(|f| f.render);
+        families.chain(SHARED_RENDERS.iter().copied()).collect()
+    }
+}
 
 /// Families DESIGN names that this build does not have yet.
 pub const PLANNED: [&str; 0] = [];
@@ -97,13 +131,9 @@ pub struct Family {
     /// What it adds to the SVG and HTML pictures of a session (nodes, links, marks on
     /// thoughts), if anything: see [`crate::export::picture`].
     pub picture: Option<&'static crate::export::picture::Pictures>,
-}
-
-/// A session kind and how it is named to a person.
-pub struct KindInfo {
-    pub kind: SessionKind,
-    /// Heading of its Markdown export, e.g. "Thinking session".
-    pub label: &'static str,
+    /// What it adds to the Markdown and Mermaid exports, if anything: see
+    /// [`crate::export::family`].
+    pub render: Option<&'static dyn crate::export::family::FamilyRender>,
 }
 
 /// Every registered session kind.

@@ -8,15 +8,14 @@
 //! write it) and is now written with them (schema 2, [`NoteAdded`]). Its codec reads
 //! both; a schema-1 event is upcast for reading and keeps verifying as written.
 
-use super::args::{Args, MAX_ID_BYTES, string_list_schema};
+use super::args::{Args, MAX_ID_BYTES, finish, string_list_schema};
 use super::write::{Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
-    writing_annotations,
+    CallFuture, Family, KindInfo, structured_result, tool_definition, writing_annotations,
 };
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::{
-    CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
@@ -51,6 +50,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&NOTE_CODEC),
     picture: None,
+    render: None,
 };
 
 fn tools() -> Vec<rmcp::model::Tool> {
@@ -76,9 +76,7 @@ fn call(mut call: ToolCall) -> CallFuture {
         let tags = args.string_list(&["tags"]).unwrap_or_default();
         let session_id = args.string_limited(&["sessionId"], false, MAX_ID_BYTES);
         let key = args.string_limited(&["key"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(NOTE, args.into_problems()));
-        }
+        finish(NOTE, args)?;
         let text = text.expect("required");
         let target = Target {
             kind: SessionKind::NOTE,
@@ -183,24 +181,9 @@ impl FamilyEvent for NoteAdded {
     }
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let number = tree.order.len() as u64 + 1;
-        tree.add_thought(ThoughtNode {
-            seq,
-            at,
-            tool: self.call.tool,
-            thought_number: number,
-            total_thoughts: None,
-            thought: self.text,
-            next_thought_needed: None,
-            is_revision: None,
-            revises_thought: None,
-            branch_from_thought: None,
-            branch_id: None,
-            needs_more_thoughts: None,
-            thread_purpose: None,
-            tool_recommendation: None,
-            open_items: self.tags,
-            qa: None,
-        });
+        let mut node = ThoughtNode::new(seq, at, self.call.tool, number, self.text);
+        node.open_items = self.tags;
+        tree.add_thought(node);
     }
 }
 
@@ -232,12 +215,20 @@ impl FamilyEvent for NoteAddedV1 {
     }
 }
 
+fn refused(error: impl std::fmt::Display) -> CodecError {
+    CodecError::Refused(error.to_string())
+}
+
+fn unknown_schema(schema: u32) -> CodecError {
+    CodecError::Refused(format!("note schema {schema} is unknown to this build"))
+}
+
 pub struct NoteCodec;
 pub static NOTE_CODEC: NoteCodec = NoteCodec;
 
 /// Schema 1 read as written, then upcast: the JSON it was written as is kept.
-fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, String> {
-    let written = serde_json::value::to_raw_value(&old).map_err(|e| e.to_string())?;
+fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, CodecError> {
+    let written = serde_json::value::to_raw_value(&old).map_err(refused)?;
     Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
 }
 
@@ -257,7 +248,7 @@ impl PayloadCodec for NoteCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         match schema {
             1 => {
                 let stored: StoredNoteV1<'_> = postcard_decode(bytes)?;
@@ -274,20 +265,25 @@ impl PayloadCodec for NoteCodec {
                     call: stored.call.build(fields)?,
                 }))
             }
-            other => Err(format!("note schema {other} is unknown to this build")),
+            other => Err(unknown_schema(other)),
         }
     }
-    fn decode_json(&self, _tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(
+        &self,
+        _tag: &str,
+        schema: u32,
+        json: &str,
+    ) -> Result<FamilyPayload, CodecError> {
         match schema {
             1 => {
-                let old: NoteAddedV1 = serde_json::from_str(json).map_err(|e| e.to_string())?;
-                let written = RawValue::from_string(json.to_string()).map_err(|e| e.to_string())?;
+                let old: NoteAddedV1 = serde_json::from_str(json).map_err(refused)?;
+                let written = RawValue::from_string(json.to_string()).map_err(refused)?;
                 Ok(FamilyPayload::upcast(Box::new(old.upcast()), written))
             }
             NOTE_SCHEMA => serde_json::from_str::<NoteAdded>(json)
                 .map(FamilyPayload::new)
-                .map_err(|e| e.to_string()),
-            other => Err(format!("note schema {other} is unknown to this build")),
+                .map_err(refused),
+            other => Err(unknown_schema(other)),
         }
     }
 }

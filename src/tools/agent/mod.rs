@@ -10,9 +10,11 @@
 //! `model_call_recorded` event with the node (if any) in the same commit. Must not: hold
 //! the arrival turn across a model call, or count a failed call against the quota.
 
+pub mod node;
 pub mod payload;
 pub mod picture;
 pub mod read;
+pub mod render;
 
 use super::args::{
     Args, MAX_ID_BYTES, count_schema, count_schema_up_to, described, string_list_schema,
@@ -23,7 +25,6 @@ use super::{
     tool_definition,
 };
 use crate::event::{NewEvent, Payload, SessionKind};
-use crate::projection::agent::{AgentNode, CallType, TRUNK};
 use crate::provider::{
     CallOptions, ChatMessage, ChatRequest, Completion, ModelCallRecorded, ModelOutcome,
     ProviderError,
@@ -31,6 +32,7 @@ use crate::provider::{
 use crate::query::load_tree;
 use crate::request::ToolCall;
 use crate::store::{AppendError, Ledger, SessionHead};
+use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, CallType, TRUNK};
 use payload::{AGENT_CODEC, BranchNodeCreated};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
@@ -74,6 +76,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&AGENT_CODEC),
     picture: Some(&picture::PICTURES),
+    render: Some(&render::RENDER),
 };
 
 /// Environment variable choosing the suggestions' language: `zh` for the original's
@@ -326,7 +329,7 @@ async fn record_outcome(
                     }
                     .into(),
                 ];
-                let full = head.is_some_and(|h| h.summary.agent_nodes >= quota);
+                let full = head.is_some_and(|h| AgentSummary::nodes(&h.summary) >= quota);
                 if node.is_some() && full {
                     over.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
@@ -513,10 +516,9 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
     let (existing, nodes) = blocking(move || {
         let head = find_session(&ledger, &lookup)?;
         let nodes: Vec<String> = match &head {
-            Some(head) => load_tree(&ledger, head, None)?
-                .agent_nodes
-                .into_iter()
-                .map(|n| n.node.node_id)
+            Some(head) => AgentNodes::of(&load_tree(&ledger, head, None)?)
+                .iter()
+                .map(|n| n.node.node_id.clone())
                 .collect(),
             None => Vec::new(),
         };
@@ -597,7 +599,7 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
         let error = outcome.result.expect_err("no node without an error");
         return Ok(provider_error(&error, Some(&session_id)));
     };
-    let remaining = quota.saturating_sub(recorded.head.summary.agent_nodes);
+    let remaining = quota.saturating_sub(AgentSummary::nodes(&recorded.head.summary));
     Ok(structured_result(json!({
         "status": "success",
         "node_id": node.node_id,
@@ -631,10 +633,10 @@ async fn get_branch_details(call: ToolCall) -> Result<CallToolResponse, ToolErro
             return Ok(None);
         };
         let tree = load_tree(&ledger, &head, None)?;
-        Ok(tree
-            .agent_nodes
-            .into_iter()
-            .find(|n| n.node.node_id == wanted.trim()))
+        Ok(AgentNodes::of(&tree)
+            .iter()
+            .find(|n| n.node.node_id == wanted.trim())
+            .cloned())
     })
     .await?;
     Ok(match found {

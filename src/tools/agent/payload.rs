@@ -5,10 +5,13 @@
 //! Owns: [`BranchNodeCreated`], [`AGENT_CODEC`]. Must not: change the written JSON
 //! without bumping [`AGENT_SCHEMA`] and reading the old one.
 
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
-use crate::projection::agent::{AgentNode, FoldedNode};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
+use crate::projection::family::SummaryPart;
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
+use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, FAMILY, FoldedNode};
 use serde::{Deserialize, Serialize};
 
 /// Schema of the agent family's payloads written by this build.
@@ -75,11 +78,11 @@ impl FamilyEvent for BranchNodeCreated {
     }
 
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
-        summary.agent_nodes += 1;
+        summary.part_mut::<AgentSummary>().agent_nodes += 1;
     }
 
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        tree.agent_nodes.push(FoldedNode {
+        tree.family_or_default::<AgentNodes>().0.push(FoldedNode {
             seq,
             at,
             node: self.node,
@@ -94,7 +97,19 @@ pub static AGENT_CODEC: AgentCodec = AgentCodec;
 
 impl PayloadCodec for AgentCodec {
     fn family(&self) -> &'static str {
-        "agent"
+        FAMILY
+    }
+
+    fn summary_keys(&self) -> &'static [&'static str] {
+        crate::tools::agent::node::SUMMARY_KEYS
+    }
+
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let part: AgentSummary = serde_json::from_value(fields.into())?;
+        Ok(Box::new(part))
     }
 
     fn schema(&self) -> u32 {
@@ -111,21 +126,24 @@ impl PayloadCodec for AgentCodec {
         schema: u32,
         bytes: &[u8],
         _fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
-        let json = std::str::from_utf8(bytes).map_err(|e| format!("agent row: {e}"))?;
+    ) -> Result<FamilyPayload, CodecError> {
+        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
+            what: "agent",
+            source,
+        })?;
         self.decode_json(tag, schema, json)
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         if tag != BRANCH_NODE_CREATED {
-            return Err(format!("the agent family has no event type {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the agent family has no event type {tag:?}"
+            )));
         }
         if schema != AGENT_SCHEMA {
-            return Err(format!(
-                "{tag} of schema {schema}; this build reads schema {AGENT_SCHEMA}"
-            ));
+            return Err(CodecError::only_schema(tag, schema, AGENT_SCHEMA));
         }
-        let read: Read = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let read: Read = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(BranchNodeCreated {
             node: read.node,
             call: read.call,

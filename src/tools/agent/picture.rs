@@ -10,8 +10,9 @@
 use crate::export::picture::{
     At, Entry, LinkKind, Node, NodeId, NodeKind, Picture, Pictures, Place, Span,
 };
-use crate::projection::agent::TRUNK;
 use crate::projection::tree::ThoughtTree;
+use crate::provider::record::ModelCalls;
+use crate::tools::agent::node::{AgentNodes, TRUNK};
 use std::collections::HashMap;
 
 /// The agent family's registration with the pictures.
@@ -48,7 +49,7 @@ fn confidence(value: Option<f64>) -> String {
 
 fn draw(tree: &ThoughtTree, picture: &mut Picture) {
     let mut ids: HashMap<&str, NodeId> = HashMap::new();
-    for folded in &tree.agent_nodes {
+    for folded in AgentNodes::of(tree) {
         let node = &folded.node;
         let head = format!(
             "{} · {} · confidence {}",
@@ -84,7 +85,10 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
         }
         ids.entry(node.node_id.as_str()).or_insert(id);
     }
-    for call in tree.model_calls.iter().filter(|c| c.tool == "chat_agent") {
+    for call in ModelCalls::of(tree)
+        .iter()
+        .filter(|c| c.tool == "chat_agent")
+    {
         let record = &call.record;
         let (outcome, text) = match (&record.response, &record.error) {
             (Some(response), _) => ("ok".to_string(), response.content.clone()),

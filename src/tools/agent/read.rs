@@ -4,7 +4,7 @@
 //! Owns: [`gatekeeper`], [`conclusion`], [`confidence`], [`suggestions`], the prompts'
 //! fixed texts and the strategies by call type. Must not: do I/O.
 
-use crate::projection::agent::CallType;
+use crate::tools::agent::node::CallType;
 
 /// Fewest characters of a branch's `input_text`.
 pub const MIN_BRANCH_INPUT_CHARS: usize = 30;

@@ -11,7 +11,7 @@
 //! templates while unused). Must not: do I/O, use randomness or the clock.
 
 use super::verifier::{is_meta, jaccard, tokens};
-use crate::projection::booster::Proposal;
+use crate::tools::booster::state::Proposal;
 use serde_json::Value;
 
 /// Longest step kept, in characters.

@@ -11,7 +11,7 @@
 use super::candidates::heuristic;
 use super::payload::Body;
 use super::verifier::Scorer;
-use crate::projection::booster::{
+use crate::tools::booster::state::{
     Applied, Beam, BeamHead, BoosterState, CandidateSet, LoopCheck, LoopKind, ModelOutput,
     PathStep, Proposal, Scored, Source, Via,
 };
@@ -197,8 +197,8 @@ pub fn decide_iteration(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::projection::booster::{Started, Step};
     use crate::tools::booster::config::Config;
+    use crate::tools::booster::state::{Started, Step};
     use crate::tools::booster::verifier::ReferenceVerifier;
 
     const TASK: &str = "Find the counterfeit among 12 coins using a balance scale in as few steps as possible (3 weighings).";

@@ -11,11 +11,11 @@
 
 use super::candidates::{Parser, filter, heuristic, parse, prompt};
 use super::engine::Generated;
-use crate::projection::booster::{BoosterState, ModelOutput, Proposal, Source};
 use crate::provider::{
     CallOptions, ChatMessage, ChatRequest, ChatResponse, Completion, ModelCallRecord, ProviderError,
 };
 use crate::request::ToolCall;
+use crate::tools::booster::state::{BoosterState, ModelOutput, Proposal, Source};
 use rmcp::model::InputRequiredResult;
 
 /// The system prompt (fixed, first: prefix caches keep it).
@@ -208,8 +208,8 @@ pub async fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::projection::booster::Started;
     use crate::tools::booster::config::Config;
+    use crate::tools::booster::state::Started;
 
     fn state() -> BoosterState {
         BoosterState::new(Started {

@@ -7,16 +7,16 @@
 //! body's JSON field names without a new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
-pub use crate::projection::booster::{
-    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
+pub use crate::tools::booster::state::{
+    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
+};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 
 /// Schema of the booster family's payloads written by this build.
 pub const BOOSTER_SCHEMA: u32 = 1;
@@ -136,10 +136,10 @@ impl FamilyEvent for BoosterEvent {
             if let Some(call) = call {
                 state.last_tool = call.tool;
             }
-            tree.booster = Some(Box::new(state));
+            tree.set_family(state);
             return;
         }
-        let Some(state) = tree.booster.as_mut() else {
+        let Some(state) = tree.family_mut::<BoosterState>() else {
             return;
         };
         if let Some(call) = call {
@@ -154,24 +154,14 @@ impl FamilyEvent for BoosterEvent {
             Body::CandidatesScored(set) => state.candidates_scored(seq, at, set),
             Body::BeamRolledOut(beam) => state.beam_rolled_out(seq, beam),
             Body::StepApplied(applied) => {
-                let node = ThoughtNode {
+                let mut node = ThoughtNode::new(
                     seq,
                     at,
-                    tool: state.last_tool.clone(),
-                    thought_number: applied.iteration,
-                    total_thoughts: Some(state.config.max_steps),
-                    thought: applied.proposal.text.clone(),
-                    next_thought_needed: None,
-                    is_revision: None,
-                    revises_thought: None,
-                    branch_from_thought: None,
-                    branch_id: None,
-                    needs_more_thoughts: None,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                    qa: None,
-                };
+                    state.last_tool.clone(),
+                    applied.iteration,
+                    applied.proposal.text.clone(),
+                );
+                node.total_thoughts = Some(state.config.max_steps);
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
             }
@@ -222,7 +212,7 @@ impl PayloadCodec for BoosterCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let stored: StoredBooster<'_> = postcard_decode(bytes)?;
         let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
@@ -233,27 +223,13 @@ impl PayloadCodec for BoosterCodec {
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
-        let mut fields: BTreeMap<String, Box<RawValue>> =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-        let call = match fields.remove("call") {
-            Some(call) => Some(
-                serde_json::from_str::<CallRecord>(call.get())
-                    .map_err(|e| format!("payload call: {e}"))?,
-            ),
+        let (body, call) = crate::event::family::split_call(json)?;
+        let call = match call {
+            Some(call) => Some(crate::event::family::call_from_json(&call)?),
             None => None,
         };
-        let mut body = String::from("{");
-        for (i, (key, value)) in fields.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
-            body.push(':');
-            body.push_str(value.get());
-        }
-        body.push('}');
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }

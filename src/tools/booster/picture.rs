@@ -16,8 +16,8 @@
 use crate::export::picture::{
     At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, short,
 };
-use crate::projection::booster::{BoosterState, Iteration, LoopKind, Score, Via};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::booster::state::{BoosterState, Iteration, LoopKind, Score, Via};
 
 /// The booster family's registration with the pictures.
 pub static PICTURES: Pictures = Pictures {
@@ -340,7 +340,7 @@ fn loop_check(iteration: &Iteration, picture: &mut Picture) {
 }
 
 fn draw(tree: &ThoughtTree, picture: &mut Picture) {
-    let Some(state) = tree.booster.as_deref() else {
+    let Some(state) = tree.family::<BoosterState>() else {
         return;
     };
     let task = task_node(state, picture);
@@ -426,6 +426,7 @@ mod tests {
     use crate::export::svg::tests::{booster_events, parse, shown_nodes};
     use crate::export::svg::{Options, render, render_into};
     use crate::projection::tree::ThoughtTree;
+    use crate::tools::booster::state::BoosterState;
 
     fn tree(text: &str) -> ThoughtTree {
         let (session, events) = booster_events(text);
@@ -437,7 +438,7 @@ mod tests {
     #[test]
     fn booster_nodes_are_the_projection_s() {
         let tree = tree("b");
-        let state = tree.booster.as_deref().unwrap();
+        let state = tree.family::<BoosterState>().unwrap();
         let (nodes, edges) = parse(&render(&tree));
         let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
         let candidates: usize = state.iterations.iter().map(|i| i.candidates.len()).sum();

@@ -10,13 +10,14 @@
 use super::payload::{Body, PlanningEvent};
 use super::{RECOMMENDATIONS, blocking, valid_next};
 use crate::event::{NewEvent, Payload, SessionKind};
-use crate::projection::plan::{
-    BranchClose, BranchMerge, Criterion, Evaluation, Folded, round2, weighted_score,
-};
 use crate::projection::tree::ThoughtTree;
 use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
-use crate::tools::args::{Args, MAX_ID_BYTES, describe};
+use crate::tools::args::{Args, MAX_ID_BYTES, describe, finish};
+use crate::tools::planning::state::{
+    BranchClose, BranchMerge, Criterion, Evaluation, Folded, Planning, PlanningSummary, round2,
+    weighted_score,
+};
 use crate::tools::write::Target;
 use crate::tools::{
     ToolError, reading_annotations, structured_result, tool_definition, writing_annotations,
@@ -193,14 +194,6 @@ pub async fn call(call: ToolCall) -> Result<CallToolResult, ToolError> {
     }
 }
 
-fn finish(tool: &str, args: Args<'_>) -> Result<(), ToolError> {
-    if args.has_problems() {
-        Err(ToolError::validation(tool, args.into_problems()))
-    } else {
-        Ok(())
-    }
-}
-
 fn problem(tool: &str, field: &str, message: String) -> ToolError {
     ToolError::validation(tool, vec![format!("{field}: {message}")])
 }
@@ -236,13 +229,11 @@ fn session_head(ledger: &Ledger, tool: &str, id: &str) -> Result<SessionHead, To
     Ok(head)
 }
 
+/// Most characters of a branch id quoted in an answer.
+const QUOTED_ID_MAX_CHARS: usize = 40;
+
 fn short(text: &str) -> String {
-    let shown: String = text.chars().take(40).collect();
-    if shown.len() < text.len() {
-        format!("{shown}…")
-    } else {
-        shown
-    }
+    crate::export::truncate(text, QUOTED_ID_MAX_CHARS, crate::export::Ellipsis::After)
 }
 
 /// The branch must be one of the session's (as of the head read in the transaction).
@@ -324,7 +315,8 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         .try_record(target(&head, id), move |head, record| {
             check_branch(&tool, head, &branch)?;
             let summary = &head.expect("named").summary;
-            if let Some(phase) = summary.phase.as_deref() {
+            let planned = PlanningSummary::of(summary);
+            if let Some(phase) = planned.phase.as_deref() {
                 // A plan's approach: deep_planning's rules (the phase machine, one
                 // evaluation per approach).
                 if !valid_next(Some(phase)).contains(&"evaluate") {
@@ -337,7 +329,7 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
                         ),
                     ));
                 }
-                if summary.evaluated.contains(&branch) {
+                if planned.evaluated.contains(&branch) {
                     return Err(problem(
                         &tool,
                         "branchId",
@@ -380,7 +372,7 @@ fn counted(c: &Criterion) -> f64 {
 fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<Ranked<'a>> {
     let evaluated: Vec<(&str, &Folded<Evaluation>)> = branches
         .iter()
-        .filter_map(|b| tree.planning.evaluation(b).map(|e| (b.as_str(), e)))
+        .filter_map(|b| Planning::of(tree).evaluation(b).map(|e| (b.as_str(), e)))
         .collect();
     let mut ranked: Vec<Ranked<'a>> = match method {
         "weighted_voting" => {
@@ -438,8 +430,8 @@ fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<
                     reason: format!(
                         "score {:.2} less {}% for risk {}",
                         e.item.score,
-                        crate::export::plan::number(risk * 5.0),
-                        crate::export::plan::number(risk)
+                        crate::tools::planning::document::number(risk * 5.0),
+                        crate::tools::planning::document::number(risk)
                     ),
                 }
             })
@@ -461,7 +453,7 @@ fn rank<'a>(tree: &'a ThoughtTree, branches: &'a [String], method: &str) -> Vec<
                         Some(c) => format!(
                             "weakest criterion {} at {}/10 (every criterion agrees at least this far)",
                             c.name,
-                            crate::export::plan::number(counted(c))
+                            crate::tools::planning::document::number(counted(c))
                         ),
                         None => "no criteria".to_string(),
                     },
@@ -524,13 +516,13 @@ fn compare(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, 
                 "value": r.value,
                 "reason": r.reason,
             });
-            if let Some(a) = tree.planning.approach(r.branch) {
+            if let Some(a) = Planning::of(&tree).approach(r.branch) {
                 row["name"] = json!(a.name);
             }
             if let Some(rec) = &r.evaluation.item.recommendation {
                 row["recommendation"] = json!(rec);
             }
-            if tree.planning.conclusion(r.branch).is_some() {
+            if Planning::of(&tree).conclusion(r.branch).is_some() {
                 row["closed"] = json!(true);
             }
             row
@@ -538,7 +530,7 @@ fn compare(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, 
         .collect();
     let not_evaluated: Vec<&String> = branches
         .iter()
-        .filter(|b| tree.planning.evaluation(b).is_none())
+        .filter(|b| Planning::of(&tree).evaluation(b).is_none())
         .collect();
     let explanation = match ranked.first() {
         None => {
@@ -584,7 +576,7 @@ async fn close(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let recorded = call
         .try_record(target(&head, id), move |head, record| {
             check_branch(&tool, head, &branch)?;
-            if head.is_some_and(|h| h.summary.closed_branches.contains(&branch)) {
+            if head.is_some_and(|h| h.summary.branch_closed(&branch)) {
                 return Err(problem(
                     &tool,
                     "branchId",
@@ -604,7 +596,7 @@ async fn close(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         "sessionId": super::plan_id(recorded.session, &recorded.head.summary),
         "branchId": closed,
         "closed": true,
-        "closedBranches": recorded.head.summary.closed_branches,
+        "closedBranches": PlanningSummary::of(&recorded.head.summary).closed_branches,
         "eventSeq": recorded.seq,
     })))
 }
@@ -616,9 +608,8 @@ fn merged_text(tree: &ThoughtTree, branch: &str, strategy: &str) -> String {
         .filter(|t| t.branch_id.as_deref() == Some(branch))
         .map(|t| t.thought.as_str())
         .collect();
-    let approach = tree.planning.approach(branch);
-    let finding = tree
-        .planning
+    let approach = Planning::of(tree).approach(branch);
+    let finding = Planning::of(tree)
         .conclusion(branch)
         .map(str::to_string)
         .or_else(|| thoughts.last().map(|t| t.to_string()))

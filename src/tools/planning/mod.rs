@@ -8,14 +8,22 @@
 //! parsing (arrays as JSON arrays or JSON-encoded strings, scores 0–10 as numbers or
 //! numeric strings, step normalisation), the phase machine ([`valid_next`]) and the pure
 //! [`decide_planning`], and the answers. Its events, codec and folds are in [`payload`];
-//! the plan's documents in [`crate::export::plan`]. Must not: keep state but the
+//! the plan's documents in [`crate::tools::planning::document`]. Must not: keep state but the
 //! process's current plan, or answer before the commit.
 
 pub mod branches;
+pub mod document;
+mod parse;
 pub mod payload;
 pub mod picture;
+mod read;
+pub mod state;
 
-use super::args::{Args, MAX_ID_BYTES, describe};
+use parse::refused;
+pub use parse::{PlanArgs, new_plan_id, normalize_step, string_array};
+use read::{get_plan, list_plans};
+
+use super::args::{Args, MAX_ID_BYTES, describe, finish};
 use super::write::title_of;
 use super::{
     CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
@@ -23,13 +31,14 @@ use super::{
 };
 use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind, format_time};
 use crate::export;
-use crate::projection::plan::{
-    Approach, Clarification, Evaluation, FinalPlan, PlanInit, Risk, Step, weighted_score,
-};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
+use crate::tools::planning::state::{
+    Approach, Clarification, Evaluation, FinalPlan, PlanInit, Planning, PlanningSummary, Risk,
+    Step, weighted_score,
+};
 use payload::{Body, PHASE_DONE, PlanningEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
@@ -58,6 +67,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&payload::PLANNING_CODEC),
     picture: Some(&picture::PICTURES),
+    render: Some(&document::RENDER),
 };
 
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";
@@ -186,319 +196,12 @@ pub fn valid_next(phase: Option<&str>) -> &'static [&'static str] {
     }
 }
 
-/// A validated `deep_planning` call.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlanArgs {
-    /// One of [`PHASES`].
-    pub phase: &'static str,
-    /// The session to resume (not for init).
-    pub session_id: Option<String>,
-    /// The new session's `dp-` id (init only).
-    pub alias: String,
-    pub body: Body,
-    /// finalize: markdown or json.
-    pub format: &'static str,
-}
-
-/// A new plan's id: `dp-` and 8 base62 characters.
-pub fn new_plan_id() -> String {
-    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut random = ulid::Ulid::generate().random();
-    let mut id = String::from("dp-");
-    for _ in 0..8 {
-        id.push(DIGITS[(random % 62) as usize] as char);
-        random /= 62;
-    }
-    id
-}
-
-/// A field that takes an array as JSON, or as a JSON-encoded string.
-fn json_array(args: &mut Args<'_>, raw: &Map<String, Value>, field: &str) -> Option<Vec<Value>> {
-    match raw.get(field)? {
-        Value::Array(items) => Some(items.clone()),
-        Value::String(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Array(items)) => Some(items),
-            Ok(other) => {
-                args.problem(
-                    field,
-                    format!(
-                        "expected an array (or a JSON string of one), received a JSON string holding {}",
-                        describe(&other)
-                    ),
-                );
-                None
-            }
-            Err(e) => {
-                args.problem(
-                    field,
-                    format!("expected an array or a JSON-encoded array, received a string that is not valid JSON ({e})"),
-                );
-                None
-            }
-        },
-        other => {
-            args.problem(
-                field,
-                format!(
-                    "expected an array or a JSON-encoded array, received {}",
-                    describe(other)
-                ),
-            );
-            None
-        }
-    }
-}
-
-/// An array of strings, as [`json_array`] reads it.
-pub fn string_array(args: &mut Args<'_>, raw: &Map<String, Value>, field: &str) -> Vec<String> {
-    let Some(items) = json_array(args, raw, field) else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        match item {
-            Value::String(s) => out.push(s),
-            other => {
-                args.problem(
-                    field,
-                    format!("item {i}: expected a string, received {}", describe(&other)),
-                );
-                return Vec::new();
-            }
-        }
-    }
-    out
-}
-
-/// The first string among `names` in a step object.
-fn first_string(object: &Map<String, Value>, names: &[&str]) -> Option<String> {
-    names.iter().find_map(|name| {
-        object
-            .get(*name)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    })
-}
-
-/// Strings and numbers of a pass-through field, as text.
-fn texts(value: Option<&Value>) -> Vec<String> {
-    let one = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    match value {
-        Some(Value::Array(items)) => items.iter().filter_map(one).collect(),
-        Some(v) => one(v).into_iter().collect(),
-        None => Vec::new(),
-    }
-}
-
-/// Step normalisation: title ← first string of title, action, name, step; description ←
-/// first string of description, detail, details, info ("Step N" and "" when missing);
-/// files, dependencies, complexity pass through (as text).
-pub fn normalize_step(position: usize, object: &Map<String, Value>) -> Step {
-    Step {
-        title: first_string(object, &["title", "action", "name", "step"])
-            .unwrap_or_else(|| format!("Step {position}")),
-        description: first_string(object, &["description", "detail", "details", "info"])
-            .unwrap_or_default(),
-        files: texts(object.get("files")),
-        dependencies: texts(object.get("dependencies")),
-        complexity: texts(object.get("complexity")).into_iter().next(),
-    }
-}
-
-/// The objects of an array field. With `text_field`, a plain string item stands for the
-/// object holding only that field (`risks: ["vendor lock-in"]` is `[{"description":
-/// "vendor lock-in"}]`): where a list of objects has one obvious text field, models often
-/// send just the text.
-fn objects(
-    args: &mut Args<'_>,
-    raw: &Map<String, Value>,
-    field: &str,
-    text_field: Option<&str>,
-) -> Vec<Map<String, Value>> {
-    let Some(items) = json_array(args, raw, field) else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        match (item, text_field) {
-            (Value::Object(object), _) => out.push(object),
-            (Value::String(text), Some(name)) => {
-                out.push(Map::from_iter([(name.to_string(), Value::String(text))]));
-            }
-            (other, _) => {
-                args.problem(
-                    field,
-                    format!(
-                        "item {i}: expected an object{}, received {}",
-                        if text_field.is_some() {
-                            " or a string"
-                        } else {
-                            ""
-                        },
-                        describe(&other)
-                    ),
-                );
-                return Vec::new();
-            }
-        }
-    }
-    out
-}
-
-/// A deep_planning refusal: its message (nothing recorded).
-fn refused(message: impl Into<String>) -> ToolError {
-    ToolError::validation(DEEP_PLANNING, vec![message.into()])
-}
-
-impl PlanArgs {
-    /// Decodes and checks what the arguments alone decide; the phase machine and the
-    /// approaches are checked against the stored session ([`decide_planning`]).
-    pub fn parse(raw: &Map<String, Value>) -> Result<Self, ToolError> {
-        let mut args = Args::new(raw);
-        let phase_text = args.string_limited(&["phase"], false, MAX_ID_BYTES);
-        let Some(phase_text) = phase_text else {
-            if args.has_problems() {
-                return Err(ToolError::validation(DEEP_PLANNING, args.into_problems()));
-            }
-            return Err(refused(
-                "deep_planning requires a \"phase\": init, clarify, explore, evaluate or finalize",
-            ));
-        };
-        let Some(phase) = PHASES.iter().copied().find(|p| *p == phase_text.trim()) else {
-            return Err(refused(format!(
-                "Unknown phase {:?}: use init, clarify, explore, evaluate or finalize",
-                describe_short(&phase_text)
-            )));
-        };
-        // Every field is read (and its type checked) whatever the phase, so a call is
-        // refused for a malformed field even where the phase does not use it.
-        let nonblank = |text: Option<String>| text.filter(|t| !t.trim().is_empty());
-        let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
-        let problem = nonblank(args.string(&["problem"], false));
-        let context = nonblank(args.string(&["context"], false));
-        let constraints = string_array(&mut args, raw, "constraints");
-        let question = nonblank(args.string(&["question"], false));
-        let answer = nonblank(args.string(&["answer"], false));
-        let branch_id =
-            nonblank(args.string_limited(&["branchId", "branch_id"], false, MAX_ID_BYTES));
-        let name = nonblank(args.string(&["name"], false));
-        let description = nonblank(args.string(&["description"], false));
-        let pros = string_array(&mut args, raw, "pros");
-        let cons = string_array(&mut args, raw, "cons");
-        let criteria = branches::criteria(&mut args, raw, branches::PLAN_WEIGHTS);
-        let rationale = nonblank(args.string(&["rationale"], false));
-        let recommendation = branches::recommendation(&mut args, DEEP_PLANNING)?;
-        let selected = nonblank(args.string_limited(
-            &["selectedBranch", "selected_branch"],
-            false,
-            MAX_ID_BYTES,
-        ));
-        let steps = objects(&mut args, raw, "steps", None);
-        let risks = objects(&mut args, raw, "risks", Some("description"));
-        let assumptions = string_array(&mut args, raw, "assumptions");
-        let success_criteria = string_array(&mut args, raw, "successCriteria");
-        let mut format = "markdown";
-        if let Some(text) = args.string_limited(&["format"], false, MAX_ID_BYTES) {
-            match text.trim().to_ascii_lowercase().as_str() {
-                "markdown" => format = "markdown",
-                "json" => format = "json",
-                _ => args.problem(
-                    "format",
-                    format!(
-                        "unknown format {}; use markdown or json",
-                        describe_short(&text)
-                    ),
-                ),
-            }
-        }
-        let risks: Vec<Risk> = risks
-            .iter()
-            .enumerate()
-            .filter_map(
-                |(i, risk)| match first_string(risk, &["description", "risk"]) {
-                    Some(description) => Some(Risk {
-                        description,
-                        mitigation: first_string(risk, &["mitigation"]).unwrap_or_default(),
-                    }),
-                    None => {
-                        args.problem("risks", format!("item {i}: needs a \"description\" string"));
-                        None
-                    }
-                },
-            )
-            .collect();
-        if args.has_problems() {
-            return Err(ToolError::validation(DEEP_PLANNING, args.into_problems()));
-        }
-        let body = match phase {
-            "init" => Body::PlanInitialized(PlanInit {
-                problem: problem.ok_or_else(|| refused("init requires a \"problem\" field"))?,
-                context,
-                constraints,
-            }),
-            "clarify" => Body::PlanClarified(Clarification {
-                question: question
-                    .ok_or_else(|| refused("clarify requires a \"question\" field"))?,
-                answer,
-            }),
-            "explore" => {
-                let (Some(branch_id), Some(name)) = (branch_id, name) else {
-                    return Err(refused("explore requires \"branchId\" and \"name\""));
-                };
-                Body::ApproachExplored(Approach {
-                    branch_id,
-                    name,
-                    description,
-                    pros,
-                    cons,
-                })
-            }
-            "evaluate" => Body::BranchEvaluated(Evaluation {
-                branch_id: branch_id.ok_or_else(|| refused("evaluate requires a \"branchId\""))?,
-                score: weighted_score(&criteria),
-                criteria,
-                rationale,
-                recommendation: Some(recommendation.unwrap_or("refine").to_string()),
-            }),
-            _ => Body::PlanFinalized(FinalPlan {
-                selected_branch: selected
-                    .ok_or_else(|| refused("finalize requires a \"selectedBranch\""))?,
-                steps: steps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, step)| normalize_step(i + 1, step))
-                    .collect(),
-                risks,
-                assumptions,
-                success_criteria,
-            }),
-        };
-        Ok(PlanArgs {
-            phase,
-            session_id: if phase == "init" { None } else { session_id },
-            alias: if phase == "init" {
-                new_plan_id()
-            } else {
-                String::new()
-            },
-            body,
-            format,
-        })
-    }
-}
+/// Most characters of a user's text quoted in a message.
+const QUOTED_MAX_CHARS: usize = 40;
 
 /// A user's text, cut for a message.
 fn describe_short(text: &str) -> String {
-    let shown: String = text.chars().take(40).collect();
-    if shown.len() < text.len() {
-        format!("{shown}…")
-    } else {
-        shown
-    }
+    export::truncate(text, QUOTED_MAX_CHARS, export::Ellipsis::After)
 }
 
 /// Pure: the events one `deep_planning` call appends to the plan at `head` (`None`: no
@@ -530,7 +233,8 @@ pub fn decide_planning(
         ));
     };
     let summary = &head.summary;
-    let current = summary.phase.as_deref();
+    let planned = PlanningSummary::of(summary);
+    let current = planned.phase.as_deref();
     let valid = valid_next(current);
     if !valid.contains(&args.phase) {
         return Err(refused(format!(
@@ -555,7 +259,7 @@ pub fn decide_planning(
                     summary.branches.join(", ")
                 )));
             }
-            if summary.evaluated.contains(&e.branch_id) {
+            if planned.evaluated.contains(&e.branch_id) {
                 return Err(refused(format!(
                     "An evaluation of \"{}\" already exists (one per approach)",
                     e.branch_id
@@ -587,13 +291,13 @@ pub fn plan_id(session: SessionId, summary: &SessionSummary) -> String {
 /// evaluationCount, validNextPhases, message}`.
 fn answer(plan: Option<(SessionId, &SessionSummary)>, status: &str, message: String) -> Value {
     let summary = plan.map(|(_, s)| s);
-    let phase = summary.and_then(|s| s.phase.as_deref());
+    let phase = summary.and_then(|s| PlanningSummary::of(s).phase.as_deref());
     json!({
         "sessionId": plan.map_or(String::new(), |(session, s)| plan_id(session, s)),
         "phase": phase.unwrap_or("none"),
         "status": status,
         "approachCount": summary.map_or(0, |s| s.branches.len()),
-        "evaluationCount": summary.map_or(0, |s| s.evaluated.len()),
+        "evaluationCount": summary.map_or(0, |s| PlanningSummary::of(s).evaluated.len()),
         "validNextPhases": valid_next(phase),
         "message": message,
     })
@@ -675,7 +379,7 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
                 } else {
                     ", answer pending"
                 },
-                summary.clarifications
+                PlanningSummary::of(summary).clarifications
             ),
         ),
         Body::ApproachExplored(a) => answer(
@@ -712,9 +416,9 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
         let tree =
             blocking(move || Ok(super::ledger::load_tree(&ledger, &head, Some(at))?)).await?;
         value["plan"] = if args.format == "json" {
-            export::plan::json(&tree.planning).unwrap_or(Value::Null)
+            document::json(Planning::of(&tree)).unwrap_or(Value::Null)
         } else {
-            json!(export::plan::markdown(&tree.planning).unwrap_or_default())
+            json!(document::markdown(Planning::of(&tree)).unwrap_or_default())
         };
     }
     value["eventSeq"] = json!(recorded.seq);
@@ -757,165 +461,6 @@ async fn refusal(
         .filter(|h| h.summary.kind == SessionKind::PLANNING)
         .map(|h| (h.session, &h.summary));
     Ok(planning_result(answer(plan, "error", message), true))
-}
-
-fn finish(tool: &str, args: Args<'_>) -> Result<(), ToolError> {
-    if args.has_problems() {
-        Err(ToolError::validation(tool, args.into_problems()))
-    } else {
-        Ok(())
-    }
-}
-
-/// Folds every planning session (newest first) with its head.
-fn plans(ledger: &Ledger) -> Result<Vec<(SessionHead, ThoughtTree)>, ToolError> {
-    let mut heads: Vec<SessionHead> = ledger
-        .heads()?
-        .into_iter()
-        .filter(|h| h.summary.kind == SessionKind::PLANNING)
-        .collect();
-    heads.sort_by_key(|h| std::cmp::Reverse((h.position, h.summary.updated_at, h.session)));
-    heads
-        .into_iter()
-        .map(|head| {
-            let tree = super::ledger::load_tree(ledger, &head, None)?;
-            Ok((head, tree))
-        })
-        .collect()
-}
-
-/// `list_plans {status?, keyword?}` → `{count, plans: [...]}` newest first.
-fn list_plans(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, ToolError> {
-    let mut args = Args::new(raw);
-    let status = args.string_limited(&["status"], false, MAX_ID_BYTES);
-    if let Some(s) = &status
-        && s != "complete"
-        && s != "in-progress"
-    {
-        args.problem(
-            "status",
-            format!(
-                "unknown status {}; use complete or in-progress",
-                describe_short(s)
-            ),
-        );
-    }
-    let keyword = args.string_limited(&["keyword"], false, MAX_ID_BYTES);
-    finish(LIST_PLANS, args)?;
-    let keyword = keyword
-        .map(|k| k.trim().to_lowercase())
-        .filter(|k| !k.is_empty());
-    let mut rows = Vec::new();
-    for (head, tree) in plans(ledger)? {
-        let summary = &head.summary;
-        let done = summary.phase.as_deref() == Some(PHASE_DONE);
-        match status.as_deref() {
-            Some("complete") if !done => continue,
-            Some("in-progress") if done => continue,
-            _ => {}
-        }
-        let Some(plan) = &tree.planning.plan else {
-            continue;
-        };
-        if let Some(keyword) = &keyword {
-            let hit = plan.init.problem.to_lowercase().contains(keyword)
-                || plan
-                    .approaches
-                    .iter()
-                    .any(|a| a.item.name.to_lowercase().contains(keyword));
-            if !hit {
-                continue;
-            }
-        }
-        let mut row = json!({
-            "sessionId": plan_id(head.session, summary),
-            "problem": plan.init.problem,
-            "phase": summary.phase.as_deref().unwrap_or("init"),
-            "createdAt": format_time(summary.created_at),
-            "updatedAt": format_time(summary.updated_at),
-        });
-        if let Some(selected) = &summary.selected_branch {
-            row["selectedBranch"] = json!(selected);
-        }
-        rows.push(row);
-    }
-    Ok(structured_result(
-        json!({"count": rows.len(), "plans": rows}),
-    ))
-}
-
-/// `get_plan {sessionId, format?}` → the plan's document, or `found: false`.
-fn get_plan(ledger: &Ledger, raw: &Map<String, Value>) -> Result<CallToolResult, ToolError> {
-    let mut args = Args::new(raw);
-    let id = args.string_limited(&["sessionId", "session_id"], true, MAX_ID_BYTES);
-    let format = args.string_limited(&["format"], false, MAX_ID_BYTES);
-    let format = match format.as_deref().map(str::trim) {
-        None | Some("markdown") => "markdown",
-        Some("json") => "json",
-        Some("jsonl") => "jsonl",
-        Some("mermaid") => "mermaid",
-        Some(other) => {
-            args.problem(
-                "format",
-                format!(
-                    "unknown format {}; use markdown, json, jsonl or mermaid",
-                    describe_short(other)
-                ),
-            );
-            "markdown"
-        }
-    };
-    finish(GET_PLAN, args)?;
-    let id = id.expect("required");
-    let head = match ledger.resolve(&id)? {
-        Some(session) => ledger.head(session)?,
-        None => None,
-    };
-    let Some(head) = head.filter(|h| h.summary.kind == SessionKind::PLANNING) else {
-        return Ok(structured_result(json!({
-            "found": false,
-            "sessionId": id,
-            "message": format!("Plan \"{}\" not found; call list_plans to see stored plans", describe_short(&id)),
-        })));
-    };
-    let session_id = plan_id(head.session, &head.summary);
-    let phase = head.summary.phase.clone().unwrap_or_default();
-    let (text, plan) = match format {
-        "jsonl" => {
-            let events = ledger.events(head.session, 1, head.seq)?;
-            (export::jsonl(&events), None)
-        }
-        _ => {
-            let tree = super::ledger::load_tree(ledger, &head, None)?;
-            match format {
-                "json" => {
-                    let plan = export::plan::json(&tree.planning).unwrap_or(Value::Null);
-                    (
-                        serde_json::to_string_pretty(&plan).expect("json"),
-                        Some(plan),
-                    )
-                }
-                "mermaid" => (export::plan::mermaid(&tree), None),
-                _ => (
-                    export::plan::markdown(&tree.planning).unwrap_or_default(),
-                    None,
-                ),
-            }
-        }
-    };
-    let mut value = json!({
-        "found": true,
-        "sessionId": session_id,
-        "phase": phase,
-        "format": format,
-    });
-    match plan {
-        Some(plan) => value["plan"] = plan,
-        None => value["text"] = json!(text),
-    }
-    let mut result = CallToolResult::success(vec![Content::text(text)]);
-    result.structured_content = Some(value);
-    Ok(result)
 }
 
 #[cfg(test)]

@@ -8,17 +8,18 @@
 //! new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
-use crate::projection::plan::{
-    Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
-    PlanState,
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
+use crate::projection::family::SummaryPart;
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use crate::tools::planning::state::{
+    Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
+    PlanState, Planning, PlanningSummary,
+};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 
 /// Schema of the planning family's payloads written by this build.
 pub const PLANNING_SCHEMA: u32 = 1;
@@ -145,14 +146,17 @@ impl FamilyEvent for PlanningEvent {
     fn summarize(&self, summary: &mut SessionSummary, new_branch: bool) {
         // A plan's phase moves only in a planning session (an evaluation of a thinking
         // branch has no phase).
+        let in_plan = summary
+            .part::<PlanningSummary>()
+            .is_some_and(|p| p.phase.is_some());
         if let Some(phase) = phase_after(&self.body)
-            && (summary.phase.is_some() || matches!(self.body, Body::PlanInitialized(_)))
+            && (in_plan || matches!(self.body, Body::PlanInitialized(_)))
         {
-            summary.phase = Some(phase.to_string());
+            summary.part_mut::<PlanningSummary>().phase = Some(phase.to_string());
         }
         match &self.body {
             Body::PlanInitialized(_) | Body::BranchClosed(_) => {}
-            Body::PlanClarified(_) => summary.clarifications += 1,
+            Body::PlanClarified(_) => summary.part_mut::<PlanningSummary>().clarifications += 1,
             Body::ApproachExplored(a) => {
                 // The summary's own list decides (a tree's fold indexes only thought
                 // branches, so its `new_branch` does not know approaches).
@@ -162,23 +166,28 @@ impl FamilyEvent for PlanningEvent {
                 }
             }
             Body::BranchEvaluated(e) => {
-                if !summary.evaluated.contains(&e.branch_id) {
-                    summary.evaluated.push(e.branch_id.clone());
+                let part = summary.part_mut::<PlanningSummary>();
+                if !part.evaluated.contains(&e.branch_id) {
+                    part.evaluated.push(e.branch_id.clone());
                 }
             }
-            Body::PlanFinalized(f) => summary.selected_branch = Some(f.selected_branch.clone()),
+            Body::PlanFinalized(f) => {
+                summary.part_mut::<PlanningSummary>().selected_branch =
+                    Some(f.selected_branch.clone())
+            }
             Body::BranchMerged(_) => summary.thoughts += 1,
         }
         if let Body::BranchClosed(c) = &self.body
-            && !summary.closed_branches.contains(&c.branch_id)
+            && !summary.branch_closed(&c.branch_id)
         {
-            summary.closed_branches.push(c.branch_id.clone());
+            let part = summary.part_mut::<PlanningSummary>();
+            part.closed_branches.push(c.branch_id.clone());
         }
     }
 
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let PlanningEvent { body, call } = *self;
-        let planning = &mut tree.planning;
+        let planning = tree.family_or_default::<Planning>();
         if let (Some(plan), Some(phase)) = (planning.plan.as_mut(), phase_after(&body)) {
             plan.phase = phase;
         }
@@ -212,26 +221,14 @@ impl FamilyEvent for PlanningEvent {
             Body::BranchClosed(item) => planning.closes.push(Folded { seq, item }),
             Body::BranchMerged(item) => {
                 // On a sequentialthinking main line it reads as one more thought of it.
-                let total_thoughts = tree.summary.as_ref().and_then(|s| s.total_thoughts);
-                let node = ThoughtNode {
+                planning.merges.push(Folded {
                     seq,
-                    at,
-                    tool: call.tool,
-                    thought_number: item.thought_number,
-                    total_thoughts: total_thoughts.map(|total| total.max(item.thought_number)),
-                    thought: item.thought.clone(),
-                    next_thought_needed: None,
-                    is_revision: None,
-                    revises_thought: None,
-                    branch_from_thought: None,
-                    branch_id: None,
-                    needs_more_thoughts: None,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                    qa: None,
-                };
-                tree.planning.merges.push(Folded { seq, item });
+                    item: item.clone(),
+                });
+                let total_thoughts = tree.summary.as_ref().and_then(|s| s.total_thoughts);
+                let mut node =
+                    ThoughtNode::new(seq, at, call.tool, item.thought_number, item.thought);
+                node.total_thoughts = total_thoughts.map(|total| total.max(item.thought_number));
                 tree.add_thought(node);
             }
         }
@@ -254,7 +251,7 @@ pub static PLANNING_CODEC: PlanningCodec = PlanningCodec;
 
 impl PayloadCodec for PlanningCodec {
     fn family(&self) -> &'static str {
-        "planning"
+        crate::tools::planning::state::FAMILY
     }
 
     fn schema(&self) -> u32 {
@@ -273,13 +270,25 @@ impl PayloadCodec for PlanningCodec {
         ]
     }
 
+    fn summary_keys(&self) -> &'static [&'static str] {
+        crate::tools::planning::state::SUMMARY_KEYS
+    }
+
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        let part: PlanningSummary = serde_json::from_value(fields.into())?;
+        Ok(Box::new(part))
+    }
+
     fn decode(
         &self,
         tag: &str,
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let stored: StoredPlanning<'_> = postcard_decode(bytes)?;
         let body = crate::event::family::tagged_body(tag, stored.body, tag_of)?;
@@ -289,25 +298,11 @@ impl PayloadCodec for PlanningCodec {
         }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
-        let mut fields: BTreeMap<String, Box<RawValue>> =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
-        let call = fields
-            .remove("call")
-            .ok_or_else(|| "payload: missing field `call`".to_string())?;
-        let call: CallRecord =
-            serde_json::from_str(call.get()).map_err(|e| format!("payload call: {e}"))?;
-        let mut body = String::from("{");
-        for (i, (key, value)) in fields.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&serde_json::to_string(key).expect("a key serializes"));
-            body.push(':');
-            body.push_str(value.get());
-        }
-        body.push('}');
+        let (body, call) = crate::event::family::split_call(json)?;
+        let call = call.ok_or(CodecError::MissingField("call"))?;
+        let call = crate::event::family::call_from_json(&call)?;
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(PlanningEvent { body, call }))
     }
@@ -316,7 +311,7 @@ impl PayloadCodec for PlanningCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::projection::plan::Criterion;
+    use crate::tools::planning::state::Criterion;
     use serde_json::json;
 
     fn call() -> CallRecord {
@@ -363,7 +358,7 @@ mod tests {
     fn the_tree_and_the_store_fold_the_same_summary_and_replay_is_a_prefix() {
         use crate::event::{Event, Payload, SessionId, SessionKind};
         use crate::projection::fixtures::session_event;
-        use crate::projection::plan::Approach;
+        use crate::tools::planning::state::Approach;
         let session = SessionId::generate();
         let approach = |id: &str| {
             Body::ApproachExplored(Approach {
@@ -397,16 +392,20 @@ mod tests {
         }
         assert_eq!(tree.summary.as_ref(), Some(&stored));
         assert_eq!(stored.branches, ["a", "b"]);
-        assert_eq!(stored.evaluated, ["a"]);
+        assert_eq!(PlanningSummary::of(&stored).evaluated, ["a"]);
         assert_eq!(
-            stored.phase.as_deref(),
+            PlanningSummary::of(&stored).phase.as_deref(),
             Some("evaluate"),
             "a merge leaves the phase"
         );
         assert_eq!(stored.thoughts, 1, "the merge");
         let prefix = ThoughtTree::build(session, events.into_iter().take(3));
-        assert_eq!(prefix.planning.plan, None, "no init yet in the prefix");
-        assert_eq!(tree.planning.merges.len(), 1);
+        assert_eq!(
+            Planning::of(&prefix).plan,
+            None,
+            "no init yet in the prefix"
+        );
+        assert_eq!(Planning::of(&tree).merges.len(), 1);
         assert_eq!(tree.thoughts().count(), 1);
     }
 

@@ -13,9 +13,9 @@ use crate::export::picture::{
     At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, branch_tail,
     short,
 };
-use crate::export::plan::number;
-use crate::projection::plan::{Evaluation, Planning};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::planning::document::number;
+use crate::tools::planning::state::{Evaluation, Planning};
 
 /// The planning family's registration with the pictures.
 pub static PICTURES: Pictures = Pictures {
@@ -136,7 +136,7 @@ fn criteria_text(evaluation: &Evaluation) -> String {
 }
 
 fn draw(tree: &ThoughtTree, picture: &mut Picture) {
-    let planning: &Planning = &tree.planning;
+    let planning: &Planning = Planning::of(tree);
     if planning.is_empty() {
         return;
     }

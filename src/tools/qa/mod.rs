@@ -9,6 +9,7 @@
 //! the caller wrote (its thought and its step are recorded as given), write stdout, or
 //! answer before the commit.
 
+pub mod node;
 pub mod payload;
 pub mod picture;
 pub mod workflow;
@@ -69,6 +70,7 @@ pub static FAMILY: Family = Family {
     }],
     codec: Some(&payload::QA_CODEC),
     picture: Some(&picture::PICTURES),
+    render: Some(&node::RENDER),
 };
 
 const DESCRIPTION: &str = "Sequential thinking for verification work (versions, syntax, compatibility, tests). Each call records one step; the answer recommends the next step from a workflow, with tools ranked by confidence, rationale, priority, alternatives, suggested inputs, and the outcomes that call for a revision (is_revision, revises_thought) or a branch (branch_from_thought, branch_id).

@@ -7,9 +7,13 @@
 //! reading the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
+use crate::projection::family::NodeExtension;
 use crate::projection::summary::SessionSummary;
-use crate::projection::tree::{QaNode, StandIn, ThoughtNode, ThoughtTree};
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use crate::tools::qa::node::{QaNode, StandIn};
 use crate::tools::thinking::SequentialThought;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -146,48 +150,41 @@ impl FamilyEvent for QaStepRecorded {
         let QaStepRecorded { step, call } = *self;
         let thought = step.thought;
         let branch_id = thought.branch().map(|(id, _)| id.to_string());
-        tree.add_thought(ThoughtNode {
-            seq,
-            at,
-            tool: call.tool,
-            thought_number: thought.thought_number,
-            total_thoughts: Some(thought.total_thoughts),
-            thought: thought.thought,
-            next_thought_needed: Some(thought.next_thought_needed),
-            is_revision: thought.is_revision,
-            revises_thought: thought.revises_thought,
-            branch_from_thought: thought.branch_from_thought,
-            branch_id,
-            needs_more_thoughts: thought.needs_more_thoughts,
-            thread_purpose: None,
-            tool_recommendation: None,
-            open_items: Vec::new(),
-            qa: Some(Box::new(QaNode {
-                verification_target: step.verification_target,
-                workflow: step.workflow,
-                used_tools,
-                stand_ins: step
-                    .recommended_next_step
-                    .iter()
-                    .flat_map(|s| &s.recommended_tools)
-                    .filter_map(|t| {
-                        Some(StandIn {
-                            tool: t.tool_name.clone(),
-                            stands_in_for: super::workflow::stands_in_for(t)?.to_string(),
-                        })
+        let mut node =
+            ThoughtNode::new(seq, at, call.tool, thought.thought_number, thought.thought);
+        node.total_thoughts = Some(thought.total_thoughts);
+        node.next_thought_needed = Some(thought.next_thought_needed);
+        node.is_revision = thought.is_revision;
+        node.revises_thought = thought.revises_thought;
+        node.branch_from_thought = thought.branch_from_thought;
+        node.branch_id = branch_id;
+        node.needs_more_thoughts = thought.needs_more_thoughts;
+        node.data = Some(NodeExtension::new(QaNode {
+            verification_target: step.verification_target,
+            workflow: step.workflow,
+            used_tools,
+            stand_ins: step
+                .recommended_next_step
+                .iter()
+                .flat_map(|s| &s.recommended_tools)
+                .filter_map(|t| {
+                    Some(StandIn {
+                        tool: t.tool_name.clone(),
+                        stands_in_for: super::workflow::stands_in_for(t)?.to_string(),
                     })
-                    .collect(),
-                recommended_tools: step
-                    .recommended_next_step
-                    .map(|s| {
-                        s.recommended_tools
-                            .into_iter()
-                            .map(|t| t.tool_name)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            })),
-        });
+                })
+                .collect(),
+            recommended_tools: step
+                .recommended_next_step
+                .map(|s| {
+                    s.recommended_tools
+                        .into_iter()
+                        .map(|t| t.tool_name)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }));
+        tree.add_thought(node);
     }
 }
 
@@ -241,28 +238,32 @@ impl PayloadCodec for QaCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         if tag != QA_STEP_RECORDED {
-            return Err(format!("the qa family has no event {tag:?}"));
+            return Err(CodecError::Refused(format!(
+                "the qa family has no event {tag:?}"
+            )));
         }
         let stored: StoredQa<'_> = postcard_decode(bytes)?;
-        let step: QaStep =
-            serde_json::from_str(stored.body).map_err(|e| format!("payload: {e}"))?;
+        let step: QaStep = serde_json::from_str(stored.body).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(QaStepRecorded {
             step,
             call: stored.call.build(fields)?,
         }))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let StepOnly { tag: found, step } =
-            serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+            serde_json::from_str(json).map_err(CodecError::payload)?;
         if found != tag || tag != QA_STEP_RECORDED {
-            return Err(format!("payload tagged {found:?}, expected {tag:?}"));
+            return Err(CodecError::TagMismatch {
+                found,
+                expected: tag.to_string(),
+            });
         }
-        let CallOnly { call } = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let CallOnly { call } = serde_json::from_str(json).map_err(CodecError::payload)?;
         Ok(FamilyPayload::new(QaStepRecorded { step, call }))
     }
 }

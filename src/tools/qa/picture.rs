@@ -8,7 +8,8 @@
 //! escape them).
 
 use crate::export::picture::{At, LinkKind, Mark, Node, NodeKind, Picture, Pictures, Place, Span};
-use crate::projection::tree::{QaNode, ThoughtTree};
+use crate::projection::tree::ThoughtTree;
+use crate::tools::qa::node::QaNode;
 
 /// The qa family's registration with the pictures.
 pub static PICTURES: Pictures = Pictures {
@@ -39,7 +40,9 @@ fn recommended(qa: &QaNode, tool: &str) -> String {
 
 fn draw(tree: &ThoughtTree, picture: &mut Picture) {
     for node in tree.thoughts() {
-        let Some(qa) = &node.qa else { continue };
+        let Some(qa) = node.data::<QaNode>() else {
+            continue;
+        };
         let used = if qa.used_tools.is_empty() {
             "none".to_string()
         } else {

@@ -8,7 +8,7 @@
 
 pub mod payload;
 
-use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described};
+use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described, finish};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
@@ -51,6 +51,7 @@ pub static FAMILY: Family = Family {
     ],
     codec: Some(&payload::THINKING_CODEC),
     picture: None,
+    render: None,
 };
 
 fn call(call: ToolCall) -> CallFuture {
@@ -170,9 +171,7 @@ impl SequentialArgs {
         let mut args = Args::new(raw);
         let thought = thought_fields(&mut args, Spelling::Camel);
         let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(tool, args.into_problems()));
-        }
+        finish(tool, args)?;
         Ok(SequentialArgs {
             thought: thought.expect("required fields are reported as problems when missing"),
             session_id,
@@ -280,7 +279,7 @@ fn refuse_closed_branch(
     let Some((branch, _)) = args.thought.branch() else {
         return Ok(());
     };
-    if head.is_some_and(|h| h.summary.closed_branches.iter().any(|b| b == branch)) {
+    if head.is_some_and(|h| h.summary.branch_closed(branch)) {
         return Err(ToolError::validation(
             SEQUENTIAL,
             vec![format!(
@@ -373,9 +372,7 @@ impl ThinkArgs {
             args.string(&["tool_recommendation", "toolRecommendation"], false);
         let left_to_be_done = args.string(&["left_to_be_done", "leftToBeDone"], false);
         let session_id = args.string_limited(&["session_id", "sessionId"], false, MAX_ID_BYTES);
-        if args.has_problems() {
-            return Err(ToolError::validation(tool, args.into_problems()));
-        }
+        finish(tool, args)?;
         let (Some(thread_purpose), Some(thought), Some(thought_index)) =
             (thread_purpose, thought, thought_index)
         else {

@@ -7,8 +7,10 @@
 //! [`StoredThink`] are also the layout of the rows builds before families wrote) or a
 //! JSON field name without bumping the schema and reading the old one.
 
-use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
-use crate::event::{CallRecord, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::event::family::{StoredCall, postcard_decode, postcard_encode, postcard_take};
+use crate::event::{
+    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
+};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::{Deserialize, Serialize};
@@ -153,44 +155,26 @@ impl FamilyEvent for ThinkingEvent {
         let node = match *self {
             ThinkingEvent::ThoughtRecorded { thought, call } => {
                 let branch_id = thought.branch().map(|(id, _)| id.to_string());
-                ThoughtNode {
-                    seq,
-                    at,
-                    tool: call.tool,
-                    thought_number: thought.thought_number,
-                    total_thoughts: Some(thought.total_thoughts),
-                    thought: thought.thought,
-                    next_thought_needed: Some(thought.next_thought_needed),
-                    is_revision: thought.is_revision,
-                    revises_thought: thought.revises_thought,
-                    branch_from_thought: thought.branch_from_thought,
-                    branch_id,
-                    needs_more_thoughts: thought.needs_more_thoughts,
-                    thread_purpose: None,
-                    tool_recommendation: None,
-                    open_items: Vec::new(),
-                    qa: None,
-                }
+                let mut node =
+                    ThoughtNode::new(seq, at, call.tool, thought.thought_number, thought.thought);
+                node.total_thoughts = Some(thought.total_thoughts);
+                node.next_thought_needed = Some(thought.next_thought_needed);
+                node.is_revision = thought.is_revision;
+                node.revises_thought = thought.revises_thought;
+                node.branch_from_thought = thought.branch_from_thought;
+                node.branch_id = branch_id;
+                node.needs_more_thoughts = thought.needs_more_thoughts;
+                node
             }
-            ThinkingEvent::ThinkRecorded { thought, call } => ThoughtNode {
-                seq,
-                at,
-                tool: call.tool,
-                thought_number: thought.thought_index,
-                total_thoughts: None,
-                thought: thought.thought,
-                next_thought_needed: None,
-                is_revision: None,
-                revises_thought: None,
-                branch_from_thought: None,
-                branch_id: None,
-                needs_more_thoughts: None,
-                thread_purpose: Some(thought.thread_purpose),
-                tool_recommendation: Some(thought.tool_recommendation)
-                    .filter(|t| !t.eq_ignore_ascii_case("none")),
-                open_items: thought.open_items,
-                qa: None,
-            },
+            ThinkingEvent::ThinkRecorded { thought, call } => {
+                let mut node =
+                    ThoughtNode::new(seq, at, call.tool, thought.thought_index, thought.thought);
+                node.thread_purpose = Some(thought.thread_purpose);
+                node.tool_recommendation =
+                    Some(thought.tool_recommendation).filter(|t| !t.eq_ignore_ascii_case("none"));
+                node.open_items = thought.open_items;
+                node
+            }
         };
         tree.add_thought(node);
     }
@@ -221,24 +205,54 @@ impl PayloadCodec for ThinkingCodec {
         schema: u32,
         bytes: &[u8],
         fields: DecodeFields,
-    ) -> Result<FamilyPayload, String> {
+    ) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
         let event = match tag {
             THOUGHT_RECORDED => postcard_decode::<StoredThought<'_>>(bytes)?.build(fields)?,
             THINK_RECORDED => postcard_decode::<StoredThink<'_>>(bytes)?.build(fields)?,
-            other => return Err(format!("the thinking family has no event {other:?}")),
+            other => return Err(no_event(other)),
         };
         Ok(FamilyPayload::new(event))
     }
 
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, String> {
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
         self.refuse_newer(schema)?;
-        let wire: ThinkingWire = serde_json::from_str(json).map_err(|e| format!("payload: {e}"))?;
+        let wire: ThinkingWire = serde_json::from_str(json).map_err(CodecError::payload)?;
         if wire.tag != tag {
-            return Err(format!("payload tagged {:?}, expected {tag:?}", wire.tag));
+            return Err(CodecError::TagMismatch {
+                found: wire.tag,
+                expected: tag.to_string(),
+            });
         }
         wire.into_event().map(FamilyPayload::new)
     }
+
+    /// The rows before families (`0x01`): variant 1 was a `thought_recorded`, variant 2 a
+    /// `think_recorded`, each held as the same stored struct as today's rows.
+    fn decode_closed_enum_variant<'a>(
+        &self,
+        variant: u32,
+        bytes: &'a [u8],
+        fields: DecodeFields,
+    ) -> Option<Result<(FamilyPayload, &'a [u8]), CodecError>> {
+        let decoded = match variant {
+            CLOSED_ENUM_THOUGHT => postcard_take::<StoredThought<'_>>(bytes)
+                .and_then(|(stored, rest)| Ok((stored.build(fields)?, rest))),
+            CLOSED_ENUM_THINK => postcard_take::<StoredThink<'_>>(bytes)
+                .and_then(|(stored, rest)| Ok((stored.build(fields)?, rest))),
+            _ => return None,
+        };
+        Some(decoded.map(|(event, rest)| (FamilyPayload::new(event), rest)))
+    }
+}
+
+/// Variants of the closed payload enum of `0x01` rows that were this family's.
+const CLOSED_ENUM_THOUGHT: u32 = 1;
+/// See [`CLOSED_ENUM_THOUGHT`].
+const CLOSED_ENUM_THINK: u32 = 2;
+
+fn no_event(tag: &str) -> CodecError {
+    CodecError::Refused(format!("the thinking family has no event {tag:?}"))
 }
 
 /// Every field of both events, flat, as read from JSON in one pass. (serde's derived
@@ -265,12 +279,12 @@ struct ThinkingWire {
     call: Option<CallRecord>,
 }
 
-fn required<T>(value: Option<T>, field: &str) -> Result<T, String> {
-    value.ok_or_else(|| format!("payload: missing field `{field}`"))
+fn required<T>(value: Option<T>, field: &'static str) -> Result<T, CodecError> {
+    value.ok_or(CodecError::MissingField(field))
 }
 
 impl ThinkingWire {
-    fn into_event(self) -> Result<ThinkingEvent, String> {
+    fn into_event(self) -> Result<ThinkingEvent, CodecError> {
         Ok(match self.tag.as_str() {
             THOUGHT_RECORDED => ThinkingEvent::ThoughtRecorded {
                 thought: SequentialThought {
@@ -297,7 +311,7 @@ impl ThinkingWire {
                 },
                 call: required(self.call, "call")?,
             },
-            other => return Err(format!("the thinking family has no event {other:?}")),
+            other => return Err(no_event(other)),
         })
     }
 }
@@ -305,7 +319,7 @@ impl ThinkingWire {
 /// A `thought_recorded` payload as stored in a binary row; strings borrow from the row.
 /// Frozen: rows written before families existed hold exactly these fields in this order.
 #[derive(Serialize, Deserialize)]
-pub struct StoredThought<'a> {
+pub(crate) struct StoredThought<'a> {
     thought: &'a str,
     thought_number: u64,
     total_thoughts: u64,
@@ -322,7 +336,7 @@ pub struct StoredThought<'a> {
 
 /// A `think_recorded` payload as stored in a binary row. Frozen like [`StoredThought`].
 #[derive(Serialize, Deserialize)]
-pub struct StoredThink<'a> {
+pub(crate) struct StoredThink<'a> {
     thread_purpose: &'a str,
     thought: &'a str,
     thought_index: u64,
@@ -351,7 +365,7 @@ impl<'a> StoredThought<'a> {
     }
 
     /// The event this row holds.
-    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, String> {
+    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
         Ok(ThinkingEvent::ThoughtRecorded {
             thought: SequentialThought {
                 thought: self.thought.to_string(),
@@ -383,7 +397,7 @@ impl<'a> StoredThink<'a> {
     }
 
     /// The event this row holds.
-    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, String> {
+    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
         Ok(ThinkingEvent::ThinkRecorded {
             thought: ThinkThought {
                 thread_purpose: self.thread_purpose.to_string(),

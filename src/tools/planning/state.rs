@@ -4,9 +4,15 @@
 //!
 //! Owns: the shapes ([`PlanState`], [`Approach`], [`Evaluation`], [`FinalPlan`], …), which
 //! are also the bodies of the planning events as written (camelCase JSON), and the
-//! weighted score ([`weighted_score`]). Must not: do I/O, or know how an event is stored.
+//! weighted score ([`weighted_score`]); [`Planning`] is the family's state in the tree and
+//! [`PlanningSummary`] its fields of the session summary. Must not: do I/O, or know how
+//! an event is stored.
 
+use crate::projection::family::{FamilyState, SummaryPart};
 use serde::{Deserialize, Serialize};
+
+/// The family's name, as its codec and its parts of the projections give it.
+pub const FAMILY: &str = "planning";
 
 /// One item as folded: the seq of the event that recorded it, and the item.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -194,7 +200,102 @@ pub struct Planning {
     pub merges: Vec<Folded<BranchMerge>>,
 }
 
+impl FamilyState for Planning {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    /// Only sessions with plans, evaluations, closes or merges carry it.
+    fn json(&self) -> Option<(&'static str, serde_json::Value)> {
+        (!self.is_empty()).then(|| {
+            (
+                "planning",
+                serde_json::to_value(self).expect("planning serializes"),
+            )
+        })
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What the planning family keeps in a session's summary (after the core's fields, as
+/// every build wrote them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanningSummary {
+    /// A plan's phase (`init`, `clarify`, `explore`, `evaluate`, `done`), in a planning
+    /// session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// A plan's clarifications.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clarifications: u64,
+    /// Branch ids with an evaluation, each once, in first-evaluated order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluated: Vec<String>,
+    /// Branch ids ended by `close_branch`: they take no more thoughts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed_branches: Vec<String>,
+    /// The approach a finalized plan selected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_branch: Option<String>,
+}
+
+/// The JSON keys of [`PlanningSummary`] (its codec reads them back).
+pub const SUMMARY_KEYS: &[&str] = &[
+    "phase",
+    "clarifications",
+    "evaluated",
+    "closed_branches",
+    "selected_branch",
+];
+
+impl PlanningSummary {
+    /// The planning part of `summary` (an empty one when the session has none).
+    pub fn of(summary: &crate::projection::summary::SessionSummary) -> &PlanningSummary {
+        static EMPTY: PlanningSummary = PlanningSummary {
+            phase: None,
+            clarifications: 0,
+            evaluated: Vec::new(),
+            closed_branches: Vec::new(),
+            selected_branch: None,
+        };
+        summary.part().unwrap_or(&EMPTY)
+    }
+}
+
+impl SummaryPart for PlanningSummary {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn position(&self) -> u8 {
+        1
+    }
+
+    /// A finalized plan completes its session.
+    fn complete(&self) -> bool {
+        self.phase.as_deref() == Some("done")
+    }
+
+    fn closed_branches(&self) -> &[String] {
+        &self.closed_branches
+    }
+}
+
 impl Planning {
+    /// What the planning family folded into `tree` (empty when nothing).
+    pub fn of(tree: &crate::projection::tree::ThoughtTree) -> &Planning {
+        static EMPTY: Planning = Planning {
+            plan: None,
+            evaluations: Vec::new(),
+            closes: Vec::new(),
+            merges: Vec::new(),
+        };
+        tree.family().unwrap_or(&EMPTY)
+    }
+
     /// Nothing folded (every session of another family).
     pub fn is_empty(&self) -> bool {
         self.plan.is_none()
@@ -234,6 +335,17 @@ impl Planning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_planning_summary_reads_back_and_is_written_byte_for_byte() {
+        use crate::projection::summary::SessionSummary;
+        let stored = r#"{"version":1,"kind":"planning","title":"p","created_at":1,"updated_at":2,"events":6,"thoughts":0,"branches":["a","b"],"closed":false,"phase":"done","clarifications":1,"evaluated":["a"],"closed_branches":["b"],"selected_branch":"a"}"#;
+        let summary: SessionSummary = serde_json::from_str(stored).unwrap();
+        assert_eq!(serde_json::to_string(&summary).unwrap(), stored);
+        assert_eq!(summary.status(), "complete");
+        assert!(summary.branch_closed("b") && !summary.branch_closed("a"));
+        assert_eq!(PlanningSummary::of(&summary).evaluated, ["a"]);
+    }
 
     fn plan_score(f: f64, c: f64, h: f64, r: f64) -> f64 {
         let crit = |name: &str, score: f64, weight: f64, inverted: bool| Criterion {

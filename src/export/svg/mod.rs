@@ -23,25 +23,24 @@
 //! attribute, or add or drop a thought, an edge, a family's node or link (tests compare
 //! the counts with the projection's).
 
+//!
+//! Split by what changes together: [`layout`] (rows, columns, edge paths), [`style`]
+//! (kinds and the stylesheet) and this module (the SVG text of nodes, edges and labels).
+
+mod layout;
+mod style;
+
 use crate::export::mermaid::{anomaly_seq, cut_into, is_revision};
-pub use crate::export::picture::NodeKind;
-use crate::export::picture::{At, Mark, Picture, Place, Span};
+use crate::export::picture::{At, Mark, Picture, Span};
 use crate::projection::tree::{EdgeKind, ThoughtNode, ThoughtTree};
+use layout::{
+    COL_W, Heading, MARGIN, TOP, back_path, blocked, detour_path, down_path, layout, node_x,
+    node_y, occupancy,
+};
+pub use layout::{NODE_H, NODE_W};
 use std::collections::HashMap;
 use std::fmt::Write as _;
-
-/// Width and height of a node box.
-pub const NODE_W: u32 = 240;
-pub const NODE_H: u32 = 46;
-/// Distance between the left edges of two columns.
-pub const COL_W: u32 = 290;
-/// Distance between the tops of two rows.
-pub const ROW_H: u32 = 66;
-/// Room left of the first column for revision arcs.
-const GUTTER: u32 = 70;
-/// Room above the first row for the title and the column headings.
-const TOP: u32 = 76;
-const MARGIN: u32 = 16;
+pub use style::{KINDS, NodeKind, node_kind, stylesheet};
 
 /// Most characters of thought text drawn in a node (the full text is in its `<title>`).
 pub const TEXT_MAX_CHARS: usize = 34;
@@ -51,80 +50,6 @@ pub const TITLE_MAX_CHARS: usize = 600;
 const NAME_MAX_CHARS: usize = 30;
 const SESSION_TITLE_MAX_CHARS: usize = 90;
 
-/// The kinds of thought the core draws (a family's thoughts may be drawn as one of its
-/// own kinds through a [`Mark`]).
-pub const KINDS: &[NodeKind] = &[
-    NodeKind {
-        name: "thought",
-        marker: "💭",
-        style: "fill:#f8f9fa;stroke:#495057",
-    },
-    NodeKind {
-        name: "revision",
-        marker: "🔄",
-        style: "fill:#fff4e6;stroke:#e8590c;stroke-dasharray:5 3",
-    },
-    NodeKind {
-        name: "branch",
-        marker: "🌿",
-        style: "fill:#ebfbee;stroke:#2f9e44",
-    },
-    NodeKind {
-        name: "think",
-        marker: "🤔",
-        style: "fill:#e7f5ff;stroke:#1c7ed6",
-    },
-];
-
-/// The kind of a thought: a revision on a branch is a revision; a node without a total is
-/// a `think` thought.
-pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
-    let name = if node.total_thoughts.is_none() {
-        "think"
-    } else if is_revision(node) {
-        "revision"
-    } else if node.branch_id.is_some() {
-        "branch"
-    } else {
-        "thought"
-    };
-    KINDS
-        .iter()
-        .find(|kind| kind.name == name)
-        .expect("every kind node_kind names is in KINDS")
-}
-
-/// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
-/// edges, anomalies, replay and filter classes), shared with the HTML page.
-pub fn stylesheet() -> String {
-    let mut css = String::from(
-        ".node rect{stroke-width:1.5}\
-         .node text{font:12px sans-serif;fill:#212529}\
-         .node .head{font-weight:bold}\
-         .anomaly rect{stroke:#e03131;stroke-width:3}\
-         .edge{fill:none;stroke:#495057;stroke-width:1.5}\
-         .e-revises{stroke:#e8590c;stroke-dasharray:6 4}\
-         .e-branches_from{stroke:#2f9e44}\
-         .lane,.heading{font:bold 13px sans-serif;fill:#343a40}\
-         .sub{font:12px sans-serif;fill:#868e96}\
-         .later,.was{display:none}\
-         .dim{opacity:.2}",
-    );
-    for kind in KINDS {
-        let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
-    }
-    for hooks in crate::export::picture::registered() {
-        for kind in hooks.kinds {
-            let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
-        }
-        for link in hooks.links {
-            let _ = write!(css, ".e-{}{{{}}}", link.name, link.style);
-        }
-        css.push_str(hooks.css);
-    }
-    css
-}
-
 /// How the picture is written.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
@@ -133,226 +58,6 @@ pub struct Options {
     /// parts of labels replaced before the last event are kept (hidden) for the replay
     /// slider.
     pub embedded: bool,
-}
-
-/// What heads a column from a row on.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Heading {
-    /// The tree's branch at this index.
-    Branch(usize),
-    /// A family's lane.
-    Lane(&'static str),
-}
-
-/// A branch or a family's lane: where its column is and from which row.
-#[derive(Debug)]
-struct LaneAt {
-    heading: Heading,
-    /// Seq shown with the heading (the first event in the lane).
-    seq: u64,
-    column: usize,
-    first_row: usize,
-}
-
-/// Rows handed out in order, and the first and last row and first seq of each lane.
-struct Rows {
-    next: usize,
-    span: Vec<(usize, usize, u64)>,
-}
-
-impl Rows {
-    /// The next row, for an item of event `seq` on `lane` (if any).
-    fn take(&mut self, lane: Option<usize>, seq: u64) -> usize {
-        let row = self.next;
-        if let Some(lane) = lane {
-            let span = &mut self.span[lane];
-            if span.0 == usize::MAX {
-                *span = (row, row, seq);
-            }
-            span.1 = row;
-        }
-        self.next += 1;
-        row
-    }
-}
-
-/// Where each node stands: its column and its row.
-struct Layout {
-    columns: usize,
-    rows: usize,
-    /// Column of each thought, by seq.
-    column: HashMap<u64, usize>,
-    /// Row of each thought, by seq.
-    row: HashMap<u64, usize>,
-    /// (column, row) of each of the families' nodes, by index.
-    extra: Vec<(usize, usize)>,
-    /// The branches and lanes in order of their first rows.
-    lanes: Vec<LaneAt>,
-}
-
-impl Layout {
-    fn place(&self, picture: &Picture, at: At) -> Option<(usize, usize)> {
-        match at {
-            At::Thought(seq) => Some((*self.column.get(&seq)?, *self.row.get(&seq)?)),
-            At::Node(id) => self
-                .extra
-                .get(id.0)
-                .copied()
-                .filter(|_| id.0 < picture.nodes.len()),
-        }
-    }
-}
-
-/// One row per thought and per family node that takes a row of its own, in event order;
-/// column 0 for the main line; each branch and family lane, in order of its first row,
-/// in the leftmost other column that is free from its first row to its last (a column
-/// is reused once what was in it has ended, so a long session with many short branches
-/// stays a few columns wide); nodes beside another in that node's row, in the columns
-/// right of every line.
-fn layout(tree: &ThoughtTree, picture: &Picture) -> Layout {
-    let branch_at: HashMap<&str, usize> = tree
-        .branches
-        .iter()
-        .enumerate()
-        .map(|(index, branch)| (branch.id.as_str(), index))
-        .collect();
-    let thought_seqs: Vec<u64> = if picture.nodes.is_empty() {
-        Vec::new()
-    } else {
-        tree.thoughts().map(|node| node.seq).collect()
-    };
-    // Where each family node really goes: beside a thought that does not exist, on a
-    // branch that does not exist, falls back to a row of its own on the main line.
-    let places: Vec<Place> = picture
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(index, node)| match &node.place {
-            Place::Beside(At::Thought(seq)) if thought_seqs.binary_search(seq).is_err() => {
-                Place::Main
-            }
-            Place::Beside(At::Node(id)) if id.0 >= index => Place::Main,
-            Place::Branch(id) if !branch_at.contains_key(id.as_str()) => Place::Main,
-            place => place.clone(),
-        })
-        .collect();
-    // Nodes with rows of their own, in event order (stable: a family's order within one
-    // event stays).
-    let mut own_rows: Vec<usize> = (0..places.len())
-        .filter(|&i| !matches!(places[i], Place::Beside(_)))
-        .collect();
-    own_rows.sort_by_key(|&i| picture.nodes[i].seq);
-
-    let mut column = HashMap::with_capacity(tree.order.len());
-    let mut row = HashMap::with_capacity(tree.order.len());
-    let mut extra = vec![(0, usize::MAX); places.len()];
-    // Lanes: the branches (by index), then the families' lanes (by name, in order seen).
-    let mut lane_names: Vec<&'static str> = Vec::new();
-    let mut rows = Rows {
-        next: 0,
-        span: vec![(usize::MAX, 0, 0); tree.branches.len()],
-    };
-    let mut thought_lane: Vec<Option<usize>> = Vec::with_capacity(tree.order.len());
-    let mut node_lane: Vec<Option<usize>> = vec![None; places.len()];
-    let mut next_own = own_rows.iter().copied().peekable();
-    let mut place_own = |index: usize, rows: &mut Rows| {
-        let lane = match &places[index] {
-            Place::Branch(id) => branch_at.get(id.as_str()).copied(),
-            Place::Lane(name) => Some(match lane_names.iter().position(|n| n == name) {
-                Some(at) => tree.branches.len() + at,
-                None => {
-                    lane_names.push(name);
-                    rows.span.push((usize::MAX, 0, 0));
-                    rows.span.len() - 1
-                }
-            }),
-            _ => None,
-        };
-        node_lane[index] = lane;
-        extra[index].1 = rows.take(lane, picture.nodes[index].seq);
-    };
-    for node in tree.thoughts() {
-        while let Some(index) = next_own.next_if(|&i| picture.nodes[i].seq < node.seq) {
-            place_own(index, &mut rows);
-        }
-        let lane = node
-            .branch_id
-            .as_deref()
-            .and_then(|id| branch_at.get(id))
-            .copied();
-        thought_lane.push(lane);
-        row.insert(node.seq, rows.take(lane, node.seq));
-    }
-    for index in next_own {
-        place_own(index, &mut rows);
-    }
-    let Rows { next: rows, span } = rows;
-
-    // Columns: lanes in order of their first rows.
-    let mut by_first: Vec<usize> = (0..span.len())
-        .filter(|&lane| span[lane].0 != usize::MAX)
-        .collect();
-    by_first.sort_by_key(|&lane| span[lane].0);
-    let mut taken_until: Vec<usize> = Vec::new();
-    let mut lane_column = vec![0; span.len()];
-    let mut lanes = Vec::with_capacity(by_first.len());
-    for lane in by_first {
-        let (first, last, seq) = span[lane];
-        let free = taken_until.iter().position(|&until| until < first);
-        let at = free.unwrap_or_else(|| {
-            taken_until.push(0);
-            taken_until.len() - 1
-        });
-        taken_until[at] = last;
-        lane_column[lane] = at + 1;
-        lanes.push(LaneAt {
-            heading: if lane < tree.branches.len() {
-                Heading::Branch(lane)
-            } else {
-                Heading::Lane(lane_names[lane - tree.branches.len()])
-            },
-            seq,
-            column: at + 1,
-            first_row: first,
-        });
-    }
-    for (node, lane) in tree.thoughts().zip(&thought_lane) {
-        column.insert(node.seq, lane.map_or(0, |lane| lane_column[lane]));
-    }
-    for (index, lane) in node_lane.iter().enumerate() {
-        extra[index].0 = lane.map_or(0, |lane| lane_column[lane]);
-    }
-    // Nodes beside another: its row, the next free column right of every line.
-    let line_columns = 1 + taken_until.len();
-    let mut side_taken: HashMap<usize, usize> = HashMap::new();
-    let mut columns = line_columns;
-    for (index, place) in places.iter().enumerate() {
-        let Place::Beside(at) = place else { continue };
-        let at_row = match at {
-            At::Thought(seq) => row[seq],
-            At::Node(id) => extra[id.0].1,
-        };
-        let slot = side_taken.entry(at_row).or_insert(0);
-        extra[index] = (line_columns + *slot, at_row);
-        *slot += 1;
-        columns = columns.max(line_columns + *slot);
-    }
-    Layout {
-        columns,
-        rows,
-        column,
-        row,
-        extra,
-        lanes,
-    }
-}
-
-fn node_x(column: usize) -> u32 {
-    MARGIN + GUTTER + column as u32 * COL_W
-}
-
-fn node_y(row: usize) -> u32 {
-    TOP + row as u32 * ROW_H
 }
 
 /// Renders the tree as a standalone SVG document.
@@ -572,62 +277,6 @@ fn write_edge(
     );
 }
 
-/// Rows taken in each column, sorted (only where the families drew something: then a
-/// straight edge may pass over a node).
-fn occupancy(layout: &Layout) -> Vec<Vec<usize>> {
-    let mut taken = vec![Vec::new(); layout.columns];
-    for (&seq, &column) in &layout.column {
-        taken[column].push(layout.row[&seq]);
-    }
-    for &(column, row) in &layout.extra {
-        taken[column].push(row);
-    }
-    for rows in &mut taken {
-        rows.sort_unstable();
-    }
-    taken
-}
-
-/// Whether a straight edge between two places would pass over another node: down one
-/// column, a node in a row between theirs; along one row, a node in a column between.
-fn blocked(
-    taken: &[Vec<usize>],
-    (from_col, from_row): (usize, usize),
-    (to_col, to_row): (usize, usize),
-) -> bool {
-    if taken.is_empty() {
-        return false;
-    }
-    if from_col == to_col {
-        // Going back up, an edge already arcs left of the column.
-        let rows = &taken[from_col];
-        let after = rows.partition_point(|&r| r <= from_row);
-        to_row > from_row && rows.get(after).is_some_and(|&r| r < to_row)
-    } else {
-        let (low, high) = (from_col.min(to_col), from_col.max(to_col));
-        from_row == to_row
-            && taken[low + 1..high]
-                .iter()
-                .any(|rows| rows.binary_search(&from_row).is_ok())
-    }
-}
-
-/// An edge around what lies between its ends: in one column, a curve through the gap
-/// right of the column; in one row, an arc through the gap above the row.
-fn detour_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
-    if from_col == to_col {
-        let x = node_x(from_col) + NODE_W;
-        let bx = x + (COL_W - NODE_W) / 2;
-        let (y1, y2) = (node_y(from_row) + NODE_H / 2, node_y(to_row) + NODE_H / 2);
-        format!("M{x} {y1}C{bx} {y1} {bx} {y2} {x} {y2}")
-    } else {
-        let (x1, x2) = (node_x(from_col) + NODE_W / 2, node_x(to_col) + NODE_W / 2);
-        let y = node_y(from_row);
-        let by = y - (ROW_H - NODE_H) + 4;
-        format!("M{x1} {y}C{x1} {by} {x2} {by} {x2} {y}")
-    }
-}
-
 /// A label's spans: text shown with the node as is; a span that appears later or is
 /// replaced as a `<tspan>` with its `data-seq` (and `data-until`, class `was`: replaced
 /// by the last event, so hidden until the slider goes back). A standalone picture has no
@@ -674,47 +323,6 @@ fn push_spans(
         if tagged {
             out.push_str("</tspan>");
         }
-    }
-}
-
-/// An edge from an earlier row down to a later one: straight within a column, else a
-/// curve between the facing sides of the two nodes that runs down the gap between
-/// columns (never down a column, whose other nodes it would cross).
-fn down_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
-    let (x1, y1) = (node_x(from_col), node_y(from_row));
-    let (x2, y2) = (node_x(to_col), node_y(to_row));
-    if from_col == to_col {
-        let x = x1 + NODE_W / 2;
-        format!("M{x} {}L{x} {}", y1 + NODE_H, y2)
-    } else {
-        let (sy, ey) = (y1 + NODE_H / 2, y2 + NODE_H / 2);
-        let (sx, ex, gap) = if to_col > from_col {
-            (x1 + NODE_W, x2, x1 + NODE_W + (COL_W - NODE_W) / 2)
-        } else {
-            (x1, x2 + NODE_W, x1 - (COL_W - NODE_W) / 2)
-        };
-        format!("M{sx} {sy}C{gap} {sy} {gap} {ey} {ex} {ey}")
-    }
-}
-
-/// An edge from a later row back up to an earlier one (a revision to what it revises):
-/// an arc left of the column when both are in one column, else a curve between their
-/// facing sides.
-fn back_path(from_col: usize, from_row: usize, to_col: usize, to_row: usize) -> String {
-    let (x1, y1) = (node_x(from_col), node_y(from_row) + NODE_H / 2);
-    let (x2, y2) = (node_x(to_col), node_y(to_row) + NODE_H / 2);
-    if from_col == to_col {
-        // Farther rows bulge farther, so arcs of one column do not lie on each other.
-        let span = from_row.abs_diff(to_row) as u32;
-        let bulge = (18 + span.min(50)).min(GUTTER - 4);
-        let bx = x1.saturating_sub(bulge);
-        format!("M{x1} {y1}C{bx} {y1} {bx} {y2} {x2} {y2}")
-    } else if from_col > to_col {
-        let ex = x2 + NODE_W;
-        format!("M{x1} {y1}C{ex} {y1} {ex} {y2} {ex} {y2}")
-    } else {
-        let sx = x1 + NODE_W;
-        format!("M{sx} {y1}C{x2} {y1} {x2} {y2} {x2} {y2}")
     }
 }
 
@@ -789,11 +397,7 @@ fn push_cut(out: &mut String, scratch: &mut String, text: &str, max_chars: usize
 /// `text` (line breaks kept) cut to `max_chars` chars, escaped, appended to `out`.
 fn push_escaped_cut(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
     scratch.clear();
-    let mut chars = text.chars();
-    scratch.extend(chars.by_ref().take(max_chars));
-    if chars.next().is_some() {
-        scratch.push('…');
-    }
+    crate::export::truncate_into(scratch, text, max_chars, crate::export::Ellipsis::After);
     escape_xml_into(out, scratch);
 }
 
@@ -840,11 +444,11 @@ pub(crate) mod tests {
     use crate::projection::fixtures::{
         call, recorded, seq_thought, session_event, tree_with_aliases,
     };
-    use crate::projection::plan::{
-        Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
-        PlanInit, Risk, Step,
-    };
     use crate::tools::planning::payload::{Body, PlanningEvent};
+    use crate::tools::planning::state::{
+        Approach, BranchClose, BranchMerge, Clarification, Criterion, Evaluation, FinalPlan,
+        PlanInit, Planning, Risk, Step,
+    };
     use crate::tools::qa::payload::{
         QaStep, QaStepRecorded, Step as QaPlanStep, ToolRecommendation,
     };
@@ -1234,12 +838,12 @@ pub(crate) mod tests {
     /// iteration 1 best-of-3, iteration 2 chosen by a beam and backtracked (a loop),
     /// iteration 3 with backtracking off: a stagnation detected, the step kept.
     pub(crate) fn booster_events(text: &str) -> (SessionId, Vec<Event>) {
-        use crate::projection::booster::{
+        use crate::tools::booster::config::Config;
+        use crate::tools::booster::payload::{Body, BoosterEvent};
+        use crate::tools::booster::state::{
             Applied, Beam, BeamHead, CandidateSet, Hints, LoopCheck, LoopKind, ModelOutput,
             PathStep, Proposal, Score, Scored, Source, Started, Via,
         };
-        use crate::tools::booster::config::Config;
-        use crate::tools::booster::payload::{Body, BoosterEvent};
         let event = |body: Body, tool: Option<&str>| -> Payload {
             BoosterEvent {
                 body,
@@ -1357,8 +961,8 @@ pub(crate) mod tests {
     /// An agent session whose every text is `text`: a chat_agent call (answered), a
     /// failed one, and three branch nodes, one nested, one under an unknown parent.
     pub(crate) fn agent_events(text: &str) -> (SessionId, Vec<Event>) {
-        use crate::projection::agent::{AgentNode, CallType};
         use crate::provider::{ChatRequest, ChatResponse, ModelCallRecord, ModelCallRecorded};
+        use crate::tools::agent::node::{AgentNode, CallType};
         use crate::tools::agent::payload::BranchNodeCreated;
         let call = |tool: &str| crate::event::CallRecord {
             tool: tool.to_string(),
@@ -1439,16 +1043,16 @@ pub(crate) mod tests {
     #[test]
     fn planning_and_qa_nodes_are_the_projection_s() {
         let tree = build(plan_events("p"));
-        let plan = tree.planning.plan.as_ref().unwrap();
+        let plan = Planning::of(&tree).plan.as_ref().unwrap();
         let (nodes, edges) = parse(&render(&tree));
         let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
         assert_eq!(count("plan"), 1);
         assert_eq!(count("clarification"), plan.clarifications.len());
         assert_eq!(count("approach"), plan.approaches.len());
-        assert_eq!(count("evaluation"), tree.planning.evaluations.len());
-        assert_eq!(count("close"), tree.planning.closes.len());
+        assert_eq!(count("evaluation"), Planning::of(&tree).evaluations.len());
+        assert_eq!(count("close"), Planning::of(&tree).closes.len());
         assert_eq!(count("final-plan"), 1);
-        assert_eq!(count("merge"), tree.planning.merges.len());
+        assert_eq!(count("merge"), Planning::of(&tree).merges.len());
         assert_eq!(nodes.len(), 1 + 2 + 3 + 3 + 1 + 1 + 1);
         let links = |kind: &str| edges.iter().filter(|(_, _, k)| k == kind).count();
         assert_eq!(
@@ -1506,7 +1110,10 @@ pub(crate) mod tests {
         let (nodes, edges) = parse(&svg);
         let with_tools = tree
             .thoughts()
-            .filter(|n| n.qa.as_ref().is_some_and(|qa| !qa.used_tools.is_empty()))
+            .filter(|n| {
+                n.data::<crate::tools::qa::node::QaNode>()
+                    .is_some_and(|qa| !qa.used_tools.is_empty())
+            })
             .count();
         assert_eq!(with_tools, 2);
         assert_eq!(

@@ -10,7 +10,8 @@
 //! [`RAW_SAMPLE_CHARS`] each (the full texts stay in the ledger), and a session runs at
 //! most `MAX_STEPS_LIMIT` iterations. Must not: do I/O, or know how an event is stored.
 
-use crate::projection::tree::ModelCallView;
+use crate::projection::family::FamilyState;
+use crate::provider::record::ModelCallView;
 use crate::tools::booster::config::Config;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -335,11 +336,7 @@ pub struct BoosterState {
 }
 
 fn cut(text: &str, chars: usize) -> String {
-    let mut out: String = text.chars().take(chars).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
+    crate::export::truncate(text, chars, crate::export::Ellipsis::After)
 }
 
 /// Whether a line of model output states an answer: it opens with "final step:",
@@ -386,6 +383,17 @@ pub fn arbiter_picks(response: &str, picks: &mut Vec<String>) {
         if states_answer(line) && !picks.iter().any(|p| p.eq_ignore_ascii_case(line)) {
             picks.push(cut(line, RAW_SAMPLE_CHARS));
         }
+    }
+}
+
+impl FamilyState for BoosterState {
+    fn family(&self) -> &'static str {
+        "booster"
+    }
+
+    fn json(&self) -> Option<(&'static str, serde_json::Value)> {
+        let state = serde_json::to_value(self).expect("booster state serializes");
+        Some(("booster", state))
     }
 }
 

@@ -1,17 +1,61 @@
 //! A plan as a document: the Markdown and JSON of `deep_planning`'s finalize and
 //! `get_plan`, and the Mermaid of its approaches (scores shown, the selected one styled).
 //!
-//! Owns: [`markdown`], [`json`], [`mermaid`]. Sections follow `specs/planning.md` in its
-//! order; an empty section is left out, and nothing prints "undefined" or "null". Every
-//! model-written text goes through the Markdown escaper or the Mermaid label escaper.
-//! Must not: read the store, or change a projection.
+//! Owns: [`markdown`], [`json`], [`mermaid`], and [`RENDER`] (the family's pieces of a
+//! session's Markdown and Mermaid: its sections, its plan's nodes, its branch titles).
+//! Sections follow `specs/planning.md` in its order; an empty section is left out, and
+//! nothing prints "undefined" or "null". Every model-written text goes through the
+//! Markdown escaper or the Mermaid label escaper. Must not: read the store, or change a
+//! projection.
 
+use crate::export::family::FamilyRender;
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
-use crate::projection::plan::{Evaluation, Planning};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::planning::state::{Evaluation, Planning};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
+
+/// The planning family's pieces of a session's Markdown and Mermaid.
+pub struct PlanningRender;
+
+/// The one instance, registered with the family.
+pub static RENDER: PlanningRender = PlanningRender;
+
+impl FamilyRender for PlanningRender {
+    fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
+        out.push_str(&session_markdown(Planning::of(tree)));
+    }
+
+    fn mermaid_edges(&self, tree: &ThoughtTree) -> usize {
+        plan_edges(tree)
+    }
+
+    /// A plan: its problem and approaches as their own nodes (`p0`, `a<n>`).
+    fn mermaid_nodes(&self, tree: &ThoughtTree, out: &mut String) -> bool {
+        if Planning::of(tree).plan.is_none() {
+            return false;
+        }
+        write_plan_class_defs(out);
+        write_plan_nodes(out, tree);
+        true
+    }
+
+    /// The branch's evaluation score and its close, when it has them.
+    fn mermaid_branch_title(&self, tree: &ThoughtTree, branch: &str, out: &mut String) {
+        let planning = Planning::of(tree);
+        if let Some(evaluation) = planning.evaluation(branch) {
+            let _ = write!(out, " · score {:.2}", evaluation.item.score);
+        }
+        if planning.conclusion(branch).is_some() {
+            out.push_str(" · closed");
+        }
+    }
+
+    fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
+        &PLAN_CLASS_DEFS
+    }
+}
 
 /// `8` as "8", `7.5` as "7.5".
 pub fn number(value: f64) -> String {
@@ -313,7 +357,7 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
 
 /// Edges [`write_plan_nodes`] draws: one per approach.
 pub fn plan_edges(tree: &ThoughtTree) -> usize {
-    tree.planning
+    Planning::of(tree)
         .plan
         .as_ref()
         .map_or(0, |p| p.approaches.len())
@@ -329,13 +373,11 @@ pub fn write_plan_class_defs(out: &mut String) {
 /// The plan's nodes (`p0`, `a<n>`) and its [`plan_edges`] edges, for this diagram and
 /// the session's.
 pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
-    let approaches = tree
-        .planning
+    let approaches = Planning::of(tree)
         .plan
         .as_ref()
         .map_or(&[][..], |p| p.approaches.as_slice());
-    let problem = tree
-        .planning
+    let problem = Planning::of(tree)
         .plan
         .as_ref()
         .map_or("This session has no plan.", |p| p.init.problem.as_str());
@@ -344,8 +386,7 @@ pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
         "{INDENT}p0[\"📋 {}\"]:::problem",
         escape_label(&cut(problem))
     );
-    let selected = tree
-        .planning
+    let selected = Planning::of(tree)
         .plan
         .as_ref()
         .and_then(|p| p.finalized.as_ref())
@@ -353,13 +394,13 @@ pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
     for (i, approach) in approaches.iter().enumerate() {
         let a = &approach.item;
         let mut label = format!("{} · {}", cut(&a.branch_id), cut(&a.name));
-        if let Some(e) = tree.planning.evaluation(&a.branch_id) {
+        if let Some(e) = Planning::of(tree).evaluation(&a.branch_id) {
             let _ = write!(label, " · score {:.2}", e.item.score);
             if let Some(r) = &e.item.recommendation {
                 let _ = write!(label, " · {}", cut(r));
             }
         }
-        if tree.planning.conclusion(&a.branch_id).is_some() {
+        if Planning::of(tree).conclusion(&a.branch_id).is_some() {
             label.push_str(" · closed");
         }
         let class = if selected == Some(a.branch_id.as_str()) {
@@ -459,15 +500,15 @@ pub fn session_markdown(planning: &Planning) -> String {
     out
 }
 
-/// Text cut to a readable label length.
+/// Most characters of a text in a plan diagram's label.
+const PLAN_LABEL_MAX_CHARS: usize = 60;
+
+/// Text with whitespace collapsed, cut to a readable label length (the ellipsis within).
 fn cut(text: &str) -> String {
     let collapsed: Vec<&str> = text.split_whitespace().collect();
-    let collapsed = collapsed.join(" ");
-    if collapsed.chars().count() <= 60 {
-        collapsed
-    } else {
-        let mut short: String = collapsed.chars().take(59).collect();
-        short.push('…');
-        short
-    }
+    crate::export::truncate(
+        &collapsed.join(" "),
+        PLAN_LABEL_MAX_CHARS,
+        crate::export::Ellipsis::Within,
+    )
 }

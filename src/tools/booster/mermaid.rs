@@ -10,9 +10,11 @@
 //! [`LABEL_MAX_CHARS`](crate::export::mermaid::LABEL_MAX_CHARS). Must not: read the
 //! store, or take an id, class or comment from content.
 
+use crate::export::family::FamilyRender;
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
-use crate::projection::booster::{BoosterState, Via};
+use crate::export::{Ellipsis, truncate};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::booster::state::{BoosterState, Via};
 use std::fmt::Write as _;
 
 const INDENT: &str = "    ";
@@ -29,17 +31,31 @@ const CLASS_DEFS: [(&str, &str); 5] = [
     ("beam", "fill:#d0ebff,stroke:#1c7ed6,stroke-width:3px"),
 ];
 
+/// Cut to [`LABEL_MAX_CHARS`], the ellipsis within.
 fn cut(text: &str) -> String {
-    let mut out: String = text.chars().take(LABEL_MAX_CHARS).collect();
-    if out.len() < text.len() {
-        out.pop();
-        out.push('…');
-    }
-    out
+    truncate(text, LABEL_MAX_CHARS, Ellipsis::Within)
 }
 
 fn score(total: f64) -> String {
     format!("{total:.2}")
+}
+
+/// The booster family's piece of the Mermaid export: its own diagram of its sessions.
+pub struct BoosterRender;
+
+/// The one instance, registered with the family.
+pub static RENDER: BoosterRender = BoosterRender;
+
+impl FamilyRender for BoosterRender {
+    /// A booster session draws its search: chosen path, rejected candidates, backtracks.
+    fn mermaid_instead(&self, tree: &ThoughtTree) -> Option<String> {
+        tree.family::<BoosterState>()
+            .map(|state| mermaid(tree, state))
+    }
+
+    fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
+        &CLASS_DEFS
+    }
 }
 
 /// The flowchart of a booster session (its fold in `tree`).
@@ -128,10 +144,10 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
 mod tests {
     use super::*;
     use crate::event::SessionId;
-    use crate::projection::booster::{
+    use crate::tools::booster::config::Config;
+    use crate::tools::booster::state::{
         Applied, CandidateSet, LoopCheck, LoopKind, Proposal, Score, Scored, Source, Started,
     };
-    use crate::tools::booster::config::Config;
 
     fn scored(text: &str, total: f64) -> Scored {
         Scored {

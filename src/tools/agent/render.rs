@@ -1,16 +1,17 @@
-//! An agent session's branch nodes in the Mermaid and Markdown exports, and the model
-//! calls of any session in the Markdown export.
+//! An agent session's branch nodes in the Mermaid and Markdown exports.
 //!
 //! Owns: [`agent_edges`], [`write_agent_nodes`] (the trunk `r0` and one node `g<n>` per
 //! branch node, each linked from its parent, labelled with call type, confidence and
-//! conclusion) and [`session_markdown`]. Every model-written text goes through the
+//! conclusion), [`session_markdown`] and [`RENDER`] (registered as the family's `render`). Every model-written text goes through the
 //! Mermaid label escaper or the Markdown escaper, so any model output keeps the diagram
 //! and the document valid. Must not: read the store.
 
+use crate::export::family::FamilyRender;
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
-use crate::projection::agent::TRUNK;
+use crate::export::{Ellipsis, truncate};
 use crate::projection::tree::ThoughtTree;
+use crate::tools::agent::node::{AgentNodes, TRUNK};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -28,23 +29,49 @@ pub(crate) const AGENT_CLASS_DEFS: [(&str, &str); 3] = [
     ("lowconf", "fill:#fff4e6,stroke:#f76707,color:#d9480f"),
 ];
 
+/// Whitespace collapsed, then cut to [`AGENT_LABEL_MAX_CHARS`] (the ellipsis after).
 fn cut(text: &str) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out: String = flat.chars().take(AGENT_LABEL_MAX_CHARS).collect();
-    if out.len() < flat.len() {
-        out.push('…');
+    truncate(&flat, AGENT_LABEL_MAX_CHARS, Ellipsis::After)
+}
+
+/// The agent family's pieces of a session's Markdown and Mermaid.
+pub struct AgentRender;
+
+/// The one instance, registered with the family.
+pub static RENDER: AgentRender = AgentRender;
+
+impl FamilyRender for AgentRender {
+    fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
+        out.push_str(&session_markdown(tree));
     }
-    out
+
+    fn mermaid_edges(&self, tree: &ThoughtTree) -> usize {
+        agent_edges(tree)
+    }
+
+    /// An agent session: its trunk and branch nodes (`r0`, `g<n>`).
+    fn mermaid_nodes(&self, tree: &ThoughtTree, out: &mut String) -> bool {
+        if !has_agent_tree(tree) {
+            return false;
+        }
+        write_agent_nodes(out, tree);
+        true
+    }
+
+    fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
+        &AGENT_CLASS_DEFS
+    }
 }
 
 /// Edges [`write_agent_nodes`] draws: one per node (from its parent).
 pub fn agent_edges(tree: &ThoughtTree) -> usize {
-    tree.agent_nodes.len()
+    AgentNodes::of(tree).len()
 }
 
 /// Whether the session has an agent tree to draw.
 pub fn has_agent_tree(tree: &ThoughtTree) -> bool {
-    tree.kind() == Some(crate::event::SessionKind::AGENT) || !tree.agent_nodes.is_empty()
+    tree.kind() == Some(crate::event::SessionKind::AGENT) || !AgentNodes::of(tree).is_empty()
 }
 
 /// The trunk, the nodes and their edges.
@@ -58,7 +85,7 @@ pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
         escape_label(&cut(&format!("{TRUNK} · {}", tree.title())))
     );
     let mut ids: HashMap<&str, String> = HashMap::new();
-    for (i, folded) in tree.agent_nodes.iter().enumerate() {
+    for (i, folded) in AgentNodes::of(tree).iter().enumerate() {
         let node = &folded.node;
         let confidence = node.confidence.map_or("confidence —".to_string(), |c| {
             format!("confidence {c:.2}")
@@ -94,13 +121,12 @@ pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
     }
 }
 
-/// What a session's Markdown export adds: its branch nodes and its model calls (empty
-/// when it has neither).
+/// What a session's Markdown export adds: its branch nodes (empty when it has none).
 pub fn session_markdown(tree: &ThoughtTree) -> String {
     let mut out = String::new();
-    if !tree.agent_nodes.is_empty() {
+    if !AgentNodes::of(tree).is_empty() {
         out.push_str("## Branch nodes\n\n");
-        for folded in &tree.agent_nodes {
+        for folded in AgentNodes::of(tree) {
             let node = &folded.node;
             let _ = writeln!(
                 out,
@@ -119,64 +145,6 @@ pub fn session_markdown(tree: &ThoughtTree) -> String {
             );
             let _ = writeln!(out, "- **Model:** {}\n", escape_inline(&node.model));
         }
-    }
-    if !tree.model_calls.is_empty() {
-        out.push_str("## Model calls\n\n");
-        if let Some(summary) = &tree.summary {
-            let _ = write!(
-                out,
-                "{} call{} · {} prompt + {} completion tokens",
-                summary.model_calls,
-                if summary.model_calls == 1 { "" } else { "s" },
-                summary.prompt_tokens,
-                summary.completion_tokens
-            );
-            if let Some(cost) = summary.cost {
-                let _ = write!(out, " · cost {cost:.6}");
-            }
-            out.push_str("\n\n");
-        }
-        for call in &tree.model_calls {
-            let r = &call.record;
-            let outcome = match &r.error {
-                None => "ok".to_string(),
-                Some(e) => format!(
-                    "{} / {}",
-                    serde_json::to_value(e.error_type())
-                        .expect("enum")
-                        .as_str()
-                        .unwrap_or(""),
-                    serde_json::to_value(e.action())
-                        .expect("enum")
-                        .as_str()
-                        .unwrap_or("")
-                ),
-            };
-            let _ = write!(
-                out,
-                "- seq {} · {} · {} {} · {} · {} attempt{} · {} ms",
-                call.seq,
-                escape_inline(&call.tool),
-                escape_inline(&r.provider),
-                escape_inline(&r.model),
-                outcome,
-                r.attempts.len(),
-                if r.attempts.len() == 1 { "" } else { "s" },
-                r.latency_ms
-            );
-            if let Some(u) = &r.usage {
-                let _ = write!(
-                    out,
-                    " · {} + {} tokens",
-                    u.prompt_tokens, u.completion_tokens
-                );
-            }
-            if let Some(cost) = r.cost {
-                let _ = write!(out, " · cost {cost:.6}");
-            }
-            out.push('\n');
-        }
-        out.push('\n');
     }
     out
 }

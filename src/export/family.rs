@@ -1,0 +1,89 @@
+//! The seam between the tool families and the text exports: what a family adds to the
+//! Markdown and Mermaid of a session (the SVG and HTML pictures ask
+//! [`super::picture::Pictures`]; the JSON asks the family's state in the tree).
+//!
+//! Owns: [`FamilyRender`] (the hooks a family implements, each a no-op by default),
+//! [`Registry`] (what the exports ask of the registered families) and [`renders`] (the
+//! families' renderers, in registry order, then those no family owns: the provider's
+//! model calls). Must not: name a family, or import `crate::tools`: the crate root hands
+//! the registry in ([`crate::exports`]), as for `event::family`.
+//!
+//! A hook reads its family's state from the tree (`tree.family::<T>()`) or a thought's
+//! data (`node.data::<T>()`) and must be cheap when there is none of it (it runs for
+//! every export). Every text a model wrote goes through the exports' escapers
+//! ([`super::markdown::escape_inline`], [`super::mermaid::escape_label`] /
+//! [`super::mermaid::push_label`]); ids and classes are generated or constant.
+
+use super::picture::Pictures;
+use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use std::sync::OnceLock;
+
+/// What a family adds to the Markdown and Mermaid exports.
+pub trait FamilyRender: Sync {
+    /// Markdown: lines under a thought carrying this family's data (after its quote).
+    fn markdown_thought(&self, node: &ThoughtNode, out: &mut String) {
+        let _ = (node, out);
+    }
+
+    /// Markdown: its sections, after the branches (a plan, branch nodes, model calls).
+    fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
+        let _ = (tree, out);
+    }
+
+    /// Mermaid: the whole diagram, when the family draws its sessions its own way.
+    fn mermaid_instead(&self, tree: &ThoughtTree) -> Option<String> {
+        let _ = tree;
+        None
+    }
+
+    /// Mermaid: how many edges [`FamilyRender::mermaid_nodes`] draws (the header's count).
+    fn mermaid_edges(&self, tree: &ThoughtTree) -> usize {
+        let _ = tree;
+        0
+    }
+
+    /// Mermaid: its class definitions, nodes and edges, after the core's class
+    /// definitions; returns whether it drew any node (a session without thoughts then
+    /// shows them instead of the placeholder).
+    fn mermaid_nodes(&self, tree: &ThoughtTree, out: &mut String) -> bool {
+        let _ = (tree, out);
+        false
+    }
+
+    /// Mermaid: appended to the title of branch `branch`'s subgraph (generated text).
+    fn mermaid_branch_title(&self, tree: &ThoughtTree, branch: &str, out: &mut String) {
+        let _ = (tree, branch, out);
+    }
+
+    /// Mermaid: appended inside the label of a thought carrying this family's data
+    /// (`scratch` is reused for cutting text).
+    fn mermaid_thought(&self, node: &ThoughtNode, out: &mut String, scratch: &mut String) {
+        let _ = (node, out, scratch);
+    }
+
+    /// Mermaid: its constant `classDef`s (class, style), for the checks of its output.
+    fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+}
+
+/// What the exports ask of the registered families (the crate root wires the one
+/// implementation, over `tools::FAMILIES`).
+pub trait Registry: Sync {
+    /// Every family's picture registration, in registry order.
+    fn pictures(&self) -> Vec<&'static Pictures>;
+    /// Every renderer: the families' in registry order, then the shared ones.
+    fn renders(&self) -> Vec<&'static dyn FamilyRender>;
+}
+
+/// The registered renderers (asked of the registry once).
+pub fn renders() -> &'static [&'static dyn FamilyRender] {
+    static RENDERS: OnceLock<Vec<&'static dyn FamilyRender>> = OnceLock::new();
+    RENDERS.get_or_init(|| crate::exports().renders())
+}
+
+/// The registered picture registrations (asked of the registry once).
+pub fn pictures() -> &'static [&'static Pictures] {
+    static PICTURES: OnceLock<Vec<&'static Pictures>> = OnceLock::new();
+    PICTURES.get_or_init(|| crate::exports().pictures())
+}

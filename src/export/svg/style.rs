@@ -1,0 +1,84 @@
+//! The picture's look: the thoughts' kinds ([`KINDS`], [`node_kind`]) and the stylesheet
+//! every picture and page carries (the core's classes, then every registered family's
+//! kinds, links and classes: [`crate::export::picture::registered`]).
+//!
+//! Owns: constant CSS only. Must not: take a style, a class or a kind from content.
+
+use crate::export::mermaid::is_revision;
+pub use crate::export::picture::NodeKind;
+use crate::projection::tree::ThoughtNode;
+use std::fmt::Write as _;
+
+/// The kinds of thought the core draws (a family's thoughts may be drawn as one of its
+/// own kinds through a [`Mark`]).
+pub const KINDS: &[NodeKind] = &[
+    NodeKind {
+        name: "thought",
+        marker: "💭",
+        style: "fill:#f8f9fa;stroke:#495057",
+    },
+    NodeKind {
+        name: "revision",
+        marker: "🔄",
+        style: "fill:#fff4e6;stroke:#e8590c;stroke-dasharray:5 3",
+    },
+    NodeKind {
+        name: "branch",
+        marker: "🌿",
+        style: "fill:#ebfbee;stroke:#2f9e44",
+    },
+    NodeKind {
+        name: "think",
+        marker: "🤔",
+        style: "fill:#e7f5ff;stroke:#1c7ed6",
+    },
+];
+
+/// The kind of a thought: a revision on a branch is a revision; a node without a total is
+/// a `think` thought.
+pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
+    let name = if node.total_thoughts.is_none() {
+        "think"
+    } else if is_revision(node) {
+        "revision"
+    } else if node.branch_id.is_some() {
+        "branch"
+    } else {
+        "thought"
+    };
+    KINDS
+        .iter()
+        .find(|kind| kind.name == name)
+        .expect("every kind node_kind names is in KINDS")
+}
+
+/// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
+/// edges, anomalies, replay and filter classes), shared with the HTML page.
+pub fn stylesheet() -> String {
+    let mut css = String::from(
+        ".node rect{stroke-width:1.5}\
+         .node text{font:12px sans-serif;fill:#212529}\
+         .node .head{font-weight:bold}\
+         .anomaly rect{stroke:#e03131;stroke-width:3}\
+         .edge{fill:none;stroke:#495057;stroke-width:1.5}\
+         .e-revises{stroke:#e8590c;stroke-dasharray:6 4}\
+         .e-branches_from{stroke:#2f9e44}\
+         .lane,.heading{font:bold 13px sans-serif;fill:#343a40}\
+         .sub{font:12px sans-serif;fill:#868e96}\
+         .later,.was{display:none}\
+         .dim{opacity:.2}",
+    );
+    for kind in KINDS {
+        let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+    }
+    for hooks in crate::export::picture::registered() {
+        for kind in hooks.kinds {
+            let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+        }
+        for link in hooks.links {
+            let _ = write!(css, ".e-{}{{{}}}", link.name, link.style);
+        }
+        css.push_str(hooks.css);
+    }
+    css
+}
