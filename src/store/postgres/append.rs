@@ -53,41 +53,19 @@ pub(super) struct PgWrite<'p> {
     heads: RefCell<std::collections::HashMap<SessionId, Option<SessionHead>>>,
 }
 
-/// Lowercase hex of `bytes`.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(DIGITS[(byte >> 4) as usize] as char);
-        text.push(DIGITS[(byte & 15) as usize] as char);
-    }
-    text
-}
-
 /// The bytes of hex `text` (what `encode(…, 'hex')` answers).
 fn unhex(text: &str) -> Result<Vec<u8>, StoreError> {
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    };
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return Err(StoreError::Corrupt("a hex value of odd length".into()));
-    }
-    bytes
-        .chunks(2)
-        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
-            (Some(high), Some(low)) => Ok(high << 4 | low),
-            _ => Err(StoreError::Corrupt("a value that is not hex".into())),
+    hex::decode(text).map_err(|error| {
+        StoreError::Corrupt(match error {
+            hex::FromHexError::OddLength => "a hex value of odd length".into(),
+            _ => "a value that is not hex".into(),
         })
-        .collect()
+    })
 }
 
 /// A bytea literal of `bytes`.
 fn bytea(bytes: &[u8]) -> String {
-    format!("decode('{}','hex')", hex(bytes))
+    format!("decode('{}','hex')", hex::encode(bytes))
 }
 
 /// The rows of each statement of a simple-query message, in order.
