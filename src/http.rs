@@ -124,16 +124,15 @@ pub fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> 
     }
 }
 
-/// Compares in time independent of where the first difference is.
+/// Whether `given` is the expected token, in time independent of both: the SHA-256
+/// digests of the two are compared in constant time, so neither where the first
+/// difference is nor the token's length shows.
 fn same_token(given: &[u8], expected: &[u8]) -> bool {
-    if given.len() != expected.len() {
-        return false;
-    }
-    given
-        .iter()
-        .zip(expected)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+    use sha2::{Digest, Sha256};
+    use subtle::ConstantTimeEq;
+    Sha256::digest(given)[..]
+        .ct_eq(&Sha256::digest(expected)[..])
+        .into()
 }
 
 /// Whether the request carries `Authorization: Bearer <token>`.

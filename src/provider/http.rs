@@ -27,6 +27,10 @@ pub const ERROR_BODY_MAX_CHARS: usize = 500;
 /// Most bytes of a response body read.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Each backoff is its nominal delay times a uniform factor in 1 ± this (±25 %), so
+/// clients that failed together do not retry together.
+const BACKOFF_JITTER: f64 = 0.25;
+
 /// An OpenAI-compatible endpoint.
 #[derive(Debug)]
 pub struct HttpProvider {
@@ -105,7 +109,7 @@ impl HttpProvider {
     fn backoff(&self, retry: u32) -> Duration {
         let factor = (1u64 << retry) - 1;
         let base = self.config.backoff.as_secs_f64() * factor as f64;
-        let jitter = 0.75 + 0.5 * random_unit();
+        let jitter = 1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * fastrand::f64();
         Duration::from_secs_f64(base * jitter)
     }
 
@@ -412,18 +416,6 @@ pub fn parse_completion(bytes: &[u8], asked_model: &str) -> Result<ChatResponse,
             .unwrap_or(asked_model)
             .to_string(),
     })
-}
-
-/// A number in [0, 1) from the process's random hash keys (jitter needs no more).
-fn random_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

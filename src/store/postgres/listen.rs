@@ -8,7 +8,7 @@
 //! [`RECONNECT_LIMIT`]), and after each (re)connect the watches are woken once, since
 //! commits may have happened unheard.
 
-use super::Target;
+use super::connect::Target;
 use super::schema::quote_ident;
 use crate::store::contract::CommitSignal;
 use postgres::fallible_iterator::FallibleIterator;

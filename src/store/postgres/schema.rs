@@ -5,7 +5,7 @@
 //! the refusal of a schema newer than this build's. Must not: change a table a released
 //! version created other than by a new migration.
 
-use super::PgError;
+use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.

@@ -14,7 +14,7 @@
 //! [`output`] (`outputPath`). Must not: keep
 //! sessions in memory, or answer before the events are committed.
 
-pub mod candidates;
+pub(crate) mod candidates;
 pub mod config;
 pub mod engine;
 pub mod generate;

@@ -1,0 +1,224 @@
+//! Reaching PostgreSQL: the URL, the one connect path, and the pool of connections.
+//!
+//! Owns: what names a PostgreSQL store ([`is_postgres_url`]) and how it is named without
+//! its password ([`redact_url`]); [`Target`], the parsed URL and the only place a
+//! connection is opened (the pool, the writer's reconnect and the listener all call
+//! [`Target::connect`]: TLS goes there); [`Pool`] (idle connections, a dead one replaced
+//! once before a transaction has sent anything) and [`Pooled`], a connection out of it;
+//! [`blocking`], how a driver call runs beside tokio. Must not: run a ledger query or
+//! know a table (the read and write views do).
+
+use super::error::{PgError, connection_lost, query_error};
+use crate::store::StoreError;
+use postgres::{Client, NoTls};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Longest a connection attempt waits for the server before the call fails.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle connections kept for reads and the writer; more are opened when needed and
+/// closed when returned past this many.
+pub(crate) const POOL_IDLE_LIMIT: usize = 8;
+
+/// The `application_name` the server shows for our connections (unless the URL names one).
+const APPLICATION_NAME: &str = "reasoning-ledger";
+
+/// Whether `text` names a PostgreSQL store (`postgres://…` or `postgresql://…`).
+pub(crate) fn is_postgres_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The URL without its password, to name the ledger in messages and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
+    let tail = redact_query_password(tail);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => format!("{scheme}://{userinfo}@{host}{tail}"),
+        },
+        None => format!("{scheme}://{authority}{tail}"),
+    }
+}
+
+fn redact_query_password(tail: &str) -> String {
+    let Some((path, query)) = tail.split_once('?') else {
+        return tail.to_string();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+/// Runs a blocking driver call. The `postgres` client drives its connection on a runtime
+/// of its own, which panics on a thread already running async tasks: the store's callers
+/// keep reads off the async workers (`spawn_blocking`, the writer thread), and this steps
+/// aside with `block_in_place` should one still run on a multi-threaded runtime's worker.
+pub(super) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// How to reach the database, shared by the pool and the listener.
+pub(crate) struct Target {
+    config: postgres::Config,
+    /// The URL without its password.
+    label: String,
+}
+
+impl Target {
+    pub(crate) fn parse(url: &str) -> Result<Target, PgError> {
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e: postgres::Error| PgError::BadUrl(format!("{}: {e}", redact_url(url))))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name(APPLICATION_NAME);
+        }
+        Ok(Target {
+            config,
+            label: redact_url(url),
+        })
+    }
+
+    /// Opens a connection: every connection of this backend is opened here.
+    pub(crate) fn connect(&self) -> Result<Client, PgError> {
+        self.config
+            .connect(NoTls)
+            .map_err(|source| PgError::Connect {
+                target: self.label.clone(),
+                source,
+            })
+    }
+}
+
+/// The backend's connections: the target and the idle ones, up to [`POOL_IDLE_LIMIT`].
+pub(super) struct Pool {
+    pub(super) target: Arc<Target>,
+    idle: Mutex<Vec<Client>>,
+}
+
+impl Pool {
+    /// A pool holding `first` (the connection the backend was opened with).
+    pub(super) fn new(target: Arc<Target>, first: Client) -> Pool {
+        Pool {
+            target,
+            idle: Mutex::new(vec![first]),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Client>> {
+        self.idle
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Closes the idle connections: one was found dead, and the others were opened to the
+    /// same server, so they likely are too.
+    fn forget_idle(&self) {
+        self.idle().clear();
+    }
+
+    /// An idle connection, or a new one.
+    pub(super) fn client(&self) -> Result<Pooled<'_>, StoreError> {
+        let idle = self.idle().pop();
+        let client = match idle {
+            Some(client) if !client.is_closed() => client,
+            _ => blocking(|| self.target.connect()).map_err(StoreError::backend)?,
+        };
+        Ok(Pooled {
+            client: Some(client),
+            pool: self,
+        })
+    }
+
+    /// Takes a connection and begins a transaction with `sql`. A pooled connection that
+    /// turns out dead (the server restarted, the connection was cut) is replaced by a new
+    /// one and the transaction begun again: nothing had been done on it yet.
+    pub(super) fn begin(
+        &self,
+        what: &'static str,
+        sql: &str,
+    ) -> Result<(Pooled<'_>, Vec<postgres::SimpleQueryMessage>), StoreError> {
+        let mut retried = false;
+        loop {
+            let mut pooled = self.client()?;
+            match blocking(|| pooled.get().simple_query(sql)) {
+                Ok(messages) => return Ok((pooled, messages)),
+                Err(error) => {
+                    pooled.discard();
+                    let dead = error.is_closed() || connection_lost(&error);
+                    if dead && !retried {
+                        tracing::info!(%error, "a pooled PostgreSQL connection was dead; reconnecting");
+                        self.forget_idle();
+                        retried = true;
+                        continue;
+                    }
+                    return Err(query_error(what)(error));
+                }
+            }
+        }
+    }
+}
+
+/// A connection out of the pool; goes back when dropped unless it failed.
+pub(super) struct Pooled<'p> {
+    client: Option<Client>,
+    pool: &'p Pool,
+}
+
+impl Pooled<'_> {
+    pub(super) fn get(&mut self) -> &mut Client {
+        self.client.as_mut().expect("held until dropped")
+    }
+
+    /// Whether the connection is still held (not discarded).
+    pub(super) fn is_held(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// Drops the connection instead of pooling it (its state is unknown).
+    pub(super) fn discard(&mut self) {
+        self.client = None;
+    }
+
+    /// Replaces a connection found dead before its transaction sent anything with a new
+    /// one (the idle ones are closed too: likely dead as well).
+    pub(super) fn reconnect(&mut self) -> Result<(), PgError> {
+        self.pool.forget_idle();
+        let client = blocking(|| self.pool.target.connect())?;
+        self.client = Some(client);
+        Ok(())
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && !client.is_closed()
+        {
+            let mut idle = self.pool.idle();
+            if idle.len() < POOL_IDLE_LIMIT {
+                idle.push(client);
+            }
+        }
+    }
+}

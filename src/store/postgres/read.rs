@@ -1,0 +1,271 @@
+//! The read view: one REPEATABLE READ transaction answering the store's queries.
+//!
+//! Owns: [`PgRead`] (the [`ReadView`] of a read transaction, and the read side of the
+//! write transaction in [`super::append`]), the queries behind it (heads, aliases,
+//! events by id, scans streamed in chunks of [`SCAN_CHUNK_ROWS`]) and the keys rows are
+//! stored under. Must not: write, or end a transaction other than by its `end`.
+
+use super::connect::{Pooled, blocking};
+use super::error::{connection_lost, query_error};
+use crate::event::{Event, EventId, SessionId};
+use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
+use crate::store::{SessionHead, StoreError, codec};
+use postgres::Client;
+use std::cell::{Cell, RefCell};
+
+/// Rows one query of a scan fetches: scans stream in chunks of this many, so memory stays
+/// flat however long a session is.
+pub(crate) const SCAN_CHUNK_ROWS: i64 = 512;
+
+/// The key of an id (event or session): its 16 bytes, big-endian.
+pub(super) fn key(id: u128) -> [u8; 16] {
+    id.to_be_bytes()
+}
+
+/// The key of a session.
+pub(super) fn session_key(session: SessionId) -> [u8; 16] {
+    key(session.0.0)
+}
+
+fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
+    let bytes: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;
+    Ok(SessionId(ulid::Ulid(u128::from_be_bytes(bytes))))
+}
+
+/// `n` as a `bigint` (positions and seqs never come near its limit).
+pub(super) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A session head as stored (JSON, as redb stores it).
+pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+}
+
+/// A read transaction (REPEATABLE READ: one snapshot for every query of the view), or the
+/// read side of the write transaction.
+pub(super) struct PgRead<'p> {
+    pub(super) conn: RefCell<Pooled<'p>>,
+    /// A statement failed: PostgreSQL has aborted the transaction, so a COMMIT would
+    /// quietly roll it back; commit reports it instead.
+    pub(super) failed: Cell<bool>,
+    /// A transaction is open on the connection (ended by commit/abort/drop).
+    pub(super) open: Cell<bool>,
+}
+
+impl<'p> PgRead<'p> {
+    /// A view over `conn`; `open`: a transaction is already begun on it.
+    pub(super) fn new(conn: Pooled<'p>, open: bool) -> PgRead<'p> {
+        PgRead {
+            conn: RefCell::new(conn),
+            failed: Cell::new(false),
+            open: Cell::new(open),
+        }
+    }
+
+    /// Runs `f` on the connection; a failure drops the connection from the pool (its
+    /// transaction is gone) and becomes a [`StoreError`] saying what failed.
+    pub(super) fn with<T>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.borrow_mut();
+        match blocking(|| f(conn.get())) {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                self.failed.set(true);
+                if error.is_closed() || connection_lost(&error) {
+                    conn.discard();
+                }
+                Err(query_error(what)(error))
+            }
+        }
+    }
+
+    /// Ends the transaction (if one is open) with `sql` (`COMMIT` or `ROLLBACK`).
+    pub(super) fn end(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        if !self.open.replace(false) {
+            return Ok(());
+        }
+        let conn = self.conn.get_mut();
+        if !conn.is_held() {
+            return Ok(());
+        }
+        let result = blocking(|| conn.get().batch_execute(sql));
+        if result.is_err() {
+            conn.discard();
+        }
+        result
+    }
+}
+
+impl Drop for PgRead<'_> {
+    fn drop(&mut self) {
+        let _ = self.end("ROLLBACK");
+    }
+}
+
+impl ReadView for PgRead<'_> {
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let row = self.with("reading a session head", |c| {
+            c.query_opt(
+                "SELECT head FROM ledger_heads WHERE session = $1",
+                &[&&session_key(session)[..]],
+            )
+        })?;
+        row.map(|row| decode_head(row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let rows = self.with("reading session heads", |c| {
+            c.query("SELECT head FROM ledger_heads", &[])
+        })?;
+        rows.iter()
+            .map(|row| decode_head(row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+        let row = self.with("reading an alias", |c| {
+            c.query_opt(
+                "SELECT session FROM ledger_aliases WHERE alias = $1",
+                &[&alias],
+            )
+        })?;
+        row.map(|row| session_of(row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = ids.iter().map(|id| key(id.0.0).to_vec()).collect();
+        let rows = self.with("reading events by id", |c| {
+            c.query(
+                "SELECT id, row FROM ledger_events WHERE id = ANY($1)",
+                &[&keys],
+            )
+        })?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            found.insert(
+                row.get::<_, Vec<u8>>(0),
+                codec::decode_event(row.get::<_, &[u8]>(1))?,
+            );
+        }
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
+
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        if from_seq > to_seq {
+            return Ok(());
+        }
+        let decode = match decode {
+            Decode::Full => codec::decode_event,
+            Decode::ToFold => codec::decode_event_to_fold,
+        };
+        let key = session_key(session);
+        let mut from = to_i64(from_seq);
+        let to = to_i64(to_seq);
+        loop {
+            let rows = self.with("reading a session's events", |c| {
+                c.query(
+                    "SELECT seq, row FROM ledger_events WHERE session = $1 AND seq >= $2 \
+                     AND seq <= $3 ORDER BY seq LIMIT $4",
+                    &[&&key[..], &from, &to, &SCAN_CHUNK_ROWS],
+                )
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                let seq: i64 = row.get(0);
+                if !visit(seq as u64, decode(row.get::<_, &[u8]>(1))) {
+                    return Ok(());
+                }
+                from = seq + 1;
+            }
+            if !full || from > to {
+                return Ok(());
+            }
+        }
+    }
+
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+        let mut after: Option<(Vec<u8>, i64)> = None;
+        loop {
+            let rows = self.with("reading every event", |c| match &after {
+                None => c.query(
+                    "SELECT session, seq, row FROM ledger_events ORDER BY session, seq LIMIT $1",
+                    &[&SCAN_CHUNK_ROWS],
+                ),
+                Some((session, seq)) => c.query(
+                    "SELECT session, seq, row FROM ledger_events WHERE (session, seq) > ($1, $2) \
+                     ORDER BY session, seq LIMIT $3",
+                    &[session, seq, &SCAN_CHUNK_ROWS],
+                ),
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                if !visit(codec::decode_event(row.get::<_, &[u8]>(2))?) {
+                    return Ok(());
+                }
+                after = Some((row.get(0), row.get(1)));
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn event_count(&self) -> Result<u64, StoreError> {
+        let row = self.with("counting events", |c| {
+            c.query_one("SELECT count(*) FROM ledger_events", &[])
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn last_position(&self) -> Result<u64, StoreError> {
+        let row = self.with("reading the last position", |c| {
+            c.query_one("SELECT last_position FROM ledger_counter WHERE id = 1", &[])
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
+        let mut from = to_i64(from);
+        loop {
+            let rows = self.with("reading events by position", |c| {
+                c.query(
+                    "SELECT position, row FROM ledger_events WHERE position >= $1 \
+                     ORDER BY position LIMIT $2",
+                    &[&from, &SCAN_CHUNK_ROWS],
+                )
+            })?;
+            let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
+            for row in &rows {
+                let position: i64 = row.get(0);
+                if !visit(
+                    position as u64,
+                    codec::decode_event(row.get::<_, &[u8]>(1))?,
+                ) {
+                    return Ok(());
+                }
+                from = position + 1;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+}
