@@ -37,25 +37,25 @@
 pub mod cli;
 pub mod event;
 pub mod export;
-pub mod fault;
+pub(crate) mod fault;
 /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
 /// never into the server a user runs.
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod http;
-pub mod live;
+pub(crate) mod http;
+pub(crate) mod live;
 pub mod mcp_client;
 pub mod progress;
 pub mod projection;
-pub mod provider;
+pub(crate) mod provider;
 pub mod query;
-pub mod request;
-pub mod server;
+pub(crate) mod request;
+pub(crate) mod server;
 pub mod store;
 pub mod tools;
-pub mod transport;
-pub mod ui;
+pub(crate) mod transport;
+pub(crate) mod ui;
 
 /// The composition root's one wire: the core (`event`, `store`, `projection`, `export`)
 /// reaches the tool families only through this registry handle, so none of its modules
