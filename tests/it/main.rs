@@ -17,7 +17,8 @@
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
 //! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
-//! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
+//! `surface` (prompts, completions and logs to clients over stdio and HTTP in both
+//! generations), `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
 //! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
@@ -44,6 +45,7 @@ mod planning;
 mod protocol;
 mod qa;
 mod sampling;
+mod surface;
 mod team;
 mod thinking;
 mod ui;
