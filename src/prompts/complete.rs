@@ -27,6 +27,28 @@ struct Row {
     /// As recorded, and lowercased.
     aliases: Vec<(String, String)>,
     title_lower: String,
+    /// The title's words, lowercased (split once, when the snapshot is taken).
+    title_words: Vec<String>,
+}
+
+impl Row {
+    fn new(id: String, aliases: &[String], title: &str) -> Row {
+        let title_lower = title.to_lowercase();
+        Row {
+            id_lower: id.to_lowercase(),
+            id,
+            aliases: aliases
+                .iter()
+                .map(|a| (a.clone(), a.to_lowercase()))
+                .collect(),
+            title_words: title_lower
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|word| !word.is_empty())
+                .map(str::to_string)
+                .collect(),
+            title_lower,
+        }
+    }
 }
 
 /// The sessions, newest first, as of a ledger position.
@@ -60,20 +82,7 @@ impl SessionIndex {
                 position,
                 rows: reads::heads_newest_first(ledger)?
                     .into_iter()
-                    .map(|h| {
-                        let id = h.session.to_string();
-                        Row {
-                            id_lower: id.to_lowercase(),
-                            id,
-                            aliases: h
-                                .summary
-                                .aliases
-                                .iter()
-                                .map(|a| (a.clone(), a.to_lowercase()))
-                                .collect(),
-                            title_lower: h.summary.title.to_lowercase(),
-                        }
-                    })
+                    .map(|h| Row::new(h.session.to_string(), &h.summary.aliases, &h.summary.title))
                     .collect(),
             });
         }
@@ -97,9 +106,9 @@ fn value_for(row: &Row, lower_prefix: &str) -> Option<String> {
     }
     let title_matches = row.title_lower.starts_with(lower_prefix)
         || row
-            .title_lower
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|word| !word.is_empty() && word.starts_with(lower_prefix));
+            .title_words
+            .iter()
+            .any(|word| word.starts_with(lower_prefix));
     title_matches.then(|| row.id.clone())
 }
 
@@ -154,14 +163,8 @@ mod tests {
     use rmcp::model::ArgumentInfo;
 
     fn row(id: &str, alias: Option<&str>, title: &str) -> Row {
-        Row {
-            id: id.into(),
-            id_lower: id.to_lowercase(),
-            aliases: alias
-                .map(|a| vec![(a.to_string(), a.to_lowercase())])
-                .unwrap_or_default(),
-            title_lower: title.to_lowercase(),
-        }
+        let aliases: Vec<String> = alias.map(str::to_string).into_iter().collect();
+        Row::new(id.into(), &aliases, title)
     }
 
     #[test]
