@@ -9,32 +9,53 @@
 //! last completion.
 
 use super::reads;
-use crate::store::{Ledger, StoreError};
+use crate::event::SessionId;
+use crate::store::{Ledger, SessionHead, StoreError};
 use rmcp::model::{CompleteRequestParams, CompletionInfo, Reference};
 use std::sync::Mutex;
 
 /// Most values in one completion (the protocol's limit).
 pub const MAX_VALUES: usize = CompletionInfo::MAX_VALUES;
 
+/// Events since the snapshot above which it is read whole again rather than patched.
+pub const MAX_PATCHED_EVENTS: u64 = 1_024;
+
 /// Prefix of the resource templates whose `{id}` names a session.
 const SESSION_TEMPLATE_PREFIX: &str = "ledger://sessions/{id}";
 
 /// One session as completion matches it.
 struct Row {
+    /// Newest first by this ([`reads::newest_key`]).
+    order: (u64, u64, SessionId),
     id: String,
     /// Lowercased.
     id_lower: String,
     /// As recorded, and lowercased.
     aliases: Vec<(String, String)>,
     title_lower: String,
-    /// The title's words, lowercased (split once, when the snapshot is taken).
+    /// The title's words, lowercased (split once, when the row is made).
     title_words: Vec<String>,
 }
 
 impl Row {
-    fn new(id: String, aliases: &[String], title: &str) -> Row {
+    fn of(head: &SessionHead) -> Row {
+        Row::from_parts(
+            reads::newest_key(head),
+            head.session.to_string(),
+            &head.summary.aliases,
+            &head.summary.title,
+        )
+    }
+
+    fn from_parts(
+        order: (u64, u64, SessionId),
+        id: String,
+        aliases: &[String],
+        title: &str,
+    ) -> Row {
         let title_lower = title.to_lowercase();
         Row {
+            order,
             id_lower: id.to_lowercase(),
             id,
             aliases: aliases
@@ -57,8 +78,34 @@ struct Snapshot {
     rows: Vec<Row>,
 }
 
-/// Sessions for completion, read again only when the ledger moved. One per process (the
-/// HTTP server shares it between its connections).
+impl Snapshot {
+    fn read(ledger: &Ledger, position: u64) -> Result<Snapshot, StoreError> {
+        Ok(Snapshot {
+            position,
+            rows: reads::heads_newest_first(ledger)?
+                .iter()
+                .map(Row::of)
+                .collect(),
+        })
+    }
+
+    /// Brings the snapshot to `position`: the sessions written since are read again.
+    fn patch(&mut self, ledger: &Ledger, position: u64) -> Result<(), StoreError> {
+        for session in reads::sessions_written_since(ledger, self.position + 1)? {
+            self.rows.retain(|row| row.order.2 != session);
+            if let Some(head) = reads::head(ledger, session)? {
+                self.rows.push(Row::of(&head));
+            }
+        }
+        self.rows.sort_by_key(|row| std::cmp::Reverse(row.order));
+        self.position = position;
+        Ok(())
+    }
+}
+
+/// Sessions for completion, kept between completions and brought up to date from the
+/// events written since (read whole again after [`MAX_PATCHED_EVENTS`]). One per process
+/// (the HTTP server shares it between its connections).
 #[derive(Default)]
 pub struct SessionIndex {
     snapshot: Mutex<Option<Snapshot>>,
@@ -68,25 +115,24 @@ impl SessionIndex {
     /// Session ids (or aliases) matching `prefix`, newest first.
     pub fn complete(&self, ledger: &Ledger, prefix: &str) -> Result<CompletionInfo, StoreError> {
         let position = reads::last_position(ledger)?;
-        let mut snapshot = self
+        let mut kept = self
             .snapshot
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        // Position 0: empty, or a ledger of an earlier build whose writes carry no
+        // Position 0: empty, or a ledger of an earlier build whose events carry no
         // positions yet; it cannot tell a change, so it is read every time.
-        let fresh = snapshot
-            .as_ref()
-            .is_some_and(|s| position > 0 && s.position == position);
-        if !fresh {
-            *snapshot = Some(Snapshot {
-                position,
-                rows: reads::heads_newest_first(ledger)?
-                    .into_iter()
-                    .map(|h| Row::new(h.session.to_string(), &h.summary.aliases, &h.summary.title))
-                    .collect(),
-            });
+        match kept.as_mut() {
+            Some(snapshot) if position > 0 && snapshot.position == position => {}
+            Some(snapshot)
+                if snapshot.position > 0
+                    && position > snapshot.position
+                    && position - snapshot.position <= MAX_PATCHED_EVENTS =>
+            {
+                snapshot.patch(ledger, position)?;
+            }
+            _ => *kept = Some(Snapshot::read(ledger, position)?),
         }
-        let rows = &snapshot.as_ref().expect("just set").rows;
+        let rows = &kept.as_ref().expect("just set").rows;
         Ok(matching(rows, prefix))
     }
 }
@@ -164,7 +210,7 @@ mod tests {
 
     fn row(id: &str, alias: Option<&str>, title: &str) -> Row {
         let aliases: Vec<String> = alias.map(str::to_string).into_iter().collect();
-        Row::new(id.into(), &aliases, title)
+        Row::from_parts((0, 0, SessionId::generate()), id.into(), &aliases, title)
     }
 
     #[test]

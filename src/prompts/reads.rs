@@ -6,24 +6,46 @@
 //! `search_history` ranks, and the planning facts the `plan` prompt needs. Must not:
 //! write, or shape anything for a client (that is [`super::render`]'s job).
 
-use crate::event::SessionKind;
+use crate::event::{SessionId, SessionKind};
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead, StoreError};
 use crate::tools::ledger::SearchHit;
 
-/// Every session head, newest first (by the position of its last event, then its last
-/// update, then id: the order of `list_sessions`).
+/// Every session head, newest first (by [`newest_key`]: the order of `list_sessions`).
 pub fn heads_newest_first(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
     let mut heads = ledger.heads()?;
-    heads.sort_by_key(|h| std::cmp::Reverse((h.position, h.summary.updated_at, h.session)));
+    heads.sort_by_key(|h| std::cmp::Reverse(newest_key(h)));
     Ok(heads)
+}
+
+/// What orders sessions newest first: the position of the last event, then the last
+/// update, then the id.
+pub fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
+    (head.position, head.summary.updated_at, head.session)
 }
 
 /// The ledger's last position (0 for an empty ledger, or one of an earlier build not
 /// yet written to).
 pub fn last_position(ledger: &Ledger) -> Result<u64, StoreError> {
     ledger.last_position()
+}
+
+/// The sessions with an event at position `from` or later, each once.
+pub fn sessions_written_since(ledger: &Ledger, from: u64) -> Result<Vec<SessionId>, StoreError> {
+    let mut sessions: Vec<SessionId> = Vec::new();
+    ledger.for_each_event_from_position(from, |positioned| {
+        if !sessions.contains(&positioned.event.session) {
+            sessions.push(positioned.event.session);
+        }
+        true
+    })?;
+    Ok(sessions)
+}
+
+/// The head of `session`.
+pub fn head(ledger: &Ledger, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+    ledger.head(session)
 }
 
 /// The head of the session named by `id_or_alias`, if there is one.

@@ -17,7 +17,8 @@
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
 //! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
-//! `surface` (prompts, completions and logs to clients over stdio and HTTP in both
+//! `conformance` (the MCP conformance suite's generic server
+//! scenarios over `serve --http`), `surface` (prompts, completions and logs to clients over stdio and HTTP in both
 //! generations), `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
@@ -30,6 +31,7 @@ mod booster;
 mod cli;
 mod common;
 mod compat;
+mod conformance;
 mod context;
 mod durability;
 mod exports;
