@@ -16,9 +16,10 @@
 //! input-required round trip of 2026-07-28). Requests of 2026-07-28 are served statelessly by
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
+use crate::request::ToolContext;
 use crate::server::LedgerServer;
 use crate::store::Ledger;
-use crate::tools::{ToolContext, Toolset};
+use crate::tools::Toolset;
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};

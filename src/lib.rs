@@ -11,6 +11,10 @@
 //!   token, Host and Origin checks.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
 //!   runs a pure `decide` over the session head, and hands the events to the store.
+//! - [`request`]: the context of one tool call ([`request::ToolCall`]: the ledger handle,
+//!   current sessions and models; the peer, cancellation, progress token and arrival turn).
+//! - [`query`]: the read side every front end and family shares: sessions, a session's
+//!   tree (replay) and export, history, search (one seam, [`query::search`]).
 //! - [`provider`]: the models tools call: an OpenAI-compatible HTTP endpoint or MCP
 //!   sampling through the client, with retries and the model-call event.
 //! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
@@ -46,6 +50,8 @@ pub mod mcp_log;
 pub mod projection;
 pub mod prompts;
 pub mod provider;
+pub mod query;
+pub mod request;
 pub mod server;
 pub mod store;
 pub mod tools;

@@ -5,13 +5,15 @@
 //! becomes an error answer and the server keeps serving. Must not: print to stdout
 //! (the transport alone writes there), or answer a writing call before its commit.
 
-use crate::export::{self, Format};
+use crate::export::Format;
 use crate::live::{self, Interest};
 use crate::mcp_log::{self, LogSink};
 use crate::prompts::{self, PromptError, complete::SessionIndex};
+use crate::query;
+use crate::request::arrival::{Arrival, ArrivalOrder};
+use crate::request::{Request, ToolCall, ToolContext};
 use crate::store::Ledger;
-use crate::tools::arrival::{Arrival, ArrivalOrder};
-use crate::tools::{Request, ToolCall, ToolContext, ToolError, Toolset, ledger};
+use crate::tools::{ToolError, Toolset};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
@@ -297,26 +299,18 @@ fn read_resource_blocking(ledger: &Ledger, uri: &str) -> Result<ReadResourceResu
     };
     let (text, mime) = match parse_resource_uri(uri).ok_or_else(not_found)? {
         ResourcePath::Sessions => {
-            let (rows, _) =
-                ledger::list_sessions(ledger, None, None, None, usize::MAX).map_err(internal)?;
-            let list: Vec<Value> = rows.iter().map(ledger::session_row).collect();
+            let rows = query::all_sessions(ledger).map_err(internal)?;
             (
-                serde_json::to_string_pretty(&serde_json::json!({"sessions": list})).expect("json"),
+                serde_json::to_string_pretty(&query::sessions_answer(&rows, None)).expect("json"),
                 "application/json",
             )
         }
         ResourcePath::Session(id, format) => {
-            let session = ledger
-                .resolve(id)
+            let head = query::find_session(ledger, id)
                 .map_err(internal)?
                 .ok_or_else(not_found)?;
-            let head = ledger
-                .head(session)
-                .map_err(internal)?
-                .ok_or_else(not_found)?;
-            let (tree, events) =
-                ledger::load_for_export(ledger, &head, None, format).map_err(internal)?;
-            (export::render(format, &tree, &events), format.mime_type())
+            let text = query::export_session(ledger, &head, None, format).map_err(internal)?;
+            (text, format.mime_type())
         }
     };
     Ok(ReadResourceResult::new(vec![
@@ -461,7 +455,7 @@ impl ServerHandler for LedgerServer {
     ) -> Result<ListResourcesResult, McpError> {
         let ledger = self.ledger().clone();
         let rows = tokio::task::spawn_blocking(move || {
-            ledger::list_sessions(&ledger, None, None, None, LISTED_SESSION_RESOURCES)
+            query::list_sessions(&ledger, None, None, None, LISTED_SESSION_RESOURCES)
         })
         .await
         .map_err(|e| McpError::internal_error(e.to_string(), None))?

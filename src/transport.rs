@@ -15,7 +15,7 @@
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
 
-use crate::tools::arrival::Arrival;
+use crate::request::arrival::Arrival;
 use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -111,7 +111,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
     }
 
     /// Numbers each `tools/call` request in the order its line was read, so the server can
-    /// apply a connection's writes in that order ([`crate::tools::arrival`]).
+    /// apply a connection's writes in that order ([`crate::request::arrival`]).
     fn stamp_arrival(&mut self, message: &mut RxJsonRpcMessage<RoleServer>) {
         if let JsonRpcMessage::Request(request) = message
             && let ClientRequest::CallToolRequest(call) = &mut request.request

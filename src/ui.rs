@@ -16,8 +16,8 @@
 
 use crate::export::html;
 use crate::export::svg::escape_xml_into;
+use crate::query;
 use crate::store::{Ledger, SessionHead};
-use crate::tools::ledger as ledger_tools;
 use bytes::Bytes;
 use http::{Method, StatusCode, header};
 use http_body_util::Full;
@@ -209,7 +209,7 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
     // Read before the content, so a commit in between is shown by the next update.
     let position = ledger.last_position()?;
     if path == "/" {
-        let (heads, _) = ledger_tools::list_sessions(ledger, None, None, None, usize::MAX)?;
+        let heads = query::all_sessions(ledger)?;
         let mut out = String::new();
         if content_only {
             list_content_into(&mut out, &heads);
@@ -229,14 +229,10 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
     let Some(id) = path.strip_prefix("/sessions/") else {
         return Ok(None);
     };
-    let Some(session) = ledger.resolve(id)? else {
+    let Some(head) = query::find_session(ledger, id)? else {
         return Ok(None);
     };
-    let Some(head) = ledger.head(session)? else {
-        return Ok(None);
-    };
-    let (tree, _) =
-        ledger_tools::load_for_export(ledger, &head, None, crate::export::Format::Html)?;
+    let tree = query::load_tree(ledger, &head, None)?;
     let body = if content_only {
         let mut out = String::new();
         html::content_into(&mut out, &tree, true);

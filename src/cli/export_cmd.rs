@@ -12,8 +12,7 @@ pub(super) fn export_cmd(
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, format)?;
-    let text = export::render(format, &tree, &events);
+    let text = query::export_session(&ledger, &head, at, format)?;
     match output {
         None => stdout_write(&text),
         Some(path) => {

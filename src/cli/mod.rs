@@ -8,9 +8,10 @@
 
 use crate::event::{Event, SessionId, SessionKind};
 use crate::export::{self, Format};
+use crate::query;
 use crate::server::{LedgerServer, serve_stdio};
 use crate::store::{LEDGER_FILE_NAME, Ledger, OpenError, SessionHead};
-use crate::tools::{Toolset, ledger as ledger_tools};
+use crate::tools::Toolset;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use std::io::Write;

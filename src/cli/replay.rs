@@ -6,7 +6,7 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let (tree, events) = ledger_tools::load_for_export(&ledger, &head, at, Format::Jsonl)?;
+    let (tree, events) = query::load_for_export(&ledger, &head, at, Format::Jsonl)?;
     let mut text = format!(
         "Replay of session {} at seq {} of {}\n\n",
         head.session, tree.at_seq, head.seq

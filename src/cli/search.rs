@@ -4,14 +4,21 @@ use super::*;
 
 pub(super) fn search(
     settings: &Settings,
-    query: &str,
+    text: &str,
     json: bool,
     limit: usize,
 ) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
-    let hits = ledger_tools::search(&ledger, query, None, limit)?;
+    let hits = query::search(
+        &ledger,
+        &query::SearchQuery {
+            text,
+            kind: None,
+            limit,
+        },
+    )?;
     if json {
-        let answer = ledger_tools::search_answer(query, &hits);
+        let answer = query::search_answer(text, &hits);
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();

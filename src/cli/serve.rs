@@ -38,7 +38,7 @@ pub(super) fn serve(
         ));
     }
     tracing::info!(path = %ledger.path().display(), ?toolsets, "serving MCP on stdio");
-    let ctx = crate::tools::ToolContext::with_models(ledger, log_thoughts, models);
+    let ctx = crate::request::ToolContext::with_models(ledger, log_thoughts, models);
     let server = LedgerServer::with_context(ctx, toolsets);
     runtime.block_on(serve_stdio(server))
 }

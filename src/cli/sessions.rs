@@ -15,9 +15,9 @@ pub(super) fn sessions(
         None => None,
     };
     let ledger = open_existing(settings)?;
-    let (rows, next) = ledger_tools::list_sessions(&ledger, kind, None, None, limit)?;
+    let (rows, next) = query::list_sessions(&ledger, kind, None, None, limit)?;
     if json {
-        let answer = ledger_tools::sessions_answer(&rows, next);
+        let answer = query::sessions_answer(&rows, next);
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();

@@ -1,26 +1,24 @@
-//! Every ledger read the prompts and completions make, in one place (the read side is
-//! being moved; this is the one module to re-point).
+//! Every ledger read the prompts and completions make, in one place: thin blocking
+//! wrappers over [`crate::query`] (the read side every front end shares) and the store.
 //!
-//! Owns: thin blocking wrappers over the store and the shared read helpers: heads, a
-//! session by id or alias, its folded tree, its Markdown, a search ranked as
-//! `search_history` ranks, and the planning facts the `plan` prompt needs. Must not:
-//! write, or shape anything for a client (that is [`super::render`]'s job).
+//! Owns: which reads: sessions newest first, a session by id or alias, its folded tree,
+//! its Markdown, a search ranked as `search_history` ranks, the sessions written since a
+//! position, and the planning facts the `plan` prompt needs. Must not: write, or shape
+//! anything for a client (that is [`super::render`]'s job).
 
 use crate::event::{SessionId, SessionKind};
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
+use crate::query::{self, SearchHit, SearchQuery};
 use crate::store::{Ledger, SessionHead, StoreError};
-use crate::tools::ledger::SearchHit;
 
-/// Every session head, newest first (by [`newest_key`]: the order of `list_sessions`).
+/// Every session head, newest first (the order of `list_sessions`: [`newest_key`]).
 pub fn heads_newest_first(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
-    let mut heads = ledger.heads()?;
-    heads.sort_by_key(|h| std::cmp::Reverse(newest_key(h)));
-    Ok(heads)
+    query::all_sessions(ledger)
 }
 
-/// What orders sessions newest first: the position of the last event, then the last
-/// update, then the id.
+/// What orders sessions newest first, as [`query::list_sessions`] orders them: the
+/// position of the last event, then the last update, then the id.
 pub fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
     (head.position, head.summary.updated_at, head.session)
 }
@@ -50,15 +48,12 @@ pub fn head(ledger: &Ledger, session: SessionId) -> Result<Option<SessionHead>, 
 
 /// The head of the session named by `id_or_alias`, if there is one.
 pub fn session(ledger: &Ledger, id_or_alias: &str) -> Result<Option<SessionHead>, StoreError> {
-    match ledger.resolve(id_or_alias)? {
-        Some(session) => ledger.head(session),
-        None => Ok(None),
-    }
+    query::find_session(ledger, id_or_alias)
 }
 
 /// The session folded up to its head.
 pub fn tree(ledger: &Ledger, head: &SessionHead) -> Result<ThoughtTree, StoreError> {
-    crate::tools::ledger::load_tree(ledger, head, None)
+    query::load_tree(ledger, head, None)
 }
 
 /// The session's Markdown export (as `ledger://sessions/{id}/markdown` serves it).
@@ -66,9 +61,16 @@ pub fn markdown(tree: &ThoughtTree) -> String {
     export::render(Format::Markdown, tree, &[])
 }
 
-/// The best `limit` matches for `query`, ranked as `search_history` ranks them.
-pub fn search(ledger: &Ledger, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
-    crate::tools::ledger::search(ledger, query, None, limit)
+/// The best `limit` matches for `text`, ranked as `search_history` ranks them.
+pub fn search(ledger: &Ledger, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+    query::search(
+        ledger,
+        &SearchQuery {
+            text,
+            kind: None,
+            limit,
+        },
+    )
 }
 
 /// The kind of a `deep_planning` session.

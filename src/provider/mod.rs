@@ -20,11 +20,13 @@ pub mod record;
 pub mod redact;
 pub mod sampling;
 
-use crate::tools::Request;
-use rmcp::model::InputRequiredResult;
+use rmcp::RoleServer;
+use rmcp::model::{ClientCapabilities, InputRequiredResult, InputResponses, ProtocolVersion};
+use rmcp::service::Peer;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub use config::{ApiKey, Prices, ProviderConfig, ProviderSettings};
 pub use record::{AttemptRecord, ModelCallRecord, ModelCallRecorded};
@@ -250,6 +252,26 @@ impl ProviderError {
     }
 }
 
+/// What a model call needs of the tool call it is made for: the client to ask (MCP
+/// sampling), the cancellation, and the client's side of a 2026-07-28 round trip. A
+/// [`crate::request::Request`] converts into one; the provider knows no other request
+/// type.
+#[derive(Clone, Copy)]
+pub struct ClientLink<'a> {
+    /// The client, when the call came over a connection.
+    pub peer: Option<&'a Peer<RoleServer>>,
+    /// Cancelled when the client cancels the request.
+    pub cancel: &'a CancellationToken,
+    /// The client's answers to what an earlier round asked for.
+    pub input_responses: Option<&'a InputResponses>,
+    /// The state an earlier round handed the client, echoed back (untrusted).
+    pub request_state: Option<&'a str>,
+    /// The protocol version of the request.
+    pub protocol_version: Option<&'a ProtocolVersion>,
+    /// What the client declared it can do.
+    pub client_capabilities: Option<&'a ClientCapabilities>,
+}
+
 /// What a family passes with a model call besides the request.
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
@@ -335,11 +357,11 @@ impl Models {
     /// Whether [`Models::complete`] can reach a model for this request: an HTTP provider
     /// is configured, or the client declared the sampling capability (a family with a
     /// fallback of its own, such as the booster's heuristics, asks this first).
-    pub fn can_call(&self, request: &Request) -> bool {
+    pub fn can_call<'a>(&self, request: impl Into<ClientLink<'a>>) -> bool {
         self.http.is_some()
             || request
+                .into()
                 .client_capabilities
-                .as_ref()
                 .is_some_and(|c| c.sampling.is_some())
     }
 
@@ -350,16 +372,17 @@ impl Models {
     ///
     /// `tool` names the calling tool (for the sealed request state: a state made for
     /// another tool or other arguments is refused).
-    pub async fn complete(
+    pub async fn complete<'a>(
         &self,
         tool: &str,
         arguments: &serde_json::Map<String, serde_json::Value>,
-        request: &Request,
+        request: impl Into<ClientLink<'a>>,
         chat: &ChatRequest,
         options: &CallOptions,
     ) -> Completion {
+        let request: ClientLink<'a> = request.into();
         if let Some(http) = &self.http {
-            let (result, record) = http.complete(chat, &request.cancel).await;
+            let (result, record) = http.complete(chat, request.cancel).await;
             return Completion::Done(Box::new(ModelOutcome {
                 result,
                 record,

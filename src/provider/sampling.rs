@@ -19,8 +19,7 @@
 #![allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); the protocol still has it.
 
 use super::record::{AttemptRecord, ModelCallRecord};
-use super::{ChatRequest, ChatResponse, Completion, ModelOutcome, ProviderError, Role};
-use crate::tools::Request;
+use super::{ChatRequest, ChatResponse, ClientLink, Completion, ModelOutcome, ProviderError, Role};
 use rmcp::model::{
     ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
     CreateMessageResult, InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
@@ -187,19 +186,18 @@ pub async fn complete(
     sealer: &StateSealer,
     tool: &str,
     arguments: &Map<String, Value>,
-    request: &Request,
+    request: ClientLink<'_>,
     chat: &ChatRequest,
     timeout: Duration,
     unconfigured: &str,
 ) -> Completion {
     let modern = request
         .protocol_version
-        .as_ref()
         .is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28);
     if modern {
         return round_trip(sealer, tool, arguments, request, chat);
     }
-    let Some(peer) = request.peer.as_ref() else {
+    let Some(peer) = request.peer else {
         return not_called(
             chat,
             ProviderError::Config {
@@ -207,7 +205,7 @@ pub async fn complete(
             },
         );
     };
-    if !offers_sampling(request.client_capabilities.as_ref()) {
+    if !offers_sampling(request.client_capabilities) {
         return not_called(
             chat,
             ProviderError::Config {
@@ -254,7 +252,7 @@ fn round_trip(
     sealer: &StateSealer,
     tool: &str,
     arguments: &Map<String, Value>,
-    request: &Request,
+    request: ClientLink<'_>,
     chat: &ChatRequest,
 ) -> Completion {
     let params = render(chat);
@@ -284,8 +282,8 @@ fn round_trip(
             Some(sealed),
         )))
     };
-    let Some(sealed) = request.request_state.as_deref() else {
-        if !offers_sampling(request.client_capabilities.as_ref()) {
+    let Some(sealed) = request.request_state else {
+        if !offers_sampling(request.client_capabilities) {
             return not_called(
                 chat,
                 ProviderError::Config {
@@ -317,7 +315,6 @@ fn round_trip(
     let key = format!("mrtr:{}", state.nonce);
     let Some(answer) = request
         .input_responses
-        .as_ref()
         .and_then(|responses| responses.get(INPUT_KEY))
     else {
         // No answer yet: ask again, for the same request under the same nonce.

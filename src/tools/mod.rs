@@ -2,9 +2,9 @@
 //!
 //! Owns: [`FAMILIES`] (the one list of families; toolsets, routing, `tools/list`, server
 //! instructions, session kinds and payload codecs all derive from it), [`Family`] (what a
-//! family registers), [`Toolset`] selection, [`ToolContext`] (the ledger handle and the
-//! process's current sessions), [`ToolCall`] (one call with its request's context), and
-//! [`ToolError`] and how each error reaches the model. Each family module owns its tools'
+//! family registers), [`Toolset`] selection, and [`ToolError`] and how each error
+//! reaches the model. A call's context ([`ToolCall`], [`ToolContext`], [`Request`]) is
+//! [`crate::request`]'s; what the families read of stored sessions is [`crate::query`]'s. Each family module owns its tools'
 //! definitions (schema, description, annotations), argument parsing, a pure `decide`,
 //! its payloads ([`crate::event::FamilyEvent`]) and how they fold; writes go through
 //! [`write`]. Must not: write stdout, open store tables, or answer before the store
@@ -12,7 +12,6 @@
 
 pub mod agent;
 pub mod args;
-pub mod arrival;
 pub mod booster;
 pub mod ledger;
 #[cfg(test)]
@@ -22,22 +21,19 @@ pub mod qa;
 pub mod thinking;
 pub mod write;
 
-use crate::event::{PayloadCodec, SessionId, SessionKind};
-use crate::store::{AppendError, Ledger, StoreError};
-use rmcp::RoleServer;
-use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock as Content, InputResponses, ProgressToken, Tool,
-};
-use rmcp::service::Peer;
-use serde_json::{Map, Value};
-use std::collections::HashMap;
+use crate::event::{PayloadCodec, SessionKind};
+use crate::store::{AppendError, StoreError};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock as Content, Tool};
+use serde_json::Value;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
+
+/// A call's context, defined in [`crate::request`]: re-exported under this path for
+/// family code that still names it here.
+pub use crate::request::{CurrentSessions, Request, ToolCall, ToolContext};
 
 /// Every tool family of this build, in the order `tools/list` shows them. Adding a
 /// family is adding its module and one line here.
@@ -235,120 +231,6 @@ impl FromStr for Toolset {
             "unknown toolset {s:?}; available: {available}, all"
         ))
     }
-}
-
-/// The session a process continues, per kind, when a call names none: the session and
-/// the key it was remembered under (think: the thread purpose; otherwise empty).
-#[derive(Debug, Default)]
-pub struct CurrentSessions {
-    by_kind: HashMap<SessionKind, (SessionId, String)>,
-}
-
-impl CurrentSessions {
-    /// The current session of `kind` if it was remembered under `key`.
-    pub fn get(&self, kind: SessionKind, key: &str) -> Option<SessionId> {
-        self.by_kind
-            .get(&kind)
-            .filter(|(_, remembered)| remembered == key)
-            .map(|(session, _)| *session)
-    }
-
-    pub fn set(&mut self, kind: SessionKind, session: SessionId, key: String) {
-        self.by_kind.insert(kind, (session, key));
-    }
-}
-
-/// What every tool call can reach.
-pub struct ToolContext {
-    pub ledger: Ledger,
-    /// Updated inside write jobs (on the writer thread, in commit order).
-    pub current: Arc<Mutex<CurrentSessions>>,
-    /// Draw the stderr box for each thought (off with DISABLE_THOUGHT_LOGGING=true).
-    pub log_thoughts: bool,
-    /// The models tools may call ([`crate::provider`]).
-    pub models: Arc<crate::provider::Models>,
-}
-
-impl ToolContext {
-    /// A context without an HTTP model provider (sampling only).
-    pub fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
-        Self::with_models(
-            ledger,
-            log_thoughts,
-            crate::provider::Models::unconfigured(),
-        )
-    }
-
-    /// A context whose tools call `models`.
-    pub fn with_models(
-        ledger: Ledger,
-        log_thoughts: bool,
-        models: Arc<crate::provider::Models>,
-    ) -> Arc<Self> {
-        Arc::new(ToolContext {
-            ledger,
-            current: Arc::new(Mutex::new(CurrentSessions::default())),
-            log_thoughts,
-            models,
-        })
-    }
-
-    /// The data directory: the folder holding the ledger file, where user data such as
-    /// workflow templates lives beside it.
-    pub fn data_dir(&self) -> Option<&std::path::Path> {
-        self.ledger.path().parent()
-    }
-}
-
-/// The request a call came in: who to ask (sampling), when to stop, where to report
-/// progress, and its place in the connection's arrival order.
-pub struct Request {
-    /// The client, when the call came over a connection (sampling, notifications).
-    pub peer: Option<Peer<RoleServer>>,
-    /// Cancelled when the client cancels the request.
-    pub cancel: CancellationToken,
-    /// The client's progress token, if it asked for progress.
-    pub progress: Option<ProgressToken>,
-    /// The call's turn to write ([`arrival`]).
-    pub turn: arrival::Turn,
-    /// The client's answers to what an earlier round of this call asked for (protocol
-    /// 2026-07-28 "input required" round trips).
-    pub input_responses: Option<InputResponses>,
-    /// The state an earlier round handed the client, echoed back (untrusted).
-    pub request_state: Option<String>,
-    /// The protocol version of the request (2026-07-28 and later: no server-to-client
-    /// requests; sampling goes through input-required rounds).
-    pub protocol_version: Option<rmcp::model::ProtocolVersion>,
-    /// What the client declared it can do (sampling, for the provider layer).
-    pub client_capabilities: Option<rmcp::model::ClientCapabilities>,
-}
-
-impl Request {
-    /// A request outside any connection (tests, the CLI).
-    pub fn detached() -> Self {
-        Request {
-            peer: None,
-            cancel: CancellationToken::new(),
-            progress: None,
-            turn: arrival::Turn::unordered(),
-            input_responses: None,
-            request_state: None,
-            protocol_version: None,
-            client_capabilities: None,
-        }
-    }
-}
-
-/// One tool call, as a family's `call` receives it.
-pub struct ToolCall {
-    pub ctx: Arc<ToolContext>,
-    /// The tool name as called (an alias stays an alias).
-    pub name: String,
-    /// Arguments exactly as the client sent them.
-    pub arguments: Map<String, Value>,
-    /// When the call was received (for the recorded duration).
-    pub received: Instant,
-    pub request: Request,
 }
 
 /// Why a tool call failed, and how the model is told.

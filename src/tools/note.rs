@@ -11,7 +11,7 @@
 use super::args::{Args, MAX_ID_BYTES, string_list_schema};
 use super::write::{Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
+    CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
     writing_annotations,
 };
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
@@ -20,6 +20,7 @@ use crate::event::{
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use crate::request::ToolCall;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -296,9 +297,10 @@ mod tests {
     use super::*;
     use crate::event::{Event, NewEvent, Payload, SessionId};
     use crate::export::{self, Format};
+    use crate::query as ledger_tools;
     use crate::server::LedgerServer;
     use crate::store::Ledger;
-    use crate::tools::{Toolset, ledger as ledger_tools};
+    use crate::tools::Toolset;
     use serde_json::Value;
 
     fn arguments(value: Value) -> serde_json::Map<String, Value> {

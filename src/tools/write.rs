@@ -6,14 +6,15 @@
 //! [`ToolCall::try_record`], whose `decide` may refuse) and [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
 //! writer thread inside the group's transaction, so it reads the session head and the
 //! process's current sessions in commit order; it is queued in the connection's arrival
-//! order ([`super::arrival`]). Idempotency is by event id: a call given a key
+//! order ([`crate::request::arrival`]). Idempotency is by event id: a call given a key
 //! ([`Target::idempotency_key`]) records its events under ids derived from it, so a call
 //! that runs again (a retried request, a 2026-07-28 round that runs the tool body again)
 //! finds what it recorded and appends nothing.
 //! Must not: decide what to record (families do), or answer before the commit.
 
-use super::{CurrentSessions, ToolCall, ToolError};
+use super::ToolError;
 use crate::event::{CallRecord, EventId, NewEvent, Payload, SessionId, SessionKind};
+use crate::request::{CurrentSessions, ToolCall};
 use crate::store::{AppendTxn, SessionHead};
 use serde_json::Value;
 
@@ -304,8 +305,8 @@ impl ToolCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::{Request, ToolContext};
     use crate::store::Ledger;
-    use crate::tools::{Request, ToolContext};
 
     fn closed(reason: &str) -> Vec<NewEvent> {
         vec![NewEvent::new(Payload::SessionClosed {

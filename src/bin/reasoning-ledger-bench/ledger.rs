@@ -162,7 +162,7 @@ pub fn run(
         let started = Instant::now();
         // What a ledger tool or export does: read the head, fold the session.
         let head = ledger.head(session)?.context("fixture head")?;
-        let tree = reasoning_ledger::tools::ledger::load_tree(&ledger, &head, None)?;
+        let tree = reasoning_ledger::query::load_tree(&ledger, &head, None)?;
         samples.push(started.elapsed());
         assert_eq!(tree.at_seq, rebuild_events);
     }

@@ -17,10 +17,9 @@ pub mod read;
 use super::args::{
     Args, MAX_ID_BYTES, count_schema, count_schema_up_to, described, string_list_schema,
 };
-use super::ledger::load_tree;
 use super::write::{Target, title_of};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, reading_annotations, structured_result,
+    CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
     tool_definition,
 };
 use crate::event::{NewEvent, Payload, SessionKind};
@@ -29,6 +28,8 @@ use crate::provider::{
     CallOptions, ChatMessage, ChatRequest, Completion, ModelCallRecorded, ModelOutcome,
     ProviderError,
 };
+use crate::query::load_tree;
+use crate::request::ToolCall;
 use crate::store::{AppendError, Ledger, SessionHead};
 use payload::{AGENT_CODEC, BranchNodeCreated};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock as Content, Tool};

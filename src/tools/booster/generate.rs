@@ -15,7 +15,7 @@ use crate::projection::booster::{BoosterState, ModelOutput, Proposal, Source};
 use crate::provider::{
     CallOptions, ChatMessage, ChatRequest, ChatResponse, Completion, ModelCallRecord, ProviderError,
 };
-use crate::tools::ToolCall;
+use crate::request::ToolCall;
 use rmcp::model::InputRequiredResult;
 
 /// The system prompt (fixed, first: prefix caches keep it).

@@ -28,13 +28,14 @@ use super::args::{
 };
 use super::write::{Recorded, Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, reading_annotations, structured_result,
+    CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
     tool_definition, writing_annotations,
 };
 use crate::event::{CallRecord, NewEvent, Payload, SessionKind};
 use crate::projection::booster::{BoosterState, Iteration, Started};
 use crate::projection::tree::ThoughtTree;
 use crate::provider::{ModelCallRecord, ModelCallRecorded};
+use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
 use config::{Config, MAX_CANDIDATES, parse_config};
 use generate::Generation;

@@ -14,12 +14,12 @@ use crate::projection::plan::{
     BranchClose, BranchMerge, Criterion, Evaluation, Folded, round2, weighted_score,
 };
 use crate::projection::tree::ThoughtTree;
+use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
 use crate::tools::args::{Args, MAX_ID_BYTES, describe};
 use crate::tools::write::Target;
 use crate::tools::{
-    ToolCall, ToolError, reading_annotations, structured_result, tool_definition,
-    writing_annotations,
+    ToolError, reading_annotations, structured_result, tool_definition, writing_annotations,
 };
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};

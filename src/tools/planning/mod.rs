@@ -18,7 +18,7 @@ pub mod picture;
 use super::args::{Args, MAX_ID_BYTES, describe};
 use super::write::title_of;
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, reading_annotations, structured_result,
+    CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
     tool_definition, writing_annotations,
 };
 use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind, format_time};
@@ -28,6 +28,7 @@ use crate::projection::plan::{
 };
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
+use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
 use payload::{Body, PHASE_DONE, PlanningEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};

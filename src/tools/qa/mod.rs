@@ -17,10 +17,11 @@ use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, describe, de
 use super::thinking::{Spelling, starts_session, thought_box, thought_fields};
 use super::write::{Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
+    CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
     writing_annotations,
 };
 use crate::event::{CallRecord, NewEvent, SessionKind};
+use crate::request::ToolCall;
 use crate::store::SessionHead;
 use crate::tools::thinking::SequentialThought;
 pub use payload::{QaStep, QaStepRecorded, Step, ToolRecommendation};

@@ -11,10 +11,11 @@ pub mod payload;
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described};
 use super::write::{Target, with_start};
 use super::{
-    CallFuture, Family, KindInfo, ToolCall, ToolError, structured_result, tool_definition,
+    CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
     writing_annotations,
 };
 use crate::event::{CallRecord, NewEvent, SessionKind};
+use crate::request::ToolCall;
 use crate::store::SessionHead;
 pub use payload::{SequentialThought, ThinkThought, ThinkingEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};

@@ -1,0 +1,74 @@
+//! A session's events in order, filtered and paged: what `get_history` shows.
+//!
+//! Owns: [`HistoryFilter`], [`HistoryPage`], [`history`] and [`event_row`] (an event as
+//! the history shows it). Must not: bound the page size (the caller's argument limits
+//! do) or add the provenance note (the tool's answer does).
+
+use crate::event::Event;
+use crate::store::{Ledger, SessionHead, StoreError};
+use serde_json::{Value, json};
+
+/// Which events of a session a history page holds.
+#[derive(Clone, Debug)]
+pub struct HistoryFilter {
+    /// Only events on this branch.
+    pub branch: Option<String>,
+    /// Only events of these types (`thought_recorded`, …).
+    pub kinds: Option<Vec<String>>,
+    /// The first seq looked at.
+    pub from_seq: u64,
+    /// Most events on the page.
+    pub limit: u64,
+}
+
+/// One page of a session's history.
+#[derive(Clone, Debug)]
+pub struct HistoryPage {
+    /// The events wanted, in order.
+    pub events: Vec<Event>,
+    /// The seq of the first wanted event past the page, when there is one.
+    pub next_from_seq: Option<u64>,
+}
+
+/// The events of `head`'s session from `filter.from_seq` that pass the filter, at most
+/// `filter.limit` of them.
+pub fn history(
+    ledger: &Ledger,
+    head: &SessionHead,
+    filter: &HistoryFilter,
+) -> Result<HistoryPage, StoreError> {
+    let mut events = Vec::new();
+    let mut next_from_seq = None;
+    ledger.for_each_event(head.session, filter.from_seq, head.seq, |event| {
+        let wanted = filter
+            .branch
+            .as_deref()
+            .is_none_or(|b| event.payload.branch() == Some(b))
+            && filter
+                .kinds
+                .as_ref()
+                .is_none_or(|k| k.iter().any(|k| k == event.payload.type_name()));
+        if wanted {
+            if events.len() as u64 == filter.limit {
+                next_from_seq = Some(event.seq);
+                return false;
+            }
+            events.push(event);
+        }
+        true
+    })?;
+    Ok(HistoryPage {
+        events,
+        next_from_seq,
+    })
+}
+
+/// An event as `get_history` shows it.
+pub fn event_row(event: &Event) -> Value {
+    let mut payload = serde_json::to_value(&event.payload).expect("payload serializes");
+    let kind = payload
+        .as_object_mut()
+        .and_then(|o| o.remove("type"))
+        .unwrap_or(Value::Null);
+    json!({"seq": event.seq, "at": event.at_rfc3339(), "type": kind, "payload": payload})
+}

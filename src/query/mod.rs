@@ -1,0 +1,26 @@
+//! The read side every front end uses: sessions, trees, history, search, replay and the
+//! export of a session, read from a [`crate::store::Ledger`].
+//!
+//! Owns: the questions asked of stored sessions and the shapes of their answers that more
+//! than one front end shares ([`sessions`]: the newest-first list and its rows;
+//! [`session`]: a session's tree as of any event and its rendering in an export format;
+//! [`history`]: a session's events, filtered and paged; [`search`]: ranked hits over
+//! every event's text behind one seam, [`search::search`]). Callers: the `ledger` tool
+//! family ([`crate::tools::ledger`], argument parsing and answers only), the other
+//! families (a session's tree), [`crate::server`] (resources), [`crate::ui`], the
+//! [`crate::cli`] and the benchmark harness.
+//!
+//! Arrows: `query` reads through [`crate::store::Ledger`], folds through [`crate::projection`] and
+//! renders through [`crate::export`]; it never names a tool or a front end. Must not:
+//! write to the ledger, parse a tool's arguments, or decide how a front end presents an
+//! error (functions return [`crate::store::StoreError`]; the caller words it).
+
+pub mod history;
+pub mod search;
+pub mod session;
+pub mod sessions;
+
+pub use history::{HistoryFilter, HistoryPage, event_row, history};
+pub use search::{SearchHit, SearchQuery, search, search_answer};
+pub use session::{export_session, find_session, load_for_export, load_tree};
+pub use sessions::{all_sessions, list_sessions, parse_cursor, session_row, sessions_answer};

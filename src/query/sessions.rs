@@ -1,0 +1,138 @@
+//! The sessions of a ledger, newest first: the list every front end shows (`list_sessions`,
+//! `sessions`, the `ledger://sessions` resource, the ui's list page) and its rows.
+//!
+//! Owns: the newest-first order and its cursor, the title/text filter, [`session_row`]
+//! and [`sessions_answer`] (the one JSON shape of a list of sessions). Must not: parse a
+//! tool's arguments (a cursor the caller did not check lets every session through).
+
+use crate::event::{SessionId, SessionKind, format_time};
+use crate::store::{Ledger, SessionHead, StoreError};
+use serde_json::{Value, json};
+
+/// One row of `list_sessions`.
+pub fn session_row(head: &SessionHead) -> Value {
+    let s = &head.summary;
+    let mut row = json!({
+        "sessionId": head.session.to_string(),
+        "kind": s.kind.as_str(),
+        "title": s.title,
+        "events": head.seq,
+        "thoughts": s.thoughts,
+        "branches": s.branches.len(),
+        "createdAt": format_time(s.created_at),
+        "updatedAt": format_time(s.updated_at),
+        "status": s.status(),
+    });
+    // Sessions with model calls (any family) say what they cost.
+    if s.model_calls > 0 {
+        row["modelCalls"] = json!(s.model_calls);
+        row["promptTokens"] = json!(s.prompt_tokens);
+        row["completionTokens"] = json!(s.completion_tokens);
+        if let Some(cost) = s.cost {
+            row["cost"] = json!(cost);
+        }
+    }
+    if s.agent_nodes > 0 {
+        row["branchNodes"] = json!(s.agent_nodes);
+    }
+    row
+}
+
+/// The one shape of a list of sessions, for `list_sessions`, `sessions --json` and the
+/// `ledger://sessions` resource: `{"sessions": [...], "nextCursor"?}`.
+pub fn sessions_answer(rows: &[SessionHead], next: Option<String>) -> Value {
+    let mut answer = json!({"sessions": rows.iter().map(session_row).collect::<Vec<_>>()});
+    if let Some(next) = next {
+        answer["nextCursor"] = json!(next);
+    }
+    answer
+}
+
+fn cursor_of(head: &SessionHead) -> String {
+    format!("{}.{}", head.position, head.session)
+}
+
+/// A `nextCursor` taken apart: the last row's position and session id (`None`: not a
+/// cursor).
+pub fn parse_cursor(cursor: &str) -> Option<(u64, SessionId)> {
+    let (position, id) = cursor.split_once('.')?;
+    Some((position.parse().ok()?, id.parse().ok()?))
+}
+
+/// Newest-first order: the ledger position of the session's last event (commit order,
+/// across processes); in a ledger of an earlier build not yet written to every position
+/// is 0, and the last update time decides as it used to. Then the id.
+fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
+    (head.position, head.summary.updated_at, head.session)
+}
+
+/// Every session, newest first.
+pub fn all_sessions(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
+    Ok(list_sessions(ledger, None, None, None, usize::MAX)?.0)
+}
+
+/// Sessions newest first (by the position of their last event, then id), filtered, after
+/// `before`; at most `limit`, with the cursor of the next page when there is one.
+pub fn list_sessions(
+    ledger: &Ledger,
+    kind: Option<SessionKind>,
+    query: Option<&str>,
+    before: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<SessionHead>, Option<String>), StoreError> {
+    let mut heads = ledger.heads()?;
+    heads.sort_by_key(|h| std::cmp::Reverse(newest_key(h)));
+    // Where the cursor's session stands in that order (an unreadable cursor, refused by
+    // the tool, lets every session through).
+    let past = before.and_then(parse_cursor).map(|(position, session)| {
+        heads
+            .iter()
+            .find(|h| h.session == session)
+            .map_or((position, u64::MAX, session), newest_key)
+    });
+    let query = query.map(str::to_lowercase);
+    let mut rows: Vec<SessionHead> = Vec::new();
+    for h in heads
+        .into_iter()
+        .filter(|h| kind.is_none_or(|k| h.summary.kind == k))
+        .filter(|h| past.is_none_or(|cursor| newest_key(h) < cursor))
+    {
+        let wanted = match &query {
+            None => true,
+            Some(q) => {
+                h.summary.title.to_lowercase().contains(q)
+                    || h.session.to_string().to_lowercase().contains(q)
+                    || h.summary
+                        .aliases
+                        .iter()
+                        .any(|a| a.to_lowercase().contains(q))
+                    || session_text_contains(ledger, &h, q)?
+            }
+        };
+        if wanted {
+            rows.push(h);
+        }
+    }
+    let next = (rows.len() > limit).then(|| cursor_of(&rows[limit - 1]));
+    rows.truncate(limit);
+    Ok((rows, next))
+}
+
+/// Whether any event of the session carries `lower_query` in its text (a think
+/// thread's purpose beyond the title's 80 characters, a plan's problem and approach
+/// names, thoughts).
+fn session_text_contains(
+    ledger: &Ledger,
+    head: &SessionHead,
+    lower_query: &str,
+) -> Result<bool, StoreError> {
+    let mut found = false;
+    ledger.for_each_event_to_fold(head.session, 1, head.seq, |event| {
+        found = event
+            .payload
+            .text()
+            .is_some_and(|text| text.to_lowercase().contains(lower_query));
+        !found
+    })?;
+    Ok(found)
+}
