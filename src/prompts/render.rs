@@ -52,12 +52,10 @@ fn pretty_len(value: &Value) -> usize {
 /// Clips every string in `value` to `limit` characters (an ellipsis marks a cut).
 fn clip_strings(value: &mut Value, limit: usize) {
     match value {
-        Value::String(text) => {
-            if text.chars().count() > limit {
-                let mut clipped: String = text.chars().take(limit).collect();
-                clipped.push('…');
-                *text = clipped;
-            }
+        Value::String(text) if text.chars().count() > limit => {
+            let mut clipped: String = text.chars().take(limit).collect();
+            clipped.push('…');
+            *text = clipped;
         }
         Value::Array(items) => items.iter_mut().for_each(|v| clip_strings(v, limit)),
         Value::Object(map) => map.values_mut().for_each(|v| clip_strings(v, limit)),

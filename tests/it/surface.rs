@@ -175,18 +175,17 @@ fn with_meta(params: Value, log_level: Option<&str>) -> Value {
     params
 }
 
+/// A server's stdin and stdout.
+pub struct StdioPipe {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
 /// A 2026-07-28 client over raw JSON-RPC: stdio lines or HTTP posts.
 pub enum Raw2026 {
-    Stdio {
-        _child: tokio::process::Child,
-        stdin: tokio::process::ChildStdin,
-        lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-        next_id: u64,
-    },
-    Http {
-        url: String,
-        next_id: u64,
-    },
+    Stdio { pipe: Box<StdioPipe>, next_id: u64 },
+    Http { url: String, next_id: u64 },
 }
 
 impl Raw2026 {
@@ -206,9 +205,11 @@ impl Raw2026 {
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Raw2026::Stdio {
-            _child: child,
-            stdin,
-            lines,
+            pipe: Box::new(StdioPipe {
+                _child: child,
+                stdin,
+                lines,
+            }),
             next_id: 1,
         }
     }
@@ -230,12 +231,8 @@ impl Raw2026 {
     ) -> (Value, Vec<Value>) {
         let params = with_meta(params, log_level);
         match self {
-            Raw2026::Stdio {
-                stdin,
-                lines,
-                next_id,
-                ..
-            } => {
+            Raw2026::Stdio { pipe, next_id } => {
+                let StdioPipe { stdin, lines, .. } = pipe.as_mut();
                 let id = *next_id;
                 *next_id += 1;
                 let message =
