@@ -1210,3 +1210,42 @@ async fn a_2026_request_gets_its_own_log_records_before_its_answer() {
         );
     }
 }
+
+/// A call over [`reasoning_ledger::server::SLOW_CALL`] is logged at `info`, with its tool
+/// and duration and none of its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_call_is_logged_at_info_without_its_text() {
+    let model =
+        LlmServer::start(vec![Reply::completion(AGENT_ANSWER).delayed(
+            reasoning_ledger::server::SLOW_CALL + Duration::from_millis(100),
+        )])
+        .await;
+    let env = model_env(&model);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let dir = data_dir();
+    let mut raw = Raw2026::stdio(dir.path(), &env);
+    let (answer, records) = raw
+        .request(
+            "tools/call",
+            json!({"name": "create_branch", "arguments": branch("slow-marker")}),
+            Some("info"),
+        )
+        .await;
+    assert!(answer["result"].is_object(), "{answer}");
+    let slow = records
+        .iter()
+        .find(|r| r["params"]["data"]["message"] == "slow tool call")
+        .unwrap_or_else(|| panic!("{records:?}"));
+    assert_eq!(slow["params"]["level"], "info", "{slow}");
+    assert_eq!(slow["params"]["data"]["tool"], "create_branch", "{slow}");
+    assert!(
+        slow["params"]["data"]["ms"].as_u64().unwrap() >= 1_000,
+        "{slow}"
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| !r.to_string().contains("slow-marker")),
+        "{records:?}"
+    );
+}
