@@ -668,6 +668,73 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
+/// Wakes [`next_with_commit_while_waiting`]'s thread when the future it drives by hand
+/// is worth polling again.
+#[derive(Default)]
+struct WakeSignal {
+    woken: std::sync::Mutex<bool>,
+    condvar: std::sync::Condvar,
+}
+
+impl std::task::Wake for WakeSignal {
+    fn wake(self: std::sync::Arc<Self>) {
+        *self.woken.lock().unwrap() = true;
+        self.condvar.notify_all();
+    }
+}
+
+impl WakeSignal {
+    /// Waits (at most [`WATCH_TEST_LIMIT`]) for a wake since the last one, and consumes it.
+    fn wait(&self, what: &str) {
+        let woken = self.woken.lock().unwrap();
+        let (mut woken, timeout) = self
+            .condvar
+            .wait_timeout_while(woken, WATCH_TEST_LIMIT, |woken| !*woken)
+            .unwrap();
+        assert!(!timeout.timed_out(), "{what} within {WATCH_TEST_LIMIT:?}");
+        *woken = false;
+    }
+}
+
+/// `watch.next()` driven by hand, with `commit` run while it waits: the first poll starts
+/// its read of the ledger (on the blocking pool), the wake after it and the second poll
+/// find nothing and leave it waiting for a commit (those are its only two places to wait).
+/// Only then does `commit` run, so the answer proves a *waiting* watch woke: a commit
+/// before the wait would be found by the read and prove nothing.
+fn next_with_commit_while_waiting(
+    watch: &mut super::Watch,
+    commit: impl FnOnce() + Send,
+) -> Vec<super::PositionedEvent> {
+    use std::task::{Context, Poll};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let signal = std::sync::Arc::new(WakeSignal::default());
+    let waker = std::task::Waker::from(signal.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut next = std::pin::pin!(watch.next());
+    let mut poll = |cx: &mut Context<'_>| {
+        let _inside = runtime.enter();
+        next.as_mut().poll(cx)
+    };
+    assert!(poll(&mut cx).is_pending(), "the first poll starts the read");
+    signal.wait("the read finished");
+    assert!(
+        poll(&mut cx).is_pending(),
+        "nothing after the watch's position yet: it waits"
+    );
+    // On a thread of its own: a backend's blocking client may start a runtime.
+    std::thread::scope(|scope| scope.spawn(commit).join().unwrap());
+    loop {
+        signal.wait("the watch woke after the commit");
+        if let Poll::Ready(events) = poll(&mut cx) {
+            return events.unwrap();
+        }
+    }
+}
+
 pub fn a_watch_wakes_on_a_local_commit(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
@@ -677,25 +744,10 @@ pub fn a_watch_wakes_on_a_local_commit(fresh: &MakeFresh) {
     let before = session_with(&ledger, 1);
     let mut watch = ledger.watch(ledger.last_position().unwrap() + 1);
     assert_eq!(watch.next_position(), 3);
-    let writer = ledger.clone();
-    let got = block_on(async move {
-        let waiting = tokio::spawn(async move {
-            let events = watch.next().await.unwrap();
-            (events, watch)
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let session = before.session;
-        writer
-            .write(move |txn| txn.append(session, 2, vec![thought("news", 2)]))
-            .await
-            .unwrap()
-            .unwrap();
-        tokio::time::timeout(WATCH_TEST_LIMIT, waiting)
-            .await
-            .expect("the watch woke")
-            .unwrap()
+    let session = before.session;
+    let events = next_with_commit_while_waiting(&mut watch, || {
+        append(&ledger, session, 2, vec![thought("news", 2)]).unwrap();
     });
-    let (events, watch) = got;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].position, 3);
     assert_eq!(events[0].event.seq, 3);
@@ -730,18 +782,8 @@ pub fn two_handles_see_each_other_and_conflict(fresh: &MakeFresh) {
     // A watch on one handle notices the other's commit (by polling).
     let mut watch = ledger.watch(4);
     let session = head.session;
-    let events = block_on(async move {
-        let waiting = tokio::spawn(async move { watch.next().await.unwrap() });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        other
-            .write(move |txn| txn.append(session, 3, vec![closed("done")]))
-            .await
-            .unwrap()
-            .unwrap();
-        tokio::time::timeout(WATCH_TEST_LIMIT, waiting)
-            .await
-            .expect("the watch noticed")
-            .unwrap()
+    let events = next_with_commit_while_waiting(&mut watch, || {
+        append(&other, session, 3, vec![closed("done")]).unwrap();
     });
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].position, 4);

@@ -3,82 +3,16 @@
 //! Retry-After, the gatekeeper, the node tree across restarts and processes, model calls
 //! in the ledger tools and exports, and a canary key that must never be written.
 
-use crate::common::{self, Client, call, check_json, cli, is_error, stdout, structured, text};
+use crate::common::{
+    self, Client, call, check_json, cli, is_error, spawn_agent, stdout, structured, text,
+};
 use crate::llm::{LlmServer, Reply, closed_port_url};
-use rmcp::ServiceExt;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
-/// Every variable the provider layer reads: cleared so a developer's own keys never
-/// reach a test.
-pub const PROVIDER_VARS: [&str; 19] = [
-    "DEEPSEEK_API_KEY",
-    "DEEPSEEK_BASE_URL",
-    "DEEPSEEK_MODEL",
-    "SILICONFLOW_API_KEY",
-    "SILICONFLOW_BASE_URL",
-    "SILICONFLOW_MODEL",
-    "CEREBRAS_API_KEY",
-    "CEREBRAS_BASE_URL",
-    "CEREBRAS_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_MODEL",
-    "REASONING_LEDGER_LLM_BASE_URL",
-    "REASONING_LEDGER_LLM_MODEL",
-    "REASONING_LEDGER_LLM_API_KEY",
-    "REASONING_LEDGER_LLM_TIMEOUT_SECS",
-    "REASONING_LEDGER_LLM_BACKOFF_MS",
-    "REASONING_LEDGER_AGENT_NODE_QUOTA",
-    "REASONING_LEDGER_AGENT_LANGUAGE",
-];
-
 /// A canary key: it must reach the provider's Authorization header and nothing else.
 pub const CANARY: &str = "sk-canary-4f1c9e7a2b3d5e6f";
-
-/// Spawns the server with the agent and ledger toolsets, `env` on top of a clean
-/// provider environment, stderr into `stderr` (or nowhere).
-pub async fn spawn_agent(dir: &Path, env: &[(&str, &str)], stderr: Option<&Path>) -> Client {
-    let dir = dir.to_path_buf();
-    let env: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let sink = match stderr {
-        Some(path) => std::process::Stdio::from(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .unwrap(),
-        ),
-        None => std::process::Stdio::null(),
-    };
-    let transport = TokioChildProcess::builder(
-        tokio::process::Command::new(common::bin()).configure(|cmd| {
-            cmd.arg("serve")
-                .arg("--data-dir")
-                .arg(&dir)
-                .arg("--toolsets")
-                .arg("agent,ledger");
-            cmd.env("DISABLE_THOUGHT_LOGGING", "true");
-            cmd.env("RUST_LOG", "debug");
-            for var in PROVIDER_VARS {
-                cmd.env_remove(var);
-            }
-            for (k, v) in &env {
-                cmd.env(k, v);
-            }
-        }),
-    )
-    .stderr(sink)
-    .spawn()
-    .expect("spawn server")
-    .0;
-    ().serve(transport).await.expect("initialize")
-}
 
 /// The environment pointing the server at `url`, with a short backoff.
 fn provider_env(url: &str) -> Vec<(&'static str, String)> {

@@ -196,3 +196,105 @@ pub async fn spawn_with_stderr(
     let client = ().serve(transport).await.expect("initialize");
     (client, stderr.expect("stderr piped"))
 }
+
+/// A Mermaid flowchart's structure as `.ci/mermaid-check` counts it: (thought nodes — ids
+/// `t<digits>` —, edges, subgraphs), read from the renderer's one-statement-per-line
+/// output. The fixture generators assert these against the session before writing a
+/// diagram for the real parser.
+pub fn mermaid_structure(diagram: &str) -> (usize, usize, usize) {
+    let node = regex::Regex::new(r#"^(t\d+)\["#).unwrap();
+    let edge = regex::Regex::new(r"^\w+ (-->|-\.->|==>|-\.-x)(\|.*\|)? \w+$").unwrap();
+    let mut thoughts: Vec<&str> = Vec::new();
+    let (mut edges, mut subgraphs) = (0, 0);
+    for line in diagram.lines().map(str::trim) {
+        if let Some(id) = node.captures(line).and_then(|c| c.get(1)) {
+            if !thoughts.contains(&id.as_str()) {
+                thoughts.push(id.as_str());
+            }
+        } else if edge.is_match(line) {
+            edges += 1;
+        } else if line.starts_with("subgraph ") {
+            subgraphs += 1;
+        }
+    }
+    (thoughts.len(), edges, subgraphs)
+}
+
+/// The counts a diagram's header line states (`%% reasoning-ledger session … N thoughts,
+/// E edges, B branches`).
+pub fn mermaid_header_counts(diagram: &str) -> (usize, usize, usize) {
+    let header = regex::Regex::new(
+        r"%% reasoning-ledger session .*?(\d+) thoughts?, (\d+) edges?, (\d+) branch(?:es)?\b",
+    )
+    .unwrap();
+    let caps = header
+        .captures(diagram)
+        .unwrap_or_else(|| panic!("no count header in {diagram}"));
+    let n = |i: usize| caps[i].parse::<usize>().unwrap();
+    (n(1), n(2), n(3))
+}
+
+/// Every variable the provider layer reads: cleared so a developer's own keys never
+/// reach a test.
+pub const PROVIDER_VARS: [&str; 19] = [
+    "DEEPSEEK_API_KEY",
+    "DEEPSEEK_BASE_URL",
+    "DEEPSEEK_MODEL",
+    "SILICONFLOW_API_KEY",
+    "SILICONFLOW_BASE_URL",
+    "SILICONFLOW_MODEL",
+    "CEREBRAS_API_KEY",
+    "CEREBRAS_BASE_URL",
+    "CEREBRAS_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "REASONING_LEDGER_LLM_BASE_URL",
+    "REASONING_LEDGER_LLM_MODEL",
+    "REASONING_LEDGER_LLM_API_KEY",
+    "REASONING_LEDGER_LLM_TIMEOUT_SECS",
+    "REASONING_LEDGER_LLM_BACKOFF_MS",
+    "REASONING_LEDGER_AGENT_NODE_QUOTA",
+    "REASONING_LEDGER_AGENT_LANGUAGE",
+];
+
+/// Spawns the server with the agent and ledger toolsets, `env` on top of a clean
+/// provider environment, stderr into `stderr` (or nowhere).
+pub async fn spawn_agent(dir: &Path, env: &[(&str, &str)], stderr: Option<&Path>) -> Client {
+    let dir = dir.to_path_buf();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let sink = match stderr {
+        Some(path) => std::process::Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap(),
+        ),
+        None => std::process::Stdio::null(),
+    };
+    let transport =
+        TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
+            cmd.arg("serve")
+                .arg("--data-dir")
+                .arg(&dir)
+                .arg("--toolsets")
+                .arg("agent,ledger");
+            cmd.env("DISABLE_THOUGHT_LOGGING", "true");
+            cmd.env("RUST_LOG", "debug");
+            for var in PROVIDER_VARS {
+                cmd.env_remove(var);
+            }
+            for (k, v) in &env {
+                cmd.env(k, v);
+            }
+        }))
+        .stderr(sink)
+        .spawn()
+        .expect("spawn server")
+        .0;
+    ().serve(transport).await.expect("initialize")
+}

@@ -774,6 +774,51 @@ async fn write_browser_fixture(client: &Client, session: &str, name: &str, html:
             json!({"nodes": nodes, "items": listed(&kinds)}),
         );
     }
+    // What the fixture promises holds for the page as written: its picture is the SVG
+    // export's (nodes with their labels, edges), it lists exactly the events that drew a
+    // node, in order, its slider ends at the session's last event, and the replay states
+    // show nothing from after their event and end at the whole picture.
+    let start = html.find("<svg").expect("a picture in the page");
+    let end = html.find("</svg>").unwrap() + "</svg>".len();
+    assert_eq!(
+        shown(&html[start..end]),
+        shown(&svg),
+        "{name}: the page's nodes"
+    );
+    assert_eq!(
+        picture(&html[start..end]).1,
+        edges,
+        "{name}: the page's edges"
+    );
+    let item = regex::Regex::new(r#"<li id="thought-(\d+)""#).unwrap();
+    let items: Vec<u64> = item
+        .captures_iter(html)
+        .map(|c| c[1].parse().unwrap())
+        .collect();
+    assert_eq!(
+        items,
+        listed(&doc_nodes),
+        "{name}: the events the page lists"
+    );
+    let events = export(client, session, "jsonl").await.lines().count() as u64;
+    assert_eq!(last, events, "{name}: the slider ends at the last event");
+    assert!(
+        html.contains(&format!("max=\"{last}\" value=\"{last}\"")),
+        "{name}: the slider's range"
+    );
+    for (k, state) in &at {
+        let k: u64 = k.parse().unwrap();
+        let seqs = state["items"].as_array().unwrap();
+        assert!(
+            seqs.iter().all(|s| s.as_u64().unwrap() <= k),
+            "{name}: at event {k} the picture shows a later event: {state}"
+        );
+    }
+    assert_eq!(
+        at[&last.to_string()]["nodes"],
+        json!(shown(&svg)),
+        "{name}: the replay's last state is the whole picture"
+    );
     let edges: Vec<Value> = edges
         .iter()
         .map(|(from, to, kind)| json!({"from": from, "to": to, "kind": kind}))

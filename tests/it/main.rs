@@ -1,32 +1,34 @@
-//! The one integration-test binary: every test spawns the built `reasoning-ledger` and
-//! talks to it the way a user's client would (rmcp's client over stdio, or the CLI).
+//! The fast lane's integration tests (`cargo fast`): every test spawns the built
+//! `reasoning-ledger` and talks to it the way a user's client would (rmcp's client over
+//! stdio, or the CLI), and needs nothing else: no PostgreSQL, browser, Python or model
+//! (those tests are in `tests/services`; `cargo test` runs both).
 //!
-//! Modules: `common` (spawning, calling, snapshot `check`), `thinking` (the spec's cases
-//! for sequentialthinking and think), `ledger` (ledger tools and resources), `durability`
-//! (restart, several processes, verify), `bad_input` (hostile calls), `cli`
-//! (the command line), `exports` (snapshots of every export format and answer shape),
-//! `hostile` (malformed lines, a 200 MB line, spoofing characters, number and boolean
-//! look-alikes for every field in the tools' schemas), `faults_files` (bad files at the
-//! ledger path), `faults_process` (a panic in a tool, stdin closed or calls cancelled
-//! mid-call, a randomized kill -9 loop), `protocol` (both protocol generations over raw
-//! stdio), `bench` (the harness `reasoning-ledger-bench` with tiny counts, measuring the
-//! server built beside it), `context` (every toolset's `tools/list` size against its
-//! budget, and a validating client's verdict on arguments against the server's), `planning`
+//! Modules: `common` (spawning, calling, snapshot `check`, Mermaid counts), `thinking`
+//! (the spec's cases for sequentialthinking and think), `ledger` (ledger tools and
+//! resources), `durability` (restart, several processes, verify), `bad_input` (hostile
+//! calls), `cli` (the command line), `exports` (snapshots of every export format and
+//! answer shape), `hostile` (malformed lines, a 200 MB line, spoofing characters, number
+//! and boolean look-alikes for every field in the tools' schemas), `faults_files` (bad
+//! files at the ledger path), `faults_process` (a panic in a tool, stdin closed or calls
+//! cancelled mid-call, a randomized kill -9 loop), `protocol` (both protocol generations
+//! over raw stdio), `context` (every toolset's `tools/list` size against its budget, and
+//! a validating client's verdict on arguments against the server's), `planning`
 //! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
 //! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
-//! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
-//! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
-//! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
-//! `conformance` (the MCP conformance suite's generic server
-//! scenarios over `serve --http`), `surface` (prompts, completions and logs to clients over stdio and HTTP in both
-//! generations), `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
+//! (the web view over HTTP: pages, refusals, `/changes` on another process's append),
+//! `conformance` (the MCP conformance suite's generic server scenarios over
+//! `serve --http`), `surface` (prompts, completions and logs to clients over stdio and
+//! HTTP in both generations), `booster` (the booster toolset: answer shapes, heuristic
+//! determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
-//! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
-//! disk) are unit tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
+//! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
+//! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows) and
+//! `fixture_ledger` (a ledger of the build before issue 19: verify and every export, byte
+//! for byte). Storage faults (crash at every sync point, I/O errors, a full disk) are unit
+//! tests in `src/store/fault.rs`, behind redb's `StorageBackend`.
 
 mod agent;
 mod bad_input;
-mod bench;
 mod booster;
 mod cli;
 mod common;
@@ -37,17 +39,15 @@ mod durability;
 mod exports;
 mod faults_files;
 mod faults_process;
+mod fixture_ledger;
 mod hostile;
 mod ledger;
 mod llm;
-mod local_model;
 mod order;
-mod pg;
 mod planning;
 mod protocol;
 mod qa;
 mod sampling;
 mod surface;
-mod team;
 mod thinking;
 mod ui;

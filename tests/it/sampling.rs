@@ -5,8 +5,8 @@
 //! refused, and a replayed round records nothing twice.
 #![allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); the protocol has it.
 
-use crate::agent::PROVIDER_VARS;
 use crate::common;
+use crate::common::PROVIDER_VARS;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientInfo,
     CreateMessageRequestParams, CreateMessageResult, ErrorData, Implementation, InputResponses,

@@ -7,7 +7,8 @@
 //! log notifications at `debug`, none at `error`, thought text only at `debug`, never a
 //! key.
 
-use crate::agent::{CANARY, PROVIDER_VARS};
+use crate::agent::CANARY;
+use crate::common::PROVIDER_VARS;
 use crate::common::{bin, data_dir, object, structured};
 use crate::llm::{LlmServer, Reply};
 use rmcp::model::{

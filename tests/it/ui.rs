@@ -148,6 +148,25 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
     drop(client);
 }
 
+/// Whether the `ui` on `port` has read everything its connection from `client_port` sent
+/// (the server end's receive queue in `/proc/net/tcp` is empty): the request was taken.
+fn request_read(port: u16, client_port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp (Linux)");
+    let (local, remote) = (
+        format!("0100007F:{port:04X}"),
+        format!("0100007F:{client_port:04X}"),
+    );
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 4
+            && fields[1] == local
+            && fields[2] == remote
+            && fields[4]
+                .split_once(':')
+                .is_some_and(|(_, rx)| rx == "00000000")
+    })
+}
+
 #[tokio::test]
 async fn changes_answers_when_another_process_appends() {
     let dir = common::data_dir();
@@ -156,22 +175,50 @@ async fn changes_answers_when_another_process_appends() {
     drop(client);
     let ui = start_ui(dir.path());
     let port = ui.port;
-    // The ledger's position now: two events (start and the thought).
+    // The ledger's position now: two events (start and the thought). A long poll for what
+    // comes after it, sent here and read in the background.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let client_port = stream.local_addr().unwrap().port();
+    write!(
+        stream,
+        "GET /changes?after=2 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let started = Instant::now();
     let waiting = std::thread::spawn(move || {
-        let started = Instant::now();
-        (get(port, "/changes?after=2"), started.elapsed())
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        (response, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The fence: the ui has taken the request; and it has not answered, nothing changed.
+    let fence = Instant::now();
+    while !request_read(port, client_port) {
+        assert!(
+            fence.elapsed() < Duration::from_secs(60),
+            "the ui did not read the request within 60 s"
+        );
+        // A poll interval (the condition has no notification), not a synchronisation.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !waiting.is_finished(),
+        "/changes answered before any change"
+    );
     // Another process appends.
     let other = spawn(dir.path()).await;
     let mut next = thought(2, 2, false, "two");
     next["sessionId"] = first["sessionId"].clone();
     call(&other, "sequentialthinking", next).await;
-    let ((status, _, body), waited) = tokio::task::spawn_blocking(move || waiting.join().unwrap())
+    let (response, waited) = tokio::task::spawn_blocking(move || waiting.join().unwrap())
         .await
         .unwrap();
-    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert_eq!(body, "3");
+    // Well before LONG_POLL (25 s), when it would answer anyway.
     assert!(waited < Duration::from_secs(20), "{waited:?}");
     drop(other);
 }

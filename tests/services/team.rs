@@ -386,6 +386,9 @@ async fn spawn_pg_with_pid(dir: &Path, url: &str) -> (Client, u32) {
 /// (session, seq, text) of every acknowledged thought.
 type Acked = Vec<(String, u64, String)>;
 
+/// Acknowledged calls (of 1,200) before the kill -9 of the fault test: some, not all.
+const KILL_AFTER_ACKS: usize = 30;
+
 fn assert_acked_stored(url: &str, dir: &Path, acked: &Acked) {
     for (session, seq, text) in acked {
         let jsonl = ok(
@@ -406,6 +409,16 @@ fn assert_acked_stored(url: &str, dir: &Path, acked: &Acked) {
 }
 
 async fn thoughts(client: &Client, label: &str, count: u64, acked: &mut Acked) -> Vec<String> {
+    thoughts_reporting(client, label, count, &mut |item| acked.push(item)).await
+}
+
+/// `thoughts`, handing each acknowledged thought to `ack` as it comes.
+async fn thoughts_reporting(
+    client: &Client,
+    label: &str,
+    count: u64,
+    ack: &mut (dyn FnMut((String, u64, String)) + Send),
+) -> Vec<String> {
     let mut errors = Vec::new();
     let mut session: Option<String> = None;
     for n in 1..=count {
@@ -418,7 +431,7 @@ async fn thoughts(client: &Client, label: &str, count: u64, acked: &mut Acked) -
             Ok(result) if !is_error(&result) => {
                 let answer = structured(&result);
                 let id = answer["sessionId"].as_str().unwrap().to_string();
-                acked.push((id.clone(), answer["eventSeq"].as_u64().unwrap(), text));
+                ack((id.clone(), answer["eventSeq"].as_u64().unwrap(), text));
                 session = Some(id);
             }
             Ok(result) => errors.push(common::text(&result)),
@@ -439,16 +452,30 @@ async fn postgres_faults_kill_9_restart_and_cut_connections_lose_nothing_acknowl
     let (client, pid) = spawn_pg_with_pid(dir.path(), &url).await;
     let client = std::sync::Arc::new(client);
     let shared = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    // How many calls were acknowledged so far, across the callers.
+    let (progress, mut acknowledged) = tokio::sync::watch::channel(0usize);
+    let progress = std::sync::Arc::new(progress);
     let mut callers = Vec::new();
     for caller in 0..3 {
-        let (client, shared) = (client.clone(), shared.clone());
+        let (client, shared, progress) = (client.clone(), shared.clone(), progress.clone());
         callers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
-            thoughts(&client, &format!("caller {caller}"), 400, &mut mine).await;
+            thoughts_reporting(&client, &format!("caller {caller}"), 400, &mut |item| {
+                mine.push(item);
+                progress.send_modify(|n| *n += 1);
+            })
+            .await;
             shared.lock().unwrap().extend(mine);
         }));
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Mid-run: once the callers have had KILL_AFTER_ACKS calls acknowledged.
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        acknowledged.wait_for(|n| *n >= KILL_AFTER_ACKS),
+    )
+    .await
+    .expect("the callers' first calls were acknowledged within 120 s")
+    .unwrap();
     std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
@@ -534,7 +561,7 @@ impl HttpServer {
             Some(token) => command.env("REASONING_LEDGER_TOKEN", token),
             None => command.env_remove("REASONING_LEDGER_TOKEN"),
         };
-        for var in crate::agent::PROVIDER_VARS {
+        for var in crate::common::PROVIDER_VARS {
             command.env_remove(var);
         }
         for (k, v) in env {

@@ -1,0 +1,16 @@
+//! The integration tests that need a service beside the binary: PostgreSQL (`pg`: the
+//! tests' own throwaway cluster through `tools/pg`, or `REASONING_LEDGER_TEST_PG`; `team`:
+//! PostgreSQL as the store through the CLI and servers, its faults, live updates across
+//! processes, streamable HTTP with its token; `bench`: the harness with tiny counts, its
+//! PostgreSQL figures included) and a real local model (`local_model`: llama.cpp through
+//! `tools/local-model/run`, installed into a cached venv on first use). Everything that
+//! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
+//! cannot reach its service fails; none skips. `cargo test` runs both.
+
+#[path = "../it/common.rs"]
+mod common;
+
+mod bench;
+mod local_model;
+mod pg;
+mod team;
