@@ -13,6 +13,7 @@ pub mod reads;
 pub mod render;
 
 use crate::event::format_time;
+use crate::export::family::{self, PromptResume, renders};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead, StoreError};
 use render::{DATA_NOTICE, data_block, fit, markdown_block};
@@ -195,11 +196,7 @@ fn session_argument(
 /// The id a tool takes back for this session: its alias when it has one (a plan's `dp-`
 /// id), else its id.
 fn resumable_id(head: &SessionHead) -> String {
-    head.summary
-        .aliases
-        .first()
-        .cloned()
-        .unwrap_or_else(|| head.session.to_string())
+    family::resumable_id(&head.summary, &head.session.to_string())
 }
 
 /// The session's own facts, for every prompt about one session.
@@ -271,45 +268,10 @@ fn continue_prompt(
     if !open.is_empty() {
         data["openBranches"] = json!(open);
     }
-    if let Some(plan) = plan_state(&tree) {
-        data["plan"] = plan;
-    }
-    if let Some(booster) = &tree.booster {
-        let steps: Vec<Value> = last_items(booster.steps.iter(), CONTINUE_LAST_ITEMS)
-            .into_iter()
-            .map(|step| {
-                json!({
-                    "seq": step.seq,
-                    "index": step.index,
-                    "text": step.proposal.text,
-                    "totalScore": step.score.total_score,
-                })
-            })
-            .collect();
-        data["booster"] = json!({
-            "task": booster.task,
-            "hints": booster.hints,
-            "pendingHints": booster.pending_hints,
-            "iterations": booster.iterations.len(),
-            "backtracks": booster.backtracks,
-            "lastSteps": steps,
-        });
-    }
-    if !tree.agent_nodes.is_empty() {
-        let nodes: Vec<Value> = last_items(tree.agent_nodes.iter(), CONTINUE_LAST_ITEMS)
-            .into_iter()
-            .map(|n| {
-                json!({
-                    "seq": n.seq,
-                    "nodeId": n.node.node_id,
-                    "parentNodeId": n.node.parent_node_id,
-                    "inputText": n.node.input_text,
-                    "conclusion": n.node.conclusion,
-                    "confidence": n.node.confidence,
-                })
-            })
-            .collect();
-        data["agentNodes"] = json!(nodes);
+    for render in renders() {
+        if let Some((key, state)) = render.prompt_state(&tree, CONTINUE_LAST_ITEMS) {
+            data[key] = state;
+        }
     }
     let resume = resume_call(head, &tree, tool_on);
     data["resume"] = resume;
@@ -339,76 +301,31 @@ fn last_items<T>(items: impl Iterator<Item = T>, n: usize) -> Vec<T> {
 
 /// Branches still taking thoughts: not closed, not merged.
 fn open_branches(head: &SessionHead, tree: &ThoughtTree) -> Vec<Value> {
-    let closed = &head.summary.closed_branches;
     tree.branches
         .iter()
-        .filter(|b| !closed.contains(&b.id))
-        .filter(|b| !tree.planning.merges.iter().any(|m| m.item.branch_id == b.id))
+        .filter(|b| !head.summary.branch_closed(&b.id))
+        .filter(|b| !renders().iter().any(|r| r.prompt_branch_merged(tree, &b.id)))
         .map(|b| json!({"branchId": b.id, "fromThought": b.from_thought, "thoughts": b.thoughts, "firstSeq": b.first_seq}))
         .collect()
-}
-
-/// A plan's phase, problem and approaches (with their evaluated scores).
-fn plan_state(tree: &ThoughtTree) -> Option<Value> {
-    let plan = tree.planning.plan.as_ref()?;
-    let approaches: Vec<Value> = plan
-        .approaches
-        .iter()
-        .map(|a| {
-            let mut row = json!({"seq": a.seq, "branchId": a.item.branch_id, "name": a.item.name});
-            if let Some(evaluation) = tree.planning.evaluation(&a.item.branch_id) {
-                row["score"] = json!(evaluation.item.score);
-            }
-            row
-        })
-        .collect();
-    let mut state = json!({
-        "seq": plan.init_seq,
-        "phase": plan.phase,
-        "problem": plan.init.problem,
-        "clarifications": plan.clarifications.len(),
-        "approaches": approaches,
-        "validNextPhases": reads::next_phases(Some(plan.phase)),
-    });
-    if let Some(done) = &plan.finalized {
-        state["selectedBranch"] = json!(done.item.selected_branch);
-    }
-    Some(state)
 }
 
 /// The call that carries the session on: its tool, the arguments we know, the ones the
 /// model must fill in, and whether this server offers the tool.
 fn resume_call(head: &SessionHead, tree: &ThoughtTree, tool_on: &dyn Fn(&str) -> bool) -> Value {
     let id = resumable_id(head);
+    let session = head.session.to_string();
+    let family = renders()
+        .iter()
+        .find_map(|r| r.prompt_resume(tree, &head.summary, &session));
     let (tool, arguments, fill, note): (&str, Value, &[&str], Option<String>) =
-        if let Some(plan) = &tree.planning.plan {
-            let next = reads::next_phases(Some(plan.phase));
-            let note = (plan.phase == "done").then(|| {
-                "the plan is finalized: review it (get_plan) or start a new one with phase init"
-                    .to_string()
-            });
-            (
-                DEEP_PLANNING,
-                json!({"sessionId": id, "phase": next.first().copied().unwrap_or("init")}),
-                &["phase (any of plan.validNextPhases) and that phase's fields"],
-                note,
-            )
-        } else if let Some(booster) = &tree.booster {
-            let _ = booster;
-            ("step", json!({"sessionId": id}), &[], None)
-        } else if !tree.agent_nodes.is_empty() {
-            let caller = head
-                .summary
-                .aliases
-                .iter()
-                .find_map(|a| a.strip_prefix(crate::tools::agent::ALIAS_PREFIX))
-                .map_or_else(|| head.session.to_string(), str::to_string);
-            (
-                "create_branch",
-                json!({"session_id": caller}),
-                &["input_text (the next self-contained sub-question)"],
-                None,
-            )
+        if let Some(PromptResume {
+            tool,
+            arguments,
+            fill,
+            note,
+        }) = family
+        {
+            (tool, arguments, fill, note)
         } else if let Some(last) = tree.thoughts().last() {
             let tool = last.tool.as_str();
             if tool == "think" {
@@ -523,48 +440,10 @@ fn review_prompt(ledger: &Ledger, head: &SessionHead) -> Result<GetPromptResult,
     let tree = reads::tree(ledger, head)?;
     let id = head.session;
     let mut data = json!({"session": session_facts(head)});
-    let evaluations: Vec<Value> = tree
-        .planning
-        .evaluations
-        .iter()
-        .map(|e| {
-            json!({
-                "seq": e.seq,
-                "branchId": e.item.branch_id,
-                "score": e.item.score,
-                "criteria": e.item.criteria.iter().map(|c| json!({"name": c.name, "score": c.score, "weight": c.weight})).collect::<Vec<_>>(),
-                "rationale": e.item.rationale,
-                "recommendation": e.item.recommendation,
-            })
-        })
-        .collect();
-    if !evaluations.is_empty() {
-        data["evaluations"] = json!(evaluations);
-    }
-    if let Some(booster) = &tree.booster {
-        let steps: Vec<Value> = booster
-            .steps
-            .iter()
-            .map(|s| {
-                json!({
-                    "seq": s.seq,
-                    "index": s.index,
-                    "rulesScore": s.score.rules_score,
-                    "redundancyScore": s.score.redundancy_score,
-                    "consistencyScore": s.score.consistency_score,
-                    "totalScore": s.score.total_score,
-                })
-            })
-            .collect();
-        data["stepScores"] = json!(steps);
-    }
-    if !tree.agent_nodes.is_empty() {
-        let nodes: Vec<Value> = tree
-            .agent_nodes
-            .iter()
-            .map(|n| json!({"seq": n.seq, "nodeId": n.node.node_id, "confidence": n.node.confidence}))
-            .collect();
-        data["nodeConfidences"] = json!(nodes);
+    for render in renders() {
+        if let Some((key, rows)) = render.prompt_review(&tree) {
+            data[key] = rows;
+        }
     }
     let markdown = reads::markdown(&tree);
     let whole = format!("ledger://sessions/{id}/markdown");
@@ -605,13 +484,14 @@ fn plan_prompt(ledger: &Ledger, problem: &str) -> Result<GetPromptResult, Prompt
         .collect();
     let open = same_problem
         .iter()
-        .find(|h| h.summary.phase.as_deref() != Some("done"));
+        .find(|h| reads::plan_phase(h) != Some("done"));
     let mut data = json!({"problem": problem});
     let resume = match open {
         Some(head) => {
             let tree = reads::tree(ledger, head)?;
-            data["openPlan"] = json!({"session": session_facts(head), "plan": plan_state(&tree)});
-            let next = reads::next_phases(head.summary.phase.as_deref());
+            data["openPlan"] =
+                json!({"session": session_facts(head), "plan": reads::plan_state(&tree)});
+            let next = reads::next_phases(reads::plan_phase(head));
             json!({
                 "tool": DEEP_PLANNING,
                 "arguments": {"sessionId": resumable_id(head), "phase": next.first().copied().unwrap_or("init")},
@@ -626,7 +506,7 @@ fn plan_prompt(ledger: &Ledger, problem: &str) -> Result<GetPromptResult, Prompt
     };
     let finished: Vec<Value> = same_problem
         .iter()
-        .filter(|h| h.summary.phase.as_deref() == Some("done"))
+        .filter(|h| reads::plan_phase(h) == Some("done"))
         .map(session_facts)
         .collect();
     if !finished.is_empty() {

@@ -78,6 +78,19 @@ pub fn planning_kind() -> SessionKind {
     SessionKind::PLANNING
 }
 
+/// The phase a `deep_planning` session's summary records (`None`: not begun, or another
+/// kind).
+pub fn plan_phase(head: &SessionHead) -> Option<&str> {
+    crate::tools::planning::state::PlanningSummary::of(&head.summary)
+        .phase
+        .as_deref()
+}
+
+/// A plan's phase, problem and approaches, as `continue` shows them (`None`: no plan).
+pub fn plan_state(tree: &ThoughtTree) -> Option<serde_json::Value> {
+    crate::tools::planning::prompt::plan_state(tree)
+}
+
 /// The `deep_planning` phases that may follow `phase`.
 pub fn next_phases(phase: Option<&str>) -> &'static [&'static str] {
     crate::tools::planning::valid_next(phase)
