@@ -5,8 +5,12 @@
 //! descriptions ([`list`]), and building their messages ([`get`]): our own instructions
 //! first, then the stored text as a quoted, bounded data block with its provenance
 //! ([`render`]). Completions of their session arguments live in [`complete`]; every
-//! ledger read goes through [`reads`]. Must not: call a model, write anything, or put
-//! stored text outside a data block (a stored thought can try to steer today's model).
+//! ledger read goes through [`reads`]. What a family adds (a plan's state, a booster's
+//! steps, agent nodes, the call that resumes them, merged branches, review extras) comes
+//! from the registered renderers' prompt hooks ([`crate::export::family::FamilyRender`]),
+//! in registry order; this module names no family's state. Must not: call a model, write
+//! anything, or put stored text outside a data block (a stored thought can try to steer
+//! today's model).
 
 pub mod complete;
 pub mod reads;
