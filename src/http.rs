@@ -219,12 +219,15 @@ pub(crate) async fn serve_http(
     let cancel = CancellationToken::new();
     let config = rmcp_config(bound, &settings, cancel.child_token());
     let factory_ledger = ledger.clone();
+    // One completion index for every connection (and every stateless request).
+    let completions = Arc::new(crate::prompts::complete::SessionIndex::default());
     let service = StreamableHttpService::new(
         move || {
             Ok(LedgerServer::with_context(
                 ToolContext::with_models(factory_ledger.clone(), log_thoughts, models.clone()),
                 toolsets.clone(),
-            ))
+            )
+            .sharing_completions(completions.clone()))
         },
         Arc::new(LocalSessionManager::default()),
         config,

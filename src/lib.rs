@@ -5,7 +5,8 @@
 //! - [`transport`]: stdio lines in and out: the bounded line reader, JSON-RPC errors for
 //!   lines no handler sees, the single writer of stdout.
 //! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources and their
-//!   subscriptions ([`live`]: `resources/updated` as any process commits).
+//!   subscriptions ([`live`]: `resources/updated` as any process commits), prompts and
+//!   completions ([`prompts`]), logs to clients ([`mcp_log`]).
 //! - [`http`]: `serve --http`: MCP's streamable HTTP transport at `/mcp` behind a bearer
 //!   token, Host and Origin checks.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
@@ -46,8 +47,10 @@ pub mod fuzzing;
 pub(crate) mod http;
 pub(crate) mod live;
 pub mod mcp_client;
+pub(crate) mod mcp_log;
 pub mod progress;
 pub mod projection;
+pub(crate) mod prompts;
 pub(crate) mod provider;
 pub mod query;
 pub(crate) mod request;

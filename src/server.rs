@@ -7,13 +7,16 @@
 
 use crate::export::Format;
 use crate::live::{self, Interest};
+use crate::mcp_log::{self, LogSink};
+use crate::prompts::{self, PromptError, complete::SessionIndex};
 use crate::query;
 use crate::request::arrival::{Arrival, ArrivalOrder};
 use crate::request::{Request, ToolCall, ToolContext};
 use crate::store::Ledger;
 use crate::tools::{ToolError, Toolset};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams,
@@ -24,7 +27,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Longest JSON-RPC line the server reads (bytes); the rest of a longer line is skipped
@@ -35,6 +38,9 @@ pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Sessions listed as individual resources in `resources/list`.
 pub(crate) const LISTED_SESSION_RESOURCES: usize = 20;
+
+/// A tool call taking at least this long is logged (`info`, "slow tool call").
+pub const SLOW_CALL: Duration = Duration::from_secs(1);
 
 /// The server instructions around the toolsets' own lines.
 const INSTRUCTIONS_HEAD: &str = "reasoning-ledger records every reasoning step durably. Toolsets: ";
@@ -59,6 +65,12 @@ pub(crate) struct LedgerServer {
     arrivals: Arc<ArrivalOrder>,
     /// The connection's `resources/subscribe` URIs and the task that follows them.
     subscriptions: Arc<Subscriptions>,
+    /// The connection's log scope ([`mcp_log::in_scope`]): its calls' log events go to it.
+    log_scope: u64,
+    /// The level `logging/setLevel` chose, and its queue (none until the first).
+    log: Arc<Mutex<Option<LogSink>>>,
+    /// Sessions for `completion/complete` (shared by the connections of a process).
+    completions: Arc<SessionIndex>,
 }
 
 /// A connection's subscriptions (the `initialize` generation): the URIs, and the task
@@ -121,7 +133,22 @@ impl LedgerServer {
             instructions: instructions.into(),
             arrivals: ArrivalOrder::new(),
             subscriptions: Arc::default(),
+            log_scope: mcp_log::new_scope(),
+            log: Arc::default(),
+            completions: Arc::default(),
         }
+    }
+
+    /// This server with the process's completion index (so connections share one read of
+    /// the sessions).
+    pub fn sharing_completions(mut self, index: Arc<SessionIndex>) -> Self {
+        self.completions = index;
+        self
+    }
+
+    /// Whether this server lists (or routes) tool `name`.
+    fn offers(&self, name: &str) -> bool {
+        self.routes.contains_key(name)
     }
 
     #[cfg(test)]
@@ -153,6 +180,8 @@ impl LedgerServer {
         if route.read_only {
             request.turn.release();
         }
+        mcp_log::tool_call(name, &arguments);
+        let scope = mcp_log::current_scope();
         let call = ToolCall {
             ctx: self.ctx.clone(),
             name: name.to_string(),
@@ -160,7 +189,7 @@ impl LedgerServer {
             received,
             request,
         };
-        let task = tokio::spawn((route.set.family().call)(call));
+        let task = tokio::spawn(mcp_log::in_scope(scope, (route.set.family().call)(call)));
         let outcome = match task.await {
             Ok(outcome) => outcome,
             Err(join_error) => Err(ToolError::Panicked {
@@ -168,6 +197,10 @@ impl LedgerServer {
                 message: join_error.to_string(),
             }),
         };
+        let took = received.elapsed();
+        if took >= SLOW_CALL {
+            tracing::info!(tool = name, ms = took.as_millis() as u64, "slow tool call");
+        }
         Ok(match outcome {
             Ok(result) => result,
             Err(error) => {
@@ -291,10 +324,14 @@ fn read_resource_blocking(ledger: &Ledger, uri: &str) -> Result<ReadResourceResu
 
 impl ServerHandler for LedgerServer {
     fn get_info(&self) -> InitializeResult {
+        #[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the protocol has it.
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_completions()
+            .enable_logging()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
@@ -321,6 +358,7 @@ impl ServerHandler for LedgerServer {
         let arrival = context.extensions.get::<Arrival>().copied();
         let protocol_version = context.protocol_version();
         let client_capabilities = context.client_capabilities();
+        let peer = context.peer.clone();
         let request_context = Request {
             progress: context.meta.get_progress_token(),
             peer: Some(context.peer),
@@ -331,8 +369,87 @@ impl ServerHandler for LedgerServer {
             protocol_version,
             client_capabilities,
         };
-        self.dispatch_request(&request.name, arguments, request_context)
+        // A 2026-07-28 request brings its own log level: its records go to its own stream,
+        // sent before its answer.
+        let request_log = context
+            .meta
+            .log_level()
+            .map(|level| LogSink::new(mcp_log::new_scope(), peer, level));
+        let scope = request_log.as_ref().map_or(self.log_scope, LogSink::scope);
+        let answer = mcp_log::in_scope(
+            Some(scope),
+            self.dispatch_request(&request.name, arguments, request_context),
+        )
+        .await;
+        if let Some(log) = request_log {
+            log.finish().await;
+        }
+        answer
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::list(&|tool| {
+            self.offers(tool)
+        })))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let ledger = self.ledger().clone();
+        let routes = self.routes.clone();
+        let arguments = request.arguments.unwrap_or_default();
+        let built = tokio::task::spawn_blocking(move || {
+            prompts::get(
+                &ledger,
+                &|tool| routes.contains_key(tool),
+                &request.name,
+                &arguments,
+            )
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        match built {
+            Ok(result) => Ok(result.into()),
+            Err(PromptError::Store(error)) => {
+                Err(McpError::internal_error(error.to_string(), None))
+            }
+            Err(error) => Err(McpError::invalid_params(error.to_string(), None)),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let ledger = self.ledger().clone();
+        let index = self.completions.clone();
+        tokio::task::spawn_blocking(move || prompts::complete::complete(&index, &ledger, &request))
             .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map(CompleteResult::new)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    #[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the protocol has it.
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut log = self.log.lock().unwrap_or_else(|poison| poison.into_inner());
+        match log.as_ref() {
+            Some(sink) => sink.set_level(request.level),
+            None => *log = Some(LogSink::new(self.log_scope, context.peer, request.level)),
+        }
+        Ok(())
     }
 
     async fn list_resources(

@@ -50,6 +50,10 @@ const KNOWN_METHODS: &[&str] = &[
     "resources/list",
     "resources/read",
     "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
 ];
 
 /// One line to write, and who waits for it to be written.
@@ -380,6 +384,13 @@ fn params_problem(method: &str, params: Option<&Value>) -> String {
             "{\"name\": <tool name>, \"arguments\": {<argument>: <value>, ...}}"
         }
         "resources/read" => "{\"uri\": <resource uri>}",
+        "prompts/get" => "{\"name\": <prompt name>, \"arguments\": {<argument>: <string>, ...}}",
+        "completion/complete" => {
+            "{\"ref\": {\"type\": \"ref/prompt\", \"name\": <prompt>} or {\"type\": \"ref/resource\", \"uri\": <template>}, \"argument\": {\"name\": <string>, \"value\": <string>}}"
+        }
+        "logging/setLevel" => {
+            "{\"level\": one of debug, info, notice, warning, error, critical, alert, emergency}"
+        }
         "initialize" => {
             "{\"protocolVersion\": <string>, \"capabilities\": {}, \"clientInfo\": {\"name\": <string>, \"version\": <string>}}"
         }

@@ -263,8 +263,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr only, filtered by `RUST_LOG` (`warn`, `reasoning_ledger=debug`, …;
-/// target=level pairs, no regular expressions), warnings and errors by default.
+/// Logs go to stderr, filtered by `RUST_LOG` (`warn`, `reasoning_ledger=debug`, …;
+/// target=level pairs, no regular expressions), warnings and errors by default; and to
+/// the MCP clients that set a level ([`crate::mcp_log`], its own filter: off until then).
 fn init_logging() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
@@ -276,9 +277,10 @@ fn init_logging() {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_ansi(false),
+                .with_ansi(false)
+                .with_filter(filter),
         )
-        .with(filter)
+        .with(crate::mcp_log::client_layer())
         .try_init();
 }
 

@@ -2,7 +2,8 @@
 //! Markdown and Mermaid of a session (the SVG and HTML pictures ask
 //! [`super::picture::Pictures`]; the JSON asks the family's state in the tree).
 //!
-//! Owns: [`FamilyRender`] (the hooks a family implements, each a no-op by default),
+//! Owns: [`FamilyRender`] (the hooks a family implements, each a no-op by default,
+//! among them its pieces of the MCP prompts: [`PromptResume`], [`resumable_id`]),
 //! [`Registry`] (what the exports ask of the registered families) and [`renders`] (the
 //! families' renderers, in registry order, then those no family owns: the provider's
 //! model calls). Must not: name a family, or import `crate::tools`: the crate root hands
@@ -15,8 +16,34 @@
 //! [`super::mermaid::push_label`]); ids and classes are generated or constant.
 
 use super::picture::Pictures;
+use crate::projection::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use serde_json::Value;
 use std::sync::OnceLock;
+
+/// The call that carries a session on, as a family proposes it (the `continue` prompt's
+/// `resume`, which adds whether this server offers the tool).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptResume {
+    /// The tool to call.
+    pub tool: &'static str,
+    /// The arguments we know.
+    pub arguments: Value,
+    /// What the model must fill in (none: nothing).
+    pub fill: &'static [&'static str],
+    /// A word on the session's state (a finalized plan…).
+    pub note: Option<String>,
+}
+
+/// The id a tool takes back for a session: its alias when it has one (a plan's `dp-`
+/// id), else its id (`session`).
+pub fn resumable_id(summary: &SessionSummary, session: &str) -> String {
+    summary
+        .aliases
+        .first()
+        .cloned()
+        .unwrap_or_else(|| session.to_string())
+}
 
 /// What a family adds to the Markdown and Mermaid exports.
 pub trait FamilyRender: Sync {
@@ -64,6 +91,38 @@ pub trait FamilyRender: Sync {
     /// Mermaid: its constant `classDef`s (class, style), for the checks of its output.
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &[]
+    }
+
+    /// Prompt `continue`: the key and value of where its state stands (a plan's phase,
+    /// the last `last` steps or nodes), `None` when the session has none of it.
+    fn prompt_state(&self, tree: &ThoughtTree, last: usize) -> Option<(&'static str, Value)> {
+        let _ = (tree, last);
+        None
+    }
+
+    /// Prompt `continue`: the call that carries the session on, when its state decides it
+    /// (`session` is the session's id).
+    fn prompt_resume(
+        &self,
+        tree: &ThoughtTree,
+        summary: &SessionSummary,
+        session: &str,
+    ) -> Option<PromptResume> {
+        let _ = (tree, summary, session);
+        None
+    }
+
+    /// Prompt `continue`: whether it merged `branch` (a merged branch is not open).
+    fn prompt_branch_merged(&self, tree: &ThoughtTree, branch: &str) -> bool {
+        let _ = (tree, branch);
+        false
+    }
+
+    /// Prompt `review`: the key and value of what a critic checks of its state
+    /// (evaluations, scores, confidences), `None` when the session has none of it.
+    fn prompt_review(&self, tree: &ThoughtTree) -> Option<(&'static str, Value)> {
+        let _ = tree;
+        None
     }
 }
 

@@ -16,7 +16,10 @@
 //! (deep_planning's phases and documents, list_plans, get_plan, the branch tools), `qa`
 //! (verification steps, workflows, recommendations filtered by the caller's tools), `ui`
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append),
-//! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
+//! `conformance` (the MCP conformance suite's generic server scenarios over
+//! `serve --http`), `surface` (prompts, completions and logs to clients over stdio and
+//! HTTP in both generations), `booster` (the booster toolset: answer shapes, heuristic
+//! determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
 //! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows),
@@ -33,6 +36,7 @@ mod booster;
 mod cli;
 mod common;
 mod compat;
+mod conformance;
 mod context;
 mod durability;
 mod exports;
@@ -48,5 +52,6 @@ mod planning;
 mod protocol;
 mod qa;
 mod sampling;
+mod surface;
 mod thinking;
 mod ui;

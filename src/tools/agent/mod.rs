@@ -13,6 +13,7 @@
 pub mod node;
 pub mod payload;
 pub mod picture;
+pub mod prompt;
 pub mod read;
 pub mod render;
 

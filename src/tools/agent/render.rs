@@ -6,12 +6,14 @@
 //! Mermaid label escaper or the Markdown escaper, so any model output keeps the diagram
 //! and the document valid. Must not: read the store.
 
-use crate::export::family::FamilyRender;
+use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
 use crate::export::{Ellipsis, truncate};
+use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::agent::node::{AgentNodes, TRUNK};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -61,6 +63,23 @@ impl FamilyRender for AgentRender {
 
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &AGENT_CLASS_DEFS
+    }
+
+    fn prompt_state(&self, tree: &ThoughtTree, last: usize) -> Option<(&'static str, Value)> {
+        super::prompt::nodes(tree, last).map(|nodes| ("agentNodes", nodes))
+    }
+
+    fn prompt_resume(
+        &self,
+        tree: &ThoughtTree,
+        summary: &SessionSummary,
+        session: &str,
+    ) -> Option<PromptResume> {
+        super::prompt::resume(tree, summary, session)
+    }
+
+    fn prompt_review(&self, tree: &ThoughtTree) -> Option<(&'static str, Value)> {
+        super::prompt::confidences(tree).map(|rows| ("nodeConfidences", rows))
     }
 }
 

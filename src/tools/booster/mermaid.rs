@@ -10,11 +10,13 @@
 //! [`LABEL_MAX_CHARS`](crate::export::mermaid::LABEL_MAX_CHARS). Must not: read the
 //! store, or take an id, class or comment from content.
 
-use crate::export::family::FamilyRender;
+use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
 use crate::export::{Ellipsis, truncate};
+use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Via};
+use serde_json::Value;
 use std::fmt::Write as _;
 
 const INDENT: &str = "    ";
@@ -55,6 +57,23 @@ impl FamilyRender for BoosterRender {
 
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &CLASS_DEFS
+    }
+
+    fn prompt_state(&self, tree: &ThoughtTree, last: usize) -> Option<(&'static str, Value)> {
+        super::prompt::state(tree, last).map(|state| ("booster", state))
+    }
+
+    fn prompt_resume(
+        &self,
+        tree: &ThoughtTree,
+        summary: &SessionSummary,
+        session: &str,
+    ) -> Option<PromptResume> {
+        super::prompt::resume(tree, summary, session)
+    }
+
+    fn prompt_review(&self, tree: &ThoughtTree) -> Option<(&'static str, Value)> {
+        super::prompt::step_scores(tree).map(|rows| ("stepScores", rows))
     }
 }
 

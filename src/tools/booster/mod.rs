@@ -22,6 +22,7 @@ pub mod mermaid;
 pub mod output;
 pub mod payload;
 pub mod picture;
+pub mod prompt;
 mod run;
 use run::{read, solve, start, step};
 pub mod state;

@@ -8,9 +8,10 @@
 //! Markdown escaper or the Mermaid label escaper. Must not: read the store, or change a
 //! projection.
 
-use crate::export::family::FamilyRender;
+use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
+use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::planning::state::{Evaluation, Planning};
 use serde_json::{Map, Value, json};
@@ -54,6 +55,27 @@ impl FamilyRender for PlanningRender {
 
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &PLAN_CLASS_DEFS
+    }
+
+    fn prompt_state(&self, tree: &ThoughtTree, _last: usize) -> Option<(&'static str, Value)> {
+        super::prompt::plan_state(tree).map(|state| ("plan", state))
+    }
+
+    fn prompt_resume(
+        &self,
+        tree: &ThoughtTree,
+        summary: &SessionSummary,
+        session: &str,
+    ) -> Option<PromptResume> {
+        super::prompt::resume(tree, summary, session)
+    }
+
+    fn prompt_branch_merged(&self, tree: &ThoughtTree, branch: &str) -> bool {
+        super::prompt::merged(tree, branch)
+    }
+
+    fn prompt_review(&self, tree: &ThoughtTree) -> Option<(&'static str, Value)> {
+        super::prompt::evaluations(tree).map(|rows| ("evaluations", rows))
     }
 }
 

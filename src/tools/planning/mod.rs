@@ -16,6 +16,7 @@ pub mod document;
 mod parse;
 pub mod payload;
 pub mod picture;
+pub mod prompt;
 mod read;
 pub mod state;
 
