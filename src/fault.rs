@@ -113,7 +113,6 @@ mod armed {
     }
 }
 
-
 /// Marks a fault point: panics if [`FAULT_ENV`] armed this point and this is the hit it
 /// names; otherwise does nothing. Debug builds only.
 #[cfg(debug_assertions)]

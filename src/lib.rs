@@ -35,7 +35,9 @@
 //! The benchmark harness is not part of the library or of the `reasoning-ledger` binary:
 //! it is the second binary target, `reasoning-ledger-bench`.
 
-pub mod cli;
+pub(crate) mod cli;
+/// The `reasoning-ledger` binary's entry: parse the command line, run, exit code.
+pub use cli::main;
 pub mod event;
 pub mod export;
 pub(crate) mod fault;
@@ -54,7 +56,7 @@ pub(crate) mod prompts;
 pub(crate) mod provider;
 pub mod query;
 pub(crate) mod request;
-pub(crate) mod server;
+pub mod server;
 pub mod store;
 pub mod tools;
 pub(crate) mod transport;

@@ -44,11 +44,6 @@ impl Interest {
         self.lists.remove(uri);
     }
 
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.uris.is_empty() && self.lists.is_empty()
-    }
-
     /// The URIs touched by commits to `sessions`, each once.
     fn touched(&self, sessions: &BTreeSet<SessionId>) -> Vec<String> {
         let mut out: Vec<String> = self

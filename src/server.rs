@@ -141,7 +141,7 @@ impl LedgerServer {
 
     /// This server with the process's completion index (so connections share one read of
     /// the sessions).
-    pub fn sharing_completions(mut self, index: Arc<SessionIndex>) -> Self {
+    pub(crate) fn sharing_completions(mut self, index: Arc<SessionIndex>) -> Self {
         self.completions = index;
         self
     }
