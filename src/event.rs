@@ -84,12 +84,12 @@ mod ulid_string {
     use serde::{Deserializer, Serializer};
     use ulid::Ulid;
 
-    pub fn serialize<S: Serializer>(id: &Ulid, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(id: &Ulid, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&id.to_string())
     }
 
     /// Reads the string without allocating: ids are decoded for every event of a rebuild.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ulid, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ulid, D::Error> {
         struct UlidVisitor;
         impl serde::de::Visitor<'_> for UlidVisitor {
             type Value = Ulid;

@@ -16,7 +16,7 @@
 
 /// Where a fault can be injected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FaultPoint {
+pub(crate) enum FaultPoint {
     /// In a writing tool call (`tools/thinking.rs::record`), after its arguments were
     /// validated and before its job is handed to the writer: the tool's task panics.
     ToolBeforeWrite,
@@ -36,18 +36,18 @@ mod armed {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// The environment variable that arms a fault point (debug builds only).
-    pub const FAULT_ENV: &str = "REASONING_LEDGER_FAULT";
+    pub(crate) const FAULT_ENV: &str = "REASONING_LEDGER_FAULT";
 
     impl FaultPoint {
         /// Every point, for parsing.
-        pub const ALL: [FaultPoint; 3] = [
+        pub(crate) const ALL: [FaultPoint; 3] = [
             FaultPoint::ToolBeforeWrite,
             FaultPoint::JobAfterAppend,
             FaultPoint::AfterCommit,
         ];
 
         /// The name used in [`FAULT_ENV`].
-        pub fn name(self) -> &'static str {
+        pub(crate) fn name(self) -> &'static str {
             match self {
                 FaultPoint::ToolBeforeWrite => "tool-before-write",
                 FaultPoint::JobAfterAppend => "job-after-append",
@@ -58,13 +58,13 @@ mod armed {
 
     /// An armed point and the hit (1-based) at which it fires.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Armed {
+    pub(crate) struct Armed {
         pub point: FaultPoint,
         pub on_hit: u64,
     }
 
     /// Parses `point` or `point:n` (n ≥ 1).
-    pub fn parse(text: &str) -> Result<Armed, String> {
+    pub(crate) fn parse(text: &str) -> Result<Armed, String> {
         let (name, count) = match text.trim().split_once(':') {
             Some((name, count)) => (name, Some(count)),
             None => (text.trim(), None),
@@ -100,7 +100,7 @@ mod armed {
         })
     }
 
-    pub fn hit(point: FaultPoint) {
+    pub(super) fn hit(point: FaultPoint) {
         static HITS: AtomicU64 = AtomicU64::new(0);
         let Some(armed) = armed() else { return };
         if armed.point != point {
@@ -113,13 +113,10 @@ mod armed {
     }
 }
 
-#[cfg(debug_assertions)]
-pub use armed::{Armed, FAULT_ENV, parse};
-
 /// Marks a fault point: panics if [`FAULT_ENV`] armed this point and this is the hit it
 /// names; otherwise does nothing. Debug builds only.
 #[cfg(debug_assertions)]
-pub fn hit(point: FaultPoint) {
+pub(crate) fn hit(point: FaultPoint) {
     armed::hit(point);
 }
 
@@ -130,6 +127,7 @@ pub fn hit(_point: FaultPoint) {}
 
 #[cfg(all(test, debug_assertions))]
 mod tests {
+    use super::armed::{Armed, parse};
     use super::*;
 
     #[test]

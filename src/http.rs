@@ -36,20 +36,20 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Environment variable holding the bearer token clients must send.
-pub const TOKEN_ENV: &str = "REASONING_LEDGER_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "REASONING_LEDGER_TOKEN";
 
 /// File in the data directory holding the generated token (mode 0600), when
 /// [`TOKEN_ENV`] is not set.
-pub const TOKEN_FILE_NAME: &str = "http-token";
+pub(crate) const TOKEN_FILE_NAME: &str = "http-token";
 
 /// The path MCP is served at.
-pub const MCP_PATH: &str = "/mcp";
+pub(crate) const MCP_PATH: &str = "/mcp";
 
 /// Random bytes in a generated token (hex-encoded: twice as many characters).
-pub const TOKEN_BYTES: usize = 32;
+pub(crate) const TOKEN_BYTES: usize = 32;
 
 /// Where and how to serve.
-pub struct HttpSettings {
+pub(crate) struct HttpSettings {
     /// The `--http` value: `PORT`, `:PORT`, `HOST:PORT` or `[V6]:PORT`.
     pub listen: String,
     /// Extra names the `Host` header may carry (a public name of this server).
@@ -61,7 +61,7 @@ pub struct HttpSettings {
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
-pub fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
     let text = text.trim();
     let port_only = text.strip_prefix(':').unwrap_or(text);
     if let Ok(port) = port_only.parse::<u16>() {
@@ -80,7 +80,7 @@ pub fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
 
 /// The token: [`TOKEN_ENV`] if set, else the one in the data directory's token file
 /// (generated the first time). Returns it and, for the file, its path.
-pub fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> {
+pub(crate) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> {
     if let Ok(token) = std::env::var(TOKEN_ENV)
         && !token.trim().is_empty()
     {
@@ -203,7 +203,7 @@ fn rmcp_config(
 }
 
 /// Serves MCP over streamable HTTP until SIGINT/SIGTERM.
-pub async fn serve_http(
+pub(crate) async fn serve_http(
     ledger: Ledger,
     toolsets: Vec<Toolset>,
     log_thoughts: bool,

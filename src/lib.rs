@@ -35,30 +35,32 @@
 //! The benchmark harness is not part of the library or of the `reasoning-ledger` binary:
 //! it is the second binary target, `reasoning-ledger-bench`.
 
-pub mod cli;
+pub(crate) mod cli;
+/// The `reasoning-ledger` binary's entry: parse the command line, run, exit code.
+pub use cli::main;
 pub mod event;
 pub mod export;
-pub mod fault;
+pub(crate) mod fault;
 /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
 /// never into the server a user runs.
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod http;
-pub mod live;
+pub(crate) mod http;
+pub(crate) mod live;
 pub mod mcp_client;
-pub mod mcp_log;
+pub(crate) mod mcp_log;
 pub mod progress;
 pub mod projection;
-pub mod prompts;
-pub mod provider;
+pub(crate) mod prompts;
+pub(crate) mod provider;
 pub mod query;
-pub mod request;
+pub(crate) mod request;
 pub mod server;
 pub mod store;
 pub mod tools;
-pub mod transport;
-pub mod ui;
+pub(crate) mod transport;
+pub(crate) mod ui;
 
 /// The composition root's one wire: the core (`event`, `store`, `projection`, `export`)
 /// reaches the tool families only through this registry handle, so none of its modules

@@ -17,11 +17,12 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// The URI of the session list resource.
-pub const SESSIONS_URI: &str = "ledger://sessions";
+#[cfg(test)]
+pub(crate) const SESSIONS_URI: &str = "ledger://sessions";
 
 /// What a client follows.
 #[derive(Default, Debug)]
-pub struct Interest {
+pub(crate) struct Interest {
     /// (session, the URI as the client subscribed it).
     uris: BTreeSet<(SessionId, String)>,
     /// URIs of the session list (updated by any commit).
@@ -29,22 +30,18 @@ pub struct Interest {
 }
 
 impl Interest {
-    pub fn add_session(&mut self, session: SessionId, uri: String) {
+    pub(crate) fn add_session(&mut self, session: SessionId, uri: String) {
         self.uris.insert((session, uri));
     }
 
-    pub fn add_list(&mut self, uri: String) {
+    pub(crate) fn add_list(&mut self, uri: String) {
         self.lists.insert(uri);
     }
 
     /// Forgets `uri` whatever it named.
-    pub fn remove(&mut self, uri: &str) {
+    pub(crate) fn remove(&mut self, uri: &str) {
         self.uris.retain(|(_, u)| u != uri);
         self.lists.remove(uri);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.uris.is_empty() && self.lists.is_empty()
     }
 
     /// The URIs touched by commits to `sessions`, each once.
@@ -65,7 +62,7 @@ impl Interest {
 /// Follows the ledger from position `from`: after each batch of commits, calls `send` with
 /// every URI of `interest` the batch touched. Ends when `cancel` fires, when `send`
 /// answers false (the client is gone), or when the ledger cannot be read.
-pub async fn follow<F, Fut>(
+pub(crate) async fn follow<F, Fut>(
     ledger: Ledger,
     from: u64,
     interest: Arc<Mutex<Interest>>,

@@ -1,5 +1,5 @@
 //! The `reasoning-ledger` binary: everything lives in the library; see `cli`.
 
 fn main() -> std::process::ExitCode {
-    reasoning_ledger::cli::main()
+    reasoning_ledger::main()
 }

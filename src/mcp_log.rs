@@ -35,14 +35,14 @@ use tracing_subscriber::layer::{Context, Filter};
 
 /// Notifications queued for one client; when its queue is full (a client that does not
 /// read), further records for it are dropped rather than held.
-pub const LOG_QUEUE_LEN: usize = 256;
+pub(crate) const LOG_QUEUE_LEN: usize = 256;
 
 /// Characters kept of one forwarded string field.
-pub const MAX_FIELD_CHARS: usize = 2_000;
+pub(crate) const MAX_FIELD_CHARS: usize = 2_000;
 
 /// Field names that carry thought text (or a call's arguments): forwarded only to a
 /// client whose level is `debug`.
-pub const THOUGHT_FIELDS: &[&str] = &["thought", "text", "arguments"];
+pub(crate) const THOUGHT_FIELDS: &[&str] = &["thought", "text", "arguments"];
 
 /// Events forwarded: this crate's own (targets under this prefix).
 const FORWARDED_TARGET: &str = "reasoning_ledger";
@@ -52,7 +52,7 @@ const OFF: u8 = u8::MAX;
 
 /// The rank of an MCP level: debug 0 … emergency 7 (a sink receives records of its rank
 /// or higher).
-pub fn rank(level: LoggingLevel) -> u8 {
+pub(crate) fn rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
         LoggingLevel::Info => 1,
@@ -160,7 +160,7 @@ struct SinkShared {
 
 /// One client's log level and queue. Dropping it stops the records (and the task
 /// sending them once the queue is drained).
-pub struct LogSink {
+pub(crate) struct LogSink {
     /// The hub holds a weak reference: dropping this one closes the queue.
     shared: Option<Arc<SinkShared>>,
     sender: Option<tokio::task::JoinHandle<()>>,
@@ -168,7 +168,7 @@ pub struct LogSink {
 
 impl LogSink {
     /// A sink for `scope`, sending to `peer` (must run inside a tokio runtime).
-    pub fn new(scope: u64, peer: Peer<RoleServer>, level: LoggingLevel) -> LogSink {
+    pub(crate) fn new(scope: u64, peer: Peer<RoleServer>, level: LoggingLevel) -> LogSink {
         let (queue, mut records) = mpsc::channel(LOG_QUEUE_LEN);
         let shared = Arc::new(SinkShared {
             scope,
@@ -190,12 +190,12 @@ impl LogSink {
     }
 
     /// The scope whose events this sink receives.
-    pub fn scope(&self) -> u64 {
+    pub(crate) fn scope(&self) -> u64 {
         self.shared.as_ref().map_or(0, |shared| shared.scope)
     }
 
     /// Changes the level.
-    pub fn set_level(&self, level: LoggingLevel) {
+    pub(crate) fn set_level(&self, level: LoggingLevel) {
         if let Some(shared) = &self.shared {
             shared.rank.store(rank(level), Ordering::Relaxed);
         }
@@ -204,7 +204,7 @@ impl LogSink {
 
     /// Stops taking records and waits until the queued ones are sent (a 2026-07-28
     /// request's records go out before its answer).
-    pub async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         let sender = self.sender.take();
         drop(self);
         if let Some(sender) = sender {
@@ -221,17 +221,17 @@ impl Drop for LogSink {
 }
 
 /// A new scope id (a connection, or a request that brings its own level).
-pub fn new_scope() -> u64 {
+pub(crate) fn new_scope() -> u64 {
     NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The scope of the call running on this task, if any.
-pub fn current_scope() -> Option<u64> {
+pub(crate) fn current_scope() -> Option<u64> {
     SCOPE.try_with(|scope| *scope).ok()
 }
 
 /// Runs `future` in `scope` (its log events go to that scope's client only).
-pub async fn in_scope<F: Future>(scope: Option<u64>, future: F) -> F::Output {
+pub(crate) async fn in_scope<F: Future>(scope: Option<u64>, future: F) -> F::Output {
     match scope {
         Some(scope) => SCOPE.scope(scope, future).await,
         None => future.await,
@@ -239,13 +239,13 @@ pub async fn in_scope<F: Future>(scope: Option<u64>, future: F) -> F::Output {
 }
 
 /// Whether any client wants records at `level` (cheap: one atomic load).
-pub fn wanted(level: LoggingLevel) -> bool {
+pub(crate) fn wanted(level: LoggingLevel) -> bool {
     HUB.floor.load(Ordering::Relaxed) <= rank(level)
 }
 
 /// Sends a record straight to the clients of the current scope (or every client outside
 /// one), never to stderr: for what only a client at that level may see.
-pub fn to_clients(level: LoggingLevel, logger: &str, data: Map<String, Value>) {
+pub(crate) fn to_clients(level: LoggingLevel, logger: &str, data: Map<String, Value>) {
     if !wanted(level) {
         return;
     }
@@ -253,7 +253,7 @@ pub fn to_clients(level: LoggingLevel, logger: &str, data: Map<String, Value>) {
 }
 
 /// At `debug` only, and to clients only: a tool call's name and arguments (thought text).
-pub fn tool_call(tool: &str, arguments: &Map<String, Value>) {
+pub(crate) fn tool_call(tool: &str, arguments: &Map<String, Value>) {
     if !wanted(LoggingLevel::Debug) {
         return;
     }
@@ -324,7 +324,7 @@ fn forwarded(metadata: &Metadata<'_>) -> bool {
 
 /// The layer forwarding log events to clients, with its filter: install it beside the
 /// stderr layer (each with its own filter).
-pub fn client_layer<S>() -> impl Layer<S>
+pub(crate) fn client_layer<S>() -> impl Layer<S>
 where
     S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {

@@ -10,7 +10,7 @@
 //! through [`Request::peer`]. [`crate::provider`] sees a request only as its own
 //! [`ClientLink`] (made here), so the arrow runs request → provider.
 
-pub mod arrival;
+pub(crate) mod arrival;
 
 use crate::event::{SessionId, SessionKind};
 use crate::provider::{ClientLink, Models};

@@ -34,10 +34,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// without being kept and the line is answered with a -32600 error, so memory stays
 /// bounded whatever a client sends. Above [`crate::tools::args::MAX_TEXT_BYTES`]
 /// with room to spare, so an oversized thought still gets its clear size error.
-pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Sessions listed as individual resources in `resources/list`.
-pub const LISTED_SESSION_RESOURCES: usize = 20;
+pub(crate) const LISTED_SESSION_RESOURCES: usize = 20;
 
 /// A tool call taking at least this long is logged (`info`, "slow tool call").
 pub const SLOW_CALL: Duration = Duration::from_secs(1);
@@ -56,7 +56,7 @@ struct Route {
 
 /// The MCP server of one connection.
 #[derive(Clone)]
-pub struct LedgerServer {
+pub(crate) struct LedgerServer {
     ctx: Arc<ToolContext>,
     tools: Arc<Vec<Tool>>,
     routes: Arc<HashMap<String, Route>>,
@@ -89,13 +89,14 @@ enum Followed {
 }
 
 impl LedgerServer {
+    #[cfg(test)]
     /// The server of one connection, with the toolsets `toolsets` on.
-    pub fn new(ledger: Ledger, toolsets: Vec<Toolset>, log_thoughts: bool) -> Self {
+    pub(crate) fn new(ledger: Ledger, toolsets: Vec<Toolset>, log_thoughts: bool) -> Self {
         Self::with_context(ToolContext::new(ledger, log_thoughts), toolsets)
     }
 
     /// A server over a context shared with other connections of the process.
-    pub fn with_context(ctx: Arc<ToolContext>, toolsets: Vec<Toolset>) -> Self {
+    pub(crate) fn with_context(ctx: Arc<ToolContext>, toolsets: Vec<Toolset>) -> Self {
         let mut tools = Vec::new();
         let mut routes = HashMap::new();
         let read_only = |tool: &Tool| {
@@ -140,7 +141,7 @@ impl LedgerServer {
 
     /// This server with the process's completion index (so connections share one read of
     /// the sessions).
-    pub fn sharing_completions(mut self, index: Arc<SessionIndex>) -> Self {
+    pub(crate) fn sharing_completions(mut self, index: Arc<SessionIndex>) -> Self {
         self.completions = index;
         self
     }
@@ -150,8 +151,9 @@ impl LedgerServer {
         self.routes.contains_key(name)
     }
 
+    #[cfg(test)]
     /// Runs one tool call to its answer, outside any connection (tests, the CLI).
-    pub async fn dispatch(
+    pub(crate) async fn dispatch(
         &self,
         name: &str,
         arguments: Map<String, Value>,
@@ -162,7 +164,7 @@ impl LedgerServer {
 
     /// Runs one tool call with its request's context, in its own task (a panic becomes an
     /// error answer).
-    pub async fn dispatch_request(
+    pub(crate) async fn dispatch_request(
         &self,
         name: &str,
         arguments: Map<String, Value>,
@@ -217,13 +219,15 @@ impl LedgerServer {
         &self.ctx.ledger
     }
 
+    #[cfg(test)]
     /// The tools this server lists.
-    pub fn listed_tools(&self) -> &[Tool] {
+    pub(crate) fn listed_tools(&self) -> &[Tool] {
         &self.tools
     }
 
+    #[cfg(test)]
     /// The instructions it sends in its initialize answer.
-    pub fn instructions(&self) -> &str {
+    pub(crate) fn instructions(&self) -> &str {
         &self.instructions
     }
 
@@ -662,7 +666,7 @@ impl LedgerServer {
 /// Serves MCP over stdin/stdout until the client closes stdin. Lines over
 /// [`MAX_LINE_BYTES`] and lines that are not JSON-RPC are answered by the transport
 /// ([`crate::transport`]) and never reach a handler.
-pub async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
+pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let transport = crate::transport::LineTransport::new(
         tokio::io::stdin(),
         tokio::io::stdout(),

@@ -25,7 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot};
 
 /// Bytes kept from the start of an over-long line to recover its id from.
-pub const ID_PROBE_BYTES: usize = 4096;
+pub(crate) const ID_PROBE_BYTES: usize = 4096;
 
 /// Read buffer size: big enough that skipping a huge line takes few reads.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -35,9 +35,9 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 const KEEP_LINE_CAPACITY_BYTES: usize = 1024 * 1024;
 
 /// JSON-RPC error codes this module answers with.
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 
 /// Request methods the server implements: a request for one of these that rmcp could
 /// not decode had bad params (rmcp would call it an unknown method).
@@ -61,7 +61,7 @@ type Outgoing = (Vec<u8>, Option<oneshot::Sender<std::io::Result<()>>>);
 
 /// Newline-delimited JSON-RPC over a reader and a writer (stdin and stdout in the
 /// server), for rmcp's service loop.
-pub struct LineTransport<R> {
+pub(crate) struct LineTransport<R> {
     read: BufReader<R>,
     max_line_bytes: usize,
     /// The line read so far (kept across cancelled `receive` calls).
@@ -91,7 +91,7 @@ enum LineRead {
 
 impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
     /// Starts the writer task on `write` (must run inside a tokio runtime).
-    pub fn new<W: AsyncWrite + Send + Unpin + 'static>(
+    pub(crate) fn new<W: AsyncWrite + Send + Unpin + 'static>(
         read: R,
         write: W,
         max_line_bytes: usize,
@@ -413,7 +413,7 @@ fn error_answer_value(id: Value, code: i64, message: &str) -> Value {
 
 /// What the start of a line says about the message it holds.
 #[derive(Debug, Default, PartialEq)]
-pub struct LineProbe {
+pub(crate) struct LineProbe {
     /// The top-level `id`, when it is a number or a string; else null.
     pub id: Value,
     pub has_id: bool,
@@ -424,7 +424,7 @@ pub struct LineProbe {
 
 impl LineProbe {
     /// Notifications and responses are never answered, even when malformed.
-    pub fn must_not_be_answered(&self) -> bool {
+    pub(crate) fn must_not_be_answered(&self) -> bool {
         (self.has_method && !self.has_id) || (self.has_outcome && !self.has_method)
     }
 }
@@ -432,7 +432,7 @@ impl LineProbe {
 /// Scans the top-level keys of a (possibly cut or malformed) JSON object without
 /// building it: no recursion, no allocation beyond the id, stops at the first byte that
 /// does not fit.
-pub fn probe_line(line: &[u8]) -> LineProbe {
+pub(crate) fn probe_line(line: &[u8]) -> LineProbe {
     let mut probe = LineProbe::default();
     let mut at = skip_space(line, 0);
     if line.get(at) != Some(&b'{') {

@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Longest a `/changes` request waits for a commit before answering anyway.
-pub const LONG_POLL: Duration = Duration::from_secs(25);
+pub(crate) const LONG_POLL: Duration = Duration::from_secs(25);
 
 /// Largest request head read (hyper's read buffer); a longer one is answered 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -76,7 +76,7 @@ a{color:#1c7ed6}";
 
 /// Binds 127.0.0.1:`port` (0: a free port), prints the address, and serves until the
 /// process is stopped.
-pub async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
+pub(crate) async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     let address = listener.local_addr()?;
     {

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Events one `copy` transaction carries at most.
-pub const COPY_BATCH_EVENTS: usize = 1000;
+pub(super) const COPY_BATCH_EVENTS: usize = 1000;
 
 /// `copy --to`: every event of this ledger into another store, in position order (so the
 /// copy's positions follow the same commit order), each session's events exactly as

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Largest JSONL line `import` reads, in bytes.
-pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
+pub(super) const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 pub(super) fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
     let text =

@@ -46,14 +46,14 @@ use show::show;
 use verify::verify;
 
 /// Environment variable naming the data directory.
-pub const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
+pub(crate) const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
 /// Environment variable choosing the store (`postgres://…`); unset: the redb file in the
 /// data directory.
-pub const STORE_ENV: &str = "REASONING_LEDGER_STORE";
+pub(crate) const STORE_ENV: &str = "REASONING_LEDGER_STORE";
 /// Environment variable choosing the toolsets of `serve`.
-pub const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
+pub(crate) const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
 /// Environment variable that turns the stderr thought box off when "true" (any case).
-pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
+pub(crate) const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -62,7 +62,7 @@ pub const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
     about = "An MCP server that records every reasoning step in a crash-safe ledger",
     long_about = "An MCP server that records every reasoning step in a crash-safe ledger.\n\nWith no command it serves MCP over stdio (same as `serve`)."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Directory holding ledger.redb [env: REASONING_LEDGER_DIR; default: the platform data directory]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -74,7 +74,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve MCP over stdio (the default)
     Serve {
         #[arg(long, value_name = "A,B", help = toolsets_help())]
@@ -206,14 +206,14 @@ fn parse_format(text: &str) -> Result<Format, String> {
 }
 
 /// Settings resolved once from arguments and environment.
-pub struct Settings {
+pub(crate) struct Settings {
     pub data_dir: PathBuf,
     /// The PostgreSQL URL of `--store` / `REASONING_LEDGER_STORE`; `None`: redb.
     pub store: Option<String>,
 }
 
 /// The store URL: `--store`, else `REASONING_LEDGER_STORE`; only PostgreSQL URLs.
-pub fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
+pub(crate) fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
     let chosen = flag.or_else(|| {
         std::env::var(STORE_ENV)
             .ok()
@@ -233,7 +233,7 @@ pub fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
 
 /// Where the ledger lives: `--data-dir`, else `REASONING_LEDGER_DIR`, else the platform
 /// data directory.
-pub fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = flag {
         return Ok(dir);
     }

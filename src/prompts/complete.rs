@@ -15,10 +15,10 @@ use rmcp::model::{CompleteRequestParams, CompletionInfo, Reference};
 use std::sync::Mutex;
 
 /// Most values in one completion (the protocol's limit).
-pub const MAX_VALUES: usize = CompletionInfo::MAX_VALUES;
+pub(crate) const MAX_VALUES: usize = CompletionInfo::MAX_VALUES;
 
 /// Events since the snapshot above which it is read whole again rather than patched.
-pub const MAX_PATCHED_EVENTS: u64 = 1_024;
+pub(crate) const MAX_PATCHED_EVENTS: u64 = 1_024;
 
 /// Prefix of the resource templates whose `{id}` names a session.
 const SESSION_TEMPLATE_PREFIX: &str = "ledger://sessions/{id}";
@@ -107,13 +107,17 @@ impl Snapshot {
 /// events written since (read whole again after [`MAX_PATCHED_EVENTS`]). One per process
 /// (the HTTP server shares it between its connections).
 #[derive(Default)]
-pub struct SessionIndex {
+pub(crate) struct SessionIndex {
     snapshot: Mutex<Option<Snapshot>>,
 }
 
 impl SessionIndex {
     /// Session ids (or aliases) matching `prefix`, newest first.
-    pub fn complete(&self, ledger: &Ledger, prefix: &str) -> Result<CompletionInfo, StoreError> {
+    pub(crate) fn complete(
+        &self,
+        ledger: &Ledger,
+        prefix: &str,
+    ) -> Result<CompletionInfo, StoreError> {
         let position = reads::last_position(ledger)?;
         let mut kept = self
             .snapshot
@@ -177,7 +181,7 @@ fn matching(rows: &[Row], prefix: &str) -> CompletionInfo {
 
 /// Whether the completion asked for names a session: `sessionId` of a prompt that takes
 /// one, or `{id}` of a session resource template.
-pub fn wants_session(request: &CompleteRequestParams) -> bool {
+pub(crate) fn wants_session(request: &CompleteRequestParams) -> bool {
     match &request.r#ref {
         Reference::Prompt(prompt) => {
             matches!(prompt.name.as_str(), super::CONTINUE | super::REVIEW)
@@ -192,7 +196,7 @@ pub fn wants_session(request: &CompleteRequestParams) -> bool {
 }
 
 /// The answer to `request`: session ids where it names a session, else nothing.
-pub fn complete(
+pub(crate) fn complete(
     index: &SessionIndex,
     ledger: &Ledger,
     request: &CompleteRequestParams,

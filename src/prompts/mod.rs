@@ -12,9 +12,9 @@
 //! anything, or put stored text outside a data block (a stored thought can try to steer
 //! today's model).
 
-pub mod complete;
-pub mod reads;
-pub mod render;
+pub(crate) mod complete;
+pub(crate) mod reads;
+pub(crate) mod render;
 
 use crate::event::format_time;
 use crate::export::family::{self, PromptResume, renders};
@@ -24,31 +24,31 @@ use render::{DATA_NOTICE, data_block, fit, markdown_block};
 use rmcp::model::{GetPromptResult, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Map, Value, json};
 
-pub const CONTINUE: &str = "continue";
-pub const RECALL: &str = "recall";
-pub const REVIEW: &str = "review";
-pub const PLAN: &str = "plan";
+pub(crate) const CONTINUE: &str = "continue";
+pub(crate) const RECALL: &str = "recall";
+pub(crate) const REVIEW: &str = "review";
+pub(crate) const PLAN: &str = "plan";
 
 /// The argument naming a session (`continue`, `review`).
-pub const SESSION_ARGUMENT: &str = "sessionId";
+pub(crate) const SESSION_ARGUMENT: &str = "sessionId";
 /// `recall`'s argument.
-pub const TOPIC_ARGUMENT: &str = "topic";
+pub(crate) const TOPIC_ARGUMENT: &str = "topic";
 /// `plan`'s argument.
-pub const PROBLEM_ARGUMENT: &str = "problem";
+pub(crate) const PROBLEM_ARGUMENT: &str = "problem";
 
 /// Thoughts (or booster steps, agent nodes) `continue` quotes, the latest ones.
-pub const CONTINUE_LAST_ITEMS: usize = 6;
+pub(crate) const CONTINUE_LAST_ITEMS: usize = 6;
 /// Matches `recall` quotes.
-pub const RECALL_MATCHES: usize = 12;
+pub(crate) const RECALL_MATCHES: usize = 12;
 /// Longest topic or problem accepted (bytes).
-pub const MAX_ARGUMENT_BYTES: usize = 4096;
+pub(crate) const MAX_ARGUMENT_BYTES: usize = 4096;
 
 /// The tool `deep_planning` (the `plan` prompt is listed only where it is on).
 const DEEP_PLANNING: &str = "deep_planning";
 
 /// Why a prompt could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum PromptError {
+pub(crate) enum PromptError {
     #[error("no prompt {0:?}: the prompts are continue, recall, review and plan")]
     Unknown(String),
     #[error(
@@ -82,7 +82,7 @@ fn argument_hint(argument: &str) -> &'static str {
 }
 
 /// The prompts this server offers: `plan` only where `deep_planning` is on.
-pub fn list(tool_on: &dyn Fn(&str) -> bool) -> Vec<Prompt> {
+pub(crate) fn list(tool_on: &dyn Fn(&str) -> bool) -> Vec<Prompt> {
     let session = || {
         PromptArgument::new(SESSION_ARGUMENT)
             .with_title("Session")
@@ -133,7 +133,7 @@ pub fn list(tool_on: &dyn Fn(&str) -> bool) -> Vec<Prompt> {
 }
 
 /// Builds prompt `name` with `arguments` (blocking reads).
-pub fn get(
+pub(crate) fn get(
     ledger: &Ledger,
     tool_on: &dyn Fn(&str) -> bool,
     name: &str,

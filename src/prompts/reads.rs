@@ -13,24 +13,27 @@ use crate::query::{self, SearchHit, SearchQuery};
 use crate::store::{Ledger, SessionHead, StoreError};
 
 /// Every session head, newest first (the order of `list_sessions`: [`newest_key`]).
-pub fn heads_newest_first(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
+pub(crate) fn heads_newest_first(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
     query::all_sessions(ledger)
 }
 
 /// What orders sessions newest first, as [`query::list_sessions`] orders them: the
 /// position of the last event, then the last update, then the id.
-pub fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
+pub(crate) fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
     (head.position, head.summary.updated_at, head.session)
 }
 
 /// The ledger's last position (0 for an empty ledger, or one of an earlier build not
 /// yet written to).
-pub fn last_position(ledger: &Ledger) -> Result<u64, StoreError> {
+pub(crate) fn last_position(ledger: &Ledger) -> Result<u64, StoreError> {
     ledger.last_position()
 }
 
 /// The sessions with an event at position `from` or later, each once.
-pub fn sessions_written_since(ledger: &Ledger, from: u64) -> Result<Vec<SessionId>, StoreError> {
+pub(crate) fn sessions_written_since(
+    ledger: &Ledger,
+    from: u64,
+) -> Result<Vec<SessionId>, StoreError> {
     let mut sessions: Vec<SessionId> = Vec::new();
     ledger.for_each_event_from_position(from, |positioned| {
         if !sessions.contains(&positioned.event.session) {
@@ -42,27 +45,34 @@ pub fn sessions_written_since(ledger: &Ledger, from: u64) -> Result<Vec<SessionI
 }
 
 /// The head of `session`.
-pub fn head(ledger: &Ledger, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+pub(crate) fn head(ledger: &Ledger, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
     ledger.head(session)
 }
 
 /// The head of the session named by `id_or_alias`, if there is one.
-pub fn session(ledger: &Ledger, id_or_alias: &str) -> Result<Option<SessionHead>, StoreError> {
+pub(crate) fn session(
+    ledger: &Ledger,
+    id_or_alias: &str,
+) -> Result<Option<SessionHead>, StoreError> {
     query::find_session(ledger, id_or_alias)
 }
 
 /// The session folded up to its head.
-pub fn tree(ledger: &Ledger, head: &SessionHead) -> Result<ThoughtTree, StoreError> {
+pub(crate) fn tree(ledger: &Ledger, head: &SessionHead) -> Result<ThoughtTree, StoreError> {
     query::load_tree(ledger, head, None)
 }
 
 /// The session's Markdown export (as `ledger://sessions/{id}/markdown` serves it).
-pub fn markdown(tree: &ThoughtTree) -> String {
+pub(crate) fn markdown(tree: &ThoughtTree) -> String {
     export::render(Format::Markdown, tree, &[])
 }
 
 /// The best `limit` matches for `text`, ranked as `search_history` ranks them.
-pub fn search(ledger: &Ledger, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+pub(crate) fn search(
+    ledger: &Ledger,
+    text: &str,
+    limit: usize,
+) -> Result<Vec<SearchHit>, StoreError> {
     query::search(
         ledger,
         &SearchQuery {
@@ -74,29 +84,29 @@ pub fn search(ledger: &Ledger, text: &str, limit: usize) -> Result<Vec<SearchHit
 }
 
 /// The kind of a `deep_planning` session.
-pub fn planning_kind() -> SessionKind {
+pub(crate) fn planning_kind() -> SessionKind {
     SessionKind::PLANNING
 }
 
 /// The phase a `deep_planning` session's summary records (`None`: not begun, or another
 /// kind).
-pub fn plan_phase(head: &SessionHead) -> Option<&str> {
+pub(crate) fn plan_phase(head: &SessionHead) -> Option<&str> {
     crate::tools::planning::state::PlanningSummary::of(&head.summary)
         .phase
         .as_deref()
 }
 
 /// A plan's phase, problem and approaches, as `continue` shows them (`None`: no plan).
-pub fn plan_state(tree: &ThoughtTree) -> Option<serde_json::Value> {
+pub(crate) fn plan_state(tree: &ThoughtTree) -> Option<serde_json::Value> {
     crate::tools::planning::prompt::plan_state(tree)
 }
 
 /// The `deep_planning` phases that may follow `phase`.
-pub fn next_phases(phase: Option<&str>) -> &'static [&'static str] {
+pub(crate) fn next_phases(phase: Option<&str>) -> &'static [&'static str] {
     crate::tools::planning::valid_next(phase)
 }
 
 /// A session's title as the tools make it from `text` (the first line, clipped).
-pub fn title_of(text: &str) -> String {
+pub(crate) fn title_of(text: &str) -> String {
     crate::tools::write::title_of(text)
 }

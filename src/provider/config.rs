@@ -16,32 +16,32 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Name of the config file in the data directory.
-pub const CONFIG_FILE: &str = "providers.json";
+pub(crate) const CONFIG_FILE: &str = "providers.json";
 /// Secrets files read in the data directory, first wins (after the environment).
-pub const SECRETS_FILES: [&str; 2] = ["secrets.local.txt", "secrets.txt"];
+pub(crate) const SECRETS_FILES: [&str; 2] = ["secrets.local.txt", "secrets.txt"];
 
 /// Generic OpenAI-compatible endpoint: base URL (without `/chat/completions`).
-pub const LLM_BASE_URL_ENV: &str = "REASONING_LEDGER_LLM_BASE_URL";
+pub(crate) const LLM_BASE_URL_ENV: &str = "REASONING_LEDGER_LLM_BASE_URL";
 /// Generic endpoint's model.
-pub const LLM_MODEL_ENV: &str = "REASONING_LEDGER_LLM_MODEL";
+pub(crate) const LLM_MODEL_ENV: &str = "REASONING_LEDGER_LLM_MODEL";
 /// Generic endpoint's key (optional for local servers).
-pub const LLM_API_KEY_ENV: &str = "REASONING_LEDGER_LLM_API_KEY";
+pub(crate) const LLM_API_KEY_ENV: &str = "REASONING_LEDGER_LLM_API_KEY";
 /// Request timeout in seconds (any provider).
-pub const LLM_TIMEOUT_ENV: &str = "REASONING_LEDGER_LLM_TIMEOUT_SECS";
+pub(crate) const LLM_TIMEOUT_ENV: &str = "REASONING_LEDGER_LLM_TIMEOUT_SECS";
 /// First backoff delay in milliseconds (later ones: ×3, ×7), for tests and slow links.
-pub const LLM_BACKOFF_ENV: &str = "REASONING_LEDGER_LLM_BACKOFF_MS";
+pub(crate) const LLM_BACKOFF_ENV: &str = "REASONING_LEDGER_LLM_BACKOFF_MS";
 /// Longest wait for a client to answer a sampling request, in seconds.
-pub const SAMPLING_TIMEOUT_ENV: &str = "REASONING_LEDGER_SAMPLING_TIMEOUT_SECS";
+pub(crate) const SAMPLING_TIMEOUT_ENV: &str = "REASONING_LEDGER_SAMPLING_TIMEOUT_SECS";
 
 /// Default request timeout of one HTTP attempt.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default first backoff delay (then about 3 s and 7 s, with jitter).
-pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 /// Retries after the first attempt, on 429 and 5xx only.
-pub const MAX_RETRIES: u32 = 3;
+pub(crate) const MAX_RETRIES: u32 = 3;
 
 /// The presets: name, variable prefix, default base URL, default model.
-pub const PRESETS: [(&str, &str, &str, &str); 4] = [
+pub(crate) const PRESETS: [(&str, &str, &str, &str); 4] = [
     (
         "deepseek",
         "DEEPSEEK",

@@ -19,13 +19,13 @@ use tokio_util::sync::CancellationToken;
 
 /// The longest `Retry-After` the client waits out; a provider asking for more gets its
 /// `api`/`backoff` error passed to the model at once.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Most bytes of an error body kept (redacted) in the error message.
-pub const ERROR_BODY_MAX_CHARS: usize = 500;
+pub(crate) const ERROR_BODY_MAX_CHARS: usize = 500;
 
 /// Most bytes of a response body read.
-pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Each backoff is its nominal delay times a uniform factor in 1 ± this (±25 %), so
 /// clients that failed together do not retry together.
@@ -33,7 +33,7 @@ const BACKOFF_JITTER: f64 = 0.25;
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug)]
-pub struct HttpProvider {
+pub(crate) struct HttpProvider {
     config: ProviderConfig,
     client: reqwest::Client,
 }
@@ -45,7 +45,7 @@ struct AttemptOutcome {
 }
 
 impl HttpProvider {
-    pub fn new(config: ProviderConfig) -> Self {
+    pub(crate) fn new(config: ProviderConfig) -> Self {
         // rustls needs a process-wide crypto provider; ring builds lean. Installing
         // twice is harmless (the first stays).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -61,7 +61,7 @@ impl HttpProvider {
         HttpProvider { config, client }
     }
 
-    pub fn config(&self) -> &ProviderConfig {
+    pub(crate) fn config(&self) -> &ProviderConfig {
         &self.config
     }
 
@@ -74,7 +74,7 @@ impl HttpProvider {
     }
 
     /// The request body (the key is not in it).
-    pub fn body(&self, chat: &ChatRequest) -> Value {
+    pub(crate) fn body(&self, chat: &ChatRequest) -> Value {
         let mut messages = Vec::with_capacity(chat.messages.len() + 1);
         if let Some(system) = &chat.system {
             messages.push(json!({"role": "system", "content": system}));
@@ -115,7 +115,7 @@ impl HttpProvider {
 
     /// Runs the call with its retries; returns the answer or the last error, and the
     /// record of every attempt.
-    pub async fn complete(
+    pub(crate) async fn complete(
         &self,
         chat: &ChatRequest,
         cancel: &CancellationToken,
@@ -370,7 +370,7 @@ fn parse_seconds(text: &str) -> Option<u64> {
 }
 
 /// A chat completion's answer, or what is wrong with the body.
-pub fn parse_completion(bytes: &[u8], asked_model: &str) -> Result<ChatResponse, String> {
+pub(crate) fn parse_completion(bytes: &[u8], asked_model: &str) -> Result<ChatResponse, String> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         let start: String = String::from_utf8_lossy(bytes).chars().take(120).collect();
         format!("not JSON ({e}); it starts with {start:?}")

@@ -14,11 +14,11 @@
 //! event, an answer, an error, a log line or `Debug` output ([`config::ApiKey`] has no
 //! `Serialize` and prints as `***`).
 
-pub mod config;
-pub mod http;
-pub mod record;
-pub mod redact;
-pub mod sampling;
+pub(crate) mod config;
+pub(crate) mod http;
+pub(crate) mod record;
+pub(crate) mod redact;
+pub(crate) mod sampling;
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientCapabilities, InputRequiredResult, InputResponses, ProtocolVersion};
@@ -28,8 +28,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{ApiKey, Prices, ProviderConfig, ProviderSettings};
-pub use record::{AttemptRecord, ModelCallRecord, ModelCallRecorded};
+#[allow(unused_imports)] // some only in test builds
+pub(crate) use config::{ApiKey, Prices, ProviderConfig, ProviderSettings};
+#[allow(unused_imports)] // some only in test builds
+pub(crate) use record::{AttemptRecord, ModelCallRecord, ModelCallRecorded};
 
 /// Who speaks in a chat message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -324,7 +326,7 @@ impl std::fmt::Debug for Models {
 }
 
 /// Default longest wait for a client to answer a sampling request.
-pub const DEFAULT_SAMPLING_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_SAMPLING_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Models {
     /// Models from settings (see [`ProviderSettings::load`]).

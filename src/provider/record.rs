@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
 /// The name the model-call event's codec and its parts of the projections go by.
-pub const PROVIDER: &str = "provider";
+pub(crate) const PROVIDER: &str = "provider";
 
 /// A model call as folded: the event's seq and time, the tool that caused it, the record.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,11 +38,11 @@ pub struct ModelCallView {
 /// The model calls recorded in a session (any family), in seq order: their state in the
 /// tree.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ModelCalls(pub Vec<ModelCallView>);
+pub(crate) struct ModelCalls(pub Vec<ModelCallView>);
 
 impl ModelCalls {
     /// The model calls of `tree` (none when it has none).
-    pub fn of(tree: &ThoughtTree) -> &[ModelCallView] {
+    pub(crate) fn of(tree: &ThoughtTree) -> &[ModelCallView] {
         tree.family::<ModelCalls>().map_or(&[], |calls| &calls.0)
     }
 }
@@ -78,7 +78,7 @@ fn is_zero(n: &u64) -> bool {
 /// Model calls recorded in a session, and the tokens and cost they reported: the
 /// provider's part of the summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ModelCallTotals {
+pub(crate) struct ModelCallTotals {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub model_calls: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -116,9 +116,9 @@ impl SummaryPart for ModelCallTotals {
 }
 
 /// Schema of `model_call_recorded` written by this build.
-pub const MODEL_CALL_SCHEMA: u32 = 1;
+pub(crate) const MODEL_CALL_SCHEMA: u32 = 1;
 /// Its tag.
-pub const MODEL_CALL_RECORDED: &str = "model_call_recorded";
+pub(crate) const MODEL_CALL_RECORDED: &str = "model_call_recorded";
 
 /// One attempt of a model call (an HTTP request, or one sampling request).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -229,7 +229,7 @@ impl Serialize for ModelCallEvent {
 
 /// [`ModelCallRecorded`] as a family payload.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ModelCallEvent(pub ModelCallRecorded);
+pub(crate) struct ModelCallEvent(pub ModelCallRecorded);
 
 impl From<ModelCallRecorded> for crate::event::Payload {
     fn from(event: ModelCallRecorded) -> Self {
@@ -293,10 +293,10 @@ impl FamilyEvent for ModelCallEvent {
 }
 
 /// The model calls' piece of a session's Markdown (any family's sessions).
-pub struct ModelCallsRender;
+pub(crate) struct ModelCallsRender;
 
 /// The one instance, registered among the renderers no family owns.
-pub static MODEL_CALLS_RENDER: ModelCallsRender = ModelCallsRender;
+pub(crate) static MODEL_CALLS_RENDER: ModelCallsRender = ModelCallsRender;
 
 impl FamilyRender for ModelCallsRender {
     /// Its model calls: totals, then one line per call (empty when it has none).
@@ -369,9 +369,9 @@ impl FamilyRender for ModelCallsRender {
 }
 
 /// The codec of `model_call_recorded` (not a toolset's: any family records it).
-pub struct ModelCallCodec;
+pub(crate) struct ModelCallCodec;
 
-pub static MODEL_CALL_CODEC: ModelCallCodec = ModelCallCodec;
+pub(crate) static MODEL_CALL_CODEC: ModelCallCodec = ModelCallCodec;
 
 impl PayloadCodec for ModelCallCodec {
     fn family(&self) -> &'static str {

@@ -7,10 +7,10 @@
 //! the original text anywhere.
 
 /// A run of key characters at least this long, with letters and digits, reads as a key.
-pub const LONG_TOKEN_CHARS: usize = 32;
+pub(crate) const LONG_TOKEN_CHARS: usize = 32;
 
 /// What replaces a key-like token.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Prefixes providers give their keys.
 const KEY_PREFIXES: [&str; 7] = ["sk-", "csk-", "key-", "gsk_", "xai-", "sk_", "pk-"];
@@ -33,7 +33,7 @@ fn key_like(token: &str) -> bool {
 }
 
 /// `text` with every known key and every key-like token replaced by [`REDACTED`].
-pub fn redact(text: &str, known: &[&str]) -> String {
+pub(crate) fn redact(text: &str, known: &[&str]) -> String {
     let mut text = text.to_string();
     for key in known.iter().filter(|k| k.len() >= 4) {
         text = text.replace(key, REDACTED);

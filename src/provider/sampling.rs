@@ -31,21 +31,21 @@ use serde_json::{Map, Value};
 use std::time::{Duration, Instant};
 
 /// Key of the sampling request in an input-required answer.
-pub const INPUT_KEY: &str = "sampling";
+pub(crate) const INPUT_KEY: &str = "sampling";
 
 /// `max_tokens` sent in a sampling request when the caller set none (MCP requires one).
-pub const DEFAULT_SAMPLING_MAX_TOKENS: u32 = 4096;
+pub(crate) const DEFAULT_SAMPLING_MAX_TOKENS: u32 = 4096;
 
 /// How long a sealed request state stays valid.
-pub const REQUEST_STATE_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const REQUEST_STATE_TTL: Duration = Duration::from_secs(3600);
 
 /// Seals and opens request states under a per-process random key.
-pub struct StateSealer {
+pub(crate) struct StateSealer {
     codec: RequestStateCodec,
 }
 
 impl StateSealer {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut key = [0u8; 32];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
             .expect("the system's random source works");
@@ -71,7 +71,7 @@ struct RoundState {
 }
 
 /// The sampling parameters of `chat`.
-pub fn render(chat: &ChatRequest) -> CreateMessageRequestParams {
+pub(crate) fn render(chat: &ChatRequest) -> CreateMessageRequestParams {
     let messages = chat
         .messages
         .iter()
@@ -182,7 +182,7 @@ fn sampling_error(message: impl Into<String>) -> ProviderError {
 
 /// The client's model answers `chat` (see the module doc), or a `config` error when the
 /// client offers no sampling.
-pub async fn complete(
+pub(crate) async fn complete(
     sealer: &StateSealer,
     tool: &str,
     arguments: &Map<String, Value>,

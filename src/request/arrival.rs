@@ -18,15 +18,15 @@ use tokio::sync::Notify;
 /// Longest a call waits for the calls that arrived before it to reach their write (or
 /// give it up). Earlier calls only parse their arguments first, so this is only reached
 /// when a stamped request never reached a tool (the framework refused it).
-pub const ARRIVAL_WAIT_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const ARRIVAL_WAIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// The position of a `tools/call` request among its connection's, from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Arrival(pub u64);
+pub(crate) struct Arrival(pub u64);
 
 /// Whose turn it is on one connection.
 #[derive(Debug, Default)]
-pub struct ArrivalOrder {
+pub(crate) struct ArrivalOrder {
     state: Mutex<OrderState>,
     changed: Notify,
 }
@@ -40,12 +40,12 @@ struct OrderState {
 }
 
 impl ArrivalOrder {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(ArrivalOrder::default())
     }
 
     /// The turn of the call that arrived as `arrival` (`None`: not stamped, no order).
-    pub fn turn(self: &Arc<Self>, arrival: Option<Arrival>) -> Turn {
+    pub(crate) fn turn(self: &Arc<Self>, arrival: Option<Arrival>) -> Turn {
         Turn {
             order: arrival.map(|a| (self.clone(), a.0)),
         }

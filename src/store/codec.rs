@@ -21,11 +21,11 @@ use ulid::Ulid;
 
 /// First byte of a binary row written before tool families had their own codecs: a
 /// closed enum of the four payloads there were then. Read, never written.
-pub const BINARY_ROW_V1: u8 = 0x01;
+pub(crate) const BINARY_ROW_V1: u8 = 0x01;
 
 /// First byte of a binary row (format version 2): core payloads inline, a family's
 /// payload as its tag and the bytes of its family's codec. JSON rows start with `{`.
-pub const BINARY_ROW_V2: u8 = 0x02;
+pub(crate) const BINARY_ROW_V2: u8 = 0x02;
 
 /// An event as stored in a binary row; strings borrow from the row.
 #[derive(Serialize, Deserialize)]
@@ -106,7 +106,7 @@ struct StoredStartedV1<'a> {
 
 /// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
 /// (always, for events this build or an import wrote), JSON otherwise.
-pub fn encode_event(event: &Event) -> Vec<u8> {
+pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     let (Some(prev), Some(hash)) = (hex_to_bytes(&event.prev), hex_to_bytes(&event.hash)) else {
         return serde_json::to_vec(event).expect("events always serialize");
     };
@@ -153,14 +153,14 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
 }
 
 /// The event in a row of any encoding.
-pub fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
+pub(crate) fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
     decode_row(row, DecodeFields::All)
 }
 
 /// [`decode_event`] for a projection's fold: `prev` and `hash` are left empty and a
 /// family may leave what no fold reads (a call's arguments are `null`; skipping them is a
 /// third of a rebuild). JSON rows decode whole.
-pub fn decode_event_to_fold(row: &[u8]) -> Result<Event, StoreError> {
+pub(crate) fn decode_event_to_fold(row: &[u8]) -> Result<Event, StoreError> {
     decode_row(row, DecodeFields::ToFold)
 }
 

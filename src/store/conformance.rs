@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// A fresh, empty ledger for one case, and a way to open another handle on the same
 /// ledger (as a second process would).
-pub struct Fresh {
+pub(super) struct Fresh {
     pub ledger: Ledger,
     pub another_handle: Box<dyn Fn() -> Ledger>,
     /// Whatever must outlive the handles (a temporary directory, a test database): bind
@@ -121,7 +121,7 @@ fn put_head(ledger: &Ledger, head: SessionHead) {
         .expect("put head");
 }
 
-pub fn append_checks_the_expected_seq_and_writes_nothing_on_conflict(fresh: &MakeFresh) {
+pub(super) fn append_checks_the_expected_seq_and_writes_nothing_on_conflict(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -149,7 +149,7 @@ pub fn append_checks_the_expected_seq_and_writes_nothing_on_conflict(fresh: &Mak
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
 }
 
-pub fn a_retried_batch_is_acknowledged_with_the_stored_events(fresh: &MakeFresh) {
+pub(super) fn a_retried_batch_is_acknowledged_with_the_stored_events(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -178,7 +178,7 @@ pub fn a_retried_batch_is_acknowledged_with_the_stored_events(fresh: &MakeFresh)
 /// `head_and_events_by_id` answers exactly as `head` and `events_by_id` do: in a read
 /// view, and in the write transaction after appends of the same transaction (which it
 /// sees), for a known and an unknown session, stored and missing ids, and no ids.
-pub fn a_head_and_events_by_id_answer_as_their_parts(fresh: &MakeFresh) {
+pub(super) fn a_head_and_events_by_id_answer_as_their_parts(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -228,7 +228,7 @@ pub fn a_head_and_events_by_id_answer_as_their_parts(fresh: &MakeFresh) {
     assert_eq!(ledger.head(session).unwrap(), Some(seen.1.head));
 }
 
-pub fn a_reused_id_is_refused(fresh: &MakeFresh) {
+pub(super) fn a_reused_id_is_refused(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -262,7 +262,7 @@ pub fn a_reused_id_is_refused(fresh: &MakeFresh) {
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
 }
 
-pub fn a_session_starts_with_session_started_once(fresh: &MakeFresh) {
+pub(super) fn a_session_starts_with_session_started_once(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -291,7 +291,7 @@ pub fn a_session_starts_with_session_started_once(fresh: &MakeFresh) {
     assert_eq!(ledger.last_position().unwrap(), 1);
 }
 
-pub fn aliases_are_unique_and_resolve(fresh: &MakeFresh) {
+pub(super) fn aliases_are_unique_and_resolve(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -322,7 +322,7 @@ pub fn aliases_are_unique_and_resolve(fresh: &MakeFresh) {
     assert_eq!(inside, Some(session));
 }
 
-pub fn import_keeps_hashes_chains_and_is_idempotent(fresh: &MakeFresh) {
+pub(super) fn import_keeps_hashes_chains_and_is_idempotent(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep_from,
         ledger: from,
@@ -416,7 +416,7 @@ fn next_event(head: &SessionHead) -> Event {
     event
 }
 
-pub fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
+pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
     type Spoil = fn(&SessionHead, &mut Event);
     let cases: [(&str, Spoil); 4] = [
         ("altered", |_, e| {
@@ -539,7 +539,9 @@ pub fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
     ));
 }
 
-pub fn a_stale_summary_is_reported_apart_from_damage_and_a_rebuild_fixes_it(fresh: &MakeFresh) {
+pub(super) fn a_stale_summary_is_reported_apart_from_damage_and_a_rebuild_fixes_it(
+    fresh: &MakeFresh,
+) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -568,7 +570,7 @@ pub fn a_stale_summary_is_reported_apart_from_damage_and_a_rebuild_fixes_it(fres
     );
 }
 
-pub fn positions_follow_commit_order_without_gaps(fresh: &MakeFresh) {
+pub(super) fn positions_follow_commit_order_without_gaps(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -612,7 +614,7 @@ pub fn positions_follow_commit_order_without_gaps(fresh: &MakeFresh) {
     assert_eq!(session_with(&ledger, 0).position, 8);
 }
 
-pub fn events_are_read_from_a_position(fresh: &MakeFresh) {
+pub(super) fn events_are_read_from_a_position(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -640,7 +642,7 @@ pub fn events_are_read_from_a_position(fresh: &MakeFresh) {
     assert_eq!(seen, 4, "stops when told");
 }
 
-pub fn heads_order_newest_first_by_position(fresh: &MakeFresh) {
+pub(super) fn heads_order_newest_first_by_position(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -735,7 +737,7 @@ fn next_with_commit_while_waiting(
     }
 }
 
-pub fn a_watch_wakes_on_a_local_commit(fresh: &MakeFresh) {
+pub(super) fn a_watch_wakes_on_a_local_commit(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -758,7 +760,7 @@ pub fn a_watch_wakes_on_a_local_commit(fresh: &MakeFresh) {
     assert_eq!(all.len(), 3);
 }
 
-pub fn two_handles_see_each_other_and_conflict(fresh: &MakeFresh) {
+pub(super) fn two_handles_see_each_other_and_conflict(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,
@@ -790,7 +792,7 @@ pub fn two_handles_see_each_other_and_conflict(fresh: &MakeFresh) {
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
 }
 
-pub fn a_panicking_job_answers_an_error_and_the_writer_goes_on(fresh: &MakeFresh) {
+pub(super) fn a_panicking_job_answers_an_error_and_the_writer_goes_on(fresh: &MakeFresh) {
     let Fresh {
         keep: _keep,
         ledger,

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// A canary key: it must reach the provider's Authorization header and nothing else.
-pub const CANARY: &str = "sk-canary-4f1c9e7a2b3d5e6f";
+pub(crate) const CANARY: &str = "sk-canary-4f1c9e7a2b3d5e6f";
 
 /// The environment pointing the server at `url`, with a short backoff.
 fn provider_env(url: &str) -> Vec<(&'static str, String)> {

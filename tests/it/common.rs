@@ -10,20 +10,20 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-pub type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// The binary under test, built by cargo for this test run.
-pub fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_reasoning-ledger"))
 }
 
 /// A fresh data directory, removed when dropped.
-pub fn data_dir() -> tempfile::TempDir {
+pub(crate) fn data_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
 /// Spawns `reasoning-ledger serve` on `dir` with extra arguments and connects a client.
-pub async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Client {
+pub(crate) async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Client {
     let dir = dir.to_path_buf();
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let env: Vec<(String, String)> = env
@@ -48,11 +48,11 @@ pub async fn spawn_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cli
 }
 
 /// Spawns the server with its defaults on `dir`.
-pub async fn spawn(dir: &Path) -> Client {
+pub(crate) async fn spawn(dir: &Path) -> Client {
     spawn_with(dir, &[], &[]).await
 }
 
-pub fn object(value: Value) -> Map<String, Value> {
+pub(crate) fn object(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,
         other => panic!("arguments must be an object, got {other}"),
@@ -60,13 +60,13 @@ pub fn object(value: Value) -> Map<String, Value> {
 }
 
 /// Calls a tool; panics on a JSON-RPC error (use `try_call` to see those).
-pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
     try_call(client, tool, arguments)
         .await
         .expect("tools/call answered")
 }
 
-pub async fn try_call(
+pub(crate) async fn try_call(
     client: &Client,
     tool: &str,
     arguments: Value,
@@ -77,7 +77,7 @@ pub async fn try_call(
 }
 
 /// The first text content of a result.
-pub fn text(result: &CallToolResult) -> String {
+pub(crate) fn text(result: &CallToolResult) -> String {
     result
         .content
         .first()
@@ -87,7 +87,7 @@ pub fn text(result: &CallToolResult) -> String {
 }
 
 /// The structured content of a successful result.
-pub fn structured(result: &CallToolResult) -> Value {
+pub(crate) fn structured(result: &CallToolResult) -> Value {
     assert_ne!(result.is_error, Some(true), "tool failed: {}", text(result));
     result
         .structured_content
@@ -95,17 +95,17 @@ pub fn structured(result: &CallToolResult) -> Value {
         .expect("structured content")
 }
 
-pub fn is_error(result: &CallToolResult) -> bool {
+pub(crate) fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }
 
 /// A sequentialthinking call's arguments.
-pub fn thought(n: u64, total: u64, next: bool, text: &str) -> Value {
+pub(crate) fn thought(n: u64, total: u64, next: bool, text: &str) -> Value {
     serde_json::json!({"thought": text, "thoughtNumber": n, "totalThoughts": total, "nextThoughtNeeded": next})
 }
 
 /// Runs the CLI on `dir` and waits for it.
-pub fn cli(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn cli(dir: &Path, args: &[&str]) -> Output {
     std::process::Command::new(bin())
         .arg("--data-dir")
         .arg(dir)
@@ -116,17 +116,17 @@ pub fn cli(dir: &Path, args: &[&str]) -> Output {
         .expect("run cli")
 }
 
-pub fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-pub fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Replaces what changes from run to run (ULIDs, hashes, times, durations) with stable
 /// placeholders, numbering each distinct id in order of appearance.
-pub fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     let ulid = regex::Regex::new(r"\b[0-7][0-9A-HJKMNP-TV-Z]{25}\b").unwrap();
     let mut seen: Vec<String> = Vec::new();
     let text = ulid.replace_all(text, |caps: &regex::Captures| {
@@ -159,7 +159,7 @@ pub fn normalize(text: &str) -> String {
 }
 
 /// The one snapshot helper: normalizes `text` and compares it with `snapshots/<name>.snap`.
-pub fn check(name: &str, text: &str) {
+pub(crate) fn check(name: &str, text: &str) {
     let normalized = normalize(text);
     insta::with_settings!({snapshot_path => "../../snapshots", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!(name, normalized);
@@ -167,14 +167,14 @@ pub fn check(name: &str, text: &str) {
 }
 
 /// `check` for a JSON value, pretty-printed.
-pub fn check_json(name: &str, value: &Value) {
+pub(crate) fn check_json(name: &str, value: &Value) {
     check(name, &serde_json::to_string_pretty(value).unwrap());
 }
 
 /// Spawns `reasoning-ledger serve` on `dir` with stderr piped, so a test can read what the
 /// server draws there. `disable_logging`: the value of `DISABLE_THOUGHT_LOGGING`, or
 /// `None` to leave it unset.
-pub async fn spawn_with_stderr(
+pub(crate) async fn spawn_with_stderr(
     dir: &Path,
     disable_logging: Option<&str>,
 ) -> (Client, tokio::process::ChildStderr) {
@@ -201,7 +201,7 @@ pub async fn spawn_with_stderr(
 /// `t<digits>` —, edges, subgraphs), read from the renderer's one-statement-per-line
 /// output. The fixture generators assert these against the session before writing a
 /// diagram for the real parser.
-pub fn mermaid_structure(diagram: &str) -> (usize, usize, usize) {
+pub(crate) fn mermaid_structure(diagram: &str) -> (usize, usize, usize) {
     let node = regex::Regex::new(r#"^(t\d+)\["#).unwrap();
     let edge = regex::Regex::new(r"^\w+ (-->|-\.->|==>|-\.-x)(\|.*\|)? \w+$").unwrap();
     let mut thoughts: Vec<&str> = Vec::new();
@@ -222,7 +222,7 @@ pub fn mermaid_structure(diagram: &str) -> (usize, usize, usize) {
 
 /// The counts a diagram's header line states (`%% reasoning-ledger session … N thoughts,
 /// E edges, B branches`).
-pub fn mermaid_header_counts(diagram: &str) -> (usize, usize, usize) {
+pub(crate) fn mermaid_header_counts(diagram: &str) -> (usize, usize, usize) {
     let header = regex::Regex::new(
         r"%% reasoning-ledger session .*?(\d+) thoughts?, (\d+) edges?, (\d+) branch(?:es)?\b",
     )
@@ -236,7 +236,7 @@ pub fn mermaid_header_counts(diagram: &str) -> (usize, usize, usize) {
 
 /// Every variable the provider layer reads: cleared so a developer's own keys never
 /// reach a test.
-pub const PROVIDER_VARS: [&str; 19] = [
+pub(crate) const PROVIDER_VARS: [&str; 19] = [
     "DEEPSEEK_API_KEY",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODEL",
@@ -260,7 +260,7 @@ pub const PROVIDER_VARS: [&str; 19] = [
 
 /// Spawns the server with the agent and ledger toolsets, `env` on top of a clean
 /// provider environment, stderr into `stderr` (or nowhere).
-pub async fn spawn_agent(dir: &Path, env: &[(&str, &str)], stderr: Option<&Path>) -> Client {
+pub(crate) async fn spawn_agent(dir: &Path, env: &[(&str, &str)], stderr: Option<&Path>) -> Client {
     let dir = dir.to_path_buf();
     let env: Vec<(String, String)> = env
         .iter()

@@ -610,7 +610,7 @@ fn is_boolean(schema: &Value) -> bool {
 
 /// Valid arguments for every listed tool, on a session with three thoughts (head seq 4).
 /// A new tool fails the test here until it gets its base arguments.
-pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
+pub(crate) fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
     let value = match tool {
         SEQ | "sequential_thinking" => {
             json!({"thought": "t", "thoughtNumber": 2, "totalThoughts": 3, "nextThoughtNeeded": true, "sessionId": session})
@@ -653,7 +653,11 @@ pub fn base_arguments(tool: &str, session: &str) -> Map<String, Value> {
 
 /// The booster tools that name a session: they need a booster session of their own
 /// (`multi-step` one, the others another, each with room for 64 iterations).
-pub fn booster_session_for<'a>(tool: &str, step: &'a str, multi: &'a str) -> Option<&'a str> {
+pub(crate) fn booster_session_for<'a>(
+    tool: &str,
+    step: &'a str,
+    multi: &'a str,
+) -> Option<&'a str> {
     match tool {
         "step" | "get-state" | "summarize" => Some(step),
         "multi-step" => Some(multi),
@@ -662,7 +666,7 @@ pub fn booster_session_for<'a>(tool: &str, step: &'a str, multi: &'a str) -> Opt
 }
 
 /// Arguments of `start` for the booster sessions of the suites.
-pub fn booster_start() -> Value {
+pub(crate) fn booster_start() -> Value {
     json!({"task": "t", "config": {"maxSteps": 64}})
 }
 

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 /// One scripted reply.
 #[derive(Clone, Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
@@ -20,7 +20,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn status(status: u16, body: &str) -> Self {
+    pub(crate) fn status(status: u16, body: &str) -> Self {
         Reply {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -30,7 +30,7 @@ impl Reply {
     }
 
     /// A chat completion whose message content is `content`.
-    pub fn completion(content: &str) -> Self {
+    pub(crate) fn completion(content: &str) -> Self {
         Reply::status(
             200,
             &serde_json::json!({
@@ -44,12 +44,12 @@ impl Reply {
         )
     }
 
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
 
-    pub fn delayed(mut self, delay: Duration) -> Self {
+    pub(crate) fn delayed(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
@@ -57,19 +57,19 @@ impl Reply {
 
 /// A request as received.
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub at: Instant,
     pub head: String,
     pub body: String,
 }
 
 impl Received {
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).expect("request body is JSON")
     }
 }
 
-pub struct LlmServer {
+pub(crate) struct LlmServer {
     pub base_url: String,
     received: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
@@ -83,7 +83,7 @@ impl Drop for LlmServer {
 
 impl LlmServer {
     /// Starts the server with `script` (at least one reply).
-    pub async fn start(script: Vec<Reply>) -> Self {
+    pub(crate) async fn start(script: Vec<Reply>) -> Self {
         assert!(!script.is_empty());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -133,7 +133,7 @@ impl LlmServer {
         }
     }
 
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
@@ -171,7 +171,7 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Received> {
 }
 
 /// A port on 127.0.0.1 nothing listens on (bound, then released).
-pub fn closed_port_url() -> String {
+pub(crate) fn closed_port_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);

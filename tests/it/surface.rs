@@ -25,10 +25,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 /// Every toolset: sessions of every kind, and `plan` listed.
-pub const ALL_TOOLSETS: &str = "thinking,ledger,planning,qa,booster,agent";
+pub(crate) const ALL_TOOLSETS: &str = "thinking,ledger,planning,qa,booster,agent";
 
 /// A bearer token for the HTTP servers of these tests.
-pub const TOKEN: &str = "surface-token";
+pub(crate) const TOKEN: &str = "surface-token";
 
 /// How long any one awaited message may take.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -38,12 +38,12 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A client that keeps the log notifications it receives.
 #[derive(Clone)]
-pub struct Logs {
+pub(crate) struct Logs {
     sender: mpsc::UnboundedSender<Value>,
 }
 
 impl Logs {
-    pub fn new() -> (Logs, mpsc::UnboundedReceiver<Value>) {
+    pub(crate) fn new() -> (Logs, mpsc::UnboundedReceiver<Value>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         (Logs { sender }, receiver)
     }
@@ -60,7 +60,7 @@ impl ClientHandler for Logs {
     }
 }
 
-pub type LogClient = RunningService<RoleClient, Logs>;
+pub(crate) type LogClient = RunningService<RoleClient, Logs>;
 
 fn clean_env(cmd: &mut tokio::process::Command, env: &[(&str, &str)]) {
     cmd.env("DISABLE_THOUGHT_LOGGING", "true");
@@ -77,7 +77,7 @@ fn clean_env(cmd: &mut tokio::process::Command, env: &[(&str, &str)]) {
 
 /// `serve` over stdio with every toolset, `env` on a clean provider environment; the
 /// client keeps log notifications.
-pub async fn stdio_client(
+pub(crate) async fn stdio_client(
     dir: &Path,
     env: &[(&str, &str)],
 ) -> (LogClient, mpsc::UnboundedReceiver<Value>) {
@@ -104,13 +104,13 @@ pub async fn stdio_client(
 }
 
 /// A `serve --http 127.0.0.1:0` server with every toolset and [`TOKEN`].
-pub struct HttpServer {
+pub(crate) struct HttpServer {
     _child: tokio::process::Child,
     pub url: String,
 }
 
 impl HttpServer {
-    pub async fn start(dir: &Path, env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) async fn start(dir: &Path, env: &[(&str, &str)]) -> HttpServer {
         // reqwest is built without a TLS provider of its own: every client needs one.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut command = tokio::process::Command::new(bin());
@@ -142,7 +142,7 @@ impl HttpServer {
     }
 
     /// An `initialize`-generation client with the token, keeping log notifications.
-    pub async fn client(&self) -> (LogClient, mpsc::UnboundedReceiver<Value>) {
+    pub(crate) async fn client(&self) -> (LogClient, mpsc::UnboundedReceiver<Value>) {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone())
@@ -157,7 +157,7 @@ impl HttpServer {
 }
 
 /// The request metadata of 2026-07-28, with a log level when given.
-pub fn meta_2026(log_level: Option<&str>) -> Value {
+pub(crate) fn meta_2026(log_level: Option<&str>) -> Value {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "surface-test", "version": "1"},
@@ -177,20 +177,20 @@ fn with_meta(params: Value, log_level: Option<&str>) -> Value {
 }
 
 /// A server's stdin and stdout.
-pub struct StdioPipe {
+pub(crate) struct StdioPipe {
     _child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 }
 
 /// A 2026-07-28 client over raw JSON-RPC: stdio lines or HTTP posts.
-pub enum Raw2026 {
+pub(crate) enum Raw2026 {
     Stdio { pipe: Box<StdioPipe>, next_id: u64 },
     Http { url: String, next_id: u64 },
 }
 
 impl Raw2026 {
-    pub fn stdio(dir: &Path, env: &[(&str, &str)]) -> Raw2026 {
+    pub(crate) fn stdio(dir: &Path, env: &[(&str, &str)]) -> Raw2026 {
         let mut command = tokio::process::Command::new(bin());
         command
             .arg("serve")
@@ -215,7 +215,7 @@ impl Raw2026 {
         }
     }
 
-    pub fn http(server: &HttpServer) -> Raw2026 {
+    pub(crate) fn http(server: &HttpServer) -> Raw2026 {
         Raw2026::Http {
             url: server.url.clone(),
             next_id: 1,
@@ -224,7 +224,7 @@ impl Raw2026 {
 
     /// Sends one request (with the 2026-07-28 metadata) and returns its answer (the whole
     /// message: `result` or `error`) and the notifications that came before it.
-    pub async fn request(
+    pub(crate) async fn request(
         &mut self,
         method: &str,
         params: Value,
@@ -291,7 +291,7 @@ impl Raw2026 {
 }
 
 /// The JSON-RPC messages of an HTTP answer: one JSON body, or SSE `data:` lines.
-pub fn http_messages(body: &str) -> Vec<Value> {
+pub(crate) fn http_messages(body: &str) -> Vec<Value> {
     if let Ok(message) = serde_json::from_str::<Value>(body) {
         return vec![message];
     }
@@ -381,7 +381,7 @@ impl Conn {
 // A ledger with a session of every kind
 
 /// The sessions [`ledger_of_every_kind`] recorded, by kind.
-pub struct Kinds {
+pub(crate) struct Kinds {
     pub ids: HashMap<String, String>,
     /// The planning session's problem.
     pub problem: &'static str,
@@ -404,7 +404,7 @@ async fn call(client: &LogClient, tool: &str, arguments: Value) -> Value {
 /// Records a thinking session (with a branch), a think thread, a qa session, a plan (two
 /// approaches, one evaluated), a booster session (a heuristic step) and an agent session
 /// (one node from the loopback model); returns the ids by kind.
-pub async fn ledger_of_every_kind(dir: &Path) -> Kinds {
+pub(crate) async fn ledger_of_every_kind(dir: &Path) -> Kinds {
     let model = LlmServer::start(vec![Reply::completion(AGENT_ANSWER)]).await;
     let env = [
         ("REASONING_LEDGER_LLM_BASE_URL", model.base_url.as_str()),
@@ -462,7 +462,7 @@ pub async fn ledger_of_every_kind(dir: &Path) -> Kinds {
 }
 
 /// The JSON data block of a prompt (its second message).
-pub fn data_of(prompt: &Value) -> Value {
+pub(crate) fn data_of(prompt: &Value) -> Value {
     let text = prompt["messages"][1]["content"]["text"]
         .as_str()
         .expect("a data message");

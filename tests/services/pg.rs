@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-pub const TEST_PG_ENV: &str = "REASONING_LEDGER_TEST_PG";
+pub(crate) const TEST_PG_ENV: &str = "REASONING_LEDGER_TEST_PG";
 
 fn script() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/tools/pg")
 }
 
 /// Runs `tools/pg` with `args`; panics with its stderr when it fails.
-pub fn tools_pg(args: &[&str]) -> String {
+pub(crate) fn tools_pg(args: &[&str]) -> String {
     let output = std::process::Command::new(script())
         .args(args)
         .output()
@@ -32,7 +32,7 @@ pub fn tools_pg(args: &[&str]) -> String {
 }
 
 /// The tests' shared server.
-pub fn server_url() -> &'static str {
+pub(crate) fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| match std::env::var(TEST_PG_ENV) {
         Ok(url) if !url.trim().is_empty() => url.trim().to_string(),
@@ -69,14 +69,14 @@ fn new_schema_here(server: &str) -> (String, String) {
 }
 
 /// An empty schema on the shared server: one ledger.
-pub struct Schema {
+pub(crate) struct Schema {
     pub url: String,
     name: String,
     server: String,
 }
 
 impl Schema {
-    pub fn new() -> Schema {
+    pub(crate) fn new() -> Schema {
         let server = server_url().to_string();
         let (url, name) = new_schema(&server);
         Schema { url, name, server }
@@ -95,13 +95,13 @@ impl Drop for Schema {
 }
 
 /// A PostgreSQL cluster of one test's own (to restart or kill without disturbing others).
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub dir: PathBuf,
     pub url: String,
 }
 
 impl Cluster {
-    pub fn start() -> Cluster {
+    pub(crate) fn start() -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("reasoning-ledger-pg-test.")
             .tempdir_in("/tmp")
@@ -116,16 +116,16 @@ impl Cluster {
     }
 
     /// Stops it at once (no shutdown checkpoint), as a crash would.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         tools_pg(&["kill", self.dir()]);
     }
 
-    pub fn up(&self) {
+    pub(crate) fn up(&self) {
         tools_pg(&["up", self.dir()]);
     }
 
     /// Closes every connection of reasoning-ledger servers (a cut connection).
-    pub fn cut_connections(&self) -> i64 {
+    pub(crate) fn cut_connections(&self) -> i64 {
         let url = self.url.clone();
         off_runtime(move || {
             let mut admin = Client::connect(&url, NoTls).expect("admin connection");
@@ -150,7 +150,7 @@ impl Drop for Cluster {
 }
 
 /// Runs the CLI on the ledger at `url` (with a data directory of its own).
-pub fn cli(url: &str, dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn cli(url: &str, dir: &Path, args: &[&str]) -> Output {
     std::process::Command::new(crate::common::bin())
         .arg("--data-dir")
         .arg(dir)

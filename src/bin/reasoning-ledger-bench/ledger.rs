@@ -15,21 +15,21 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Events in the session whose rebuild (a tool's own fold) is timed, by default.
-pub const DEFAULT_REBUILD_EVENTS: u64 = 100_000;
+pub(crate) const DEFAULT_REBUILD_EVENTS: u64 = 100_000;
 
 /// Thoughts in the tree whose Mermaid export is timed, by default.
-pub const DEFAULT_MERMAID_THOUGHTS: u64 = 10_000;
+pub(crate) const DEFAULT_MERMAID_THOUGHTS: u64 = 10_000;
 
 /// Events in the ledger whose open is timed, by default.
-pub const DEFAULT_OPEN_EVENTS: u64 = 1_000_000;
+pub(crate) const DEFAULT_OPEN_EVENTS: u64 = 1_000_000;
 
 /// Events appended per transaction while building fixtures (fixtures are not the
 /// measured part; one commit per event would take minutes for a million).
-pub const FIXTURE_BATCH: u64 = 2_000;
+pub(crate) const FIXTURE_BATCH: u64 = 2_000;
 
 /// Figures of the ledger benchmarks, in milliseconds.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct LedgerFigures {
+pub(crate) struct LedgerFigures {
     pub rebuild_events: u64,
     /// Median of several folds of the whole session from the file.
     pub rebuild_ms: f64,
@@ -115,7 +115,7 @@ fn thought_payload(n: u64, total: u64) -> Payload {
 }
 
 /// Appends a thinking session of `events` events (one start + thoughts) in batches.
-pub fn build_session(ledger: &Ledger, events: u64) -> anyhow::Result<SessionId> {
+pub(crate) fn build_session(ledger: &Ledger, events: u64) -> anyhow::Result<SessionId> {
     let session = SessionId::generate();
     let thoughts = events.saturating_sub(1);
     let mut seq = 0u64;
@@ -148,7 +148,7 @@ fn median(mut samples: Vec<Duration>) -> f64 {
 }
 
 /// Runs the three ledger benchmarks in `dir` (fixtures are built there and kept).
-pub fn run(
+pub(crate) fn run(
     dir: &Path,
     rebuild_events: u64,
     mermaid_thoughts: u64,

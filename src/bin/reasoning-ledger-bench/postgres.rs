@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Calls in flight for the throughput figure.
-pub const IN_FLIGHT: usize = 8;
+pub(crate) const IN_FLIGHT: usize = 8;
 
 /// Calls before the measured ones, per server.
 const WARMUP_CALLS: usize = 50;
@@ -29,7 +29,7 @@ const FLOOR_ROW_BYTES: usize = 400;
 
 /// The figures of one store.
 #[derive(Serialize)]
-pub struct StoreFigures {
+pub(crate) struct StoreFigures {
     pub store: String,
     /// One event appended through the store alone (`Ledger::write_blocking`), p50.
     pub store_append_p50_us: f64,
@@ -39,7 +39,7 @@ pub struct StoreFigures {
 
 /// The report: both stores and PostgreSQL's floor.
 #[derive(Serialize)]
-pub struct StoreReport {
+pub(crate) struct StoreReport {
     pub calls: usize,
     pub in_flight: usize,
     pub insert_commit_p50_us: f64,
@@ -255,7 +255,7 @@ async fn measure(
 }
 
 /// Runs the store benchmark with our server `exe`.
-pub async fn run(
+pub(crate) async fn run(
     exe: &Path,
     scratch: &Path,
     url: Option<String>,

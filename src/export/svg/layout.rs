@@ -15,9 +15,9 @@ use std::collections::HashMap;
 pub const NODE_W: u32 = 240;
 pub const NODE_H: u32 = 46;
 /// Distance between the left edges of two columns.
-pub const COL_W: u32 = 290;
+pub(super) const COL_W: u32 = 290;
 /// Distance between the tops of two rows.
-pub const ROW_H: u32 = 66;
+pub(super) const ROW_H: u32 = 66;
 /// Room left of the first column for revision arcs.
 pub(super) const GUTTER: u32 = 70;
 /// Room above the first row for the title and the column headings.

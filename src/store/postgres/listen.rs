@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Longest pause between attempts to reconnect the listener.
-pub const RECONNECT_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const RECONNECT_LIMIT: Duration = Duration::from_secs(2);
 
 /// How long the listener blocks waiting for a notification before looking at its stop flag.
 const WAIT_SLICE: Duration = Duration::from_millis(500);

@@ -9,7 +9,7 @@ use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 1;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;

@@ -9,10 +9,10 @@ use postgres::{Client, NoTls};
 use std::sync::OnceLock;
 
 /// Environment variable naming the PostgreSQL server the tests use.
-pub const TEST_PG_ENV: &str = "REASONING_LEDGER_TEST_PG";
+pub(crate) const TEST_PG_ENV: &str = "REASONING_LEDGER_TEST_PG";
 
 /// The URL of the tests' server, starting a throwaway one the first time if none is given.
-pub fn server_url() -> &'static str {
+pub(crate) fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
         if let Ok(url) = std::env::var(TEST_PG_ENV)
@@ -39,19 +39,19 @@ pub fn server_url() -> &'static str {
 }
 
 /// `url` with its connections' `search_path` set to `schema`.
-pub fn with_schema(url: &str, schema: &str) -> String {
+pub(crate) fn with_schema(url: &str, schema: &str) -> String {
     let joint = if url.contains('?') { '&' } else { '?' };
     format!("{url}{joint}options=-csearch_path%3D{schema}")
 }
 
 /// One empty schema on the tests' server, dropped with the value.
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub url: String,
     pub schema: String,
 }
 
 impl TestDb {
-    pub fn new() -> TestDb {
+    pub(crate) fn new() -> TestDb {
         let server = server_url();
         let schema = format!("t_{}", ulid::Ulid::generate().to_string().to_lowercase());
         let mut admin = Client::connect(server, NoTls)
@@ -66,7 +66,7 @@ impl TestDb {
     }
 
     /// A plain connection into the schema (to inspect or damage tables).
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         Client::connect(&self.url, NoTls).expect("connect")
     }
 }

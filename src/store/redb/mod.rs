@@ -69,7 +69,7 @@ impl Ledger {
 }
 
 /// The ledger in a redb database.
-pub struct RedbBackend {
+pub(super) struct RedbBackend {
     handle: open::Handle,
 }
 

@@ -16,27 +16,27 @@ use crate::event::{Event, SessionId};
 use crate::store::{SessionHead, StoreError};
 use redb::{Database, ReadableTable, TableDefinition};
 
-pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
-pub const HEADS: TableDefinition<u128, &[u8]> = TableDefinition::new("heads");
-pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
-pub const ALIASES: TableDefinition<&str, u128> = TableDefinition::new("aliases");
-pub const POSITIONS: TableDefinition<u64, (u128, u64)> = TableDefinition::new("positions");
-pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
+pub(super) const HEADS: TableDefinition<u128, &[u8]> = TableDefinition::new("heads");
+pub(super) const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
+pub(super) const ALIASES: TableDefinition<&str, u128> = TableDefinition::new("aliases");
+pub(super) const POSITIONS: TableDefinition<u64, (u128, u64)> = TableDefinition::new("positions");
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// `meta` key: present (value 1) once every event of the ledger has a position.
-pub const POSITIONS_ASSIGNED: &str = "positions_assigned";
+pub(super) const POSITIONS_ASSIGNED: &str = "positions_assigned";
 
-pub fn session_key(session: SessionId) -> u128 {
+pub(super) fn session_key(session: SessionId) -> u128 {
     session.0.0
 }
 
-pub fn session_of(key: u128) -> SessionId {
+pub(super) fn session_of(key: u128) -> SessionId {
     SessionId(ulid::Ulid(key))
 }
 
 /// Creates every table so readers never meet a missing one, and marks the new ledger's
 /// positions as assigned (it has no event without one).
-pub fn create_all(db: &Database) -> Result<(), redb::Error> {
+pub(super) fn create_all(db: &Database) -> Result<(), redb::Error> {
     let txn = db.begin_write()?;
     txn.open_table(EVENTS)?;
     txn.open_table(HEADS)?;
@@ -48,19 +48,19 @@ pub fn create_all(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
-pub fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
+pub(super) fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
     crate::store::codec::decode_event(bytes)
 }
 
-pub fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
+pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
 
-pub fn encode_head(head: &SessionHead) -> Vec<u8> {
+pub(super) fn encode_head(head: &SessionHead) -> Vec<u8> {
     serde_json::to_vec(head).expect("heads always serialize")
 }
 
-pub fn read_head(
+pub(super) fn read_head(
     heads: &impl ReadableTable<u128, &'static [u8]>,
     session: SessionId,
 ) -> Result<Option<SessionHead>, StoreError> {

@@ -365,7 +365,7 @@ impl<'a> StoredThought<'a> {
     }
 
     /// The event this row holds.
-    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
+    pub(crate) fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
         Ok(ThinkingEvent::ThoughtRecorded {
             thought: SequentialThought {
                 thought: self.thought.to_string(),
@@ -397,7 +397,7 @@ impl<'a> StoredThink<'a> {
     }
 
     /// The event this row holds.
-    pub fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
+    pub(crate) fn build(self, fields: DecodeFields) -> Result<ThinkingEvent, CodecError> {
         Ok(ThinkingEvent::ThinkRecorded {
             thought: ThinkThought {
                 thread_purpose: self.thread_purpose.to_string(),

@@ -16,14 +16,14 @@ use anyhow::Context as _;
 use super::stats::LatencySummary;
 
 /// Size of the write that precedes each `fdatasync`: one page.
-pub const FSYNC_WRITE_BYTES: usize = 4096;
+pub(crate) const FSYNC_WRITE_BYTES: usize = 4096;
 
 /// Name of the scratch file written inside the data directory.
 const SCRATCH_FILE_NAME: &str = ".bench-fdatasync.tmp";
 
 /// The measured baseline.
 #[derive(Debug, Clone)]
-pub struct FsyncFigures {
+pub(crate) struct FsyncFigures {
     /// Directory the scratch file was written in.
     pub dir: PathBuf,
     /// Filesystem type of that directory per `/proc/self/mounts`, if known.
@@ -35,7 +35,7 @@ pub struct FsyncFigures {
 /// Writes 4 KiB at offset 0 of a scratch file in `dir` and calls
 /// `sync_data` (fdatasync), `samples` times, timing each write + sync;
 /// removes the file afterwards. Blocking: call it from `spawn_blocking`.
-pub fn sample_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
+pub(super) fn sample_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
     let path = dir.join(SCRATCH_FILE_NAME);
     let result = time_syncs(&path, samples);
     // Best effort: a leftover scratch file is harmless, the error is not.
@@ -45,7 +45,7 @@ pub fn sample_fdatasync(dir: &Path, samples: usize) -> anyhow::Result<Vec<Durati
 
 impl FsyncFigures {
     /// Summarises samples taken in `dir` (possibly in several batches).
-    pub fn from_samples(dir: &Path, samples: Vec<Duration>) -> anyhow::Result<Self> {
+    pub(crate) fn from_samples(dir: &Path, samples: Vec<Duration>) -> anyhow::Result<Self> {
         let latency =
             LatencySummary::from_samples(samples).context("no fdatasync samples were taken")?;
         Ok(Self {
@@ -83,7 +83,7 @@ fn time_syncs(path: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
 
 /// Filesystem type of the mount that holds `dir`: the longest mount point in
 /// `/proc/self/mounts` that is an ancestor of its canonical path.
-pub fn filesystem_of(dir: &Path) -> Option<String> {
+pub(super) fn filesystem_of(dir: &Path) -> Option<String> {
     let canonical = dir.canonicalize().ok()?;
     let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
     mounts

@@ -13,52 +13,52 @@
 
 mod fsync;
 mod report;
-pub mod session;
-pub mod stats;
+pub(crate) mod session;
+pub(crate) mod stats;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-pub use fsync::{FSYNC_WRITE_BYTES, FsyncFigures};
-pub use report::{ServerBenchReport, ServerFigures, ServerOutcome};
-pub use session::DATA_DIR_PLACEHOLDER;
-pub use stats::LatencySummary;
+pub(crate) use fsync::{FSYNC_WRITE_BYTES, FsyncFigures};
+pub(crate) use report::{ServerBenchReport, ServerFigures, ServerOutcome};
+pub(crate) use session::DATA_DIR_PLACEHOLDER;
+pub(crate) use stats::LatencySummary;
 
 use session::Session;
 
 /// Spawn → `initialize` runs per server; the report gives their median.
-pub const DEFAULT_SPAWN_RUNS: usize = 20;
+pub(crate) const DEFAULT_SPAWN_RUNS: usize = 20;
 
 /// Calls measured one at a time, and again with [`DEFAULT_IN_FLIGHT`] in flight.
-pub const DEFAULT_CALLS: usize = 2000;
+pub(crate) const DEFAULT_CALLS: usize = 2000;
 
 /// Calls made before the one-caller measurement and not counted.
-pub const DEFAULT_WARMUP_CALLS: usize = 50;
+pub(crate) const DEFAULT_WARMUP_CALLS: usize = 50;
 
 /// Requests kept in flight by the throughput measurement (one task each,
 /// sharing one client connection).
-pub const DEFAULT_IN_FLIGHT: usize = 8;
+pub(crate) const DEFAULT_IN_FLIGHT: usize = 8;
 
 /// Thoughts recorded in a fresh server before its RSS is read.
-pub const DEFAULT_RSS_THOUGHTS: usize = 10_000;
+pub(crate) const DEFAULT_RSS_THOUGHTS: usize = 10_000;
 
 /// `fdatasync` samples for the durability baseline.
-pub const DEFAULT_FSYNC_SAMPLES: usize = 200;
+pub(crate) const DEFAULT_FSYNC_SAMPLES: usize = 200;
 
 /// Path of the reference server's npm project, relative to the repo root.
-pub const REFERENCE_PROJECT_DIR: &str = "bench/reference";
+pub(crate) const REFERENCE_PROJECT_DIR: &str = "bench/reference";
 
 /// npm package of the reference server (pinned in `bench/reference/package.json`).
-pub const REFERENCE_PACKAGE: &str = "@modelcontextprotocol/server-sequential-thinking";
+pub(crate) const REFERENCE_PACKAGE: &str = "@modelcontextprotocol/server-sequential-thinking";
 
 /// Binary name the reference package installs under `node_modules/.bin`.
 const REFERENCE_BIN: &str = "mcp-server-sequential-thinking";
 
 /// What to measure and how much.
 #[derive(Debug, Clone)]
-pub struct ServerBenchOptions {
+pub(crate) struct ServerBenchOptions {
     /// Our server's argv, e.g. from [`ours_command`]; `None` skips it. Any
     /// argument containing [`DATA_DIR_PLACEHOLDER`] gets a fresh, empty
     /// directory per session.
@@ -89,7 +89,7 @@ pub struct ServerBenchOptions {
 
 impl ServerBenchOptions {
     /// Default counts, no servers selected, scratch space under `data_dir`.
-    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             ours: None,
             reference: None,
@@ -106,7 +106,7 @@ impl ServerBenchOptions {
 }
 
 /// Our binary's argv for the harness: `<exe> serve --data-dir {data_dir}`.
-pub fn ours_command(exe: &Path) -> Vec<String> {
+pub(crate) fn ours_command(exe: &Path) -> Vec<String> {
     vec![
         exe.to_string_lossy().into_owned(),
         "serve".to_owned(),
@@ -118,7 +118,7 @@ pub fn ours_command(exe: &Path) -> Vec<String> {
 /// The installed reference server's argv, if `npm install --prefix
 /// bench/reference` has been run under `repo_root`: the package's
 /// `node_modules/.bin` shim, else its `dist/index.js` run with `node`.
-pub fn reference_command(repo_root: &Path) -> Option<Vec<String>> {
+pub(crate) fn reference_command(repo_root: &Path) -> Option<Vec<String>> {
     let modules = repo_root.join(REFERENCE_PROJECT_DIR).join("node_modules");
     let shim = modules.join(".bin").join(REFERENCE_BIN);
     if shim.is_file() {
@@ -136,7 +136,9 @@ pub fn reference_command(repo_root: &Path) -> Option<Vec<String>> {
 /// Runs every selected measurement and returns the figures. A server that
 /// fails is reported as failed (with the error) rather than aborting the
 /// other; only scratch-directory and `fdatasync` failures are errors here.
-pub async fn run_server_bench(opts: ServerBenchOptions) -> anyhow::Result<ServerBenchReport> {
+pub(crate) async fn run_server_bench(
+    opts: ServerBenchOptions,
+) -> anyhow::Result<ServerBenchReport> {
     anyhow::ensure!(opts.spawn_runs > 0, "spawn runs must be positive");
     anyhow::ensure!(opts.calls > 0, "call count must be positive");
     anyhow::ensure!(opts.in_flight > 0, "requests in flight must be positive");

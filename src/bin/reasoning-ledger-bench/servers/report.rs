@@ -15,11 +15,11 @@ use super::stats::{LatencySummary, fmt_count, fmt_duration, fmt_kib, micros};
 
 /// DESIGN's durability budget: our one-caller p50 should be at most this
 /// factor times (reference one-caller p50 + one `fdatasync` p50).
-pub const DURABILITY_BUDGET_FACTOR: f64 = 1.3;
+pub(super) const DURABILITY_BUDGET_FACTOR: f64 = 1.3;
 
 /// Everything one `run_server_bench` measured.
 #[derive(Debug, Clone)]
-pub struct ServerBenchReport {
+pub(crate) struct ServerBenchReport {
     /// Spawn → `initialize` runs per server.
     pub spawn_runs: usize,
     /// Measured calls per run (one caller; in flight).
@@ -40,7 +40,7 @@ pub struct ServerBenchReport {
 
 /// One selected server: its command and either its figures or why not.
 #[derive(Debug, Clone)]
-pub struct ServerOutcome {
+pub(crate) struct ServerOutcome {
     /// The argv that was run (with the data-dir placeholder unexpanded).
     pub command: Vec<String>,
     /// The figures, or the error that stopped the measurement.
@@ -49,7 +49,7 @@ pub struct ServerOutcome {
 
 /// Figures for one server.
 #[derive(Debug, Clone)]
-pub struct ServerFigures {
+pub(crate) struct ServerFigures {
     /// `serverInfo` name and version from `initialize`.
     pub server: Option<String>,
     /// Negotiated MCP protocol version.
@@ -74,7 +74,7 @@ pub struct ServerFigures {
 
 /// The budget for our one-caller p50 and how the measurement compares.
 #[derive(Debug, Clone, Copy)]
-pub struct DurabilityBudget {
+pub(crate) struct DurabilityBudget {
     /// `DURABILITY_BUDGET_FACTOR × (reference p50 + fdatasync p50)`.
     pub budget: Duration,
     /// Our one-caller p50.
@@ -83,14 +83,14 @@ pub struct DurabilityBudget {
 
 impl DurabilityBudget {
     /// Our p50 as a fraction of the budget (≤ 1 is within it).
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         self.ours_p50.as_secs_f64() / self.budget.as_secs_f64()
     }
 }
 
 impl ServerBenchReport {
     /// The durability budget, when both servers were measured.
-    pub fn durability_budget(&self) -> Option<DurabilityBudget> {
+    pub(crate) fn durability_budget(&self) -> Option<DurabilityBudget> {
         let ours = self.ours.as_ref()?.figures.as_ref().ok()?;
         let reference = self.reference.as_ref()?.figures.as_ref().ok()?;
         let base = reference.one_caller.p50 + self.fdatasync.latency.p50;
@@ -101,7 +101,7 @@ impl ServerBenchReport {
     }
 
     /// The report as JSON; durations in microseconds, sizes in KiB.
-    pub fn report_json(&self) -> Value {
+    pub(crate) fn report_json(&self) -> Value {
         let server_json = |outcome: &Option<ServerOutcome>| match outcome {
             None => Value::Null,
             Some(ServerOutcome { command, figures }) => match figures {

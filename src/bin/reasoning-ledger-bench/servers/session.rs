@@ -17,15 +17,15 @@ use reasoning_ledger::mcp_client::McpClient;
 use serde_json::{Map, Value};
 
 /// Name of the tool both servers expose.
-pub const TOOL_NAME: &str = "sequentialthinking";
+pub(crate) const TOOL_NAME: &str = "sequentialthinking";
 
 /// Environment variable that silences the reference server's per-thought
 /// stderr box (our server is given it too, so both run the same way).
-pub const QUIET_ENV: (&str, &str) = ("DISABLE_THOUGHT_LOGGING", "true");
+pub(crate) const QUIET_ENV: (&str, &str) = ("DISABLE_THOUGHT_LOGGING", "true");
 
 /// Placeholder in a server's argv that is replaced by a fresh, empty
 /// directory for each session.
-pub const DATA_DIR_PLACEHOLDER: &str = "{data_dir}";
+pub(crate) const DATA_DIR_PLACEHOLDER: &str = "{data_dir}";
 
 /// Longest wait for spawn + `initialize` before the session counts as failed.
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,7 +41,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 const THOUGHT_LEN: usize = 100;
 
 /// A live session with one spawned server.
-pub struct Session {
+pub(crate) struct Session {
     client: McpClient,
     /// The server's `initialize` result.
     initialized: Value,
@@ -51,7 +51,7 @@ pub struct Session {
 
 /// What the server said about itself during the handshake.
 #[derive(Debug, Clone, Default)]
-pub struct ServerIdentity {
+pub(crate) struct ServerIdentity {
     /// `serverInfo.name` and `serverInfo.version`, if sent.
     pub name_version: Option<String>,
     /// Negotiated protocol version.
@@ -61,7 +61,7 @@ pub struct ServerIdentity {
 impl Session {
     /// Spawns `argv` (with [`DATA_DIR_PLACEHOLDER`] replaced by `data_dir`)
     /// with stderr discarded, and completes the handshake.
-    pub async fn start(argv: &[String], data_dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) async fn start(argv: &[String], data_dir: &Path) -> anyhow::Result<Self> {
         let (program, args) = argv.split_first().context("server command is empty")?;
         let data_dir = data_dir.to_string_lossy();
         let mut command = tokio::process::Command::new(program);
@@ -90,7 +90,7 @@ impl Session {
     }
 
     /// What the server reported in its `initialize` result.
-    pub fn identity(&self) -> ServerIdentity {
+    pub(crate) fn identity(&self) -> ServerIdentity {
         let info = &self.initialized["serverInfo"];
         ServerIdentity {
             name_version: info["name"]
@@ -103,18 +103,18 @@ impl Session {
     }
 
     /// The client handle for issuing calls (cheap to clone, shareable).
-    pub fn peer(&self) -> McpClient {
+    pub(crate) fn peer(&self) -> McpClient {
         self.client.clone()
     }
 
     /// VmRSS of the server process in KiB.
-    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+    pub(crate) fn rss_kib(&self) -> anyhow::Result<u64> {
         let pid = self.client.pid().context("server process id is unknown")?;
         read_vm_rss_kib(pid)
     }
 
     /// Closes the server's stdin and waits for it to exit; the child is gone on return.
-    pub async fn close(self) -> anyhow::Result<()> {
+    pub(crate) async fn close(self) -> anyhow::Result<()> {
         tokio::time::timeout(SHUTDOWN_TIMEOUT, self.client.close())
             .await
             .with_context(|| format!("server did not shut down within {SHUTDOWN_TIMEOUT:?}"))?
@@ -124,7 +124,7 @@ impl Session {
 /// One `sequentialthinking` call for thought `number` of `total`; returns its
 /// round-trip time. A protocol error or a tool result flagged `isError` is an
 /// error: figures over failing calls would measure the error path.
-pub async fn call_thought(
+pub(crate) async fn call_thought(
     peer: &McpClient,
     number: usize,
     total: usize,
@@ -146,7 +146,7 @@ pub async fn call_thought(
 }
 
 /// Calls thoughts `first..first + count` one after another.
-pub async fn call_sequential(
+pub(crate) async fn call_sequential(
     peer: &McpClient,
     first: usize,
     count: usize,
@@ -160,7 +160,7 @@ pub async fn call_sequential(
 }
 
 /// Result of [`call_concurrent`].
-pub struct ConcurrentRun {
+pub(crate) struct ConcurrentRun {
     /// Wall time from the first call sent to the last answer received.
     pub elapsed: Duration,
     /// Round-trip time of every call.
@@ -169,7 +169,7 @@ pub struct ConcurrentRun {
 
 /// Calls thoughts `first..first + count` from `in_flight` tasks that share
 /// one peer, each taking the next number when its previous call is answered.
-pub async fn call_concurrent(
+pub(crate) async fn call_concurrent(
     peer: &McpClient,
     first: usize,
     count: usize,

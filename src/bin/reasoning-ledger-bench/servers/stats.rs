@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// A summary of a set of latency samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LatencySummary {
+pub(crate) struct LatencySummary {
     /// How many samples the summary covers.
     pub samples: usize,
     /// 50th percentile (nearest rank).
@@ -25,7 +25,7 @@ pub struct LatencySummary {
 
 impl LatencySummary {
     /// Summarises `samples`; `None` when there are none.
-    pub fn from_samples(mut samples: Vec<Duration>) -> Option<Self> {
+    pub(crate) fn from_samples(mut samples: Vec<Duration>) -> Option<Self> {
         if samples.is_empty() {
             return None;
         }
@@ -43,7 +43,7 @@ impl LatencySummary {
     }
 
     /// The summary as JSON, durations in microseconds.
-    pub fn to_json(self) -> serde_json::Value {
+    pub(crate) fn to_json(self) -> serde_json::Value {
         serde_json::json!({
             "samples": self.samples,
             "p50_us": micros(self.p50),
@@ -56,7 +56,7 @@ impl LatencySummary {
 }
 
 /// Nearest-rank percentile of an ascending, non-empty slice.
-pub fn nearest_rank(sorted: &[Duration], percentile: f64) -> Duration {
+pub(crate) fn nearest_rank(sorted: &[Duration], percentile: f64) -> Duration {
     debug_assert!(!sorted.is_empty());
     let n = sorted.len();
     // Smallest rank r (1-based) with r / n >= percentile / 100.
@@ -66,7 +66,7 @@ pub fn nearest_rank(sorted: &[Duration], percentile: f64) -> Duration {
 
 /// Conventional median of an ascending, non-empty slice (mean of the two
 /// middle samples when the count is even).
-pub fn median(sorted: &[Duration]) -> Duration {
+pub(crate) fn median(sorted: &[Duration]) -> Duration {
     debug_assert!(!sorted.is_empty());
     let n = sorted.len();
     if n % 2 == 1 {
@@ -77,12 +77,12 @@ pub fn median(sorted: &[Duration]) -> Duration {
 }
 
 /// A duration as fractional microseconds, for JSON.
-pub fn micros(d: Duration) -> f64 {
+pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
 /// A duration with a unit chosen by magnitude, three significant digits.
-pub fn fmt_duration(d: Duration) -> String {
+pub(crate) fn fmt_duration(d: Duration) -> String {
     let us = micros(d);
     if us < 1_000.0 {
         format!("{} µs", sig3(us))
@@ -94,12 +94,12 @@ pub fn fmt_duration(d: Duration) -> String {
 }
 
 /// A size given in KiB, shown in MiB.
-pub fn fmt_kib(kib: u64) -> String {
+pub(crate) fn fmt_kib(kib: u64) -> String {
     format!("{} MiB", sig3(kib as f64 / 1024.0))
 }
 
 /// A count with thousands separators (`10000` → `10,000`).
-pub fn fmt_count(n: usize) -> String {
+pub(crate) fn fmt_count(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
