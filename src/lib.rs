@@ -15,6 +15,8 @@
 //! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
 //!   for a team), the only module that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
+//! - [`recall`]: ranked full-text search over the whole ledger (a Tantivy index beside a
+//!   redb ledger, PostgreSQL's own full-text search for a team ledger).
 //! - [`export`]: Mermaid, Markdown, JSON, JSONL, SVG and HTML renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
@@ -43,6 +45,7 @@ pub mod live;
 pub mod mcp_client;
 pub mod projection;
 pub mod provider;
+pub mod recall;
 pub mod server;
 pub mod store;
 pub mod tools;
