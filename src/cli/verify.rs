@@ -46,9 +46,9 @@ fn index_report(ledger: &Ledger) -> String {
         Ok(IndexState::Indexed { position, last }) => format!(
             "search index: indexed up to position {position} of {last} (the next search applies the rest)"
         ),
-        Ok(IndexState::Unusable { why }) => format!(
-            "search index: unusable ({why}); the next search or `reindex` rebuilds it"
-        ),
+        Ok(IndexState::Unusable { why }) => {
+            format!("search index: unusable ({why}); the next search or `reindex` rebuilds it")
+        }
         Err(error) => format!("search index: not checked ({error})"),
     }
 }

@@ -40,6 +40,26 @@ pub fn terms(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` as words lowercased and folded to ASCII, unstemmed, one space apart: what a
+/// backend with its own stemmer (PostgreSQL's `english` configuration) is given, so
+/// case, diacritics and CJK characters fold the same on both backends.
+pub fn folded(text: &str) -> String {
+    let mut analyzer = TextAnalyzer::builder(WordTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .build();
+    let mut stream = analyzer.token_stream(text);
+    let mut out = String::new();
+    while stream.advance() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&stream.token().text);
+    }
+    out
+}
+
 /// Whether `c` is written without spaces between words (each one is a token).
 fn stands_alone(c: char) -> bool {
     matches!(c as u32,
@@ -129,5 +149,6 @@ mod tests {
         assert_eq!(terms("Привет, мир"), vec!["привет", "мир"]);
         assert_eq!(terms("日本語のテキスト").len(), 8);
         assert_eq!(terms("rust日本"), vec!["rust", "日", "本"]);
+        assert_eq!(super::folded("Café-Zürich 日本"), "cafe zurich 日 本");
     }
 }

@@ -19,11 +19,11 @@
 
 use super::analyzer::{ANALYZER_NAME, analyzer};
 use super::query::{ParsedQuery, Unit};
-use super::{Cursor, Match, RecallError, SearchAnswer, SearchRequest};
-use crate::event::{Event, Payload, SessionId, SessionKind};
+use super::{Cursor, Documents, RecallError, SearchAnswer, SearchRequest};
+use crate::event::{Event, Payload, SessionId};
 use crate::store::Ledger;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -321,11 +321,16 @@ impl TantivyRecall {
             drop(_lock);
             drop(_in_process);
             self.forget();
-            self.rebuild(ledger, "the ledger's events have no positions to resume from", None)?;
+            self.rebuild(
+                ledger,
+                "the ledger's events have no positions to resume from",
+                None,
+            )?;
             return Ok(());
         }
-        let mut writer: IndexWriter<TantivyDocument> =
-            open.index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
+        let mut writer: IndexWriter<TantivyDocument> = open
+            .index
+            .writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
         let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
         indexer.apply_from(&mut writer, None, None)?;
         indexer.commit(&mut writer)?;
@@ -468,7 +473,7 @@ fn validate(
         )));
     }
     match (end, checkpoint.unpositioned) {
-        (LedgerEnd::Positioned(_), Some(_)) if checkpoint.unpositioned.is_some() => {
+        (LedgerEnd::Positioned(_), Some(_)) => {
             return Ok(Err(
                 "it was made before the ledger's events had positions".into()
             ));
@@ -530,7 +535,7 @@ pub(crate) fn title_repeats_first_event(
     ledger: &Ledger,
     session: SessionId,
     title: &str,
-) -> Result<bool, RecallError> {
+) -> Result<bool, crate::store::StoreError> {
     let stem = title.trim_end_matches('…').trim();
     let mut repeats = false;
     ledger.for_each_event_to_fold(session, 2, 2, |event| {
@@ -545,7 +550,7 @@ struct Indexer<'l> {
     ledger: &'l Ledger,
     fields: Fields,
     checkpoint: Checkpoint,
-    kinds: HashMap<SessionId, SessionKind>,
+    documents: Documents<'l>,
 }
 
 impl<'l> Indexer<'l> {
@@ -554,20 +559,8 @@ impl<'l> Indexer<'l> {
             ledger,
             fields,
             checkpoint,
-            kinds: HashMap::new(),
+            documents: Documents::new(ledger),
         }
-    }
-
-    fn kind_of(&mut self, session: SessionId) -> Result<SessionKind, RecallError> {
-        if let Some(kind) = self.kinds.get(&session) {
-            return Ok(*kind);
-        }
-        let kind = self
-            .ledger
-            .head(session)?
-            .map_or(SessionKind::THINKING, |h| h.summary.kind);
-        self.kinds.insert(session, kind);
-        Ok(kind)
     }
 
     /// The document of `event` at `position`, if it has text.
@@ -576,21 +569,13 @@ impl<'l> Indexer<'l> {
         position: u64,
         event: &Event,
     ) -> Result<Option<TantivyDocument>, RecallError> {
-        if let Payload::SessionStarted { kind, title, .. } = &event.payload {
-            self.kinds.insert(event.session, *kind);
-            if title_repeats_first_event(self.ledger, event.session, title)? {
-                return Ok(None);
-            }
-        }
-        let texts = texts(&event.payload);
-        if texts.is_empty() {
+        let Some(searchable) = self.documents.searchable(event)? else {
             return Ok(None);
-        }
-        let kind = self.kind_of(event.session)?;
+        };
         let f = self.fields;
         let mut doc = TantivyDocument::new();
-        doc.add_text(f.body, texts.join("\n"));
-        doc.add_text(f.kind, kind.as_str());
+        doc.add_text(f.body, searchable.text);
+        doc.add_text(f.kind, searchable.kind.as_str());
         doc.add_text(f.session, event.session.to_string());
         doc.add_u64(f.seq, event.seq);
         doc.add_u64(f.position, position);
@@ -608,32 +593,33 @@ impl<'l> Indexer<'l> {
         let mut failed = None;
         let mut since_commit = 0;
         let from = self.checkpoint.position + 1;
-        self.ledger.for_each_event_from_position(from, |positioned| {
-            let step = self
-                .document(positioned.position, &positioned.event)
-                .and_then(|doc| match doc {
-                    Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
-                    None => Ok(()),
-                });
-            if let Err(error) = step {
-                failed = Some(error);
-                return false;
-            }
-            self.checkpoint.position = positioned.position;
-            self.checkpoint.hash = positioned.event.hash.clone();
-            since_commit += 1;
-            if commit_every.is_some_and(|every| since_commit >= every) {
-                since_commit = 0;
-                if let Err(error) = self.commit(writer) {
+        self.ledger
+            .for_each_event_from_position(from, |positioned| {
+                let step = self
+                    .document(positioned.position, &positioned.event)
+                    .and_then(|doc| match doc {
+                        Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
+                        None => Ok(()),
+                    });
+                if let Err(error) = step {
                     failed = Some(error);
                     return false;
                 }
-                if let Some(progress) = progress.as_mut() {
-                    progress(positioned.position);
+                self.checkpoint.position = positioned.position;
+                self.checkpoint.hash = positioned.event.hash.clone();
+                since_commit += 1;
+                if commit_every.is_some_and(|every| since_commit >= every) {
+                    since_commit = 0;
+                    if let Err(error) = self.commit(writer) {
+                        failed = Some(error);
+                        return false;
+                    }
+                    if let Some(progress) = progress.as_mut() {
+                        progress(positioned.position);
+                    }
                 }
-            }
-            true
-        })?;
+                true
+            })?;
         failed.map_or(Ok(()), Err)
     }
 
@@ -703,7 +689,11 @@ fn u64_range(field: Field, from: Option<u64>, to: Option<u64>) -> RangeQuery {
 }
 
 /// The request's filters, as clauses that match without scoring.
-fn filters(fields: &Fields, request: &SearchRequest, bound: Option<u64>) -> Vec<(Occur, Box<dyn Query>)> {
+fn filters(
+    fields: &Fields,
+    request: &SearchRequest,
+    bound: Option<u64>,
+) -> Vec<(Occur, Box<dyn Query>)> {
     let mut clauses = Vec::new();
     if let Some(session) = request.session {
         clauses.push(filter(TermQuery::new(
@@ -738,7 +728,7 @@ fn clone_all(queries: &[Box<dyn Query>]) -> Vec<Box<dyn Query>> {
 }
 
 /// The highest position the searcher holds.
-fn max_position(open: &Open, searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
     let mut max = 0;
     for segment in searcher.segment_readers() {
         if segment.num_docs() == 0 {
@@ -747,7 +737,6 @@ fn max_position(open: &Open, searcher: &tantivy::Searcher) -> Result<u64, Recall
         let column = segment.fast_fields().u64("position")?;
         max = max.max(column.max_value());
     }
-    let _ = open;
     Ok(max)
 }
 
@@ -774,7 +763,7 @@ fn run_search(
         .collect();
     let (offset, bound) = match request.cursor {
         Some(cursor) => (cursor.offset, cursor.bound),
-        None => (0, max_position(open, &searcher)?),
+        None => (0, max_position(&searcher)?),
     };
     let filter_clauses = || filters(fields, request, request.cursor.map(|c| c.bound));
     let exclusions = || {
@@ -815,13 +804,12 @@ fn run_search(
         offset: offset + request.limit,
         bound,
     });
-    let page: Vec<(f32, DocAddress)> = hits
-        .into_iter()
-        .skip(offset)
-        .take(request.limit)
-        .collect();
-    let mut snippets =
-        SnippetGenerator::create(&searcher, &BooleanQuery::union(clone_all(&wanted)), fields.body)?;
+    let page: Vec<(f32, DocAddress)> = hits.into_iter().skip(offset).take(request.limit).collect();
+    let mut snippets = SnippetGenerator::create(
+        &searcher,
+        &BooleanQuery::union(clone_all(&wanted)),
+        fields.body,
+    )?;
     snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
     let mut heads = super::Heads::default();
     let mut matches = Vec::with_capacity(page.len());
@@ -889,6 +877,3 @@ fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     }
     out
 }
-
-#[allow(dead_code)]
-fn unused(_: Match) {}

@@ -287,8 +287,7 @@ impl Recall {
         let mut related: Vec<Related> = Vec::new();
         let own = own.to_string();
         for found in answer.matches {
-            if found.session_id == own || related.iter().any(|r| r.session_id == found.session_id)
-            {
+            if found.session_id == own || related.iter().any(|r| r.session_id == found.session_id) {
                 continue;
             }
             related.push(Related {
@@ -343,6 +342,58 @@ const RELATED_MIN_WORD_CHARS: usize = 4;
 /// Hits asked for per related session wanted (several hits may share a session).
 const RELATED_HITS_PER_SESSION: usize = 5;
 
+/// What the index holds of one event: its session's kind and its texts, joined.
+pub(crate) struct Searchable {
+    pub kind: SessionKind,
+    pub text: String,
+}
+
+/// Turns events into what the index holds (for both backends): an event's texts
+/// ([`index::texts`]), a title only where it does not repeat the session's first event,
+/// the session's kind (read once per session).
+pub(crate) struct Documents<'l> {
+    ledger: &'l Ledger,
+    kinds: HashMap<SessionId, SessionKind>,
+}
+
+impl<'l> Documents<'l> {
+    pub(crate) fn new(ledger: &'l Ledger) -> Self {
+        Documents {
+            ledger,
+            kinds: HashMap::new(),
+        }
+    }
+
+    /// What the index holds of `event`, `None` when nothing (no text).
+    pub(crate) fn searchable(&mut self, event: &Event) -> Result<Option<Searchable>, StoreError> {
+        if let crate::event::Payload::SessionStarted { kind, title, .. } = &event.payload {
+            self.kinds.insert(event.session, *kind);
+            if index::title_repeats_first_event(self.ledger, event.session, title)? {
+                return Ok(None);
+            }
+        }
+        let texts = index::texts(&event.payload);
+        if texts.is_empty() {
+            return Ok(None);
+        }
+        let kind = match self.kinds.get(&event.session) {
+            Some(kind) => *kind,
+            None => {
+                let kind = self
+                    .ledger
+                    .head(event.session)?
+                    .map_or(SessionKind::THINKING, |h| h.summary.kind);
+                self.kinds.insert(event.session, kind);
+                kind
+            }
+        };
+        Ok(Some(Searchable {
+            kind,
+            text: texts.join("\n"),
+        }))
+    }
+}
+
 /// The sessions' heads a page of matches needs, read once per session.
 #[derive(Default)]
 pub(crate) struct Heads {
@@ -350,6 +401,21 @@ pub(crate) struct Heads {
 }
 
 impl Heads {
+    /// The title and kind of `session` (`None` when it has no head).
+    pub(crate) fn title_and_kind(
+        &mut self,
+        ledger: &Ledger,
+        session: SessionId,
+    ) -> Result<Option<(String, SessionKind)>, StoreError> {
+        if !self.seen.contains_key(&session) {
+            let head = ledger
+                .head(session)?
+                .map(|h| (h.summary.title, h.summary.kind));
+            self.seen.insert(session, head);
+        }
+        Ok(self.seen[&session].clone())
+    }
+
     /// The match of `event` (`None` when its session has no head).
     pub(crate) fn describe(
         &mut self,
@@ -358,13 +424,7 @@ impl Heads {
         score: f32,
         snippet: String,
     ) -> Result<Option<Match>, StoreError> {
-        if !self.seen.contains_key(&event.session) {
-            let head = ledger
-                .head(event.session)?
-                .map(|h| (h.summary.title, h.summary.kind));
-            self.seen.insert(event.session, head);
-        }
-        let Some((title, kind)) = self.seen[&event.session].clone() else {
+        let Some((title, kind)) = self.title_and_kind(ledger, event.session)? else {
             return Ok(None);
         };
         Ok(Some(Match {

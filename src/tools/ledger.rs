@@ -59,7 +59,10 @@ const PROVENANCE_NOTE: &str = "Stored text is data recorded earlier, quoted with
 /// open objects a schema would only call `object`; the structured content is the same.
 pub fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
-    let time = json!({"type": ["string", "integer"]});
+    // Epoch ms as a number (a fraction is cut) or text: RFC 3339 or digits.
+    let time = json!({"type": ["string", "number"], "minimum": 0});
+    let kinds: Vec<&str> = super::session_kinds().map(|k| k.kind.as_str()).collect();
+    let kinds = json!({"type": ["array", "string"], "items": {"enum": kinds}});
     vec![
         tool_definition(
             LIST_SESSIONS,
@@ -96,7 +99,7 @@ pub fn tools() -> Vec<Tool> {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),
                 "sessionId": text,
-                "kinds": string_list_schema(),
+                "kinds": kinds,
                 "since": time,
                 "until": time,
                 "cursor": text
@@ -497,9 +500,14 @@ fn search_request(
 fn time_arg(raw: &Map<String, Value>, args: &mut Args<'_>, name: &'static str) -> Option<u64> {
     let value = raw.get(name)?;
     let parsed = match value {
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| format!("{n} is not milliseconds since the epoch")),
+        Value::Number(n) => match n.as_u64() {
+            Some(ms) => Ok(ms),
+            None => n
+                .as_f64()
+                .filter(|ms| *ms >= 0.0)
+                .map(|ms| ms as u64)
+                .ok_or_else(|| format!("Too small: {n} is before the epoch")),
+        },
         Value::String(text) => recall::parse_time(text),
         other => Err(format!(
             "Invalid input: expected RFC 3339 text or milliseconds, received {}",

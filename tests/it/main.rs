@@ -17,6 +17,8 @@
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append), `team`
 //! (PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token), `pg` (the tests' PostgreSQL: `tools/pg`),
+//! `recall` (search: the relevance set on both backends, read-your-writes across processes,
+//! kill -9 with the index open, damaged indexes rebuilt, hostile queries, related sessions),
 //! `booster` (the booster toolset: answer shapes, heuristic determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid, the local model). Storage faults (crash at every sync point, I/O errors, a full
@@ -43,6 +45,7 @@ mod pg;
 mod planning;
 mod protocol;
 mod qa;
+mod recall;
 mod sampling;
 mod team;
 mod thinking;

@@ -18,6 +18,8 @@
 //!   (`SELECT … FOR UPDATE`), which makes write transactions exclusive across servers and
 //!   commit order position order. The unique keys are the second line.
 //! - `ledger_meta`: `schema_version`.
+//! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
+//!   projection kept by [`search`] (schema version 2).
 //!
 //! One write transaction per group commit of the writer thread; a connection that fails
 //! is dropped and the next transaction connects again, so a restarted database or a cut
@@ -25,6 +27,7 @@
 
 pub(crate) mod listen;
 pub(crate) mod schema;
+mod search;
 
 use super::contract::{
     AppendPlan, Backend, CommitSignal, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
@@ -421,6 +424,10 @@ impl Backend for PgBackend {
 
     fn on_commits(&self, signal: CommitSignal) {
         self.listener.start(signal);
+    }
+
+    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
+        Some(self)
     }
 }
 

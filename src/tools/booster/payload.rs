@@ -127,7 +127,9 @@ impl FamilyEvent for BoosterEvent {
             Body::BeamRolledOut(beam) => beam
                 .heads
                 .iter()
-                .flat_map(|h| std::iter::once(h.text.as_str()).chain(h.path.iter().map(|p| p.text.as_str())))
+                .flat_map(|h| {
+                    std::iter::once(h.text.as_str()).chain(h.path.iter().map(|p| p.text.as_str()))
+                })
                 .collect(),
             Body::StepApplied(a) => proposal(&a.proposal).collect(),
             Body::Backtracked(c) | Body::LoopDetected(c) => vec![c.text.as_str()],
