@@ -328,9 +328,12 @@ impl TantivyRecall {
             )?;
             return Ok(());
         }
-        let mut writer: IndexWriter<TantivyDocument> = open
-            .index
-            .writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
+        // Opened again under the lock: Tantivy reads which files it manages when an index
+        // is opened, and another process may have written some since this one opened it.
+        let index = Index::open_in_dir(self.tantivy_dir())?;
+        index.tokenizers().register(ANALYZER_NAME, analyzer());
+        let mut writer: IndexWriter<TantivyDocument> =
+            index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
         let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
         indexer.apply_from(&mut writer, None, None)?;
         indexer.commit(&mut writer)?;

@@ -102,7 +102,7 @@ async fn relevance_fixture(client: &Client) -> Fixture {
     );
     let plan = init["sessionId"].as_str().unwrap().to_string();
     for args in [
-        json!({"phase": "explore", "branchId": "redis", "name": "Redis cache", "description": "Shared cache in front of the database", "pros": ["fast"], "cons": ["one more server"]}),
+        json!({"phase": "explore", "branchId": "redis", "name": "Redis cache", "description": "Shared cache in front of the store", "pros": ["fast"], "cons": ["one more server"]}),
         json!({"phase": "evaluate", "branchId": "redis", "feasibility": 8, "completeness": 7, "coherence": 9, "risk": 3, "rationale": "Covers both endpoints"}),
         json!({"phase": "finalize", "selectedBranch": "redis", "format": "json",
             "steps": [{"title": "Add the client", "description": "Wire redis-rs"}],
@@ -113,6 +113,12 @@ async fn relevance_fixture(client: &Client) -> Fixture {
         let result = call(client, "deep_planning", args).await;
         assert!(!is_error(&result), "{}", text(&result));
     }
+    // deep_planning answers with the session's alias: the ledger's id is listed.
+    let listed = structured(&call(client, "list_sessions", json!({"kind": "planning"})).await);
+    let plan = listed["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let qa = call(
         client,
         "sequentialthinking_qa",
@@ -160,7 +166,11 @@ fn first_session(answer: &Value) -> String {
 fn relevance_set(search: &Search<'_>, f: &Fixture, rare_words_rank_first: bool, cjk: bool) {
     // Stemming and plurals: "caching" finds "Cache", "linkers" finds "linker".
     let found = search(&["caching"]);
-    assert_eq!(first_session(&found), f.cache, "caching: {found}");
+    let hits = matches(&found);
+    assert!(
+        hits.contains(&(f.cache.clone(), 2)) && hits.contains(&(f.cache.clone(), 3)),
+        "caching: {found}"
+    );
     let found = search(&["linkers"]);
     let hits = matches(&found);
     assert_eq!(hits.len(), 2, "linkers: {found}");
