@@ -10,7 +10,7 @@ pub(super) fn reindex(settings: &Settings) -> anyhow::Result<()> {
     let terminal = std::io::stderr().is_terminal();
     let mut progress = |done: u64, total: u64| {
         if terminal {
-            let percent = if total == 0 { 100 } else { done * 100 / total };
+            let percent = (done * 100).checked_div(total).unwrap_or(100);
             eprint!("\rindexing: {done}/{total} positions ({percent}%)");
         }
     };

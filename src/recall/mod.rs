@@ -407,11 +407,12 @@ impl Heads {
         ledger: &Ledger,
         session: SessionId,
     ) -> Result<Option<(String, SessionKind)>, StoreError> {
-        if !self.seen.contains_key(&session) {
-            let head = ledger
-                .head(session)?
-                .map(|h| (h.summary.title, h.summary.kind));
-            self.seen.insert(session, head);
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.seen.entry(session) {
+            slot.insert(
+                ledger
+                    .head(session)?
+                    .map(|h| (h.summary.title, h.summary.kind)),
+            );
         }
         Ok(self.seen[&session].clone())
     }
