@@ -436,10 +436,12 @@ fn search_request(
     args: &mut Args<'_>,
 ) -> Result<(SearchRequest, bool), StoreError> {
     let query = args.string_limited(&["query"], true, recall::MAX_QUERY_BYTES);
-    if let Some(query) = &query
-        && let Err(error) = recall::query::parse(query)
-    {
-        args.problem("query", error);
+    if let Some(query) = &query {
+        if query.trim().is_empty() {
+            args.problem("query", "Too small: expected a non-empty query");
+        } else if let Err(error) = recall::query::parse(query) {
+            args.problem("query", error);
+        }
     }
     let limit = args
         .integer(&["limit"], false, 1)
