@@ -195,8 +195,10 @@ impl TantivyRecall {
         request: &SearchRequest,
         parsed: &ParsedQuery,
     ) -> Result<SearchAnswer, RecallError> {
-        let open = self.current(ledger, None)?;
-        match run_search(&open, ledger, request, parsed) {
+        let answer = self
+            .current(ledger, None)
+            .and_then(|open| run_search(&open, ledger, request, parsed));
+        match answer {
             Ok(answer) => Ok(answer),
             Err(RecallError::Index(error)) => {
                 // The index broke under us (a file damaged after it was opened):
