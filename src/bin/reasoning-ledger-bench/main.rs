@@ -88,6 +88,9 @@ struct BenchArgs {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = search::measure_child_if_asked() {
+        return code;
+    }
     let args = BenchArgs::parse();
     init_logging();
     match run(args) {

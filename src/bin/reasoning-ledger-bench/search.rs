@@ -251,8 +251,55 @@ fn own_peak_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs `command` to its end; returns its wall time and peak RSS (KiB, from `wait4`).
+/// Environment variable that makes this bench measure one command and exit (see
+/// [`run_measured`]).
+const MEASURE_ENV: &str = "REASONING_LEDGER_BENCH_MEASURE";
+
+/// When this process was started by [`run_measured`] to measure a command (its
+/// arguments): runs it, prints "wall-ns peak-KiB", and exits with its success.
+pub fn measure_child_if_asked() -> Option<std::process::ExitCode> {
+    std::env::var_os(MEASURE_ENV)?;
+    let mut args = std::env::args_os().skip(1);
+    let program = args.next()?;
+    let mut command = std::process::Command::new(program);
+    command.args(args).env_remove(MEASURE_ENV);
+    Some(match wait_measured(&mut command) {
+        Ok((wall, kib)) => {
+            println!("{} {kib}", wall.as_nanos());
+            std::process::ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    })
+}
+
+/// Runs `command` to its end; returns its wall time and peak RSS (KiB). Measured by a
+/// fresh, small copy of this bench that spawns it: Linux carries a parent's peak RSS
+/// into a child it forks (`ru_maxrss` would report this bench's peak, not the CLI's).
 fn run_measured(command: &mut std::process::Command) -> anyhow::Result<(Duration, u64)> {
+    let mut measure = std::process::Command::new(std::env::current_exe()?);
+    measure
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env(MEASURE_ENV, "1");
+    let output = measure.output().context("running the measuring copy")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>());
+    match (fields.next(), fields.next()) {
+        (Some(Ok(nanos)), Some(Ok(kib))) => Ok((Duration::from_nanos(nanos), kib)),
+        _ => anyhow::bail!("the measuring copy said {text:?}"),
+    }
+}
+
+/// Spawns `command`, waits for it with `wait4`: its wall time and peak RSS (KiB).
+fn wait_measured(command: &mut std::process::Command) -> anyhow::Result<(Duration, u64)> {
     let started = Instant::now();
     let child = command
         .stdout(std::process::Stdio::null())
@@ -340,12 +387,14 @@ async fn append_p50(server: &Path, dir: &Path, index_open: bool) -> anyhow::Resu
 pub async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Result<String> {
     let ledger_dir = dir.join("search");
     eprintln!("bench: building the search fixture ({events} events)…");
-    {
+    // The blocking parts step off the async workers (the store blocks on its writer).
+    tokio::task::block_in_place(|| -> anyhow::Result<()> {
         let ledger = Ledger::open(&ledger_dir)?;
         if ledger.last_position()? < events {
             build_fixture(&ledger, events)?;
         }
-    }
+        Ok(())
+    })?;
     let ledger_bytes =
         std::fs::metadata(ledger_dir.join(reasoning_ledger::store::LEDGER_FILE_NAME))?.len();
     let mut out = String::new();
@@ -357,12 +406,14 @@ pub async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Result<Strin
 
     // Rebuild from scratch, through the CLI.
     let _ = std::fs::remove_dir_all(ledger_dir.join("index"));
-    let (rebuild, rebuild_kib) = run_measured(
-        std::process::Command::new(server)
-            .arg("--data-dir")
-            .arg(&ledger_dir)
-            .arg("reindex"),
-    )?;
+    let (rebuild, rebuild_kib) = tokio::task::block_in_place(|| {
+        run_measured(
+            std::process::Command::new(server)
+                .arg("--data-dir")
+                .arg(&ledger_dir)
+                .arg("reindex"),
+        )
+    })?;
     let index_bytes = dir_bytes(&ledger_dir.join("index"));
     let _ = writeln!(
         out,
@@ -374,16 +425,18 @@ pub async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Result<Strin
     );
 
     // The previous build's scan, in this process (what its server ran per call).
-    let ledger = Ledger::open(&ledger_dir)?;
-    let mut scans = Vec::new();
-    for case in cases() {
-        let query = case.arguments["query"].as_str().unwrap_or_default();
-        let before = own_peak_kib();
-        let started = Instant::now();
-        previous_scan(&ledger, query, 20)?;
-        scans.push((started.elapsed(), own_peak_kib().saturating_sub(before)));
-    }
-    drop(ledger);
+    let scans = tokio::task::block_in_place(|| -> anyhow::Result<Vec<(Duration, u64)>> {
+        let ledger = Ledger::open(&ledger_dir)?;
+        let mut scans = Vec::new();
+        for case in cases() {
+            let query = case.arguments["query"].as_str().unwrap_or_default();
+            let before = own_peak_kib();
+            let started = Instant::now();
+            previous_scan(&ledger, query, 20)?;
+            scans.push((started.elapsed(), own_peak_kib().saturating_sub(before)));
+        }
+        Ok(scans)
+    })?;
 
     // The warm server.
     let client = serve(server, &ledger_dir).await?;
@@ -415,14 +468,16 @@ pub async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Result<Strin
         let mut walls = Vec::new();
         let mut peak = 0;
         for _ in 0..CLI_RUNS {
-            let (wall, kib) = run_measured(
-                std::process::Command::new(server)
-                    .arg("--data-dir")
-                    .arg(&ledger_dir)
-                    .arg("search")
-                    .args(&case.cli)
-                    .arg("--json"),
-            )?;
+            let (wall, kib) = tokio::task::block_in_place(|| {
+                run_measured(
+                    std::process::Command::new(server)
+                        .arg("--data-dir")
+                        .arg(&ledger_dir)
+                        .arg("search")
+                        .args(&case.cli)
+                        .arg("--json"),
+                )
+            })?;
             walls.push(wall);
             peak = peak.max(kib);
         }
