@@ -20,6 +20,8 @@
 //! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
 //!   for a team), the only module that touches storage.
 //! - [`projection`]: pure folds of events (session summary, thought tree).
+//! - [`recall`]: ranked full-text search over the whole ledger (a Tantivy index beside a
+//!   redb ledger, PostgreSQL's own full-text search for a team ledger).
 //! - [`export`]: Mermaid, Markdown, JSON, JSONL, SVG and HTML renderings of a projection.
 //! - [`event`]: the envelope and payloads, the hash chain.
 //! - [`cli`]: the command line (serve, sessions, show, export, replay, search, verify,
@@ -55,6 +57,7 @@ pub mod projection;
 pub(crate) mod prompts;
 pub(crate) mod provider;
 pub mod query;
+pub(crate) mod recall;
 pub(crate) mod request;
 pub mod server;
 pub mod store;

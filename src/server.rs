@@ -417,7 +417,7 @@ impl ServerHandler for LedgerServer {
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         match built {
             Ok(result) => Ok(result.into()),
-            Err(PromptError::Store(error)) => {
+            Err(error @ (PromptError::Store(_) | PromptError::Search(_))) => {
                 Err(McpError::internal_error(error.to_string(), None))
             }
             Err(error) => Err(McpError::invalid_params(error.to_string(), None)),

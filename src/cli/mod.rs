@@ -1,7 +1,7 @@
 //! The command line: arguments parsed once into validated settings, then one
 //! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
-//! `search`, `verify`, `import`, `demo`, `copy`, `doctor`, `completions` and `man` (and
-//! `ui`, served by [`crate::ui`]).
+//! `search`, `reindex`, `verify`, `import`, `demo`, `copy`, `doctor`, `completions` and
+//! `man` (and `ui`, served by [`crate::ui`]).
 //!
 //! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
 //! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
@@ -25,6 +25,7 @@ mod demo;
 mod doctor;
 mod export_cmd;
 mod import;
+mod reindex;
 mod replay;
 mod search;
 mod serve;
@@ -38,6 +39,7 @@ use demo::demo;
 use doctor::doctor;
 use export_cmd::{export_all, export_cmd};
 use import::import;
+use reindex::reindex;
 use replay::replay;
 use search::search;
 use serve::serve;
@@ -88,6 +90,9 @@ pub(crate) enum Command {
         /// With --http: a browser origin allowed to call (scheme://host:port), repeatable
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
+        /// Answer a new session's first thought with up to N earlier sessions like it (related: [...]) [env: REASONING_LEDGER_RELATED; default: 0, off]
+        #[arg(long, value_name = "N")]
+        related: Option<usize>,
     },
     /// List sessions, newest first
     Sessions {
@@ -132,17 +137,34 @@ pub(crate) enum Command {
         #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
     },
-    /// Search every session's text
+    /// Search every session's text, ranked (through the index beside the ledger)
     Search {
-        /// Text to find, case-insensitive: the exact phrase first, then all its words
+        /// Words (ranked, every-word matches first; case, accents and English inflections fold), "a quoted phrase", -word to exclude
         text: String,
-        /// Print JSON ({"query", "matches"}, as search_history answers) instead of lines
+        /// Print JSON ({"query", "matches", "nextCursor"?}, as search_history answers) instead of lines
         #[arg(long)]
         json: bool,
-        /// At most this many matches
-        #[arg(long, default_value_t = 20)]
+        /// At most this many matches (1..=100)
+        #[arg(long, default_value_t = crate::recall::DEFAULT_LIMIT)]
         limit: usize,
+        /// Only this session (id or alias)
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Only sessions of these kinds (repeatable or comma-separated)
+        #[arg(long, value_name = "KIND")]
+        kind: Vec<String>,
+        /// Only events committed at or after this time (RFC 3339, or ms since the epoch)
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Only events committed at or before this time (RFC 3339, or ms since the epoch)
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// The next page: nextCursor of the previous answer
+        #[arg(long)]
+        cursor: Option<String>,
     },
+    /// Rebuild the search index from the ledger
+    Reindex,
     /// Check every hash chain and seq (or one session's)
     Verify {
         /// Only this session (id or alias)
@@ -302,6 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         http: None,
         allowed_host: Vec::new(),
         allowed_origin: Vec::new(),
+        related: None,
     });
     match command {
         Command::Serve {
@@ -309,7 +332,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             http,
             allowed_host,
             allowed_origin,
+            related,
         } => {
+            serve::set_related(related)?;
             let http = http.map(|listen| crate::http::HttpSettings {
                 listen,
                 allowed_hosts: allowed_host,
@@ -331,7 +356,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             _ => export_all(&settings, format, output.as_deref()),
         },
         Command::Replay { id, at } => replay(&settings, &id, at),
-        Command::Search { text, json, limit } => search(&settings, &text, json, limit),
+        Command::Search {
+            text,
+            json,
+            limit,
+            session,
+            kind,
+            since,
+            until,
+            cursor,
+        } => search(
+            &settings,
+            search::SearchArgs {
+                query: text,
+                json,
+                limit,
+                session,
+                kinds: kind,
+                since,
+                until,
+                cursor,
+            },
+        ),
+        Command::Reindex => reindex(&settings),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
         Command::Import { file } => import(&settings, &file),
         Command::Ui { port } => {

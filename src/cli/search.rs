@@ -1,38 +1,90 @@
-//! `search TEXT`: every session's events searched, phrase hits first.
+//! `search QUERY`: every session's events searched through the index, ranked; the same
+//! query language, filters and JSON as `search_history`.
 
 use super::*;
+use crate::recall::{Cursor, SearchRequest, parse_time};
 
-pub(super) fn search(
-    settings: &Settings,
-    text: &str,
-    json: bool,
-    limit: usize,
-) -> anyhow::Result<()> {
+/// What `search` was asked, as parsed by clap.
+pub(super) struct SearchArgs {
+    pub query: String,
+    pub json: bool,
+    pub limit: usize,
+    pub session: Option<String>,
+    pub kinds: Vec<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub cursor: Option<String>,
+}
+
+pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
+    if args.limit == 0 || args.limit > crate::recall::MAX_LIMIT {
+        bail!(
+            "--limit {}: expected 1..={}",
+            args.limit,
+            crate::recall::MAX_LIMIT
+        );
+    }
+    let mut kinds = Vec::new();
+    for name in args.kinds.iter().flat_map(|k| k.split(',')) {
+        let name = name.trim();
+        if name.is_empty() {
+            continue;
+        }
+        kinds.push(SessionKind::parse(name).with_context(|| {
+            format!(
+                "--kind {name:?}: unknown kind; use {}",
+                crate::tools::kind_names()
+            )
+        })?);
+    }
+    let time = |flag: &str, text: &Option<String>| -> anyhow::Result<Option<u64>> {
+        text.as_deref()
+            .map(|t| parse_time(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
+            .transpose()
+    };
+    let since = time("since", &args.since)?;
+    let until = time("until", &args.until)?;
+    let cursor = args
+        .cursor
+        .as_deref()
+        .map(Cursor::parse)
+        .transpose()
+        .context("--cursor")?;
     let ledger = open_existing(settings)?;
-    let hits = query::search(
-        &ledger,
-        &query::SearchQuery {
-            text,
-            kind: None,
-            limit,
-        },
-    )?;
-    if json {
-        let answer = query::search_answer(text, &hits);
+    let session = match &args.session {
+        Some(id) => Some(find_session(&ledger, id)?.session),
+        None => None,
+    };
+    let request = SearchRequest {
+        query: args.query.clone(),
+        limit: args.limit,
+        session,
+        kinds,
+        since,
+        until,
+        cursor,
+    };
+    let answer = query::search(&ledger, &request)?;
+    if args.json {
+        let answer = answer.to_json(&args.query);
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();
-    for hit in &hits {
+    for found in &answer.matches {
         text.push_str(&format!(
-            "{} #{:<5} {:<8} {}\n",
-            hit.session_id,
-            hit.seq,
-            hit.kind,
-            hit.snippet.replace(['\n', '\r'], " ")
+            "{} #{:<5} {:<8} {:>7.3}  {}\n",
+            found.session_id,
+            found.seq,
+            found.kind,
+            found.score,
+            found.snippet.replace(['\n', '\r'], " ")
         ));
     }
-    if hits.is_empty() {
+    if answer.matches.is_empty() {
         text.push_str("no matches\n");
+    }
+    if let Some(cursor) = answer.next_cursor {
+        text.push_str(&format!("more: --cursor {cursor}\n"));
     }
     stdout_write(&text)
 }

@@ -2,6 +2,30 @@
 
 use super::*;
 
+/// `--related N`, else `REASONING_LEDGER_RELATED`: how many related sessions a new
+/// session's first thought is answered with (0, the default: none).
+pub(super) fn set_related(flag: Option<usize>) -> anyhow::Result<()> {
+    let env = crate::recall::RELATED_ENV;
+    let count = match flag {
+        Some(count) => count,
+        None => match std::env::var(env).ok().filter(|v| !v.trim().is_empty()) {
+            None => 0,
+            Some(text) => text
+                .trim()
+                .parse()
+                .with_context(|| format!("{env}={text:?}: expected a number of sessions"))?,
+        },
+    };
+    if count > crate::recall::MAX_RELATED {
+        bail!(
+            "--related {count}: at most {} sessions",
+            crate::recall::MAX_RELATED
+        );
+    }
+    crate::recall::set_related_count(count);
+    Ok(())
+}
+
 pub(super) fn serve(
     settings: &Settings,
     toolsets: Option<String>,

@@ -1,4 +1,5 @@
-//! `verify [ID] [--rebuild]`: hash chains and summaries checked (and stale summaries rebuilt).
+//! `verify [ID] [--rebuild]`: hash chains and summaries checked (and stale summaries
+//! rebuilt), and whether the search index agrees with the ledger.
 
 use super::*;
 use crate::progress::Progress;
@@ -26,10 +27,11 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
     };
     let events: u64 = verified.iter().map(|v| v.events).sum();
     stdout_write(&format!(
-        "ok: {} session(s), {} event(s), every hash chain and seq checked in {}\n",
+        "ok: {} session(s), {} event(s), every hash chain and seq checked in {}\n{}\n",
         verified.len(),
         events,
-        ledger.path().display()
+        ledger.path().display(),
+        index_report(&ledger)
     ))
 }
 
@@ -44,4 +46,25 @@ pub(super) fn verify_all_with_progress(
     })?;
     bar.finish();
     Ok(verified)
+}
+
+/// Whether the search index agrees with the ledger (never a failure of `verify`: the
+/// index is derived data, rebuilt by the next search or `reindex`).
+fn index_report(ledger: &Ledger) -> String {
+    use crate::recall::{IndexState, Recall};
+    match Recall::for_ledger(ledger).state(ledger) {
+        Ok(IndexState::Missing) => {
+            "search index: none yet (the next search or `reindex` builds it)".to_string()
+        }
+        Ok(IndexState::Indexed { position, last }) if position >= last => {
+            format!("search index: agrees with the ledger (indexed up to position {position})")
+        }
+        Ok(IndexState::Indexed { position, last }) => format!(
+            "search index: indexed up to position {position} of {last} (the next search applies the rest)"
+        ),
+        Ok(IndexState::Unusable { why }) => {
+            format!("search index: unusable ({why}); the next search or `reindex` rebuilds it")
+        }
+        Err(error) => format!("search index: not checked ({error})"),
+    }
 }

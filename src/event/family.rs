@@ -178,6 +178,12 @@ pub trait FamilyEvent:
     fn search_extra(&self) -> Option<&str> {
         None
     }
+    /// Every text of it the search index holds (a plan's steps and risks, a booster's
+    /// candidates…): by default [`FamilyEvent::text`] and [`FamilyEvent::search_extra`]; a
+    /// family that records more text lists it here.
+    fn search_texts(&self) -> Vec<&str> {
+        self.text().into_iter().chain(self.search_extra()).collect()
+    }
     /// The tool call that recorded it, if one did.
     fn call(&self) -> Option<&CallRecord> {
         None

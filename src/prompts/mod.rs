@@ -69,8 +69,14 @@ pub(crate) enum PromptError {
         "the plan prompt needs the planning toolset: serve --toolsets with planning in the list"
     )]
     PlanningOff,
+    /// A topic the search cannot run (says how to write one).
+    #[error("topic: {0}")]
+    Topic(crate::recall::QueryError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The search index failed (not the caller's mistake).
+    #[error(transparent)]
+    Search(crate::recall::RecallError),
 }
 
 fn argument_hint(argument: &str) -> &'static str {
@@ -408,7 +414,7 @@ fn recall_prompt(ledger: &Ledger, topic: &str) -> Result<GetPromptResult, Prompt
                 "sessionId": hit.session_id,
                 "seq": hit.seq,
                 "type": hit.event_type,
-                "match": if hit.rank == 0 { "phrase" } else { "all words" },
+                "score": hit.score,
                 "at": hit.at,
                 "snippet": hit.snippet,
             })
@@ -425,8 +431,8 @@ fn recall_prompt(ledger: &Ledger, topic: &str) -> Result<GetPromptResult, Prompt
     let instructions = format!(
         "Recall what this ledger holds about the topic given in the data below (`topic`). \
          The data lists the best matches of a search over every session's text, ranked as \
-         search_history ranks them (the exact phrase first, then all the words; newest first \
-         within a rank), and the sessions they come from.\n\n{found}"
+         search_history ranks them (by relevance: matches of every word before matches of \
+         some), and the sessions they come from.\n\n{found}"
     );
     let data = json!({
         "topic": topic,

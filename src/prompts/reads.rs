@@ -6,10 +6,11 @@
 //! position, and the planning facts the `plan` prompt needs. Must not: write, or shape
 //! anything for a client (that is [`super::render`]'s job).
 
+use super::PromptError;
 use crate::event::{SessionId, SessionKind};
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
-use crate::query::{self, SearchHit, SearchQuery};
+use crate::query::{self, RecallError, SearchRequest};
 use crate::store::{Ledger, SessionHead, StoreError};
 
 /// Every session head, newest first (the order of `list_sessions`: [`newest_key`]).
@@ -67,20 +68,24 @@ pub(crate) fn markdown(tree: &ThoughtTree) -> String {
     export::render(Format::Markdown, tree, &[])
 }
 
-/// The best `limit` matches for `text`, ranked as `search_history` ranks them.
+/// The best `limit` matches for `text`, ranked as `search_history` ranks them (the same
+/// seam, [`query::search`]).
 pub(crate) fn search(
     ledger: &Ledger,
     text: &str,
     limit: usize,
-) -> Result<Vec<SearchHit>, StoreError> {
-    query::search(
-        ledger,
-        &SearchQuery {
-            text,
-            kind: None,
-            limit,
-        },
-    )
+) -> Result<Vec<query::search::Match>, PromptError> {
+    let request = SearchRequest {
+        query: text.to_string(),
+        limit,
+        ..SearchRequest::default()
+    };
+    match query::search(ledger, &request) {
+        Ok(answer) => Ok(answer.matches),
+        Err(RecallError::Query(error)) => Err(PromptError::Topic(error)),
+        Err(RecallError::Store(error)) => Err(PromptError::Store(error)),
+        Err(other) => Err(PromptError::Search(other)),
+    }
 }
 
 /// The kind of a `deep_planning` session.

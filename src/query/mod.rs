@@ -4,8 +4,8 @@
 //! Owns: the questions asked of stored sessions and the shapes of their answers that more
 //! than one front end shares ([`sessions`]: the newest-first list and its rows;
 //! [`session`]: a session's tree as of any event and its rendering in an export format;
-//! [`history`]: a session's events, filtered and paged; [`search`]: ranked hits over
-//! every event's text behind one seam, [`search::search`]). Callers: the `ledger` tool
+//! [`history`]: a session's events, filtered and paged; [`search`]: ranked matches
+//! over every event's text behind one seam, [`search::search`], over [`crate::recall`]). Callers: the `ledger` tool
 //! family ([`crate::tools::ledger`], argument parsing and answers only), the other
 //! families (a session's tree), [`crate::server`] (resources), [`crate::ui`], the
 //! [`crate::cli`] and the benchmark harness.
@@ -13,7 +13,8 @@
 //! Arrows: `query` reads through [`crate::store::Ledger`], folds through [`crate::projection`] and
 //! renders through [`crate::export`]; it never names a tool or a front end. Must not:
 //! write to the ledger, parse a tool's arguments, or decide how a front end presents an
-//! error (functions return [`crate::store::StoreError`]; the caller words it).
+//! error (functions return [`crate::store::StoreError`], search
+//! [`crate::recall::RecallError`]; the caller words it).
 
 pub mod history;
 pub mod search;
@@ -21,6 +22,6 @@ pub mod session;
 pub mod sessions;
 
 pub use history::{HistoryFilter, HistoryPage, event_row, history};
-pub use search::{SearchHit, SearchQuery, search, search_answer};
+pub(crate) use search::{RecallError, SearchRequest, search};
 pub use session::{export_session, find_session, load_for_export, load_tree};
 pub use sessions::{all_sessions, list_sessions, parse_cursor, session_row, sessions_answer};

@@ -70,6 +70,12 @@ pub trait Backend: Send + Sync + 'static {
     fn on_commits(&self, signal: CommitSignal) {
         let _ = signal;
     }
+
+    /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
+    /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).
+    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
+        None
+    }
 }
 
 /// Wakes every [`super::Watch`] of one ledger: the writer thread raises it after each

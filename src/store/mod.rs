@@ -183,6 +183,11 @@ impl Ledger {
         &self.path
     }
 
+    /// The backend's own full-text search, if it has one (see [`crate::recall`]).
+    pub(crate) fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
+        self.backend.text_search()
+    }
+
     /// Runs `job` inside the next group-commit write transaction and returns its result
     /// once that transaction is durably committed. See [`writer`].
     pub async fn write<R, F>(&self, job: F) -> Result<R, StoreError>

@@ -63,11 +63,17 @@ fn session_ids(dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// What `verify` prints, with the data directory (a temp dir) written `<data-dir>`.
+/// What `verify` prints, with the data directory (a temp dir) written `<data-dir>`, less
+/// its search-index line: the index (issue 20) came after this build, is derived data
+/// (never a failure of `verify`) and is checked by `recall::`.
 fn verify(dir: &Path) -> Vec<u8> {
     String::from_utf8(run_ok(dir, &["verify"]))
         .unwrap()
         .replace(dir.to_str().unwrap(), "<data-dir>")
+        .lines()
+        .filter(|line| !line.starts_with("search index: "))
+        .flat_map(|line| [line, "\n"])
+        .collect::<String>()
         .into_bytes()
 }
 

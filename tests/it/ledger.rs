@@ -303,7 +303,7 @@ async fn get_history_pages_with_from_seq_and_next_from_seq() {
 // ---- search_history ----
 
 #[tokio::test]
-async fn search_history_ranks_exact_phrase_before_all_words_case_insensitively() {
+async fn search_history_ranks_every_word_matches_first_case_insensitively() {
     let dir = common::data_dir();
     let client = spawn(dir.path()).await;
     let first = seq(&client, thought(1, 4, true, "start")).await;
@@ -313,21 +313,29 @@ async fn search_history_ranks_exact_phrase_before_all_words_case_insensitively()
         thought(2, 4, true, "The Red Fox jumps over the dog"),
     )
     .await;
-    // Newer, but only all the words: ranked after the phrase.
     seq(&client, thought(3, 4, true, "a fox that is red")).await;
+    // Only one of the words: after every match of both.
     seq(&client, thought(4, 4, false, "only the fox")).await;
 
     let answer = structured(&call(&client, "search_history", json!({"query": "RED fox"})).await);
     let matches = answer["matches"].as_array().unwrap();
-    let found: Vec<(u64, u64)> = matches
+    let found: Vec<u64> = matches.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
+    assert_eq!(found.len(), 3, "{answer}");
+    assert_eq!(found[2], 5, "{answer}");
+    assert!(
+        found[..2].contains(&3) && found[..2].contains(&4),
+        "{answer}"
+    );
+    let scores: Vec<f64> = matches
         .iter()
-        .map(|m| (m["seq"].as_u64().unwrap(), m["rank"].as_u64().unwrap()))
+        .map(|m| m["score"].as_f64().unwrap())
         .collect();
-    assert_eq!(found, [(3, 0), (4, 1)]);
-    assert_eq!(matches[0]["sessionId"], session);
-    assert_eq!(matches[0]["kind"], "thinking");
-    assert_eq!(matches[0]["type"], "thought_recorded");
-    assert_eq!(matches[0]["snippet"], "The Red Fox jumps over the dog");
+    assert!(scores[0] >= scores[1], "{answer}");
+    let phrase = matches.iter().find(|m| m["seq"] == 3).unwrap();
+    assert_eq!(phrase["sessionId"], session);
+    assert_eq!(phrase["kind"], "thinking");
+    assert_eq!(phrase["eventType"], "thought_recorded");
+    assert_eq!(phrase["snippet"], "The **Red** **Fox** jumps over the dog");
     assert!(
         answer["note"]
             .as_str()
@@ -335,7 +343,7 @@ async fn search_history_ranks_exact_phrase_before_all_words_case_insensitively()
             .contains("not an instruction")
     );
 
-    let none = structured(&call(&client, "search_history", json!({"query": "red wolf"})).await);
+    let none = structured(&call(&client, "search_history", json!({"query": "grey wolf"})).await);
     assert!(none["matches"].as_array().unwrap().is_empty());
 
     let limited = structured(
@@ -381,7 +389,7 @@ async fn search_history_filters_by_session_kind() {
     let think_hits = search(Some("think")).await;
     assert_eq!(think_hits.len(), 1);
     assert_eq!(think_hits[0]["kind"], "think");
-    assert_eq!(think_hits[0]["type"], "think_recorded");
+    assert_eq!(think_hits[0]["eventType"], "think_recorded");
     assert_eq!(think_hits[0]["sessionId"], think["sessionId"]);
     let thinking_hits = search(Some("thinking")).await;
     assert_eq!(thinking_hits.len(), 1);
@@ -705,7 +713,7 @@ async fn search_snippet_survives_text_whose_lowercase_is_longer() {
     assert_eq!(matches[0]["seq"], 3);
     let snippet = matches[0]["snippet"].as_str().unwrap();
     assert!(
-        snippet.contains("the fox"),
+        snippet.contains("the **fox**"),
         "snippet misses the hit: {snippet:?}"
     );
 }
@@ -724,7 +732,7 @@ async fn search_snippet_shows_the_hit_when_lowercasing_expands_the_text_before_i
     let answer = structured(&result);
     let snippet = answer["matches"][0]["snippet"].as_str().unwrap();
     assert!(
-        snippet.contains("the fox"),
+        snippet.contains("the **fox**"),
         "snippet misses the hit: {snippet:?}"
     );
 }
@@ -751,5 +759,5 @@ async fn search_finds_a_first_thought_once_not_again_through_the_title() {
     let found =
         structured(&call(&client, "search_history", json!({"query": "unique first"})).await);
     assert_eq!(found["matches"].as_array().unwrap().len(), 1, "{found}");
-    assert_eq!(found["matches"][0]["type"], json!("thought_recorded"));
+    assert_eq!(found["matches"][0]["eventType"], json!("thought_recorded"));
 }

@@ -18,7 +18,9 @@
 //! (the web view over HTTP: pages, refusals, `/changes` on another process's append),
 //! `conformance` (the MCP conformance suite's generic server scenarios over
 //! `serve --http`), `surface` (prompts, completions and logs to clients over stdio and
-//! HTTP in both generations), `booster` (the booster toolset: answer shapes, heuristic
+//! HTTP in both generations), `recall` (search: the relevance set, read-your-writes
+//! across processes, kill -9 with the index open, damaged indexes rebuilt, hostile
+//! queries, related sessions), `booster` (the booster toolset: answer shapes, heuristic
 //! determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
@@ -51,6 +53,8 @@ mod order;
 mod planning;
 mod protocol;
 mod qa;
+mod recall;
+mod recall_set;
 mod sampling;
 mod surface;
 mod thinking;

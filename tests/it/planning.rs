@@ -645,7 +645,10 @@ async fn list_plans_and_get_plan_answer_every_format() {
         )
         .await,
     );
-    assert_eq!(hits["matches"][0]["type"], "approach_explored", "{hits}");
+    assert_eq!(
+        hits["matches"][0]["eventType"], "approach_explored",
+        "{hits}"
+    );
     let listed = structured(&call(&client, "list_sessions", json!({"query": "redis cache"})).await);
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
 }

@@ -2,7 +2,8 @@
 //! tests' own throwaway cluster through `tools/pg`, or `REASONING_LEDGER_TEST_PG`; `team`:
 //! PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token; `bench`: the harness with tiny counts, its
-//! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store) and a real local model (`local_model`: llama.cpp through
+//! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
+//! PostgreSQL's full-text search) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
@@ -14,4 +15,7 @@ mod bench;
 mod doctor;
 mod local_model;
 mod pg;
+mod recall_pg;
+#[path = "../it/recall_set.rs"]
+mod recall_set;
 mod team;

@@ -11,6 +11,7 @@
 
 mod ledger;
 mod postgres;
+mod search;
 mod servers;
 
 use anyhow::{Context, bail};
@@ -74,12 +75,22 @@ struct BenchArgs {
     /// The PostgreSQL to measure [default: a throwaway one started with tools/pg]
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
+    /// Also measure search (issue 20): recall's index beside the previous build's scan,
+    /// on a generated ledger of --search-events events (markdown only)
+    #[arg(long)]
+    search: bool,
+    /// Events in the ledger searched
+    #[arg(long, default_value_t = search::DEFAULT_SEARCH_EVENTS)]
+    search_events: u64,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = search::measure_child_if_asked() {
+        return code;
+    }
     let args = BenchArgs::parse();
     init_logging();
     match run(args) {
@@ -218,6 +229,12 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         text.push_str(&format!("{figures}\n"));
         report.insert("servers".into(), figures.report_json());
         bar.inc(1);
+    }
+    if args.search {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(search::run(&server, &scratch, args.search_events))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("search".into(), serde_json::Value::String(figures));
     }
     if !args.no_ledger {
         bar.set_message("bench: the ledger");

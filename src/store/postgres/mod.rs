@@ -20,6 +20,8 @@
 //!   (`SELECT … FOR UPDATE`), which makes write transactions exclusive across servers and
 //!   commit order position order. The unique keys are the second line.
 //! - `ledger_meta`: `schema_version`.
+//! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
+//!   projection kept by [`search`] (schema version 2).
 //!
 //! One write transaction per group commit of the writer thread; a connection that fails
 //! is dropped and the next transaction connects again, so a restarted database or a cut
@@ -31,6 +33,7 @@ pub(crate) mod error;
 pub(crate) mod listen;
 mod read;
 pub(crate) mod schema;
+mod search;
 
 pub(crate) use connect::{is_postgres_url, redact_url};
 pub(crate) use error::PgError;
@@ -126,6 +129,10 @@ impl Backend for PgBackend {
 
     fn on_commits(&self, signal: CommitSignal) {
         self.listener.start(signal);
+    }
+
+    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
+        Some(self)
     }
 }
 

@@ -27,7 +27,7 @@ pub(super) fn session_key(session: SessionId) -> [u8; 16] {
     key(session.0.0)
 }
 
-fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
+pub(super) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
     let bytes: [u8; 16] = bytes
         .try_into()
         .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;

@@ -9,13 +9,14 @@ use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE ledger_events (
         session bytea NOT NULL,
         seq bigint NOT NULL,
@@ -31,7 +32,9 @@ const MIGRATIONS: &[&str] = &["
         last_position bigint NOT NULL
     );
     INSERT INTO ledger_counter (id, last_position) VALUES (1, 0);
-"];
+",
+    super::search::MIGRATION,
+];
 
 /// A SQL identifier of `text` (a channel name for LISTEN).
 pub(crate) fn quote_ident(text: &str) -> String {

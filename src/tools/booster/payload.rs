@@ -107,6 +107,35 @@ impl FamilyEvent for BoosterEvent {
         }
     }
 
+    fn search_texts(&self) -> Vec<&str> {
+        fn proposal(p: &Proposal) -> impl Iterator<Item = &str> {
+            [p.text.as_str(), p.rationale.as_str()]
+                .into_iter()
+                .chain(p.how_to_verify.as_deref())
+                .chain(p.expected_outcomes.iter().map(String::as_str))
+        }
+        match &self.body {
+            Body::BoosterStarted(s) => std::iter::once(s.task.as_str())
+                .chain(s.seed_hints.iter().map(String::as_str))
+                .collect(),
+            Body::HintsAdded(h) => h.hints.iter().map(String::as_str).collect(),
+            Body::CandidatesScored(set) => set
+                .candidates
+                .iter()
+                .flat_map(|c| proposal(&c.proposal))
+                .collect(),
+            Body::BeamRolledOut(beam) => beam
+                .heads
+                .iter()
+                .flat_map(|h| {
+                    std::iter::once(h.text.as_str()).chain(h.path.iter().map(|p| p.text.as_str()))
+                })
+                .collect(),
+            Body::StepApplied(a) => proposal(&a.proposal).collect(),
+            Body::Backtracked(c) | Body::LoopDetected(c) => vec![c.text.as_str()],
+        }
+    }
+
     fn call(&self) -> Option<&CallRecord> {
         self.call.as_ref()
     }

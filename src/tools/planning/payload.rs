@@ -121,6 +121,45 @@ impl FamilyEvent for PlanningEvent {
         }
     }
 
+    fn search_texts(&self) -> Vec<&str> {
+        let mut texts: Vec<&str> = Vec::new();
+        match &self.body {
+            Body::PlanInitialized(init) => {
+                texts.push(&init.problem);
+                texts.extend(init.context.as_deref());
+                texts.extend(init.constraints.iter().map(String::as_str));
+            }
+            Body::PlanClarified(c) => {
+                texts.push(&c.question);
+                texts.extend(c.answer.as_deref());
+            }
+            Body::ApproachExplored(a) => {
+                texts.push(&a.name);
+                texts.extend(a.description.as_deref());
+                texts.extend(a.pros.iter().chain(&a.cons).map(String::as_str));
+            }
+            Body::BranchEvaluated(e) => {
+                texts.extend(e.rationale.as_deref());
+                texts.extend(e.recommendation.as_deref());
+            }
+            Body::PlanFinalized(plan) => {
+                for step in &plan.steps {
+                    texts.push(&step.title);
+                    texts.push(&step.description);
+                }
+                for risk in &plan.risks {
+                    texts.push(&risk.description);
+                    texts.push(&risk.mitigation);
+                }
+                texts.extend(plan.assumptions.iter().map(String::as_str));
+                texts.extend(plan.success_criteria.iter().map(String::as_str));
+            }
+            Body::BranchClosed(c) => texts.push(&c.conclusion),
+            Body::BranchMerged(m) => texts.push(&m.thought),
+        }
+        texts
+    }
+
     fn call(&self) -> Option<&CallRecord> {
         Some(&self.call)
     }

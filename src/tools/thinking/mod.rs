@@ -315,7 +315,7 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
         eprintln!("{}", thought_box(&args.thought));
     }
     let summary = &recorded.head.summary;
-    Ok(structured_result(json!({
+    let mut answer = json!({
         "thoughtNumber": args.thought.thought_number,
         "totalThoughts": args.thought.total_thoughts,
         "nextThoughtNeeded": args.thought.next_thought_needed,
@@ -323,7 +323,12 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
         "thoughtHistoryLength": summary.thoughts,
         "sessionId": recorded.session.to_string(),
         "eventSeq": recorded.seq,
-    })))
+    });
+    if args.starts_session() && recorded.seq == 2 {
+        let (ledger, text) = (&call.ctx.ledger, &args.thought.thought);
+        crate::recall::attach_related(ledger, text, recorded.session, &mut answer).await;
+    }
+    Ok(structured_result(answer))
 }
 
 /// The box the reference server draws on stderr for each thought.

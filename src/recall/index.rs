@@ -1,0 +1,884 @@
+//! The Tantivy index of a redb ledger: a projection of the ledger kept in
+//! `<data dir>/index/`, derived data that can be deleted at any time.
+//!
+//! Owns: the index schema ([`RECALL_SCHEMA`] names its version), opening and checking it
+//! (missing, unreadable, of another schema, ahead of the ledger or of another ledger: it
+//! is rebuilt, with one log line), the indexer (events in ledger-position order from the
+//! checkpoint, the checkpoint written in the same Tantivy commit as the documents), the
+//! update lock (`index/update.lock`: one process updates at a time, across processes;
+//! the others wait for it, then read), and searching it (two tiers, filters, pages,
+//! snippets). Must not: write to the ledger, or answer from an index behind the ledger
+//! (every search first applies the tail after the checkpoint).
+//!
+//! A document per event with text: `body` (the event's texts, analysed), `kind` (the
+//! session's kind), `session`, `seq`, `position`, `at`. A session's title is the text
+//! of its `session_started` document, indexed once (not repeated into its events), and
+//! not at all when it only repeats the session's first event (a thinking session's title
+//! is its first thought). Stored fields: none; a hit is read back from the ledger by
+//! session and seq (its fast fields), so snippets always show the ledger's text.
+
+use super::analyzer::{ANALYZER_NAME, analyzer};
+use super::query::{ParsedQuery, Unit};
+use super::{Cursor, Documents, RecallError, SearchAnswer, SearchRequest};
+use crate::event::{Event, Payload, SessionId};
+use crate::store::Ledger;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tantivy::collector::TopDocs;
+use tantivy::query::{
+    BooleanQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+/// Version of what the index holds (fields, analyser, what is indexed). An index whose
+/// checkpoint names another version is rebuilt.
+pub(crate) const RECALL_SCHEMA: u32 = 1;
+
+/// The index's folder inside the data directory.
+pub(crate) const INDEX_DIR: &str = "index";
+/// Tantivy's files, inside [`INDEX_DIR`] (removed whole by a rebuild).
+const TANTIVY_DIR: &str = "tantivy";
+/// The update lock, inside [`INDEX_DIR`] (outside [`TANTIVY_DIR`], so a rebuild that
+/// removes the index keeps the lock others wait on).
+const LOCK_FILE: &str = "update.lock";
+
+/// Indexing memory of a catch-up (Tantivy's least per thread).
+const CATCH_UP_MEMORY_BYTES: usize = 15_000_000;
+/// Indexing memory per thread of a rebuild.
+const REBUILD_MEMORY_BYTES: usize = 48_000_000;
+/// Most indexing threads of a rebuild.
+const REBUILD_THREADS: usize = 2;
+/// A rebuild commits every this many events (a rebuild cut short resumes from its last
+/// commit; searches meanwhile wait for it).
+const REBUILD_COMMIT_EVERY: u64 = 100_000;
+
+/// Longest snippet, in characters.
+pub(crate) const SNIPPET_MAX_CHARS: usize = 160;
+
+/// What the index has applied, written with each commit (Tantivy's commit payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Checkpoint {
+    /// [`RECALL_SCHEMA`] of the build that wrote it.
+    recall: u32,
+    /// The last ledger position applied (0: none).
+    position: u64,
+    /// The hash of the event at `position` (the index belongs to this ledger).
+    hash: String,
+    /// A ledger of an earlier build has no positions: how many of its events are applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unpositioned: Option<u64>,
+}
+
+impl Checkpoint {
+    fn empty() -> Self {
+        Checkpoint {
+            recall: RECALL_SCHEMA,
+            position: 0,
+            hash: String::new(),
+            unpositioned: None,
+        }
+    }
+}
+
+/// The index's fields.
+#[derive(Clone, Copy)]
+struct Fields {
+    body: Field,
+    kind: Field,
+    session: Field,
+    seq: Field,
+    position: Field,
+    at: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER_NAME)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        body: builder.add_text_field("body", text),
+        kind: builder.add_text_field("kind", STRING),
+        session: builder.add_text_field("session", STRING | FAST),
+        seq: builder.add_u64_field("seq", FAST),
+        position: builder.add_u64_field("position", INDEXED | FAST),
+        at: builder.add_u64_field("at", INDEXED | FAST),
+    };
+    (builder.build(), fields)
+}
+
+/// Where the ledger stands: what a checkpoint is compared with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LedgerEnd {
+    /// The last position.
+    Positioned(u64),
+    /// A ledger of an earlier build, not written since: no positions, this many events.
+    Unpositioned(u64),
+}
+
+fn ledger_end(ledger: &Ledger) -> Result<LedgerEnd, RecallError> {
+    let last = ledger.last_position()?;
+    if last > 0 {
+        return Ok(LedgerEnd::Positioned(last));
+    }
+    let events: u64 = ledger.heads()?.iter().map(|h| h.seq).sum();
+    Ok(if events == 0 {
+        LedgerEnd::Positioned(0)
+    } else {
+        LedgerEnd::Unpositioned(events)
+    })
+}
+
+impl Checkpoint {
+    /// Whether the index holds everything up to `end`.
+    fn covers(&self, end: LedgerEnd) -> bool {
+        match end {
+            LedgerEnd::Positioned(last) => self.unpositioned.is_none() && self.position >= last,
+            LedgerEnd::Unpositioned(events) => self.unpositioned == Some(events),
+        }
+    }
+}
+
+/// The index of one data directory, opened on first use.
+pub(crate) struct TantivyRecall {
+    dir: PathBuf,
+    open: Mutex<Option<Arc<Open>>>,
+    /// One update at a time in this process (the lock file orders processes).
+    updating: Mutex<()>,
+}
+
+/// An opened index.
+struct Open {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+/// The index's state, as `verify` reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexState {
+    /// No index yet (the next search or `reindex` builds it).
+    Missing,
+    /// Readable, applied up to `position` of the ledger's `last`.
+    Indexed { position: u64, last: u64 },
+    /// Unusable (`why`): the next search or `reindex` rebuilds it.
+    Unusable { why: String },
+}
+
+impl TantivyRecall {
+    /// The index of the ledger in `data_dir`; nothing is read until the first search.
+    pub(crate) fn new(data_dir: &Path) -> Self {
+        TantivyRecall {
+            dir: data_dir.join(INDEX_DIR),
+            open: Mutex::new(None),
+            updating: Mutex::new(()),
+        }
+    }
+
+    fn tantivy_dir(&self) -> PathBuf {
+        self.dir.join(TANTIVY_DIR)
+    }
+
+    /// Searches, the index first brought up to the ledger's end.
+    pub(crate) fn search(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+    ) -> Result<SearchAnswer, RecallError> {
+        let answer = self
+            .current(ledger, None)
+            .and_then(|open| run_search(&open, ledger, request, parsed));
+        match answer {
+            Ok(answer) => Ok(answer),
+            Err(RecallError::Index(error)) => {
+                // The index broke under us (a file damaged after it was opened):
+                // rebuild and answer from the rebuilt one, never from this one.
+                self.forget();
+                let open = self.rebuild(ledger, &format!("reading it failed: {error}"), None)?;
+                run_search(&open, ledger, request, parsed)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Rebuilds the index from the ledger (`reindex`), reporting progress as
+    /// (events applied, last position).
+    pub(crate) fn reindex(
+        &self,
+        ledger: &Ledger,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, RecallError> {
+        self.forget();
+        let open = self.rebuild(ledger, "asked to (reindex)", Some(progress))?;
+        Ok(read_checkpoint(&open.index)?.position)
+    }
+
+    /// What `verify` says about the index, without building or changing it.
+    pub(crate) fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
+        let path = self.tantivy_dir();
+        if !path.join("meta.json").exists() {
+            return Ok(IndexState::Missing);
+        }
+        let end = ledger_end(ledger)?;
+        let checked = open_index(&path).and_then(|open| {
+            let checkpoint = read_checkpoint(&open.index)?;
+            Ok(validate(&checkpoint, ledger, end)?.map(|()| checkpoint))
+        });
+        Ok(match checked {
+            Ok(Ok(checkpoint)) => IndexState::Indexed {
+                position: checkpoint.position,
+                last: match end {
+                    LedgerEnd::Positioned(last) => last,
+                    LedgerEnd::Unpositioned(_) => 0,
+                },
+            },
+            Ok(Err(why)) => IndexState::Unusable { why },
+            Err(error) => IndexState::Unusable {
+                why: error.to_string(),
+            },
+        })
+    }
+
+    fn forget(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The opened index, checked, rebuilt if unusable, caught up to the ledger's end.
+    fn current(
+        &self,
+        ledger: &Ledger,
+        progress: Option<&mut dyn FnMut(u64, u64)>,
+    ) -> Result<Arc<Open>, RecallError> {
+        let end = ledger_end(ledger)?;
+        let held = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let open = match held {
+            Some(open) => open,
+            None => {
+                let open = match self.open_checked(ledger, end) {
+                    Ok(open) => open,
+                    Err(why) => self.rebuild(ledger, &why, progress)?,
+                };
+                *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(open.clone());
+                open
+            }
+        };
+        let checkpoint = match read_checkpoint(&open.index) {
+            Ok(checkpoint) if checkpoint.recall == RECALL_SCHEMA => checkpoint,
+            // Another process rebuilt it (or broke it) meanwhile: check it again.
+            _ => {
+                self.forget();
+                return self.current(ledger, None);
+            }
+        };
+        if !checkpoint.covers(end) {
+            self.catch_up(&open, ledger)?;
+        }
+        open.reader.reload()?;
+        Ok(open)
+    }
+
+    /// Opens the index and checks it belongs to this ledger; `Err` says why it cannot
+    /// be used.
+    fn open_checked(&self, ledger: &Ledger, end: LedgerEnd) -> Result<Arc<Open>, String> {
+        let path = self.tantivy_dir();
+        if !path.join("meta.json").exists() {
+            return Err("there is none yet".into());
+        }
+        let open = open_index(&path).map_err(|e| format!("it does not open: {e}"))?;
+        let checkpoint = read_checkpoint(&open.index).map_err(|e| e.to_string())?;
+        validate(&checkpoint, ledger, end).map_err(|e| e.to_string())??;
+        Ok(Arc::new(open))
+    }
+
+    fn lock(&self) -> Result<UpdateLock, RecallError> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| RecallError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        UpdateLock::acquire(&self.dir.join(LOCK_FILE))
+    }
+
+    /// Applies the ledger's events after the checkpoint, under the update lock.
+    fn catch_up(&self, open: &Open, ledger: &Ledger) -> Result<(), RecallError> {
+        let _in_process = self.updating.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.lock()?;
+        // Read again under the lock: another process may have applied it meanwhile.
+        let checkpoint = read_checkpoint(&open.index)?;
+        let end = ledger_end(ledger)?;
+        if checkpoint.covers(end) {
+            return Ok(());
+        }
+        if checkpoint.unpositioned.is_some() || matches!(end, LedgerEnd::Unpositioned(_)) {
+            // An earlier build's ledger: no positions to resume from.
+            drop(_lock);
+            drop(_in_process);
+            self.forget();
+            self.rebuild(
+                ledger,
+                "the ledger's events have no positions to resume from",
+                None,
+            )?;
+            return Ok(());
+        }
+        // Opened again under the lock: Tantivy reads which files it manages when an index
+        // is opened, and another process may have written some since this one opened it.
+        let index = Index::open_in_dir(self.tantivy_dir())?;
+        index.tokenizers().register(ANALYZER_NAME, analyzer());
+        let mut writer: IndexWriter<TantivyDocument> =
+            index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
+        let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
+        indexer.apply_from(&mut writer, None, None)?;
+        indexer.commit(&mut writer)?;
+        writer.wait_merging_threads()?;
+        Ok(())
+    }
+
+    /// Builds the index again from the whole ledger (one log line says why).
+    fn rebuild(
+        &self,
+        ledger: &Ledger,
+        why: &str,
+        progress: Option<&mut dyn FnMut(u64, u64)>,
+    ) -> Result<Arc<Open>, RecallError> {
+        let _in_process = self.updating.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.lock()?;
+        let end = ledger_end(ledger)?;
+        // Another process may have rebuilt it while this one waited for the lock.
+        if progress.is_none()
+            && let Ok(open) = self.open_checked(ledger, end)
+        {
+            return Ok(open);
+        }
+        let path = self.tantivy_dir();
+        if why == "there is none yet" {
+            tracing::info!(path = %path.display(), "building the search index from the ledger");
+        } else {
+            tracing::warn!(path = %path.display(), "rebuilding the search index from the ledger: {why}");
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(RecallError::Io { path, source }),
+        }
+        std::fs::create_dir_all(&path).map_err(|source| RecallError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let (schema, fields) = schema();
+        let index = Index::create_in_dir(&path, schema)?;
+        index.tokenizers().register(ANALYZER_NAME, analyzer());
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, REBUILD_THREADS);
+        let mut writer: IndexWriter<TantivyDocument> =
+            index.writer_with_num_threads(threads, REBUILD_MEMORY_BYTES * threads)?;
+        let mut indexer = Indexer::new(ledger, fields, Checkpoint::empty());
+        let total = match end {
+            LedgerEnd::Positioned(last) => last,
+            LedgerEnd::Unpositioned(events) => events,
+        };
+        let mut progress = progress;
+        let mut report = |done: u64| {
+            if let Some(progress) = progress.as_mut() {
+                progress(done, total);
+            }
+        };
+        if let LedgerEnd::Unpositioned(_) = end {
+            indexer.apply_unpositioned(&mut writer)?;
+        } else {
+            indexer.apply_from(&mut writer, Some(REBUILD_COMMIT_EVERY), Some(&mut report))?;
+        }
+        indexer.commit(&mut writer)?;
+        report(total);
+        writer.wait_merging_threads()?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(Arc::new(Open {
+            index,
+            reader,
+            fields,
+        }))
+    }
+}
+
+/// The update lock: an exclusive lock on a file, held across processes until dropped.
+struct UpdateLock {
+    _file: std::fs::File,
+}
+
+impl UpdateLock {
+    fn acquire(path: &Path) -> Result<UpdateLock, RecallError> {
+        use fs4::fs_std::FileExt;
+        let io = |source| RecallError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        file.lock_exclusive().map_err(io)?;
+        Ok(UpdateLock { _file: file })
+    }
+}
+
+fn open_index(path: &Path) -> Result<Open, RecallError> {
+    let index = Index::open_in_dir(path)?;
+    index.tokenizers().register(ANALYZER_NAME, analyzer());
+    let (expected, fields) = schema();
+    if index.schema() != expected {
+        return Err(RecallError::Stale(
+            "its fields are not this build's".to_string(),
+        ));
+    }
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok(Open {
+        index,
+        reader,
+        fields,
+    })
+}
+
+fn read_checkpoint(index: &Index) -> Result<Checkpoint, RecallError> {
+    let metas = index.load_metas()?;
+    match metas.payload.as_deref() {
+        None => Ok(Checkpoint::empty()),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| RecallError::Stale(format!("its checkpoint does not read: {e}"))),
+    }
+}
+
+/// Whether an index at `checkpoint` may serve this ledger: `Ok(Err(why))` when not.
+fn validate(
+    checkpoint: &Checkpoint,
+    ledger: &Ledger,
+    end: LedgerEnd,
+) -> Result<Result<(), String>, RecallError> {
+    if checkpoint.recall != RECALL_SCHEMA {
+        return Ok(Err(format!(
+            "it was made by index schema {}, this build's is {RECALL_SCHEMA}",
+            checkpoint.recall
+        )));
+    }
+    match (end, checkpoint.unpositioned) {
+        (LedgerEnd::Positioned(_), Some(_)) => {
+            return Ok(Err(
+                "it was made before the ledger's events had positions".into()
+            ));
+        }
+        (LedgerEnd::Unpositioned(events), Some(applied)) => {
+            return Ok(if applied > events {
+                Err(format!(
+                    "it holds {applied} events, the ledger {events}: not this ledger's"
+                ))
+            } else {
+                Ok(())
+            });
+        }
+        (LedgerEnd::Unpositioned(_), None) if checkpoint.position > 0 => {
+            return Ok(Err("the ledger has no positions, the index does".into()));
+        }
+        _ => {}
+    }
+    let last = match end {
+        LedgerEnd::Positioned(last) => last,
+        LedgerEnd::Unpositioned(_) => 0,
+    };
+    if checkpoint.position > last {
+        return Ok(Err(format!(
+            "it is indexed up to position {}, beyond the ledger's last ({last}): not this ledger's",
+            checkpoint.position
+        )));
+    }
+    if checkpoint.position > 0 {
+        let at = ledger.events_from_position(checkpoint.position, 1)?;
+        let matches = at
+            .first()
+            .is_some_and(|e| e.position == checkpoint.position && e.event.hash == checkpoint.hash);
+        if !matches {
+            return Ok(Err(format!(
+                "the ledger's event at position {} is not the one it indexed: not this ledger's",
+                checkpoint.position
+            )));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Texts of a payload the index holds.
+pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
+    match payload {
+        Payload::SessionStarted { title, .. } => vec![title.as_str()],
+        Payload::SessionClosed { reason } => vec![reason.as_str()],
+        Payload::Family(family) => family.event().search_texts(),
+    }
+    .into_iter()
+    .filter(|t| !t.trim().is_empty())
+    .collect()
+}
+
+/// Whether a session's title only repeats its first event's text (a thinking session's
+/// title is its first thought, cut): then the title is not indexed apart.
+pub(crate) fn title_repeats_first_event(
+    ledger: &Ledger,
+    session: SessionId,
+    title: &str,
+) -> Result<bool, crate::store::StoreError> {
+    let stem = title.trim_end_matches('…').trim();
+    let mut repeats = false;
+    ledger.for_each_event_to_fold(session, 2, 2, |event| {
+        repeats = texts(&event.payload).iter().any(|t| t.contains(stem));
+        false
+    })?;
+    Ok(repeats)
+}
+
+/// Turns events into documents and remembers what it applied.
+struct Indexer<'l> {
+    ledger: &'l Ledger,
+    fields: Fields,
+    checkpoint: Checkpoint,
+    documents: Documents<'l>,
+}
+
+impl<'l> Indexer<'l> {
+    fn new(ledger: &'l Ledger, fields: Fields, checkpoint: Checkpoint) -> Self {
+        Indexer {
+            ledger,
+            fields,
+            checkpoint,
+            documents: Documents::new(ledger),
+        }
+    }
+
+    /// The document of `event` at `position`, if it has text.
+    fn document(
+        &mut self,
+        position: u64,
+        event: &Event,
+    ) -> Result<Option<TantivyDocument>, RecallError> {
+        let Some(searchable) = self.documents.searchable(event)? else {
+            return Ok(None);
+        };
+        let f = self.fields;
+        let mut doc = TantivyDocument::new();
+        doc.add_text(f.body, searchable.text);
+        doc.add_text(f.kind, searchable.kind.as_str());
+        doc.add_text(f.session, event.session.to_string());
+        doc.add_u64(f.seq, event.seq);
+        doc.add_u64(f.position, position);
+        doc.add_u64(f.at, event.at);
+        Ok(Some(doc))
+    }
+
+    /// Applies every event after the checkpoint, committing every `commit_every` events.
+    fn apply_from(
+        &mut self,
+        writer: &mut IndexWriter<TantivyDocument>,
+        commit_every: Option<u64>,
+        mut progress: Option<&mut dyn FnMut(u64)>,
+    ) -> Result<(), RecallError> {
+        let mut failed = None;
+        let mut since_commit = 0;
+        let from = self.checkpoint.position + 1;
+        self.ledger
+            .for_each_event_from_position(from, |positioned| {
+                let step = self
+                    .document(positioned.position, &positioned.event)
+                    .and_then(|doc| match doc {
+                        Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
+                        None => Ok(()),
+                    });
+                if let Err(error) = step {
+                    failed = Some(error);
+                    return false;
+                }
+                self.checkpoint.position = positioned.position;
+                self.checkpoint.hash = positioned.event.hash.clone();
+                since_commit += 1;
+                if commit_every.is_some_and(|every| since_commit >= every) {
+                    since_commit = 0;
+                    if let Err(error) = self.commit(writer) {
+                        failed = Some(error);
+                        return false;
+                    }
+                    if let Some(progress) = progress.as_mut() {
+                        progress(positioned.position);
+                    }
+                }
+                true
+            })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Applies every event of a ledger without positions.
+    fn apply_unpositioned(
+        &mut self,
+        writer: &mut IndexWriter<TantivyDocument>,
+    ) -> Result<(), RecallError> {
+        let mut failed = None;
+        let mut applied = 0;
+        self.ledger.for_each_event_everywhere(|event| {
+            let step = self.document(0, &event).and_then(|doc| match doc {
+                Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
+                None => Ok(()),
+            });
+            if let Err(error) = step {
+                failed = Some(error);
+                return false;
+            }
+            applied += 1;
+            true
+        })?;
+        self.checkpoint.unpositioned = Some(applied);
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn commit(&self, writer: &mut IndexWriter<TantivyDocument>) -> Result<(), RecallError> {
+        let payload = serde_json::to_string(&self.checkpoint).expect("a checkpoint serializes");
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&payload);
+        prepared.commit()?;
+        Ok(())
+    }
+}
+
+// ---- searching ----
+
+/// A unit's query on `body`, `None` when it analyses to nothing.
+fn unit_query(fields: &Fields, unit: &Unit) -> Option<Box<dyn Query>> {
+    let terms: Vec<Term> = super::analyzer::terms(unit.text())
+        .into_iter()
+        .map(|t| Term::from_field_text(fields.body, &t))
+        .collect();
+    match terms.len() {
+        0 => None,
+        1 => Some(Box::new(TermQuery::new(
+            terms.into_iter().next().expect("one"),
+            IndexRecordOption::WithFreqs,
+        ))),
+        _ => Some(Box::new(PhraseQuery::new(terms))),
+    }
+}
+
+fn filter(query: impl Query) -> (Occur, Box<dyn Query>) {
+    (
+        Occur::Must,
+        Box::new(ConstScoreQuery::new(Box::new(query), 0.0)),
+    )
+}
+
+fn u64_range(field: Field, from: Option<u64>, to: Option<u64>) -> RangeQuery {
+    let bound = |value: Option<u64>| match value {
+        Some(v) => Bound::Included(Term::from_field_u64(field, v)),
+        None => Bound::Unbounded,
+    };
+    RangeQuery::new(bound(from), bound(to))
+}
+
+/// The request's filters, as clauses that match without scoring.
+fn filters(
+    fields: &Fields,
+    request: &SearchRequest,
+    bound: Option<u64>,
+) -> Vec<(Occur, Box<dyn Query>)> {
+    let mut clauses = Vec::new();
+    if let Some(session) = request.session {
+        clauses.push(filter(TermQuery::new(
+            Term::from_field_text(fields.session, &session.to_string()),
+            IndexRecordOption::Basic,
+        )));
+    }
+    if !request.kinds.is_empty() {
+        let kinds: Vec<Box<dyn Query>> = request
+            .kinds
+            .iter()
+            .map(|k| {
+                Box::new(TermQuery::new(
+                    Term::from_field_text(fields.kind, k.as_str()),
+                    IndexRecordOption::Basic,
+                )) as Box<dyn Query>
+            })
+            .collect();
+        clauses.push(filter(BooleanQuery::union(kinds)));
+    }
+    if request.since.is_some() || request.until.is_some() {
+        clauses.push(filter(u64_range(fields.at, request.since, request.until)));
+    }
+    if let Some(bound) = bound {
+        clauses.push(filter(u64_range(fields.position, None, Some(bound))));
+    }
+    clauses
+}
+
+fn clone_all(queries: &[Box<dyn Query>]) -> Vec<Box<dyn Query>> {
+    queries.iter().map(|q| q.box_clone()).collect()
+}
+
+/// The highest position the searcher holds.
+fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+    let mut max = 0;
+    for segment in searcher.segment_readers() {
+        if segment.num_docs() == 0 {
+            continue;
+        }
+        let column = segment.fast_fields().u64("position")?;
+        max = max.max(column.max_value());
+    }
+    Ok(max)
+}
+
+fn run_search(
+    open: &Open,
+    ledger: &Ledger,
+    request: &SearchRequest,
+    parsed: &ParsedQuery,
+) -> Result<SearchAnswer, RecallError> {
+    let fields = &open.fields;
+    let searcher = open.reader.searcher();
+    let wanted: Vec<Box<dyn Query>> = parsed
+        .wanted
+        .iter()
+        .filter_map(|u| unit_query(fields, u))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(SearchAnswer::default());
+    }
+    let excluded: Vec<Box<dyn Query>> = parsed
+        .excluded
+        .iter()
+        .filter_map(|u| unit_query(fields, u))
+        .collect();
+    let (offset, bound) = match request.cursor {
+        Some(cursor) => (cursor.offset, cursor.bound),
+        None => (0, max_position(&searcher)?),
+    };
+    let filter_clauses = || filters(fields, request, request.cursor.map(|c| c.bound));
+    let exclusions = || {
+        excluded
+            .iter()
+            .map(|q| (Occur::MustNot, q.box_clone()))
+            .collect::<Vec<_>>()
+    };
+    let want = offset + request.limit + 1;
+    // Tier 1: every wanted unit.
+    let mut every: Vec<(Occur, Box<dyn Query>)> = clone_all(&wanted)
+        .into_iter()
+        .map(|q| (Occur::Must, q))
+        .collect();
+    every.extend(exclusions());
+    every.extend(filter_clauses());
+    let every: Box<dyn Query> = if every.len() == 1 {
+        every.pop().expect("one").1
+    } else {
+        Box::new(BooleanQuery::new(every))
+    };
+    let mut hits = searcher.search(&*every, &TopDocs::with_limit(want).order_by_score())?;
+    // Tier 2: any wanted unit, after every tier-1 hit.
+    if hits.len() < want && wanted.len() > 1 {
+        let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(
+            Occur::Must,
+            Box::new(BooleanQuery::union(clone_all(&wanted))),
+        )];
+        any.extend(exclusions());
+        any.extend(filter_clauses());
+        let any = BooleanQuery::new(any);
+        let seen: HashSet<DocAddress> = hits.iter().map(|(_, doc)| *doc).collect();
+        let more = searcher.search(&any, &TopDocs::with_limit(want).order_by_score())?;
+        hits.extend(more.into_iter().filter(|(_, doc)| !seen.contains(doc)));
+        hits.truncate(want);
+    }
+    let next_cursor = (hits.len() > offset + request.limit).then(|| Cursor {
+        offset: offset + request.limit,
+        bound,
+    });
+    let page: Vec<(f32, DocAddress)> = hits.into_iter().skip(offset).take(request.limit).collect();
+    let mut snippets = SnippetGenerator::create(
+        &searcher,
+        &BooleanQuery::union(clone_all(&wanted)),
+        fields.body,
+    )?;
+    snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
+    let mut heads = super::Heads::default();
+    let mut matches = Vec::with_capacity(page.len());
+    for (score, address) in page {
+        let segment = searcher.segment_reader(address.segment_ord);
+        let seq = segment
+            .fast_fields()
+            .u64("seq")?
+            .first(address.doc_id)
+            .unwrap_or(0);
+        let Some(sessions) = segment.fast_fields().str("session")? else {
+            continue;
+        };
+        let mut session_text = String::new();
+        if let Some(ord) = sessions.term_ords(address.doc_id).next() {
+            sessions
+                .ord_to_str(ord, &mut session_text)
+                .map_err(|e| RecallError::Index(e.into()))?;
+        }
+        let Ok(session) = session_text.parse::<SessionId>() else {
+            continue;
+        };
+        let Some(event) = ledger.events(session, seq, seq)?.into_iter().next() else {
+            continue;
+        };
+        let text = texts(&event.payload).join("\n");
+        let snippet = render_snippet(&snippets.snippet(&text), &text);
+        if let Some(found) = heads.describe(ledger, &event, score, snippet)? {
+            matches.push(found);
+        }
+    }
+    Ok(SearchAnswer {
+        matches,
+        next_cursor,
+    })
+}
+
+/// A snippet with its matched words marked `**word**`, and `…` where text was cut.
+fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
+    let fragment = snippet.fragment();
+    if fragment.is_empty() {
+        return super::cut(text, SNIPPET_MAX_CHARS);
+    }
+    let mut ranges: Vec<std::ops::Range<usize>> = snippet.highlighted().to_vec();
+    ranges.sort_by_key(|r| r.start);
+    let mut out = String::new();
+    let range = snippet.fragment_range();
+    if range.start > 0 {
+        out.push('…');
+    }
+    let mut from = 0;
+    for r in ranges {
+        if r.start < from || r.end > fragment.len() {
+            continue;
+        }
+        out.push_str(&fragment[from..r.start]);
+        out.push_str("**");
+        out.push_str(&fragment[r.clone()]);
+        out.push_str("**");
+        from = r.end;
+    }
+    out.push_str(&fragment[from..]);
+    if range.end < text.len() {
+        out.push('…');
+    }
+    out
+}

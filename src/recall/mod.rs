@@ -1,0 +1,504 @@
+//! Recall: ranked full-text search over the whole ledger, as a projection of it.
+//!
+//! Owns: the one entry point the tools and the CLI call ([`Recall::for_ledger`], then
+//! [`Recall::search`], [`Recall::related`], [`Recall::reindex`], [`Recall::state`]), the
+//! request and answer shapes ([`SearchRequest`], [`SearchAnswer`], [`Match`],
+//! [`Related`], [`Cursor`]), the query language ([`query`]), the analyser ([`analyzer`]),
+//! the redb ledger's Tantivy index ([`index`]) and the contract a backend that searches
+//! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
+//! `store::postgres::search`). Must not: write to the ledger, or answer from an index
+//! that lags the ledger (the tail after its checkpoint is applied first).
+//!
+//! Why Tantivy: BM25 with English stemming, phrase queries, snippets and mmap'd segments
+//! in pure Rust (no C build), a writer lock across processes and an atomic commit that
+//! carries our checkpoint; its alternatives were SQLite FTS5 (a C build and a second
+//! storage engine beside redb), an index kept in redb by hand (BM25, positions, phrase
+//! matching and snippets written and tuned here), in-memory BM25 crates (the whole index
+//! rebuilt at every start) and Meilisearch's milli (LMDB in C, several times the build).
+//! Built without zstd (a C build) and without its stop-word lists.
+//!
+//! The index is opened on the first search (never at start: the stdio server's start-up
+//! and memory stay as they were) and shared by every call of the process.
+
+pub(crate) mod analyzer;
+pub(crate) mod index;
+pub(crate) mod query;
+
+use crate::event::{Event, SessionId, SessionKind};
+use crate::store::{Ledger, StoreError};
+use query::ParsedQuery;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+pub(crate) use index::IndexState;
+pub(crate) use query::{MAX_QUERY_BYTES, QueryError};
+
+/// Matches a search returns unless asked otherwise.
+pub(crate) const DEFAULT_LIMIT: usize = 10;
+/// Most matches one page may hold.
+pub(crate) const MAX_LIMIT: usize = 100;
+/// Deepest a page may start (a search holds offset + limit hits, never every match).
+pub(crate) const MAX_OFFSET: usize = 10_000;
+/// Environment variable of `serve --related N`.
+pub(crate) const RELATED_ENV: &str = "REASONING_LEDGER_RELATED";
+/// Most related sessions a first thought may be answered with.
+pub(crate) const MAX_RELATED: usize = 20;
+/// Indexes one process keeps open (one per data directory it searched).
+const MAX_OPEN_INDEXES: usize = 8;
+
+/// Why a search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecallError {
+    /// The query cannot be run; says how to write one.
+    #[error("{0}")]
+    Query(#[from] QueryError),
+    /// A `cursor` that no search answered with.
+    #[error("{0:?} is not a cursor; pass nextCursor from the previous answer")]
+    Cursor(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the search index failed: {0}")]
+    Index(#[from] tantivy::TantivyError),
+    #[error("the search index at {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The index cannot serve this ledger (rebuilt on the next search).
+    #[error("the search index cannot be used: {0}")]
+    Stale(String),
+}
+
+/// Where the next page starts: the ledger position the first page saw (later events are
+/// left out, so pages do not shift) and how many hits came before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub bound: u64,
+    pub offset: usize,
+}
+
+impl Cursor {
+    pub fn parse(text: &str) -> Result<Cursor, RecallError> {
+        let bad = || RecallError::Cursor(text.to_string());
+        let (bound, offset) = text.trim().split_once('.').ok_or_else(bad)?;
+        let cursor = Cursor {
+            bound: bound.parse().map_err(|_| bad())?,
+            offset: offset.parse().map_err(|_| bad())?,
+        };
+        if cursor.offset > MAX_OFFSET {
+            return Err(bad());
+        }
+        Ok(cursor)
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.bound, self.offset)
+    }
+}
+
+/// One search.
+#[derive(Clone, Debug, Default)]
+pub struct SearchRequest {
+    pub query: String,
+    /// Matches per page (1..=[`MAX_LIMIT`]).
+    pub limit: usize,
+    pub session: Option<SessionId>,
+    /// Session kinds (none: every kind).
+    pub kinds: Vec<SessionKind>,
+    /// Commit time bounds, inclusive, in ms since the epoch.
+    pub since: Option<u64>,
+    pub until: Option<u64>,
+    pub cursor: Option<Cursor>,
+}
+
+/// One match.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Match {
+    pub session_id: String,
+    pub seq: u64,
+    /// The session's kind.
+    pub kind: &'static str,
+    pub event_type: &'static str,
+    pub at: String,
+    /// Relevance (BM25 on redb, `ts_rank_cd` on PostgreSQL), rounded to 3 decimals.
+    pub score: f64,
+    /// The session's title.
+    pub title: String,
+    /// Text around the best match, matched words marked `**word**`.
+    pub snippet: String,
+}
+
+/// A page of matches, best first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchAnswer {
+    pub matches: Vec<Match>,
+    pub next_cursor: Option<Cursor>,
+}
+
+impl SearchAnswer {
+    /// The one shape of an answer (`search_history` adds its note, `search --json`
+    /// prints it): `{"query", "matches", "nextCursor"?}`.
+    pub fn to_json(&self, query: &str) -> Value {
+        let mut answer = json!({"query": query, "matches": self.matches});
+        if let Some(cursor) = self.next_cursor {
+            answer["nextCursor"] = json!(cursor.to_string());
+        }
+        answer
+    }
+}
+
+/// An earlier session like a new one's first thought.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Related {
+    pub session_id: String,
+    pub title: String,
+    pub score: f64,
+    pub snippet: String,
+}
+
+/// A backend that searches its own ledger (PostgreSQL's full-text search): the same
+/// request, filters and answer as the Tantivy index.
+pub trait TextSearch: Send + Sync {
+    /// One page of matches, the backend's own index first brought up to the ledger's end.
+    fn search(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+    ) -> Result<SearchAnswer, RecallError>;
+    /// Rebuilds the backend's index from the ledger; returns the position indexed to.
+    fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError>;
+    /// What `verify` reports.
+    fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError>;
+}
+
+/// The search of one ledger.
+pub(crate) struct Recall {
+    /// The Tantivy index of a redb ledger; `None` when the backend searches itself.
+    index: Option<index::TantivyRecall>,
+}
+
+/// Every [`Recall`] this process opened, by ledger path (most recent last).
+static OPEN: Mutex<Vec<(PathBuf, Arc<Recall>)>> = Mutex::new(Vec::new());
+
+impl Recall {
+    /// The search of `ledger`, shared by every call of this process on it. Opens nothing
+    /// yet: the index is read on the first search.
+    pub(crate) fn for_ledger(ledger: &Ledger) -> Arc<Recall> {
+        let key = ledger.path().to_path_buf();
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = open.iter().position(|(path, _)| *path == key) {
+            let entry = open.remove(at);
+            let recall = entry.1.clone();
+            open.push(entry);
+            return recall;
+        }
+        let index = match ledger.text_search() {
+            Some(_) => None,
+            None => Some(index::TantivyRecall::new(
+                ledger.path().parent().unwrap_or(std::path::Path::new(".")),
+            )),
+        };
+        let recall = Arc::new(Recall { index });
+        if open.len() >= MAX_OPEN_INDEXES {
+            open.remove(0);
+        }
+        open.push((key, recall.clone()));
+        recall
+    }
+
+    /// One page of matches for `request`, as of the ledger's end when called.
+    pub(crate) fn search(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+    ) -> Result<SearchAnswer, RecallError> {
+        let parsed = query::parse(&request.query)?;
+        let mut request = request.clone();
+        request.limit = request.limit.clamp(1, MAX_LIMIT);
+        match (&self.index, ledger.text_search()) {
+            (_, Some(backend)) => backend.search(ledger, &request, &parsed),
+            (Some(index), None) => index.search(ledger, &request, &parsed),
+            (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
+        }
+    }
+
+    /// Rebuilds the index from the ledger; returns the position indexed to.
+    pub(crate) fn reindex(
+        &self,
+        ledger: &Ledger,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, RecallError> {
+        match (&self.index, ledger.text_search()) {
+            (_, Some(backend)) => backend.reindex(ledger),
+            (Some(index), None) => index.reindex(ledger, progress),
+            (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
+        }
+    }
+
+    /// Whether the index agrees with the ledger (for `verify`); builds nothing.
+    pub(crate) fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
+        match (&self.index, ledger.text_search()) {
+            (_, Some(backend)) => backend.state(ledger),
+            (Some(index), None) => index.state(ledger),
+            (None, None) => Ok(IndexState::Missing),
+        }
+    }
+
+    /// Up to `count` sessions other than `own` whose text is most like `text` (the
+    /// words of `text` as an any-word query), best first.
+    pub(crate) fn related(
+        &self,
+        ledger: &Ledger,
+        text: &str,
+        own: SessionId,
+        count: usize,
+    ) -> Result<Vec<Related>, RecallError> {
+        let count = count.min(MAX_RELATED);
+        let mut words: Vec<String> = Vec::new();
+        for word in text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= RELATED_MIN_WORD_CHARS)
+        {
+            let word = word.to_lowercase();
+            if !words.contains(&word) {
+                words.push(word);
+            }
+            if words.len() == query::MAX_QUERY_TERMS {
+                break;
+            }
+        }
+        if count == 0 || words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = SearchRequest {
+            query: words.join(" "),
+            limit: (count * RELATED_HITS_PER_SESSION).min(MAX_LIMIT),
+            ..SearchRequest::default()
+        };
+        let answer = self.search(ledger, &request)?;
+        let mut related: Vec<Related> = Vec::new();
+        let own = own.to_string();
+        for found in answer.matches {
+            if found.session_id == own || related.iter().any(|r| r.session_id == found.session_id) {
+                continue;
+            }
+            related.push(Related {
+                session_id: found.session_id,
+                title: found.title,
+                score: found.score,
+                snippet: found.snippet,
+            });
+            if related.len() == count {
+                break;
+            }
+        }
+        Ok(related)
+    }
+}
+
+/// How many related sessions a new session's first thought is answered with (`serve
+/// --related N`); 0, the default, answers with none and searches nothing.
+static RELATED_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets what `serve --related N` asks for (at most [`MAX_RELATED`]).
+pub(crate) fn set_related_count(count: usize) {
+    RELATED_COUNT.store(count.min(MAX_RELATED), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Adds `related: [...]` to the answer of a new session's first thought when `serve
+/// --related N` asked for it and earlier sessions are like it (the key is left out when
+/// none is). A failed search is logged and leaves the answer as it is: the thought is
+/// recorded either way.
+pub(crate) async fn attach_related(
+    ledger: &Ledger,
+    text: &str,
+    own: SessionId,
+    answer: &mut Value,
+) {
+    let count = RELATED_COUNT.load(std::sync::atomic::Ordering::Relaxed);
+    if count == 0 {
+        return;
+    }
+    let ledger = ledger.clone();
+    let text = text.to_string();
+    let found = tokio::task::spawn_blocking(move || {
+        Recall::for_ledger(&ledger).related(&ledger, &text, own, count)
+    })
+    .await;
+    match found {
+        Ok(Ok(related)) if !related.is_empty() => answer["related"] = json!(related),
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "related sessions: the search failed"),
+        Err(error) => tracing::warn!(%error, "related sessions: the search panicked"),
+    }
+}
+
+/// Words shorter than this are left out of a related-sessions query (articles,
+/// prepositions: they would match everything).
+const RELATED_MIN_WORD_CHARS: usize = 4;
+/// Hits asked for per related session wanted (several hits may share a session).
+const RELATED_HITS_PER_SESSION: usize = 5;
+
+/// What the index holds of one event: its session's kind and its texts, joined.
+pub(crate) struct Searchable {
+    pub kind: SessionKind,
+    pub text: String,
+}
+
+/// Turns events into what the index holds (for both backends): an event's texts
+/// ([`index::texts`]), a title only where it does not repeat the session's first event,
+/// the session's kind (read once per session).
+pub(crate) struct Documents<'l> {
+    ledger: &'l Ledger,
+    kinds: HashMap<SessionId, SessionKind>,
+}
+
+impl<'l> Documents<'l> {
+    pub(crate) fn new(ledger: &'l Ledger) -> Self {
+        Documents {
+            ledger,
+            kinds: HashMap::new(),
+        }
+    }
+
+    /// What the index holds of `event`, `None` when nothing (no text).
+    pub(crate) fn searchable(&mut self, event: &Event) -> Result<Option<Searchable>, StoreError> {
+        if let crate::event::Payload::SessionStarted { kind, title, .. } = &event.payload {
+            self.kinds.insert(event.session, *kind);
+            if index::title_repeats_first_event(self.ledger, event.session, title)? {
+                return Ok(None);
+            }
+        }
+        let texts = index::texts(&event.payload);
+        if texts.is_empty() {
+            return Ok(None);
+        }
+        let kind = match self.kinds.get(&event.session) {
+            Some(kind) => *kind,
+            None => {
+                let kind = self
+                    .ledger
+                    .head(event.session)?
+                    .map_or(SessionKind::THINKING, |h| h.summary.kind);
+                self.kinds.insert(event.session, kind);
+                kind
+            }
+        };
+        Ok(Some(Searchable {
+            kind,
+            text: texts.join("\n"),
+        }))
+    }
+}
+
+/// The sessions' heads a page of matches needs, read once per session.
+#[derive(Default)]
+pub(crate) struct Heads {
+    seen: HashMap<SessionId, Option<(String, SessionKind)>>,
+}
+
+impl Heads {
+    /// The title and kind of `session` (`None` when it has no head).
+    pub(crate) fn title_and_kind(
+        &mut self,
+        ledger: &Ledger,
+        session: SessionId,
+    ) -> Result<Option<(String, SessionKind)>, StoreError> {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.seen.entry(session) {
+            slot.insert(
+                ledger
+                    .head(session)?
+                    .map(|h| (h.summary.title, h.summary.kind)),
+            );
+        }
+        Ok(self.seen[&session].clone())
+    }
+
+    /// The match of `event` (`None` when its session has no head).
+    pub(crate) fn describe(
+        &mut self,
+        ledger: &Ledger,
+        event: &Event,
+        score: f32,
+        snippet: String,
+    ) -> Result<Option<Match>, StoreError> {
+        let Some((title, kind)) = self.title_and_kind(ledger, event.session)? else {
+            return Ok(None);
+        };
+        Ok(Some(Match {
+            session_id: event.session.to_string(),
+            seq: event.seq,
+            kind: kind.as_str(),
+            event_type: event.payload.type_name(),
+            at: event.at_rfc3339(),
+            score: round_score(score as f64),
+            title,
+            snippet,
+        }))
+    }
+}
+
+/// A score rounded to 3 decimals (answers stay short and stable).
+pub(crate) fn round_score(score: f64) -> f64 {
+    (score * 1000.0).round() / 1000.0
+}
+
+/// The first `max` characters of `text`, `…` when cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A time bound as the tools and the CLI take it: RFC 3339 (`2026-01-31T12:00:00Z`; a
+/// date alone is its midnight, UTC), or milliseconds since the epoch as digits.
+pub(crate) fn parse_time(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for milliseconds since the epoch"));
+    }
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_string()
+    };
+    let time = humantime::parse_rfc3339_weak(&full).map_err(|_| {
+        format!("{text:?} is not a time: use RFC 3339 (2026-01-31T12:00:00Z) or milliseconds since the epoch")
+    })?;
+    Ok(time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_cursors_read_back() {
+        assert_eq!(parse_time("1700000000000"), Ok(1_700_000_000_000));
+        assert_eq!(parse_time("1970-01-02"), Ok(86_400_000));
+        assert_eq!(parse_time("1970-01-01T00:00:01Z"), Ok(1000));
+        assert!(parse_time("yesterday").is_err());
+        let cursor = Cursor {
+            bound: 42,
+            offset: 10,
+        };
+        assert_eq!(Cursor::parse(&cursor.to_string()).unwrap(), cursor);
+        assert!(Cursor::parse("x").is_err());
+        assert!(Cursor::parse("1.99999999").is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! PostgreSQL's full-text search of its ledger: the same requests, filters and answers as
+//! the Tantivy index of a redb ledger ([`crate::recall`]), through the database's own
+//! `tsvector`, GIN index, `ts_rank_cd` and `ts_headline`.
+//!
+//! Owns: [`MIGRATION`] (schema version 2: `ledger_search`, one row per event with text,
+//! and `ledger_search_state`, the position it is indexed to), keeping those rows a
+//! projection of the ledger (each search first applies the events after the state's
+//! position, under the state row's lock: one server updates at a time, the others wait
+//! and read), and the query. Must not: write a ledger table.
+//!
+//! What is indexed: `doc` = `to_tsvector('english', t) || to_tsvector('simple', t)` of the
+//! event's texts folded by our analyser (lowercase, ASCII folding, CJK characters apart:
+//! [`analyzer::folded`]), so English words stem and the `simple` half keeps every word as
+//! written (stop words, words the stemmer mangles). A query is parsed once
+//! ([`crate::recall::query`]); each word or phrase is `phraseto_tsquery('english', …)`,
+//! or `simple` when English drops it (a stop word). Every-word matches come first, then
+//! any-word matches (`ts_rank_cd` within each), like the index of a redb ledger.
+//!
+//! What differs from redb: `ts_rank_cd` weighs a rare word no more than a common one
+//! (BM25's IDF), so within a tier the order may differ; snippets come from `ts_headline`
+//! (words folded away by our analyser, such as `café` for `cafe`, are not marked).
+
+use super::PgBackend;
+use super::connect::blocking;
+use super::error::query_error;
+use super::read::{session_key, session_of, to_i64};
+use crate::event::format_time;
+use crate::recall::analyzer;
+use crate::recall::query::ParsedQuery;
+use crate::recall::{
+    Cursor, Documents, Heads, IndexState, Match, RecallError, SearchAnswer, SearchRequest,
+    TextSearch, round_score,
+};
+use crate::store::{Ledger, StoreError};
+use postgres::types::ToSql;
+
+/// Migration 2: the search projection.
+pub(crate) const MIGRATION: &str = "
+    CREATE TABLE ledger_search (
+        position bigint PRIMARY KEY,
+        session bytea NOT NULL,
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        event_type text NOT NULL,
+        at bigint NOT NULL,
+        body text NOT NULL,
+        doc tsvector NOT NULL
+    );
+    CREATE INDEX ledger_search_doc ON ledger_search USING GIN (doc);
+    CREATE INDEX ledger_search_session ON ledger_search (session);
+    CREATE TABLE ledger_search_state (
+        id int PRIMARY KEY CHECK (id = 1),
+        position bigint NOT NULL
+    );
+    INSERT INTO ledger_search_state (id, position) VALUES (1, 0);
+    CREATE FUNCTION ledger_search_unit(words text) RETURNS tsquery
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT CASE WHEN numnode(phraseto_tsquery('english', words)) > 0
+                        THEN phraseto_tsquery('english', words)
+                        ELSE phraseto_tsquery('simple', words) END
+        $$;
+";
+
+/// Rows one INSERT of the projection carries.
+const INSERT_BATCH_ROWS: usize = 1000;
+
+/// Options of `ts_headline`: one fragment of about 12–30 words, matches marked `**`.
+const HEADLINE_OPTIONS: &str =
+    "StartSel=**, StopSel=**, MinWords=12, MaxWords=30, MaxFragments=1, FragmentDelimiter=\" … \"";
+
+/// A row of the projection, before it is written.
+struct Row {
+    position: i64,
+    session: Vec<u8>,
+    seq: i64,
+    kind: String,
+    event_type: String,
+    at: i64,
+    body: String,
+    folded: String,
+}
+
+impl PgBackend {
+    /// Runs `f` on a pooled connection; a lost connection is not pooled again.
+    fn with_client<T>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut pooled = self.pool.client()?;
+        match blocking(|| f(pooled.get())) {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                // Lost, or in an unknown state: either way not pooled again.
+                pooled.discard();
+                Err(query_error(what)(error))
+            }
+        }
+    }
+
+    fn indexed_position(&self) -> Result<u64, StoreError> {
+        self.with_client("reading the search index's position", |c| {
+            c.query_one("SELECT position FROM ledger_search_state WHERE id = 1", &[])
+                .map(|row| row.get::<_, i64>(0).max(0) as u64)
+        })
+    }
+
+    /// Applies the ledger's events after the indexed position (all of them when
+    /// `from_scratch`), in one transaction holding the state row's lock.
+    fn apply(&self, ledger: &Ledger, from_scratch: bool) -> Result<u64, RecallError> {
+        let mut pooled = self.pool.client()?;
+        let client = pooled.get();
+        let result = blocking(|| -> Result<u64, RecallError> {
+            let mut txn = client
+                .transaction()
+                .map_err(query_error("beginning a search index update"))?;
+            let indexed: i64 = txn
+                .query_one(
+                    "SELECT position FROM ledger_search_state WHERE id = 1 FOR UPDATE",
+                    &[],
+                )
+                .map_err(query_error("locking the search index"))?
+                .get(0);
+            let mut indexed = indexed.max(0) as u64;
+            if from_scratch {
+                txn.batch_execute("DELETE FROM ledger_search")
+                    .map_err(query_error("emptying the search index"))?;
+                indexed = 0;
+            }
+            let last = ledger.last_position()?;
+            if indexed >= last {
+                txn.commit()
+                    .map_err(query_error("ending a search index update"))?;
+                return Ok(indexed);
+            }
+            let mut documents = Documents::new(ledger);
+            let mut rows: Vec<Row> = Vec::new();
+            let mut failed: Option<RecallError> = None;
+            let mut applied = indexed;
+            ledger.for_each_event_from_position(indexed + 1, |positioned| {
+                if positioned.position > last {
+                    return false;
+                }
+                let event = &positioned.event;
+                match documents.searchable(event) {
+                    Ok(Some(searchable)) => rows.push(Row {
+                        position: to_i64(positioned.position),
+                        session: session_key(event.session).to_vec(),
+                        seq: to_i64(event.seq),
+                        kind: searchable.kind.as_str().to_string(),
+                        event_type: event.payload.type_name().to_string(),
+                        at: to_i64(event.at),
+                        folded: analyzer::folded(&searchable.text),
+                        body: searchable.text,
+                    }),
+                    Ok(None) => {}
+                    Err(error) => {
+                        failed = Some(error.into());
+                        return false;
+                    }
+                }
+                applied = positioned.position;
+                if rows.len() >= INSERT_BATCH_ROWS
+                    && let Err(error) = insert(&mut txn, &mut rows)
+                {
+                    failed = Some(error.into());
+                    return false;
+                }
+                true
+            })?;
+            if let Some(error) = failed {
+                return Err(error);
+            }
+            insert(&mut txn, &mut rows)?;
+            txn.execute(
+                "UPDATE ledger_search_state SET position = $1 WHERE id = 1",
+                &[&to_i64(applied)],
+            )
+            .map_err(query_error("recording the search index's position"))?;
+            txn.commit()
+                .map_err(query_error("committing a search index update"))?;
+            Ok(applied)
+        });
+        if result.is_err() {
+            pooled.discard();
+        }
+        result
+    }
+}
+
+/// Writes `rows` (and empties it).
+fn insert(txn: &mut postgres::Transaction<'_>, rows: &mut Vec<Row>) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let positions: Vec<i64> = rows.iter().map(|r| r.position).collect();
+    let sessions: Vec<&[u8]> = rows.iter().map(|r| r.session.as_slice()).collect();
+    let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+    let types: Vec<&str> = rows.iter().map(|r| r.event_type.as_str()).collect();
+    let ats: Vec<i64> = rows.iter().map(|r| r.at).collect();
+    let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
+    let folded: Vec<&str> = rows.iter().map(|r| r.folded.as_str()).collect();
+    txn.execute(
+        "INSERT INTO ledger_search (position, session, seq, kind, event_type, at, body, doc)
+         SELECT p, s, q, k, t, a, b, to_tsvector('english', f) || to_tsvector('simple', f)
+         FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::text[], $5::text[],
+                     $6::bigint[], $7::text[], $8::text[]) AS r(p, s, q, k, t, a, b, f)
+         ON CONFLICT (position) DO NOTHING",
+        &[
+            &positions, &sessions, &seqs, &kinds, &types, &ats, &bodies, &folded,
+        ],
+    )
+    .map_err(query_error("writing the search index"))?;
+    rows.clear();
+    Ok(())
+}
+
+/// Parameters of one query, numbered as they are pushed.
+#[derive(Default)]
+struct Params {
+    values: Vec<Box<dyn ToSql + Sync>>,
+}
+
+impl Params {
+    /// `$n` of `value`.
+    fn push(&mut self, value: impl ToSql + Sync + 'static) -> String {
+        self.values.push(Box::new(value));
+        format!("${}", self.values.len())
+    }
+
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values
+            .iter()
+            .map(|v| &**v as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+impl TextSearch for PgBackend {
+    fn search(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+    ) -> Result<SearchAnswer, RecallError> {
+        let indexed = self.apply(ledger, false)?;
+        let mut params = Params::default();
+        let unit = |text: &str, params: &mut Params| -> Option<String> {
+            let folded = analyzer::folded(text);
+            (!folded.is_empty()).then(|| format!("ledger_search_unit({})", params.push(folded)))
+        };
+        let wanted: Vec<String> = parsed
+            .wanted
+            .iter()
+            .filter_map(|u| unit(u.text(), &mut params))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(SearchAnswer::default());
+        }
+        let excluded: Vec<String> = parsed
+            .excluded
+            .iter()
+            .filter_map(|u| unit(u.text(), &mut params))
+            .map(|q| format!(" && !!{q}"))
+            .collect();
+        let excluded = excluded.concat();
+        let every = format!("({}){excluded}", wanted.join(" && "));
+        let any = format!("({}){excluded}", wanted.join(" || "));
+        let positive = format!("({})", wanted.join(" || "));
+        let (offset, bound) = match request.cursor {
+            Some(cursor) => (cursor.offset, cursor.bound),
+            None => (0, indexed),
+        };
+        let mut filters = format!(" AND position <= {}", params.push(to_i64(bound)));
+        if let Some(session) = request.session {
+            filters.push_str(&format!(
+                " AND session = {}",
+                params.push(session_key(session).to_vec())
+            ));
+        }
+        if !request.kinds.is_empty() {
+            let kinds: Vec<String> = request
+                .kinds
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect();
+            filters.push_str(&format!(" AND kind = ANY({}::text[])", params.push(kinds)));
+        }
+        if let Some(since) = request.since {
+            filters.push_str(&format!(" AND at >= {}", params.push(to_i64(since))));
+        }
+        if let Some(until) = request.until {
+            filters.push_str(&format!(" AND at <= {}", params.push(to_i64(until))));
+        }
+        let want = offset + request.limit + 1;
+        let sql = format!(
+            "WITH q AS (SELECT {every} AS every, {any} AS anyq, {positive} AS hl)
+             SELECT p.session, p.seq, p.kind, p.event_type, p.at, p.score,
+                    ts_headline('english', p.body, q.hl, '{HEADLINE_OPTIONS}')
+             FROM (
+                 SELECT position, session, seq, kind, event_type, at, body,
+                        doc @@ q.every AS all_words, ts_rank_cd(doc, q.anyq) AS score
+                 FROM ledger_search, q
+                 WHERE doc @@ q.anyq{filters}
+                 ORDER BY all_words DESC, score DESC, position DESC
+                 LIMIT {want}
+             ) p, q
+             ORDER BY p.all_words DESC, p.score DESC, p.position DESC"
+        );
+        let rows = self.with_client("searching", |c| c.query(&sql, &params.refs()))?;
+        let next_cursor = (rows.len() > offset + request.limit).then(|| Cursor {
+            offset: offset + request.limit,
+            bound,
+        });
+        let mut heads = Heads::default();
+        let mut matches = Vec::new();
+        for row in rows.iter().skip(offset).take(request.limit) {
+            let session = session_of(row.get::<_, &[u8]>(0))?;
+            let Some((title, _)) = heads.title_and_kind(ledger, session)? else {
+                continue;
+            };
+            let score: f32 = row.get(5);
+            matches.push(Match {
+                session_id: session.to_string(),
+                seq: row.get::<_, i64>(1).max(0) as u64,
+                kind: kind_name(row.get(2)),
+                event_type: event_type_name(row.get(3)),
+                at: format_time(row.get::<_, i64>(4).max(0) as u64),
+                score: round_score(score as f64),
+                title,
+                snippet: row.get(6),
+            });
+        }
+        Ok(SearchAnswer {
+            matches,
+            next_cursor,
+        })
+    }
+
+    fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError> {
+        self.apply(ledger, true)
+    }
+
+    fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
+        let position = self.indexed_position()?;
+        Ok(IndexState::Indexed {
+            position,
+            last: ledger.last_position()?,
+        })
+    }
+}
+
+/// The registered kind of this name (a `&'static str` for the answer).
+fn kind_name(name: &str) -> &'static str {
+    crate::event::SessionKind::parse(name).map_or("unknown", |k| k.as_str())
+}
+
+/// The registered event type of this name.
+fn event_type_name(name: &str) -> &'static str {
+    const CORE: [&str; 2] = [crate::event::SESSION_STARTED, crate::event::SESSION_CLOSED];
+    if let Some(core) = CORE.iter().find(|t| **t == name) {
+        return core;
+    }
+    crate::event::family::codec_for(name)
+        .and_then(|codec| codec.types().iter().find(|t| **t == name).copied())
+        .unwrap_or("unknown")
+}
