@@ -3,23 +3,7 @@
 //! is not there.
 
 use crate::common::*;
-use std::path::Path;
-use std::process::{Command, Output};
-
-/// The CLI on `dir` with no store or provider from the environment.
-fn run(dir: &Path, args: &[&str], _env: &[(&str, &str)]) -> Output {
-    Command::new(bin())
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .env_remove("REASONING_LEDGER_DIR")
-        .env_remove("REASONING_LEDGER_STORE")
-        .env_remove("REASONING_LEDGER_LLM_BASE_URL")
-        .env_remove("REASONING_LEDGER_TOKEN")
-        .env_remove("REASONING_LEDGER_FAULT")
-        .output()
-        .expect("run the cli")
-}
+use std::process::Output;
 
 fn ok(output: &Output, what: &str) -> String {
     assert!(
@@ -37,16 +21,16 @@ fn doctor_checks_a_postgres_store_its_schema_and_tls() {
     let schema = crate::pg::Schema::new();
     let store = ["--store", schema.url.as_str()];
     let empty = ok(
-        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        &cli(scratch.path(), &[&store[..], &["doctor"]].concat()),
         "doctor on an empty schema",
     );
     assert!(empty.contains("reachable, no ledger"), "{empty}");
     ok(
-        &run(scratch.path(), &[&store[..], &["demo"]].concat(), &[]),
+        &cli(scratch.path(), &[&store[..], &["demo"]].concat()),
         "demo",
     );
     let report = ok(
-        &run(scratch.path(), &[&store[..], &["doctor"]].concat(), &[]),
+        &cli(scratch.path(), &[&store[..], &["doctor"]].concat()),
         "doctor",
     );
     assert!(
@@ -56,7 +40,7 @@ fn doctor_checks_a_postgres_store_its_schema_and_tls() {
     assert!(report.contains("ok    store TLS"), "{report}");
     // A URL asking for TLS this build cannot give, and a server that is not there.
     let unreachable = "postgres://nobody@127.0.0.1:1/none?sslmode=require&connect_timeout=2";
-    let refused = run(scratch.path(), &["--store", unreachable, "doctor"], &[]);
+    let refused = cli(scratch.path(), &["--store", unreachable, "doctor"]);
     let report = stdout(&refused);
     assert_eq!(refused.status.code(), Some(1), "{report}");
     assert!(report.contains("sslmode=require"), "{report}");

@@ -12,7 +12,7 @@ use crate::event::{
 };
 use crate::projection::family::NodeExtension;
 use crate::projection::summary::SessionSummary;
-use crate::projection::tree::{ThoughtNode, ThoughtTree};
+use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::{QaNode, StandIn};
 use crate::tools::thinking::SequentialThought;
 use serde::{Deserialize, Serialize};
@@ -148,17 +148,7 @@ impl FamilyEvent for QaStepRecorded {
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let used_tools = self.step.used_tools();
         let QaStepRecorded { step, call } = *self;
-        let thought = step.thought;
-        let branch_id = thought.branch().map(|(id, _)| id.to_string());
-        let mut node =
-            ThoughtNode::new(seq, at, call.tool, thought.thought_number, thought.thought);
-        node.total_thoughts = Some(thought.total_thoughts);
-        node.next_thought_needed = Some(thought.next_thought_needed);
-        node.is_revision = thought.is_revision;
-        node.revises_thought = thought.revises_thought;
-        node.branch_from_thought = thought.branch_from_thought;
-        node.branch_id = branch_id;
-        node.needs_more_thoughts = thought.needs_more_thoughts;
+        let mut node = step.thought.into_node(seq, at, call.tool);
         node.data = Some(NodeExtension::new(QaNode {
             verification_target: step.verification_target,
             workflow: step.workflow,

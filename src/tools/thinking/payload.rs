@@ -42,6 +42,21 @@ pub struct SequentialThought {
 }
 
 impl SequentialThought {
+    /// Its node in the tree, as event `seq` committed at `at` by `tool` (the qa family's
+    /// steps are thoughts too and add their own data to this node).
+    pub(crate) fn into_node(self, seq: u64, at: u64, tool: String) -> ThoughtNode {
+        let branch_id = self.branch().map(|(id, _)| id.to_string());
+        let mut node = ThoughtNode::new(seq, at, tool, self.thought_number, self.thought);
+        node.total_thoughts = Some(self.total_thoughts);
+        node.next_thought_needed = Some(self.next_thought_needed);
+        node.is_revision = self.is_revision;
+        node.revises_thought = self.revises_thought;
+        node.branch_from_thought = self.branch_from_thought;
+        node.branch_id = branch_id;
+        node.needs_more_thoughts = self.needs_more_thoughts;
+        node
+    }
+
     /// The branch this thought belongs to: recorded only when both a branch point ≥ 1 and a
     /// non-empty id are given (the reference server's rule).
     pub fn branch(&self) -> Option<(&str, u64)> {
@@ -154,17 +169,7 @@ impl FamilyEvent for ThinkingEvent {
     fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let node = match *self {
             ThinkingEvent::ThoughtRecorded { thought, call } => {
-                let branch_id = thought.branch().map(|(id, _)| id.to_string());
-                let mut node =
-                    ThoughtNode::new(seq, at, call.tool, thought.thought_number, thought.thought);
-                node.total_thoughts = Some(thought.total_thoughts);
-                node.next_thought_needed = Some(thought.next_thought_needed);
-                node.is_revision = thought.is_revision;
-                node.revises_thought = thought.revises_thought;
-                node.branch_from_thought = thought.branch_from_thought;
-                node.branch_id = branch_id;
-                node.needs_more_thoughts = thought.needs_more_thoughts;
-                node
+                thought.into_node(seq, at, call.tool)
             }
             ThinkingEvent::ThinkRecorded { thought, call } => {
                 let mut node =
