@@ -1,12 +1,10 @@
 //! `serve --http ADDR`: MCP's streamable HTTP transport at `/mcp` (rmcp's
 //! `StreamableHttpService` over hyper), for remote clients of a shared server.
 //!
-//! Owns: where to listen (loopback unless an address is given), the bearer token
-//! (`REASONING_LEDGER_TOKEN`, else one generated once into [`TOKEN_FILE_NAME`] in the data
-//! directory, path printed on stderr), checking it before a request reaches MCP (a wrong
-//! or missing token gets 401 and nothing runs), and the Host/Origin allow-lists rmcp
-//! enforces against DNS rebinding. Must not: let any request through without the token,
-//! or write anything to stdout.
+//! Owns: where to listen (loopback unless an address is given), the accept loop, asking
+//! [`auth`] about each request before it reaches MCP (a wrong or missing token gets 401
+//! and nothing runs), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
+//! Must not: let any request through without the token, or write anything to stdout.
 //!
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
 //! [`ToolContext`] (its "current session" is its own, as a stdio connection's is); its
@@ -16,11 +14,15 @@
 //! input-required round trip of 2026-07-28). Requests of 2026-07-28 are served statelessly by
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
+mod auth;
+
 use crate::request::ToolContext;
 use crate::server::LedgerServer;
 use crate::store::Ledger;
 use crate::tools::Toolset;
 use anyhow::Context;
+pub(crate) use auth::{TOKEN_ENV, TOKEN_FILE_NAME};
+use auth::{authorized, load_token};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
@@ -29,24 +31,13 @@ use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Environment variable holding the bearer token clients must send.
-pub(crate) const TOKEN_ENV: &str = "REASONING_LEDGER_TOKEN";
-
-/// File in the data directory holding the generated token (mode 0600), when
-/// [`TOKEN_ENV`] is not set.
-pub(crate) const TOKEN_FILE_NAME: &str = "http-token";
-
 /// The path MCP is served at.
 pub(crate) const MCP_PATH: &str = "/mcp";
-
-/// Random bytes in a generated token (hex-encoded: twice as many characters).
-pub(crate) const TOKEN_BYTES: usize = 32;
 
 /// Where and how to serve.
 pub(crate) struct HttpSettings {
@@ -76,79 +67,6 @@ pub(crate) fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
     text.parse::<SocketAddr>().with_context(|| {
         format!("--http {text}: expected PORT, HOST:PORT (an IP address) or [IPv6]:PORT, e.g. 127.0.0.1:8765")
     })
-}
-
-/// The token: [`TOKEN_ENV`] if set, else the one in the data directory's token file
-/// (generated the first time). Returns it and, for the file, its path.
-pub(crate) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> {
-    if let Ok(token) = std::env::var(TOKEN_ENV)
-        && !token.trim().is_empty()
-    {
-        return Ok((token.trim().to_string(), None));
-    }
-    let path = data_dir.join(TOKEN_FILE_NAME);
-    match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() => return Ok((text.trim().to_string(), Some(path))),
-        Ok(_) => anyhow::bail!(
-            "{} is empty: remove it to have a new token generated, or set {TOKEN_ENV}",
-            path.display()
-        ),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => {
-            return Err(anyhow::Error::new(error).context(format!("reading {}", path.display())));
-        }
-    }
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
-    let mut bytes = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    match options.open(&path) {
-        Ok(mut file) => {
-            file.write_all(format!("{token}\n").as_bytes())?;
-            file.sync_all()?;
-            Ok((token, Some(path)))
-        }
-        // Another server created it meanwhile: use that one.
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => load_token(data_dir),
-        Err(error) => {
-            Err(anyhow::Error::new(error).context(format!("creating {}", path.display())))
-        }
-    }
-}
-
-/// Whether `given` is the expected token, in time independent of both: the SHA-256
-/// digests of the two are compared in constant time, so neither where the first
-/// difference is nor the token's length shows.
-fn same_token(given: &[u8], expected: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    use subtle::ConstantTimeEq;
-    Sha256::digest(given)[..]
-        .ct_eq(&Sha256::digest(expected)[..])
-        .into()
-}
-
-/// Whether the request carries `Authorization: Bearer <token>`.
-fn authorized(request: &Request<Incoming>, token: &str) -> bool {
-    request
-        .headers()
-        .get_all(hyper::header::AUTHORIZATION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| {
-            let (scheme, credential) = value.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| credential.trim())
-        })
-        .any(|credential| same_token(credential.as_bytes(), token.as_bytes()))
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -346,29 +264,5 @@ mod tests {
         );
         assert_eq!(parse_listen("[::1]:9").unwrap(), "[::1]:9".parse().unwrap());
         assert!(parse_listen("example.com:80").is_err());
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token(b"abc", b"abc"));
-        assert!(!same_token(b"abd", b"abc"));
-        assert!(!same_token(b"ab", b"abc"));
-        assert!(!same_token(b"", b"abc"));
-    }
-
-    #[test]
-    fn a_generated_token_is_kept_private_and_reused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (first, path) = load_token(dir.path()).unwrap();
-        let path = path.expect("a file");
-        assert_eq!(first.len(), TOKEN_BYTES * 2);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        let (again, _) = load_token(dir.path()).unwrap();
-        assert_eq!(first, again);
     }
 }
