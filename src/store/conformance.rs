@@ -406,6 +406,7 @@ fn next_event(head: &SessionHead) -> Event {
         seq: head.seq + 1,
         at: head.summary.updated_at,
         schema: crate::event::CORE_SCHEMA,
+        actor: None,
         payload: Payload::SessionClosed {
             reason: "injected".into(),
         },
