@@ -572,4 +572,52 @@ mod tests {
             hash
         );
     }
+
+    #[test]
+    fn an_actor_is_hashed_and_written_only_when_present() {
+        let payload = Payload::SessionClosed { reason: "r".into() };
+        let mut event = Event {
+            id: EventId::generate(),
+            session: SessionId::generate(),
+            seq: 1,
+            at: 5,
+            schema: 1,
+            actor: None,
+            payload,
+            prev: GENESIS_HASH.into(),
+            hash: String::new(),
+        };
+        let plain = event.computed_hash();
+        assert_eq!(
+            plain,
+            event_hash(
+                GENESIS_HASH,
+                &event.id,
+                &event.session,
+                1,
+                5,
+                1,
+                &event.payload
+            )
+        );
+        event.hash = plain.clone();
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(!json.contains("actor"), "{json}");
+
+        event.actor = Some("alice".into());
+        let by_alice = event.computed_hash();
+        assert_ne!(by_alice, plain);
+        event.actor = Some("bob".into());
+        assert_ne!(event.computed_hash(), by_alice);
+        event.actor = Some("alice".into());
+        event.hash = by_alice.clone();
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(
+            json.contains(r#""schema":1,"actor":"alice","payload""#),
+            "{json}"
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.computed_hash(), by_alice);
+    }
 }

@@ -466,6 +466,29 @@ mod tests {
     }
 
     #[test]
+    fn an_actor_gets_its_own_row_format_and_no_actor_the_old_one() {
+        for mut event in events() {
+            let plain = encode_event(&event);
+            assert_eq!(plain[0], BINARY_ROW_V2);
+            event.actor = Some("alice@example.com".into());
+            event.hash = event.computed_hash();
+            let row = encode_event(&event);
+            assert_eq!(row[0], BINARY_ROW_ACTOR);
+            // The body after the actor is the row the event had without one (but its hash).
+            let back = decode_event(&row).unwrap();
+            assert_eq!(back, event);
+            assert_eq!(back.computed_hash(), event.hash);
+            assert_eq!(
+                decode_event_to_fold(&row).unwrap().actor.as_deref(),
+                Some("alice@example.com")
+            );
+            for cut in 0..row.len() {
+                assert!(decode_event(&row[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
     fn damaged_rows_are_corrupt_not_a_panic() {
         let row = encode_event(&events().remove(1));
         for cut in 0..row.len() {
