@@ -392,4 +392,31 @@ mod tests {
         assert_ne!(other.session, request.session);
         ledger.verify_all().unwrap();
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn every_event_of_a_call_with_an_actor_carries_it_and_without_one_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let ctx = ToolContext::new(ledger.clone(), false);
+        let decide = |head: Option<&SessionHead>, _call: CallRecord| {
+            with_start(head, SessionKind::THINKING, "request", [])
+        };
+        let mut by_alice = call(&ctx);
+        by_alice.request.actor = Some(crate::request::Actor::new("alice"));
+        let first = by_alice.record(target(None), decide).await.unwrap();
+        // A model call's outcome, recorded after the first append: the same actor.
+        let more = by_alice
+            .record_more(&first, None, closed("answered"))
+            .await
+            .unwrap();
+        let events = ledger.events(first.session, 1, more.seq).unwrap();
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|e| e.actor.as_deref() == Some("alice")));
+
+        let mut anonymous = call(&ctx);
+        let other = anonymous.record(target(None), decide).await.unwrap();
+        let events = ledger.events(other.session, 1, other.seq).unwrap();
+        assert!(events.iter().all(|e| e.actor.is_none()));
+        ledger.verify_all().unwrap();
+    }
 }
