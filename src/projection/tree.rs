@@ -191,8 +191,9 @@ pub struct ThoughtTree {
     latest: FoldMap<u64, Latest>,
     /// Latest node for each thought number on each branch.
     latest_on_branch: FoldMap<String, FoldMap<u64, NodeIndex>>,
-    /// The actor of each event that has one, in seq order ([`ThoughtTree::actor_at`]).
-    actors: Vec<(u64, String)>,
+    /// The actor of each event that has one, in seq order ([`ThoughtTree::actor_at`]); a
+    /// name repeated event after event is one shared string.
+    actors: Vec<(u64, std::sync::Arc<str>)>,
     /// The actor of the event being folded: its thoughts get it.
     folding_actor: Option<String>,
 }
@@ -279,7 +280,11 @@ impl ThoughtTree {
         }
         self.at_seq = event.seq;
         if let Some(actor) = event.actor.take() {
-            self.actors.push((event.seq, actor.clone()));
+            let name = match self.actors.last() {
+                Some((_, last)) if **last == *actor => last.clone(),
+                _ => actor.as_str().into(),
+            };
+            self.actors.push((event.seq, name));
             self.folding_actor = Some(actor);
         }
         match &mut self.summary {
@@ -303,7 +308,7 @@ impl ThoughtTree {
         self.actors
             .binary_search_by_key(&seq, |(at, _)| *at)
             .ok()
-            .map(|index| self.actors[index].1.as_str())
+            .map(|index| &*self.actors[index].1)
     }
 
     /// The state family type `T` folded, if the session has one.
@@ -479,7 +484,7 @@ impl ThoughtTree {
             let actors: serde_json::Map<String, serde_json::Value> = self
                 .actors
                 .iter()
-                .map(|(seq, actor)| (seq.to_string(), actor.as_str().into()))
+                .map(|(seq, actor)| (seq.to_string(), (**actor).into()))
                 .collect();
             json["actors"] = actors.into();
         }
