@@ -498,6 +498,48 @@ pub(crate) mod tests {
     /// the escaper's, never closes the page's elements, and never carries a raw control
     /// or bidi character.
     #[test]
+    fn a_hostile_actor_stays_text_in_every_export() {
+        use crate::export::svg::tests as pictures;
+        for text in HOSTILE.iter().chain(CANARIES) {
+            let sessions = vec![
+                pictures::events_of(
+                    SessionKind::THINKING,
+                    vec![recorded(seq_thought("a thought", 1, 1))],
+                ),
+                pictures::plan_events("plan"),
+                pictures::qa_events("qa"),
+                pictures::agent_events("agent"),
+                pictures::booster_events("booster"),
+            ];
+            for (session, mut events) in sessions {
+                for event in &mut events {
+                    event.actor = Some(text.to_string());
+                }
+                let tree = ThoughtTree::build(session, events);
+                let page = render(&tree);
+                let svg = svg::render(&tree);
+                let markdown = crate::export::markdown::render(&tree);
+                roxmltree::Document::parse(&svg).expect("the SVG stays XML");
+                for raw in [
+                    "<script>alert",
+                    "<img",
+                    "\u{202E}",
+                    "\u{0}",
+                    "\u{1b}",
+                    "<!--",
+                ] {
+                    assert!(!page.contains(raw), "{raw:?} reached the page");
+                    assert!(!svg.contains(raw), "{raw:?} reached the SVG");
+                }
+                assert_eq!(page.matches("<script>").count(), 1);
+                assert!(page.contains("data-actor=\""), "{page}");
+                assert!(svg.contains("data-actor=\""));
+                assert!(markdown.lines().all(|line| !line.starts_with("<")));
+            }
+        }
+    }
+
+    #[test]
     fn hostile_text_stays_text() {
         let all: String = HOSTILE.concat();
         let canaries = CANARIES.concat();
