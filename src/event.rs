@@ -384,6 +384,9 @@ impl<T: FamilyEvent + Clone + PartialEq> From<T> for Payload {
 pub struct NewEvent {
     pub id: EventId,
     pub payload: Payload,
+    /// Who wrote it ([`Event::actor`]): set by the write path from the request, never by a
+    /// family's `decide`.
+    pub actor: Option<String>,
 }
 
 impl NewEvent {
@@ -391,6 +394,7 @@ impl NewEvent {
         NewEvent {
             id: EventId::generate(),
             payload,
+            actor: None,
         }
     }
 }
@@ -406,6 +410,11 @@ pub struct Event {
     pub at: u64,
     /// Version of the payload's format as written ([`Payload::schema`] at the append).
     pub schema: u32,
+    /// The name behind the request that wrote it (a named token, an OAuth subject); `None`
+    /// for stdio, the CLI and every event of earlier builds. Hashed, stored and exported
+    /// only when present, so an event without one is byte for byte as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     pub payload: Payload,
     /// `hash` of the previous event of the session, [`GENESIS_HASH`] for seq 1.
     pub prev: String,
@@ -421,6 +430,8 @@ struct EventWire {
     seq: u64,
     at: u64,
     schema: u32,
+    #[serde(default)]
+    actor: Option<String>,
     payload: Box<RawValue>,
     prev: String,
     hash: String,
@@ -437,6 +448,7 @@ impl<'de> Deserialize<'de> for Event {
             seq: wire.seq,
             at: wire.at,
             schema: wire.schema,
+            actor: wire.actor,
             payload,
             prev: wire.prev,
             hash: wire.hash,
@@ -444,7 +456,8 @@ impl<'de> Deserialize<'de> for Event {
     }
 }
 
-/// The fields the hash covers, in a fixed order: the canonical form of an event.
+/// The fields the hash covers, in a fixed order: the canonical form of an event. `actor`
+/// is left out when absent, so an event without one hashes as it always did.
 #[derive(Serialize)]
 struct HashedFields<'a> {
     id: &'a EventId,
@@ -452,10 +465,13 @@ struct HashedFields<'a> {
     seq: u64,
     at: u64,
     schema: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actor: Option<&'a str>,
     payload: &'a Payload,
 }
 
-/// Hash of an event's content chained to `prev`, as lowercase hex.
+/// Hash of an event's content (without an actor) chained to `prev`, as lowercase hex;
+/// [`Event::computed_hash`] covers an actor too.
 pub fn event_hash(
     prev: &str,
     id: &EventId,
@@ -465,15 +481,22 @@ pub fn event_hash(
     schema: u32,
     payload: &Payload,
 ) -> String {
-    let canonical = serde_json::to_vec(&HashedFields {
-        id,
-        session,
-        seq,
-        at,
-        schema,
-        payload,
-    })
-    .expect("event fields always serialize");
+    hash_fields(
+        prev,
+        &HashedFields {
+            id,
+            session,
+            seq,
+            at,
+            schema,
+            actor: None,
+            payload,
+        },
+    )
+}
+
+fn hash_fields(prev: &str, fields: &HashedFields<'_>) -> String {
+    let canonical = serde_json::to_vec(fields).expect("event fields always serialize");
     let mut hasher = blake3::Hasher::new();
     hasher.update(HASH_DOMAIN);
     hasher.update(prev.as_bytes());
@@ -482,16 +505,20 @@ pub fn event_hash(
 }
 
 impl Event {
-    /// Recomputes this event's hash from its content and `prev`.
+    /// Recomputes this event's hash from its content (its actor included, when it has
+    /// one) and `prev`.
     pub fn computed_hash(&self) -> String {
-        event_hash(
+        hash_fields(
             &self.prev,
-            &self.id,
-            &self.session,
-            self.seq,
-            self.at,
-            self.schema,
-            &self.payload,
+            &HashedFields {
+                id: &self.id,
+                session: &self.session,
+                seq: self.seq,
+                at: self.at,
+                schema: self.schema,
+                actor: self.actor.as_deref(),
+                payload: &self.payload,
+            },
         )
     }
 
@@ -533,6 +560,7 @@ mod tests {
             seq: 1,
             at: 5,
             schema: 1,
+            actor: None,
             payload: payload.clone(),
             prev: GENESIS_HASH.into(),
             hash: hash.clone(),
@@ -543,5 +571,53 @@ mod tests {
             event_hash(GENESIS_HASH, &id, &session, 2, 5, 1, &payload),
             hash
         );
+    }
+
+    #[test]
+    fn an_actor_is_hashed_and_written_only_when_present() {
+        let payload = Payload::SessionClosed { reason: "r".into() };
+        let mut event = Event {
+            id: EventId::generate(),
+            session: SessionId::generate(),
+            seq: 1,
+            at: 5,
+            schema: 1,
+            actor: None,
+            payload,
+            prev: GENESIS_HASH.into(),
+            hash: String::new(),
+        };
+        let plain = event.computed_hash();
+        assert_eq!(
+            plain,
+            event_hash(
+                GENESIS_HASH,
+                &event.id,
+                &event.session,
+                1,
+                5,
+                1,
+                &event.payload
+            )
+        );
+        event.hash = plain.clone();
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(!json.contains("actor"), "{json}");
+
+        event.actor = Some("alice".into());
+        let by_alice = event.computed_hash();
+        assert_ne!(by_alice, plain);
+        event.actor = Some("bob".into());
+        assert_ne!(event.computed_hash(), by_alice);
+        event.actor = Some("alice".into());
+        event.hash = by_alice.clone();
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(
+            json.contains(r#""schema":1,"actor":"alice","payload""#),
+            "{json}"
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.computed_hash(), by_alice);
     }
 }

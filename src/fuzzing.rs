@@ -612,6 +612,7 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
         seq: i as u64 + 1,
         at: 1_700_000_000_000,
         schema: 1,
+        actor: None,
         payload,
         prev: GENESIS_HASH.into(),
         hash: GENESIS_HASH.into(),

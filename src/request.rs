@@ -3,7 +3,7 @@
 //!
 //! Owns: [`ToolContext`] (the ledger handle, the process's [`CurrentSessions`], the
 //! models), [`Request`] (peer, cancellation, progress token, the call's [`arrival`] turn,
-//! the client's input-required answers and capabilities), and [`ToolCall`] (one call with
+//! the client's input-required answers and capabilities, its [`Actor`]), and [`ToolCall`] (one call with
 //! both; families' writes go through [`crate::tools::write`], which adds to it). The
 //! front ends ([`crate::server`], [`crate::http`], the CLI) build these; the families
 //! consume them. Must not: name a family or the registry, or reach the client other than
@@ -79,6 +79,32 @@ impl ToolContext {
     }
 }
 
+/// The name behind an HTTP request (a named token's name, an OAuth subject): recorded on
+/// every event the request writes. [`crate::http`] puts it on the HTTP request's
+/// extensions once the request is authorized; rmcp hands the request's parts to the tool
+/// call, where [`Actor::of_call`] finds it. stdio calls have none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actor(pub Arc<str>);
+
+impl Actor {
+    pub fn new(name: &str) -> Self {
+        Actor(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The actor of a tool call: the one on the HTTP request it came in, if any.
+    pub fn of_call(extensions: &rmcp::model::Extensions) -> Option<Actor> {
+        extensions
+            .get::<http::request::Parts>()?
+            .extensions
+            .get::<Actor>()
+            .cloned()
+    }
+}
+
 /// The request a call came in: who to ask (sampling), when to stop, where to report
 /// progress, and its place in the connection's arrival order.
 pub struct Request {
@@ -100,6 +126,8 @@ pub struct Request {
     pub protocol_version: Option<rmcp::model::ProtocolVersion>,
     /// What the client declared it can do (sampling, for the provider layer).
     pub client_capabilities: Option<rmcp::model::ClientCapabilities>,
+    /// Who sent it (HTTP with a named token or OAuth): every event it writes carries it.
+    pub actor: Option<Actor>,
 }
 
 impl Request {
@@ -114,6 +142,7 @@ impl Request {
             request_state: None,
             protocol_version: None,
             client_capabilities: None,
+            actor: None,
         }
     }
 }

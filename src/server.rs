@@ -359,6 +359,7 @@ impl ServerHandler for LedgerServer {
         let protocol_version = context.protocol_version();
         let client_capabilities = context.client_capabilities();
         let peer = context.peer.clone();
+        let actor = crate::request::Actor::of_call(&context.extensions);
         let request_context = Request {
             progress: context.meta.get_progress_token(),
             peer: Some(context.peer),
@@ -368,6 +369,7 @@ impl ServerHandler for LedgerServer {
             request_state: request.request_state,
             protocol_version,
             client_capabilities,
+            actor,
         };
         // A 2026-07-28 request brings its own log level: its records go to its own stream,
         // sent before its answer.

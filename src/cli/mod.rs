@@ -1,7 +1,7 @@
 //! The command line: arguments parsed once into validated settings, then one
 //! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
-//! `search`, `reindex`, `verify`, `import`, `demo`, `copy`, `doctor`, `completions` and
-//! `man` (and `ui`, served by [`crate::ui`]).
+//! `search`, `reindex`, `verify`, `import`, `demo`, `copy`, `doctor`, `token`,
+//! `completions` and `man` (and `ui`, served by [`crate::ui`]).
 //!
 //! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
 //! and quiet exit on a broken pipe. Must not: touch redb (it goes through [`Ledger`]) or
@@ -31,6 +31,7 @@ mod search;
 mod serve;
 mod sessions;
 mod show;
+mod token;
 mod verify;
 
 use completions::{completions, man};
@@ -45,6 +46,7 @@ use search::search;
 use serve::serve;
 use sessions::sessions;
 use show::show;
+use token::{TokenCommand, token};
 use verify::verify;
 
 /// Environment variable naming the data directory.
@@ -90,6 +92,9 @@ pub(crate) enum Command {
         /// With --http: a browser origin allowed to call (scheme://host:port), repeatable
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
+        /// With --http: the named tokens file (`token add`), re-read when it changes [env: REASONING_LEDGER_TOKENS; default: tokens.toml in the data directory]
+        #[arg(long, value_name = "FILE", requires = "http")]
+        tokens: Option<PathBuf>,
         /// Answer a new session's first thought with up to N earlier sessions like it (related: [...]) [env: REASONING_LEDGER_RELATED; default: 0, off]
         #[arg(long, value_name = "N")]
         related: Option<usize>,
@@ -198,6 +203,11 @@ pub(crate) enum Command {
         /// Write reasoning-ledger.1 and one page per command (reasoning-ledger-serve.1, …) into this folder instead
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+    /// Named bearer tokens for `serve --http`: add (printed once), list, revoke
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
     },
     /// Copy the whole ledger into another store: a PostgreSQL URL or a data directory (idempotent: run it again to resume or to bring the copy up to date)
     Copy {
@@ -324,6 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         http: None,
         allowed_host: Vec::new(),
         allowed_origin: Vec::new(),
+        tokens: None,
         related: None,
     });
     match command {
@@ -332,6 +343,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             http,
             allowed_host,
             allowed_origin,
+            tokens,
             related,
         } => {
             serve::set_related(related)?;
@@ -340,6 +352,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 allowed_hosts: allowed_host,
                 allowed_origins: allowed_origin,
                 data_dir: settings.data_dir.clone(),
+                tokens: crate::http::tokens::tokens_path(&settings.data_dir, tokens),
             });
             serve(&settings, toolsets, http)
         }
@@ -387,6 +400,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => demo(&settings),
         Command::Copy { to } => copy(&settings, &to),
+        Command::Token { command } => token(&settings, command),
         Command::Doctor => doctor(&settings),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),

@@ -10,7 +10,8 @@
 //!
 //! The list holds one item per event that drew something: each thought, and each of the
 //! families' nodes whose event is no thought (plan approaches, evaluations…), with its
-//! metadata and the details the families add ([`crate::export::picture`]).
+//! metadata and the details the families add ([`crate::export::picture`]); an item whose
+//! event names who wrote it carries `data-actor` and `by NAME` in its meta line.
 //!
 //! The script reads only the DOM: every element of the picture and every listed event
 //! carries `data-seq` (the event that recorded it); the slider at event k hides those with
@@ -312,7 +313,7 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
     let mut marks = marks.into_iter().peekable();
     for node in tree.thoughts() {
         while let Some((index, extra, entry)) = entries.next_if(|(_, n, _)| n.seq < node.seq) {
-            write_entry(out, index, extra, entry);
+            write_entry(out, index, extra, entry, tree.actor_at(extra.seq));
         }
         let mut mine = Vec::new();
         while let Some(mark) = marks.next_if(|mark| mark.seq <= node.seq) {
@@ -323,7 +324,7 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
         write_thought(out, node, &mine);
     }
     for (index, extra, entry) in entries {
-        write_entry(out, index, extra, entry);
+        write_entry(out, index, extra, entry, tree.actor_at(extra.seq));
     }
     out.push_str("</ol>\n</section>\n</main>\n");
 }
@@ -348,18 +349,24 @@ fn anomaly_text(anomaly: &Anomaly) -> String {
 }
 
 /// A family node's item: its number linked to the node, its kind, meta, text, details.
-fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry) {
+fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry, actor: Option<&str>) {
     let seq = node.seq;
     let _ = write!(
         out,
-        "<li id=\"thought-{seq}\" class=\"k-{} event\" data-seq=\"{seq}\"><div class=\"meta\">\
-         <a href=\"#p{index}\">#{seq}</a> · {} {}",
-        node.kind.name, node.kind.marker, node.kind.name
+        "<li id=\"thought-{seq}\" class=\"k-{} event\" data-seq=\"{seq}\"",
+        node.kind.name
+    );
+    push_actor(out, actor);
+    let _ = write!(
+        out,
+        "<div class=\"meta\"><a href=\"#p{index}\">#{seq}</a> · {} {}",
+        node.kind.marker, node.kind.name
     );
     if !entry.meta.is_empty() {
         out.push_str(" · ");
         escape_xml_into(out, &entry.meta);
     }
+    push_by(out, actor);
     out.push_str("</div>");
     if !entry.text.is_empty() {
         out.push_str("<pre class=\"text\">");
@@ -368,6 +375,25 @@ fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry) {
     }
     write_details(out, &entry.details);
     out.push_str("</li>\n");
+}
+
+/// Ends an item's opening tag: with ` data-actor="NAME"` (escaped) when its event names
+/// who wrote it.
+fn push_actor(out: &mut String, actor: Option<&str>) {
+    if let Some(actor) = actor {
+        out.push_str(" data-actor=\"");
+        escape_xml_into(out, actor);
+        out.push('"');
+    }
+    out.push('>');
+}
+
+/// ` · by NAME` in an item's meta line, when its event names who wrote it.
+fn push_by(out: &mut String, actor: Option<&str>) {
+    if let Some(actor) = actor {
+        out.push_str(" · by ");
+        escape_xml_into(out, actor);
+    }
 }
 
 /// Labelled details, one line each (label constant, value escaped).
@@ -390,9 +416,14 @@ fn write_thought(out: &mut String, node: &ThoughtNode, marks: &[&Mark]) {
     let seq = node.seq;
     let _ = write!(
         out,
-        "<li id=\"thought-{seq}\" class=\"k-{}\" data-seq=\"{seq}\"><div class=\"meta\">\
-         <a href=\"#n{seq}\">#{seq}</a> · {} {} {}",
-        kind.name, kind.marker, kind.name, node.thought_number
+        "<li id=\"thought-{seq}\" class=\"k-{}\" data-seq=\"{seq}\"",
+        kind.name
+    );
+    push_actor(out, node.actor.as_deref());
+    let _ = write!(
+        out,
+        "<div class=\"meta\"><a href=\"#n{seq}\">#{seq}</a> · {} {} {}",
+        kind.marker, kind.name, node.thought_number
     );
     if let Some(total) = node.total_thoughts {
         let _ = write!(out, "/{total}");
@@ -401,6 +432,7 @@ fn write_thought(out: &mut String, node: &ThoughtNode, marks: &[&Mark]) {
     out.push_str(&format_time(node.at));
     out.push_str(" · ");
     escape_xml_into(out, &node.tool);
+    push_by(out, node.actor.as_deref());
     if let Some(branch) = &node.branch_id {
         out.push_str(" · branch ");
         escape_xml_into(out, branch);
@@ -465,6 +497,48 @@ pub(crate) mod tests {
     /// Text from the ledger never opens a tag, a comment, CDATA or an entity other than
     /// the escaper's, never closes the page's elements, and never carries a raw control
     /// or bidi character.
+    #[test]
+    fn a_hostile_actor_stays_text_in_every_export() {
+        use crate::export::svg::tests as pictures;
+        for text in HOSTILE.iter().chain(CANARIES) {
+            let sessions = vec![
+                pictures::events_of(
+                    SessionKind::THINKING,
+                    vec![recorded(seq_thought("a thought", 1, 1))],
+                ),
+                pictures::plan_events("plan"),
+                pictures::qa_events("qa"),
+                pictures::agent_events("agent"),
+                pictures::booster_events("booster"),
+            ];
+            for (session, mut events) in sessions {
+                for event in &mut events {
+                    event.actor = Some(text.to_string());
+                }
+                let tree = ThoughtTree::build(session, events);
+                let page = render(&tree);
+                let svg = svg::render(&tree);
+                let markdown = crate::export::markdown::render(&tree);
+                roxmltree::Document::parse(&svg).expect("the SVG stays XML");
+                for raw in [
+                    "<script>alert",
+                    "<img",
+                    "\u{202E}",
+                    "\u{0}",
+                    "\u{1b}",
+                    "<!--",
+                ] {
+                    assert!(!page.contains(raw), "{raw:?} reached the page");
+                    assert!(!svg.contains(raw), "{raw:?} reached the SVG");
+                }
+                assert_eq!(page.matches("<script>").count(), 1);
+                assert!(page.contains("data-actor=\""), "{page}");
+                assert!(svg.contains("data-actor=\""));
+                assert!(markdown.lines().all(|line| !line.starts_with("<")));
+            }
+        }
+    }
+
     #[test]
     fn hostile_text_stays_text() {
         let all: String = HOSTILE.concat();

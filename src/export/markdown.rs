@@ -162,7 +162,7 @@ fn heading(node: &ThoughtNode) -> String {
     text
 }
 
-/// The line under a heading: seq, time, tool and flags.
+/// The line under a heading: seq, time, tool, who wrote it (when the event says) and flags.
 fn details(node: &ThoughtNode) -> String {
     let mut text = format!(
         "seq {} · {} · {}",
@@ -170,6 +170,9 @@ fn details(node: &ThoughtNode) -> String {
         format_time(node.at),
         escape_inline(&node.tool)
     );
+    if let Some(actor) = &node.actor {
+        let _ = write!(text, " · by {}", escape_inline(actor));
+    }
     match node.next_thought_needed {
         Some(true) => text.push_str(" · next thought needed"),
         Some(false) => text.push_str(" · last thought"),

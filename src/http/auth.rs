@@ -1,15 +1,21 @@
-//! The bearer token of `serve --http`: where it comes from and how a request's is checked.
+//! The bearer tokens of `serve --http`: where they come from and who a request's is.
 //!
-//! Owns: the token (`REASONING_LEDGER_TOKEN`, else one generated once into
-//! [`TOKEN_FILE_NAME`] in the data directory, mode 0600) and the constant-time comparison
-//! of a request's `Authorization: Bearer` credential against it. Must not: let a request
-//! through without the token, or print the token.
+//! Owns: the shared token, named [`DEFAULT_ACTOR`] (`REASONING_LEDGER_TOKEN`, else the one
+//! in [`TOKEN_FILE_NAME`] in the data directory, generated once with mode 0600 unless
+//! named tokens are in use), the named tokens of [`super::tokens`] (re-read every
+//! [`RELOAD_INTERVAL`] by a task that ends with the [`Authenticator`]), and the
+//! constant-time lookup of a request's `Authorization: Bearer` credential: its SHA-256 is
+//! compared with every known digest. Must not: let a request through without a known
+//! token, or print a token.
 
+use super::tokens::{DEFAULT_ACTOR, NamedTokens, RELOAD_INTERVAL, digest};
+use crate::request::Actor;
 use anyhow::Context;
 use hyper::Request;
 use hyper::body::Incoming;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// Environment variable holding the bearer token clients must send.
 pub(crate) const TOKEN_ENV: &str = "REASONING_LEDGER_TOKEN";
@@ -67,43 +73,164 @@ pub(super) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<Path
     }
 }
 
-/// Whether `given` is the expected token, in time independent of both: the SHA-256
-/// digests of the two are compared in constant time, so neither where the first
-/// difference is nor the token's length shows.
-fn same_token(given: &[u8], expected: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    use subtle::ConstantTimeEq;
-    Sha256::digest(given)[..]
-        .ct_eq(&Sha256::digest(expected)[..])
-        .into()
+/// The shared token, if there is one: [`TOKEN_ENV`]; else the token file, read or (when
+/// no named token exists) generated; and, for the file, its path.
+fn load_default(data_dir: &Path, named: bool) -> anyhow::Result<(Option<String>, Option<PathBuf>)> {
+    let from_env = std::env::var(TOKEN_ENV).is_ok_and(|t| !t.trim().is_empty());
+    if from_env || !named || data_dir.join(TOKEN_FILE_NAME).exists() {
+        let (token, path) = load_token(data_dir)?;
+        return Ok((Some(token), path));
+    }
+    Ok((None, None))
 }
 
-/// Whether the request carries `Authorization: Bearer <token>`.
-pub(super) fn authorized(request: &Request<Incoming>, token: &str) -> bool {
-    request
-        .headers()
-        .get_all(hyper::header::AUTHORIZATION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| {
-            let (scheme, credential) = value.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| credential.trim())
+/// Who may call: the shared token's digest and the named tokens.
+pub(super) struct Authenticator {
+    shared: Option<[u8; 32]>,
+    named: Arc<RwLock<NamedTokens>>,
+    /// The task re-reading the tokens file, stopped with the authenticator.
+    reload: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Authenticator {
+    fn drop(&mut self) {
+        self.reload.abort();
+    }
+}
+
+impl Authenticator {
+    /// The shared token and the tokens file at `tokens_path` (which must exist when it was
+    /// named explicitly); tells stderr where each comes from. Starts the reload task: call
+    /// inside the runtime.
+    pub(super) fn load(
+        data_dir: &Path,
+        (tokens_path, named_explicitly): (PathBuf, bool),
+    ) -> anyhow::Result<Authenticator> {
+        if named_explicitly && !tokens_path.exists() {
+            anyhow::bail!(
+                "no tokens file at {}: make one with `reasoning-ledger token add NAME --tokens {}`",
+                tokens_path.display(),
+                tokens_path.display()
+            );
+        }
+        let named = NamedTokens::load(tokens_path)?;
+        let has_named = named.path().exists();
+        let (shared, shared_file) = load_default(data_dir, has_named)?;
+        match (&shared, &shared_file) {
+            (Some(_), Some(path)) => eprintln!(
+                "reasoning-ledger: bearer token ({DEFAULT_ACTOR:?}) in {} (or set {TOKEN_ENV})",
+                path.display()
+            ),
+            (Some(_), None) => {
+                eprintln!("reasoning-ledger: bearer token ({DEFAULT_ACTOR:?}) from {TOKEN_ENV}")
+            }
+            (None, _) => {}
+        }
+        if has_named || shared.is_none() {
+            eprintln!(
+                "reasoning-ledger: named tokens in {} ({} active; re-read when it changes)",
+                named.path().display(),
+                named.active()
+            );
+        }
+        let named = Arc::new(RwLock::new(named));
+        let watched = Arc::downgrade(&named);
+        let reload = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RELOAD_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(named) = watched.upgrade() else {
+                    return;
+                };
+                // A stat (and on a change a small read): quick enough for a worker thread.
+                named
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .refresh();
+            }
+        });
+        Ok(Authenticator {
+            shared: shared.map(|token| digest(token.as_bytes())),
+            named,
+            reload,
         })
-        .any(|credential| same_token(credential.as_bytes(), token.as_bytes()))
+    }
+
+    /// The actor behind the request's `Authorization: Bearer` token, if it is a known one
+    /// (the shared token is [`DEFAULT_ACTOR`]).
+    pub(super) fn actor(&self, request: &Request<Incoming>) -> Option<Actor> {
+        request
+            .headers()
+            .get_all(hyper::header::AUTHORIZATION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(|value| {
+                let (scheme, credential) = value.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| credential.trim())
+            })
+            .find_map(|credential| self.actor_of(credential.as_bytes()))
+    }
+
+    /// The actor whose token is `credential`: its SHA-256 against every known digest, in
+    /// constant time each.
+    fn actor_of(&self, credential: &[u8]) -> Option<Actor> {
+        use subtle::ConstantTimeEq;
+        let given = digest(credential);
+        let named = self
+            .named
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .name_of(&given)
+            .map(|name| Actor(name.clone()));
+        let shared = self
+            .shared
+            .is_some_and(|shared| bool::from(shared.ct_eq(&given)));
+        named.or_else(|| shared.then(|| Actor::new(DEFAULT_ACTOR)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token(b"abc", b"abc"));
-        assert!(!same_token(b"abd", b"abc"));
-        assert!(!same_token(b"ab", b"abc"));
-        assert!(!same_token(b"", b"abc"));
+    #[tokio::test]
+    async fn the_shared_token_is_default_and_named_tokens_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(super::super::tokens::TOKENS_FILE_NAME);
+        // No tokens file: the generated shared token only.
+        let auth = Authenticator::load(dir.path(), (path.clone(), false)).unwrap();
+        let (shared, _) = load_token(dir.path()).unwrap();
+        assert_eq!(
+            auth.actor_of(shared.as_bytes()),
+            Some(Actor::new(DEFAULT_ACTOR))
+        );
+        assert_eq!(auth.actor_of(b"abc"), None);
+        assert_eq!(auth.actor_of(&shared.as_bytes()[1..]), None);
+        assert_eq!(auth.actor_of(b""), None);
+
+        let alice = super::super::tokens::add(&path, "alice").unwrap();
+        let auth = Authenticator::load(dir.path(), (path.clone(), true)).unwrap();
+        assert_eq!(auth.actor_of(alice.as_bytes()), Some(Actor::new("alice")));
+        assert_eq!(
+            auth.actor_of(shared.as_bytes()),
+            Some(Actor::new(DEFAULT_ACTOR)),
+            "the generated token keeps working beside the file"
+        );
+    }
+
+    #[tokio::test]
+    async fn named_tokens_alone_generate_no_shared_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(super::super::tokens::TOKENS_FILE_NAME);
+        let bob = super::super::tokens::add(&path, "bob").unwrap();
+        let auth = Authenticator::load(dir.path(), (path.clone(), false)).unwrap();
+        assert!(!dir.path().join(TOKEN_FILE_NAME).exists());
+        assert_eq!(auth.actor_of(bob.as_bytes()), Some(Actor::new("bob")));
+        let missing = dir.path().join("missing.toml");
+        assert!(Authenticator::load(dir.path(), (missing, true)).is_err());
     }
 
     #[test]

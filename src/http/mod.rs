@@ -3,7 +3,7 @@
 //!
 //! Owns: where to listen (loopback unless an address is given), the accept loop, asking
 //! [`auth`] about each request before it reaches MCP (a wrong or missing token gets 401
-//! and nothing runs), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
+//! and nothing runs; a known one names the request's [`crate::request::Actor`]), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
 //! Must not: let any request through without the token, or write anything to stdout.
 //!
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
@@ -15,14 +15,15 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+pub(crate) mod tokens;
 
 use crate::request::ToolContext;
 use crate::server::LedgerServer;
 use crate::store::Ledger;
 use crate::tools::Toolset;
 use anyhow::Context;
+use auth::Authenticator;
 pub(crate) use auth::{TOKEN_ENV, TOKEN_FILE_NAME};
-use auth::{authorized, load_token};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
@@ -49,6 +50,8 @@ pub(crate) struct HttpSettings {
     pub allowed_origins: Vec<String>,
     /// Holds the generated token file.
     pub data_dir: PathBuf,
+    /// The named tokens file (`--tokens`), and whether it was named explicitly.
+    pub tokens: (PathBuf, bool),
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
@@ -129,7 +132,10 @@ pub(crate) async fn serve_http(
     settings: HttpSettings,
 ) -> anyhow::Result<()> {
     let addr = parse_listen(&settings.listen)?;
-    let (token, token_file) = load_token(&settings.data_dir)?;
+    let auth = Arc::new(Authenticator::load(
+        &settings.data_dir,
+        settings.tokens.clone(),
+    )?);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -150,18 +156,10 @@ pub(crate) async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    match &token_file {
-        Some(path) => eprintln!(
-            "reasoning-ledger: bearer token in {} (or set {TOKEN_ENV})",
-            path.display()
-        ),
-        None => eprintln!("reasoning-ledger: bearer token from {TOKEN_ENV}"),
-    }
     eprintln!(
         "reasoning-ledger: serving MCP (streamable HTTP) at http://{bound}{MCP_PATH} on {}",
         ledger.path().display()
     );
-    let token: Arc<str> = token.into();
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -176,12 +174,12 @@ pub(crate) async fn serve_http(
             },
         };
         let service = service.clone();
-        let token = token.clone();
+        let auth = auth.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
-            let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let handler = hyper::service::service_fn(move |mut request: Request<Incoming>| {
                 let service = service.clone();
-                let token = token.clone();
+                let auth = auth.clone();
                 async move {
                     if request.uri().path() != MCP_PATH {
                         return Ok::<_, Infallible>(plain(
@@ -189,7 +187,7 @@ pub(crate) async fn serve_http(
                             "not found: MCP is served at /mcp\n",
                         ));
                     }
-                    if !authorized(&request, &token) {
+                    let Some(actor) = auth.actor(&request) else {
                         let mut response = plain(
                             StatusCode::UNAUTHORIZED,
                             "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
@@ -199,7 +197,9 @@ pub(crate) async fn serve_http(
                             "Bearer".parse().expect("header"),
                         );
                         return Ok(response);
-                    }
+                    };
+                    // The tool calls of this request record who sent it.
+                    request.extensions_mut().insert(actor);
                     Ok(service.handle(request).await)
                 }
             });

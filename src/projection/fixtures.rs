@@ -13,6 +13,7 @@ pub fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
         seq,
         at: 1_700_000_000_000 + seq * 1_000,
         schema: 1,
+        actor: None,
         payload,
         prev: GENESIS_HASH.into(),
         hash: GENESIS_HASH.into(),

@@ -39,6 +39,9 @@ pub struct ThoughtNode {
     pub at: u64,
     /// Tool that wrote it, as called.
     pub tool: String,
+    /// Who wrote it ([`Event::actor`]), when the event names someone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     /// `thoughtNumber` (or `thought_index` for think).
     pub thought_number: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +84,7 @@ impl ThoughtNode {
             seq,
             at,
             tool,
+            actor: None,
             thought_number,
             total_thoughts: None,
             thought,
@@ -187,6 +191,11 @@ pub struct ThoughtTree {
     latest: FoldMap<u64, Latest>,
     /// Latest node for each thought number on each branch.
     latest_on_branch: FoldMap<String, FoldMap<u64, NodeIndex>>,
+    /// The actor of each event that has one, in seq order ([`ThoughtTree::actor_at`]); a
+    /// name repeated event after event is one shared string.
+    actors: Vec<(u64, std::sync::Arc<str>)>,
+    /// The actor of the event being folded: its thoughts get it.
+    folding_actor: Option<String>,
 }
 
 impl ThoughtTree {
@@ -204,6 +213,8 @@ impl ThoughtTree {
             line_tails: FoldMap::default(),
             latest: FoldMap::default(),
             latest_on_branch: FoldMap::default(),
+            actors: Vec::new(),
+            folding_actor: None,
         }
     }
 
@@ -263,11 +274,19 @@ impl ThoughtTree {
 
     /// [`ThoughtTree::apply`] for an owned event: its texts move into the tree instead of
     /// being copied (the rebuild path).
-    pub fn fold(&mut self, event: Event) {
+    pub fn fold(&mut self, mut event: Event) {
         if !self.follows(&event) {
             return;
         }
         self.at_seq = event.seq;
+        if let Some(actor) = event.actor.take() {
+            let name = match self.actors.last() {
+                Some((_, last)) if **last == *actor => last.clone(),
+                _ => actor.as_str().into(),
+            };
+            self.actors.push((event.seq, name));
+            self.folding_actor = Some(actor);
+        }
         match &mut self.summary {
             None => self.summary = SessionSummary::start(&event),
             Some(summary) => {
@@ -281,6 +300,15 @@ impl ThoughtTree {
         if let Payload::Family(family) = event.payload {
             family.into_event().fold(event.seq, event.at, self);
         }
+        self.folding_actor = None;
+    }
+
+    /// Who wrote event `seq`, when it names someone.
+    pub fn actor_at(&self, seq: u64) -> Option<&str> {
+        self.actors
+            .binary_search_by_key(&seq, |(at, _)| *at)
+            .ok()
+            .map(|index| &*self.actors[index].1)
     }
 
     /// The state family type `T` folded, if the session has one.
@@ -309,7 +337,10 @@ impl ThoughtTree {
 
     /// Adds a thought: linked to the previous one on its line, to what it revises and to
     /// its branch point (the families' folds call this).
-    pub fn add_thought(&mut self, node: ThoughtNode) {
+    pub fn add_thought(&mut self, mut node: ThoughtNode) {
+        if node.actor.is_none() {
+            node.actor.clone_from(&self.folding_actor);
+        }
         let seq = node.seq;
         let number = node.thought_number;
         let line = node.branch_id.clone();
@@ -448,6 +479,15 @@ impl ThoughtTree {
             "edges": self.edges(),
             "anomalies": self.anomalies,
         });
+        // Who wrote which event, only when some event names someone.
+        if !self.actors.is_empty() {
+            let actors: serde_json::Map<String, serde_json::Value> = self
+                .actors
+                .iter()
+                .map(|(seq, actor)| (seq.to_string(), (**actor).into()))
+                .collect();
+            json["actors"] = actors.into();
+        }
         // Each family's part, when it holds something (every other export stays as it
         // was), in the registry's order.
         for state in self.families.in_registry_order() {

@@ -1,7 +1,7 @@
 //! A session's events in order, filtered and paged: what `get_history` shows.
 //!
 //! Owns: [`HistoryFilter`], [`HistoryPage`], [`history`] and [`event_row`] (an event as
-//! the history shows it). Must not: bound the page size (the caller's argument limits
+//! the history shows it: its `actor` only when it has one). Must not: bound the page size (the caller's argument limits
 //! do) or add the provenance note (the tool's answer does).
 
 use crate::event::Event;
@@ -70,5 +70,16 @@ pub fn event_row(event: &Event) -> Value {
         .as_object_mut()
         .and_then(|o| o.remove("type"))
         .unwrap_or(Value::Null);
-    json!({"seq": event.seq, "at": event.at_rfc3339(), "type": kind, "payload": payload})
+    match &event.actor {
+        None => {
+            json!({"seq": event.seq, "at": event.at_rfc3339(), "type": kind, "payload": payload})
+        }
+        Some(actor) => json!({
+            "seq": event.seq,
+            "at": event.at_rfc3339(),
+            "actor": actor,
+            "type": kind,
+            "payload": payload
+        }),
+    }
 }

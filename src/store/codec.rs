@@ -3,8 +3,11 @@
 //!
 //! Owns: how an [`Event`] becomes a row and back. A binary row this build writes starts
 //! with [`BINARY_ROW_V2`] (core payloads inline, a family's payload as its tag and its
-//! family codec's bytes); rows of earlier builds start with [`BINARY_ROW_V1`] or `{`
-//! (JSON) and still decode. Must not: change what an event is — every encoding decodes
+//! family codec's bytes), or with [`BINARY_ROW_ACTOR`] when the event has an actor (the
+//! actor, then the same body): an event without one is stored exactly as before, and a
+//! build that predates actors refuses an actor's row as "unknown format" instead of
+//! dropping the name. Rows of earlier builds start with [`BINARY_ROW_V1`] or `{` (JSON)
+//! and still decode. Must not: change what an event is — every encoding decodes
 //! to the same [`Event`], whose canonical JSON (and so its hash and every export) does not
 //! depend on how the row was stored — or know a family: a family payload's bytes go to
 //! the codec registered for its tag (a `0x01` row's family variants to the codec that
@@ -26,6 +29,11 @@ pub(crate) const BINARY_ROW_V1: u8 = 0x01;
 /// First byte of a binary row (format version 2): core payloads inline, a family's
 /// payload as its tag and the bytes of its family's codec. JSON rows start with `{`.
 pub(crate) const BINARY_ROW_V2: u8 = 0x02;
+
+/// First byte of a binary row of an event with an actor: the actor (a postcard string),
+/// then the body of a [`BINARY_ROW_V2`] row. Builds before actors existed stop at this
+/// byte ("event row of unknown format") rather than read the event without its actor.
+pub(crate) const BINARY_ROW_ACTOR: u8 = 0x03;
 
 /// An event as stored in a binary row; strings borrow from the row.
 #[derive(Serialize, Deserialize)]
@@ -147,7 +155,14 @@ pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
         prev: prev.as_bytes(),
         hash: hash.as_bytes(),
     };
-    let mut row = vec![BINARY_ROW_V2];
+    let mut row = Vec::new();
+    match &event.actor {
+        None => row.push(BINARY_ROW_V2),
+        Some(actor) => {
+            row.push(BINARY_ROW_ACTOR);
+            postcard::to_io(actor.as_str(), &mut row).expect("writing to a Vec cannot fail");
+        }
+    }
     postcard::to_io(&stored, &mut row).expect("writing to a Vec cannot fail");
     row
 }
@@ -171,34 +186,12 @@ fn corrupt(what: impl std::fmt::Display) -> StoreError {
 /// A row of any encoding, building `fields` of a binary one (JSON rows decode whole).
 fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
     match row.first() {
-        Some(&BINARY_ROW_V2) => {
-            let stored: StoredEvent<'_, StoredPayload<'_>> =
-                postcard::from_bytes(&row[1..]).map_err(corrupt)?;
-            let (stored, payload) = stored.split();
-            let payload = match payload {
-                StoredPayload::SessionStarted {
-                    kind,
-                    title,
-                    aliases,
-                } => started(kind, title, aliases)?,
-                StoredPayload::SessionClosed { reason } => Payload::SessionClosed {
-                    reason: reason.to_string(),
-                },
-                StoredPayload::Family { tag, bytes } => {
-                    let codec = family::codec_for(tag).ok_or_else(|| {
-                        corrupt(format_args!("unknown event type {tag:?} (another build?)"))
-                    })?;
-                    Payload::Family(
-                        codec
-                            .decode(tag, stored.schema, bytes, fields)
-                            .map_err(corrupt)?,
-                    )
-                }
-                StoredPayload::Written { json } => {
-                    Payload::from_json(stored.schema, json).map_err(corrupt)?
-                }
-            };
-            stored.build(payload, fields)
+        Some(&BINARY_ROW_V2) => decode_v2(&row[1..], fields),
+        Some(&BINARY_ROW_ACTOR) => {
+            let (actor, body): (&str, _) = postcard::take_from_bytes(&row[1..]).map_err(corrupt)?;
+            let mut event = decode_v2(body, fields)?;
+            event.actor = Some(actor.to_string());
+            Ok(event)
         }
         Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields),
         Some(b'{') => {
@@ -209,6 +202,36 @@ fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
         ))),
         None => Err(StoreError::Corrupt("empty event row".into())),
     }
+}
+
+/// The body of a version 2 row (after its first byte), building `fields`.
+fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
+    let stored: StoredEvent<'_, StoredPayload<'_>> = postcard::from_bytes(body).map_err(corrupt)?;
+    let (stored, payload) = stored.split();
+    let payload = match payload {
+        StoredPayload::SessionStarted {
+            kind,
+            title,
+            aliases,
+        } => started(kind, title, aliases)?,
+        StoredPayload::SessionClosed { reason } => Payload::SessionClosed {
+            reason: reason.to_string(),
+        },
+        StoredPayload::Family { tag, bytes } => {
+            let codec = family::codec_for(tag).ok_or_else(|| {
+                corrupt(format_args!("unknown event type {tag:?} (another build?)"))
+            })?;
+            Payload::Family(
+                codec
+                    .decode(tag, stored.schema, bytes, fields)
+                    .map_err(corrupt)?,
+            )
+        }
+        StoredPayload::Written { json } => {
+            Payload::from_json(stored.schema, json).map_err(corrupt)?
+        }
+    };
+    stored.build(payload, fields)
 }
 
 /// A version 1 row (after its first byte): the envelope, the closed enum's variant and
@@ -294,6 +317,7 @@ impl StoredEvent<'_, ()> {
             seq: self.seq,
             at: self.at,
             schema: self.schema,
+            actor: None,
             payload,
             prev: hex_unless_to_fold(self.prev, fields)?,
             hash: hex_unless_to_fold(self.hash, fields)?,
@@ -385,6 +409,7 @@ mod tests {
                     seq,
                     at: 9,
                     schema: 1,
+                    actor: None,
                     payload,
                     prev: std::mem::replace(&mut prev, hash.clone()),
                     hash,
@@ -438,6 +463,29 @@ mod tests {
         let row = encode_event(&event);
         assert_eq!(row[0], b'{');
         assert_eq!(decode_event(&row).unwrap(), event);
+    }
+
+    #[test]
+    fn an_actor_gets_its_own_row_format_and_no_actor_the_old_one() {
+        for mut event in events() {
+            let plain = encode_event(&event);
+            assert_eq!(plain[0], BINARY_ROW_V2);
+            event.actor = Some("alice@example.com".into());
+            event.hash = event.computed_hash();
+            let row = encode_event(&event);
+            assert_eq!(row[0], BINARY_ROW_ACTOR);
+            // The body after the actor is the row the event had without one (but its hash).
+            let back = decode_event(&row).unwrap();
+            assert_eq!(back, event);
+            assert_eq!(back.computed_hash(), event.hash);
+            assert_eq!(
+                decode_event_to_fold(&row).unwrap().actor.as_deref(),
+                Some("alice@example.com")
+            );
+            for cut in 0..row.len() {
+                assert!(decode_event(&row[..cut]).is_err(), "cut at {cut}");
+            }
+        }
     }
 
     #[test]

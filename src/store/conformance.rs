@@ -406,6 +406,7 @@ fn next_event(head: &SessionHead) -> Event {
         seq: head.seq + 1,
         at: head.summary.updated_at,
         schema: crate::event::CORE_SCHEMA,
+        actor: None,
         payload: Payload::SessionClosed {
             reason: "injected".into(),
         },
@@ -418,11 +419,21 @@ fn next_event(head: &SessionHead) -> Event {
 
 pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
     type Spoil = fn(&SessionHead, &mut Event);
-    let cases: [(&str, Spoil); 4] = [
+    let cases: [(&str, Spoil); 6] = [
         ("altered", |_, e| {
             e.payload = Payload::SessionClosed {
                 reason: "other".into(),
             }
+        }),
+        ("altered actor", |_, e| {
+            e.actor = Some("alice".into());
+            e.hash = e.computed_hash();
+            e.actor = Some("mallory".into());
+        }),
+        ("dropped actor", |_, e| {
+            e.actor = Some("alice".into());
+            e.hash = e.computed_hash();
+            e.actor = None;
         }),
         ("broken chain", |_, e| {
             e.prev = crate::event::GENESIS_HASH.into();
@@ -449,7 +460,9 @@ pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
         inject(&ledger, plan_after(&head, vec![event]));
         let found = ledger.verify_session(head.session).unwrap_err();
         let expected = match name {
-            "altered" => matches!(found, VerifyError::HashMismatch { seq: 4, .. }),
+            "altered" | "altered actor" | "dropped actor" => {
+                matches!(found, VerifyError::HashMismatch { seq: 4, .. })
+            }
             "broken chain" => matches!(found, VerifyError::BrokenChain { seq: 4, .. }),
             "gap" => matches!(
                 found,
@@ -465,6 +478,24 @@ pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
         assert!(!found.is_fixable(), "{name}");
         assert!(ledger.verify_all().is_err(), "{name}");
     }
+
+    // An event with an actor is stored, read back and verified as written.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    let mut by_alice = thought("by alice", 3);
+    by_alice.actor = Some("alice@example.com".into());
+    let appended = ledger
+        .write_blocking(move |txn| txn.append(head.session, head.seq, vec![by_alice]))
+        .unwrap()
+        .unwrap();
+    ledger.verify_session(head.session).unwrap();
+    let stored = ledger.events(head.session, 4, 4).unwrap();
+    assert_eq!(stored, appended.events);
+    assert_eq!(stored[0].actor.as_deref(), Some("alice@example.com"));
 
     // A head that does not match its log.
     let Fresh {

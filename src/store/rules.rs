@@ -16,7 +16,7 @@
 
 use super::contract::{AppendPlan, ReadView};
 use super::{AppendError, Appended, SessionHead, StoreError};
-use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId, event_hash};
+use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId};
 use crate::projection::summary::SessionSummary;
 
 /// A batch to append.
@@ -174,17 +174,20 @@ fn build(
     for (offset, new) in events.into_iter().enumerate() {
         let seq = actual + 1 + offset as u64;
         let schema = new.payload.schema();
-        let hash = event_hash(&prev, &new.id, &session, seq, at, schema, &new.payload);
-        built.push(Event {
+        let mut event = Event {
             id: new.id,
             session,
             seq,
             at,
             schema,
+            actor: new.actor,
             payload: new.payload,
-            prev: std::mem::replace(&mut prev, hash.clone()),
-            hash,
-        });
+            prev: std::mem::take(&mut prev),
+            hash: String::new(),
+        };
+        event.hash = event.computed_hash();
+        prev = event.hash.clone();
+        built.push(event);
     }
     Ok(built)
 }

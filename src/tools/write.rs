@@ -3,7 +3,8 @@
 //! and answer only after the commit.
 //!
 //! Owns: [`Target`] (which session a call may continue), [`ToolCall::record`] (and
-//! [`ToolCall::try_record`], whose `decide` may refuse) and [`ToolCall::record_more`], [`with_start`] and [`title_of`]. The job runs on the
+//! [`ToolCall::try_record`], whose `decide` may refuse) and [`ToolCall::record_more`], [`with_start`] and [`title_of`].
+//! Every event a call writes carries the request's [`crate::request::Actor`], if any. The job runs on the
 //! writer thread inside the group's transaction, so it reads the session head and the
 //! process's current sessions in commit order; it is queued in the connection's arrival
 //! order ([`crate::request::arrival`]). Idempotency is by event id: a call given a key
@@ -14,7 +15,7 @@
 
 use super::ToolError;
 use crate::event::{CallRecord, EventId, NewEvent, Payload, SessionId, SessionKind};
-use crate::request::{CurrentSessions, ToolCall};
+use crate::request::{Actor, CurrentSessions, ToolCall};
 use crate::store::{AppendTxn, SessionHead};
 use serde_json::Value;
 
@@ -150,6 +151,16 @@ fn append(
     })
 }
 
+/// Gives `events` the request's actor (none over stdio): every event a call writes
+/// carries who sent it.
+fn stamp(events: &mut [NewEvent], actor: Option<&Actor>) {
+    if let Some(actor) = actor {
+        for event in events {
+            event.actor = Some(actor.as_str().to_string());
+        }
+    }
+}
+
 /// Gives `events` the ids derived from `key`.
 fn key_events(key: &str, events: &mut [NewEvent]) -> Result<(), ToolError> {
     if events.len() > MAX_EVENTS_PER_KEYED_CALL {
@@ -223,6 +234,7 @@ impl ToolCall {
         let tool = self.name.clone();
         let arguments = std::mem::take(&mut self.arguments);
         let received = self.received;
+        let actor = self.request.actor.clone();
         self.write(move |txn| -> Result<Recorded, ToolError> {
             if let Some(key) = target.idempotency_key.as_deref()
                 && let Some(recorded) = recorded_before(txn, key)?
@@ -241,6 +253,7 @@ impl ToolCall {
                 duration_us: received.elapsed().as_micros() as u64,
             };
             let mut events = decide(head.as_ref(), call)?;
+            stamp(&mut events, actor.as_ref());
             if let Some(key) = target.idempotency_key.as_deref() {
                 key_events(key, &mut events)?;
             }
@@ -266,6 +279,7 @@ impl ToolCall {
         mut events: Vec<NewEvent>,
     ) -> Result<Recorded, ToolError> {
         let (session, expected) = (after.session, after.seq);
+        stamp(&mut events, self.request.actor.as_ref());
         self.write(move |txn| {
             if let Some(key) = idempotency_key.as_deref() {
                 if let Some(recorded) = recorded_before(txn, key)? {
@@ -376,6 +390,33 @@ mod tests {
         let mut plain = call(&ctx);
         let other = plain.record(target(None), decide).await.unwrap();
         assert_ne!(other.session, request.session);
+        ledger.verify_all().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn every_event_of_a_call_with_an_actor_carries_it_and_without_one_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        let ctx = ToolContext::new(ledger.clone(), false);
+        let decide = |head: Option<&SessionHead>, _call: CallRecord| {
+            with_start(head, SessionKind::THINKING, "request", [])
+        };
+        let mut by_alice = call(&ctx);
+        by_alice.request.actor = Some(crate::request::Actor::new("alice"));
+        let first = by_alice.record(target(None), decide).await.unwrap();
+        // A model call's outcome, recorded after the first append: the same actor.
+        let more = by_alice
+            .record_more(&first, None, closed("answered"))
+            .await
+            .unwrap();
+        let events = ledger.events(first.session, 1, more.seq).unwrap();
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|e| e.actor.as_deref() == Some("alice")));
+
+        let mut anonymous = call(&ctx);
+        let other = anonymous.record(target(None), decide).await.unwrap();
+        let events = ledger.events(other.session, 1, other.seq).unwrap();
+        assert!(events.iter().all(|e| e.actor.is_none()));
         ledger.verify_all().unwrap();
     }
 }

@@ -3,7 +3,9 @@
 //! stdio, or the CLI), and needs nothing else: no PostgreSQL, browser, Python or model
 //! (those tests are in `tests/services`; `cargo test` runs both).
 //!
-//! Modules: `common` (spawning, calling, snapshot `check`, Mermaid counts), `thinking`
+//! Modules: `common` (spawning, calling, snapshot `check`, Mermaid counts), `actor` (named
+//! tokens over `serve --http`: who wrote each event, in history, exports and verify;
+//! revocation without a restart), `thinking`
 //! (the spec's cases for sequentialthinking and think), `ledger` (ledger tools and
 //! resources), `durability` (restart, several processes, verify), `bad_input` (hostile
 //! calls), `cli` (the command line), `exports` (snapshots of every export format and
@@ -32,6 +34,7 @@
 //! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
 //! `StorageBackend`.
 
+mod actor;
 mod agent;
 mod bad_input;
 mod booster;

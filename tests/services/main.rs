@@ -1,7 +1,8 @@
 //! The integration tests that need a service beside the binary: PostgreSQL (`pg`: the
 //! tests' own throwaway cluster through `tools/pg`, or `REASONING_LEDGER_TEST_PG`; `team`:
 //! PostgreSQL as the store through the CLI and servers, its faults, live updates across
-//! processes, streamable HTTP with its token; `bench`: the harness with tiny counts, its
+//! processes, streamable HTTP with its token; `actor_pg`: named tokens' actors on
+//! PostgreSQL rows, through verify and a copy into redb; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
 //! PostgreSQL's full-text search) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use). Everything that
@@ -11,6 +12,7 @@
 #[path = "../it/common.rs"]
 mod common;
 
+mod actor_pg;
 mod bench;
 mod doctor;
 mod local_model;

@@ -5,7 +5,8 @@
 //! a layered layout of our own: `layout-rs` drew the main line crooked at revisions and
 //! did not finish 1,000 thoughts in two minutes, this one is linear) and the
 //! SVG text, with [`escape_xml`], the one escaper every piece of model-written text in it
-//! goes through. Every node is a `<g class="node k-KIND" data-seq data-kind>`, every edge
+//! goes through. Every node is a `<g class="node k-KIND" data-seq data-kind [data-actor]>`
+//! (`data-actor`, and `by NAME:` in its tooltip, when its event names who wrote it), every edge
 //! a `<path class="edge e-KIND" data-edge data-from data-to data-seq>` (`data-seq` of an
 //! edge: the event that made it, the later of its ends), so tests, the HTML replay
 //! slider and users' scripts find them.
@@ -228,9 +229,12 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
         let _ = write!(
             out,
             "<g class=\"node extra k-{kind}\" id=\"p{index}\" data-seq=\"{seq}\" \
-             data-kind=\"{kind}\"><title>",
+             data-kind=\"{kind}\"",
             kind = node.kind.name,
         );
+        push_actor(out, tree.actor_at(seq));
+        out.push_str("<title>");
+        push_by(out, tree.actor_at(seq));
         push_escaped_cut(out, &mut scratch, &node.title, TITLE_MAX_CHARS);
         let _ = write!(
             out,
@@ -347,12 +351,14 @@ fn write_node(
     }
     let _ = write!(
         out,
-        "<g class=\"node k-{}{}\" id=\"n{seq}\" data-seq=\"{seq}\" data-kind=\"{}\">",
+        "<g class=\"node k-{}{}\" id=\"n{seq}\" data-seq=\"{seq}\" data-kind=\"{}\"",
         kind.name,
         if anomaly { " anomaly" } else { "" },
         kind.name,
     );
+    push_actor(out, node.actor.as_deref());
     out.push_str("<title>");
+    push_by(out, node.actor.as_deref());
     push_escaped_cut(out, scratch, &node.thought, TITLE_MAX_CHARS);
     out.push_str("</title>");
     let _ = write!(
@@ -385,6 +391,26 @@ fn write_node(
         out.push_str("</a>");
     }
     out.push('\n');
+}
+
+/// Ends a node's opening tag: with ` data-actor="NAME"` (escaped) when the event that
+/// drew it names who wrote it.
+fn push_actor(out: &mut String, actor: Option<&str>) {
+    if let Some(actor) = actor {
+        out.push_str(" data-actor=\"");
+        escape_xml_into(out, actor);
+        out.push('"');
+    }
+    out.push('>');
+}
+
+/// `by NAME: ` at the start of a node's tooltip, when the event names who wrote it.
+fn push_by(out: &mut String, actor: Option<&str>) {
+    if let Some(actor) = actor {
+        out.push_str("by ");
+        escape_xml_into(out, actor);
+        out.push_str(": ");
+    }
 }
 
 /// `text` with whitespace collapsed, cut to `max_chars`, escaped, appended to `out`.
