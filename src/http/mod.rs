@@ -15,6 +15,7 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+mod oauth;
 
 use crate::request::ToolContext;
 use crate::server::LedgerServer;
@@ -28,6 +29,7 @@ use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+pub(crate) use oauth::OAuthSettings;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
@@ -49,6 +51,8 @@ pub(crate) struct HttpSettings {
     pub allowed_origins: Vec<String>,
     /// Holds the generated token file.
     pub data_dir: PathBuf,
+    /// `--oauth-issuer` and `--oauth-audience`: OAuth access tokens beside the token.
+    pub oauth: Option<OAuthSettings>,
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
@@ -130,6 +134,10 @@ pub(crate) async fn serve_http(
 ) -> anyhow::Result<()> {
     let addr = parse_listen(&settings.listen)?;
     let (token, token_file) = load_token(&settings.data_dir)?;
+    let oauth = match settings.oauth.clone() {
+        Some(oauth) => Some(Arc::new(oauth::OAuth::start(oauth).await?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -177,12 +185,19 @@ pub(crate) async fn serve_http(
         };
         let service = service.clone();
         let token = token.clone();
+        let oauth = oauth.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let service = service.clone();
                 let token = token.clone();
+                let oauth = oauth.clone();
                 async move {
+                    if let Some(metadata) =
+                        oauth.as_ref().and_then(|o| o.metadata_response(&request))
+                    {
+                        return Ok(metadata);
+                    }
                     if request.uri().path() != MCP_PATH {
                         return Ok::<_, Infallible>(plain(
                             StatusCode::NOT_FOUND,
@@ -190,6 +205,13 @@ pub(crate) async fn serve_http(
                         ));
                     }
                     if !authorized(&request, &token) {
+                        // Not the bearer token: an OAuth access token, if OAuth is on.
+                        if let Some(oauth) = &oauth {
+                            match oauth.admit(&request).await {
+                                Ok(_actor) => return Ok(service.handle(request).await),
+                                Err(refused) => return Ok(refused),
+                            }
+                        }
                         let mut response = plain(
                             StatusCode::UNAUTHORIZED,
                             "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
