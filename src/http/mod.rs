@@ -2,9 +2,11 @@
 //! `StreamableHttpService` over hyper), for remote clients of a shared server.
 //!
 //! Owns: where to listen (loopback unless an address is given), the accept loop, asking
-//! [`auth`] about each request before it reaches MCP (a wrong or missing token gets 401
-//! and nothing runs), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
-//! Must not: let any request through without the token, or write anything to stdout.
+//! [`auth`] (and, with `--oauth-issuer`, [`oauth`]) about each request before it reaches
+//! MCP (a wrong or missing token gets 401 and nothing runs), and the Host/Origin
+//! allow-lists rmcp enforces against DNS rebinding.
+//! Must not: let any request through without the token or a good access token, or write
+//! anything to stdout.
 //!
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
 //! [`ToolContext`] (its "current session" is its own, as a stdio connection's is); its
@@ -208,6 +210,7 @@ pub(crate) async fn serve_http(
                         // Not the bearer token: an OAuth access token, if OAuth is on.
                         if let Some(oauth) = &oauth {
                             match oauth.admit(&request).await {
+                                // The token's `sub` (or `name`): the actor of what it writes.
                                 Ok(_actor) => return Ok(service.handle(request).await),
                                 Err(refused) => return Ok(refused),
                             }

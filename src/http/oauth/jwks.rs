@@ -4,8 +4,8 @@
 //! Owns: the HTTP fetches to the issuer (reqwest, a timeout, a size cap, no redirects),
 //! which JWKs are usable (RSA, EC P-256/P-384, Ed25519 signature keys; never `oct`), and
 //! when the cache is refreshed: after [`JWKS_MAX_AGE`], and on a token whose `kid` is not
-//! in it, at most once per [`UNKNOWN_KID_REFRESH_INTERVAL`] (a flood of made-up kids
-//! cannot hammer the issuer). Must not: follow a redirect, or fetch over plain HTTP
+//! in it; at most once per [`MIN_REFRESH_INTERVAL`] either way (a flood of made-up kids,
+//! or an issuer that is down, cannot make every request wait on a fetch). Must not: follow a redirect, or fetch over plain HTTP
 //! anything but a loopback address.
 
 use super::OAuthError;
@@ -26,8 +26,9 @@ pub(super) const MAX_DOCUMENT_BYTES: usize = 512 * 1024;
 /// issuer withdrew stops being accepted within this time).
 pub(super) const JWKS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
-/// At most one refresh per this interval for tokens whose `kid` is unknown.
-pub(super) const UNKNOWN_KID_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+/// At most one refresh of the keys per this interval (for a token with an unknown `kid`
+/// or keys past [`JWKS_MAX_AGE`]); the load at start does not count.
+pub(super) const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Whether `url` may be fetched: https, or http to a loopback address (tests, a local
 /// issuer).
@@ -221,11 +222,12 @@ pub(super) fn parse_jwks(document: &serde_json::Value) -> Vec<VerifyKey> {
         .collect()
 }
 
-/// The keys, when they were fetched, and when an unknown kid last caused a fetch.
+/// The keys, when they were fetched, and when a refresh was last tried.
 struct Cached {
     keys: Arc<Vec<VerifyKey>>,
     fetched: Instant,
-    last_unknown_kid_refresh: Option<Instant>,
+    /// The last refresh tried (the load at start not counted), whether it worked or not.
+    last_attempt: Option<Instant>,
 }
 
 /// The issuer's keys, shared by every request.
@@ -233,16 +235,17 @@ pub(super) struct KeyCache {
     client: reqwest::Client,
     jwks_uri: Url,
     cached: RwLock<Cached>,
-    /// One refresh at a time; the others wait for it and use its keys.
+    /// One refresh at a time.
     refreshing: tokio::sync::Mutex<()>,
 }
 
 /// Why keys are asked for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Need {
-    /// The current keys (refreshed only when older than [`JWKS_MAX_AGE`]).
+    /// The current keys (refreshed when older than [`JWKS_MAX_AGE`], without waiting for
+    /// a refresh already under way).
     Current,
-    /// A token names a kid these keys do not have.
+    /// A token names a kid these keys do not have: refresh and wait for it.
     UnknownKid,
 }
 
@@ -261,7 +264,7 @@ impl KeyCache {
             cached: RwLock::new(Cached {
                 keys: Arc::new(keys),
                 fetched: Instant::now(),
-                last_unknown_kid_refresh: None,
+                last_attempt: None,
             }),
             refreshing: tokio::sync::Mutex::new(()),
         })
@@ -269,48 +272,45 @@ impl KeyCache {
 
     fn snapshot(&self) -> (Arc<Vec<VerifyKey>>, Instant, Option<Instant>) {
         let cached = self.cached.read().unwrap_or_else(|e| e.into_inner());
-        (
-            cached.keys.clone(),
-            cached.fetched,
-            cached.last_unknown_kid_refresh,
-        )
+        (cached.keys.clone(), cached.fetched, cached.last_attempt)
     }
 
-    /// The keys to check a token against, refreshed first when `need` and the rate
-    /// limit call for it. A failed refresh keeps the keys there were.
+    /// The keys to check a token against, refreshed first when `need` calls for it and
+    /// no refresh was tried in the last [`MIN_REFRESH_INTERVAL`]. A failed refresh keeps
+    /// the keys there were.
     pub(super) async fn keys(&self, need: Need) -> Arc<Vec<VerifyKey>> {
-        let (keys, fetched, _) = self.snapshot();
+        let (keys, fetched, attempt_before) = self.snapshot();
         let stale = fetched.elapsed() >= JWKS_MAX_AGE;
-        if need == Need::Current && !stale {
+        let recently_tried = |attempt: Option<Instant>| {
+            attempt.is_some_and(|at| at.elapsed() < MIN_REFRESH_INTERVAL)
+        };
+        if (need == Need::Current && !stale) || recently_tried(attempt_before) {
             return keys;
         }
-        let _one_at_a_time = self.refreshing.lock().await;
-        // Someone else may have refreshed while this one waited.
-        let (keys, fetched_now, last_unknown) = self.snapshot();
-        let refreshed_meanwhile = fetched_now > fetched;
-        let due = match need {
-            Need::Current => !refreshed_meanwhile && fetched_now.elapsed() >= JWKS_MAX_AGE,
-            Need::UnknownKid => {
-                !refreshed_meanwhile
-                    && last_unknown.is_none_or(|at| at.elapsed() >= UNKNOWN_KID_REFRESH_INTERVAL)
-            }
+        let _one_at_a_time = match need {
+            Need::UnknownKid => self.refreshing.lock().await,
+            Need::Current => match self.refreshing.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => return keys,
+            },
         };
-        if !due {
+        // Another request may have refreshed while this one waited: use its keys.
+        let (keys, _, attempt_now) = self.snapshot();
+        if recently_tried(attempt_now) {
             return keys;
         }
         let result = fetch_keys(&self.client, &self.jwks_uri).await;
         let mut cached = self.cached.write().unwrap_or_else(|e| e.into_inner());
-        if need == Need::UnknownKid {
-            cached.last_unknown_kid_refresh = Some(Instant::now());
-        }
+        cached.last_attempt = Some(Instant::now());
         match result {
             Ok(fresh) if !fresh.is_empty() => {
                 cached.keys = Arc::new(fresh);
                 cached.fetched = Instant::now();
             }
-            Ok(_) => {
-                tracing::warn!(jwks_uri = %self.jwks_uri, "the issuer's JWKS has no usable key now: keeping the previous keys")
-            }
+            Ok(_) => tracing::warn!(
+                jwks_uri = %self.jwks_uri,
+                "the issuer's JWKS has no usable key now: keeping the previous keys"
+            ),
             Err(error) => {
                 tracing::warn!(%error, "refreshing the issuer's keys failed: keeping the previous keys")
             }
