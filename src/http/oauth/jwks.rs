@@ -279,12 +279,9 @@ impl KeyCache {
     /// no refresh was tried in the last [`MIN_REFRESH_INTERVAL`]. A failed refresh keeps
     /// the keys there were.
     pub(super) async fn keys(&self, need: Need) -> Arc<Vec<VerifyKey>> {
-        let (keys, fetched, attempt_before) = self.snapshot();
-        let stale = fetched.elapsed() >= JWKS_MAX_AGE;
-        let recently_tried = |attempt: Option<Instant>| {
-            attempt.is_some_and(|at| at.elapsed() < MIN_REFRESH_INTERVAL)
-        };
-        if (need == Need::Current && !stale) || recently_tried(attempt_before) {
+        let (keys, fetched, last_attempt) = self.snapshot();
+        let since = |at: Option<Instant>| at.map(|at| at.elapsed());
+        if !refresh_due(need, fetched.elapsed(), since(last_attempt)) {
             return keys;
         }
         let _one_at_a_time = match need {
@@ -295,8 +292,8 @@ impl KeyCache {
             },
         };
         // Another request may have refreshed while this one waited: use its keys.
-        let (keys, _, attempt_now) = self.snapshot();
-        if recently_tried(attempt_now) {
+        let (keys, fetched, last_attempt) = self.snapshot();
+        if !refresh_due(need, fetched.elapsed(), since(last_attempt)) {
             return keys;
         }
         let result = fetch_keys(&self.client, &self.jwks_uri).await;
@@ -317,6 +314,13 @@ impl KeyCache {
         }
         cached.keys.clone()
     }
+}
+
+/// Whether to fetch the keys now: asked for (an unknown kid, or keys `keys_age` old past
+/// [`JWKS_MAX_AGE`]) and no refresh tried within [`MIN_REFRESH_INTERVAL`].
+fn refresh_due(need: Need, keys_age: Duration, since_last_attempt: Option<Duration>) -> bool {
+    let wanted = need == Need::UnknownKid || keys_age >= JWKS_MAX_AGE;
+    wanted && since_last_attempt.is_none_or(|since| since >= MIN_REFRESH_INTERVAL)
 }
 
 async fn fetch_keys(
@@ -386,6 +390,24 @@ mod tests {
                 (Some("ed"), vec![Algorithm::EdDSA]),
             ]
         );
+    }
+
+    #[test]
+    fn keys_are_fetched_when_asked_for_at_most_once_per_interval() {
+        let fresh = Duration::from_secs(1);
+        let old = JWKS_MAX_AGE;
+        let long_ago = Some(MIN_REFRESH_INTERVAL);
+        let just_now = Some(Duration::from_millis(5));
+        // Fresh keys are used as they are; old ones are fetched again.
+        assert!(!refresh_due(Need::Current, fresh, None));
+        assert!(refresh_due(Need::Current, old, None));
+        assert!(refresh_due(Need::Current, old, long_ago));
+        // An unknown kid fetches, the first time after start too.
+        assert!(refresh_due(Need::UnknownKid, fresh, None));
+        assert!(refresh_due(Need::UnknownKid, fresh, long_ago));
+        // Right after a try (it worked or the issuer is down): nothing, whatever is asked.
+        assert!(!refresh_due(Need::UnknownKid, fresh, just_now));
+        assert!(!refresh_due(Need::Current, old, just_now));
     }
 
     #[test]
