@@ -72,7 +72,12 @@ pub(crate) enum OAuthError {
     )]
     NoUsableKey { jwks_uri: String },
     #[error("fetching {url}: {reason}")]
-    Fetch { url: String, reason: String },
+    Fetch {
+        url: String,
+        reason: String,
+        /// Whether the issuer's host answered at all (an HTTP status, a body).
+        answered: bool,
+    },
     #[error("the token is neither this server's bearer token nor a JWT")]
     Malformed,
     #[error("the token's algorithm is not accepted (RS, PS, ES256, ES384 and EdDSA are)")]
@@ -186,17 +191,7 @@ impl OAuth {
     }
 
     fn with_keys(settings: OAuthSettings, audience: &Url, keys: jwks::KeyCache) -> OAuth {
-        let resource_path = audience.path().trim_end_matches('/');
-        let mut metadata_paths = vec![
-            WELL_KNOWN_PATH.to_string(),
-            format!("{WELL_KNOWN_PATH}{MCP_PATH}"),
-        ];
-        let suffixed = format!("{WELL_KNOWN_PATH}{resource_path}");
-        if !metadata_paths.contains(&suffixed) {
-            metadata_paths.push(suffixed.clone());
-        }
-        let resource_metadata_url =
-            format!("{}{suffixed}", audience.origin().ascii_serialization());
+        let (metadata_paths, resource_metadata_url) = metadata_locations(audience);
         let metadata = serde_json::json!({
             "resource": settings.audience,
             "authorization_servers": [settings.issuer],
@@ -366,6 +361,22 @@ impl OAuth {
     }
 }
 
+/// The request paths the metadata is served at (the bare well-known path, with `/mcp`,
+/// and with the audience's path), and its URL under the audience (RFC 9728 §3.1: the
+/// well-known path inserted between the audience's host and path).
+fn metadata_locations(audience: &Url) -> (Vec<String>, String) {
+    let suffixed = format!("{WELL_KNOWN_PATH}{}", audience.path().trim_end_matches('/'));
+    let mut paths = vec![
+        WELL_KNOWN_PATH.to_string(),
+        format!("{WELL_KNOWN_PATH}{MCP_PATH}"),
+    ];
+    if !paths.contains(&suffixed) {
+        paths.push(suffixed.clone());
+    }
+    let url = format!("{}{suffixed}", audience.origin().ascii_serialization());
+    (paths, url)
+}
+
 /// The first `Authorization: Bearer` credential of a request.
 fn bearer_of<B>(request: &Request<B>) -> Option<&str> {
     request
@@ -454,6 +465,34 @@ mod tests {
             let error = settings(issuer, audience).check().unwrap_err().to_string();
             assert!(error.starts_with(flag), "{issuer} {audience}: {error}");
         }
+    }
+
+    #[test]
+    fn the_metadata_is_where_the_audience_says() {
+        let at = |audience: &str| metadata_locations(&Url::parse(audience).unwrap());
+        assert_eq!(
+            at("https://ledger.example/mcp"),
+            (
+                vec![
+                    "/.well-known/oauth-protected-resource".to_string(),
+                    "/.well-known/oauth-protected-resource/mcp".to_string(),
+                ],
+                "https://ledger.example/.well-known/oauth-protected-resource/mcp".to_string()
+            )
+        );
+        // Behind a proxy that serves it under a prefix; on a port; at the root.
+        let (paths, url) = at("https://example.com:8443/ledger/mcp");
+        assert_eq!(
+            url,
+            "https://example.com:8443/.well-known/oauth-protected-resource/ledger/mcp"
+        );
+        assert!(paths.contains(&"/.well-known/oauth-protected-resource/ledger/mcp".to_string()));
+        let (paths, url) = at("https://ledger.example/");
+        assert_eq!(
+            url,
+            "https://ledger.example/.well-known/oauth-protected-resource"
+        );
+        assert_eq!(paths.len(), 2);
     }
 
     #[test]

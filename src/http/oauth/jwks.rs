@@ -68,13 +68,18 @@ async fn fetch_json(client: &reqwest::Client, url: &Url) -> Result<serde_json::V
     let fail = |reason: String| OAuthError::Fetch {
         url: url.to_string(),
         reason,
+        answered: true,
     };
     let mut response = client
         .get(url.clone())
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|error| fail(error.without_url().to_string()))?;
+        .map_err(|error| OAuthError::Fetch {
+            url: url.to_string(),
+            reason: error.without_url().to_string(),
+            answered: false,
+        })?;
     if !response.status().is_success() {
         return Err(fail(format!("HTTP {}", response.status())));
     }
@@ -129,6 +134,15 @@ pub(super) async fn discover_jwks_uri(
     for url in metadata_urls(&issuer_url) {
         let document = match fetch_json(client, &url).await {
             Ok(document) => document,
+            // No answer at all (refused, timed out): the other places are on the same host.
+            Err(
+                error @ OAuthError::Fetch {
+                    answered: false, ..
+                },
+            ) => {
+                tried.push(error.to_string());
+                break;
+            }
             Err(error) => {
                 tried.push(error.to_string());
                 continue;
