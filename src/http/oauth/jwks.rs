@@ -63,6 +63,18 @@ pub(super) fn client() -> reqwest::Client {
         })
 }
 
+/// A fetch error with its causes (reqwest's own text is only "error sending request").
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// GETs `url` and parses its JSON body (at most [`MAX_DOCUMENT_BYTES`]).
 async fn fetch_json(client: &reqwest::Client, url: &Url) -> Result<serde_json::Value, OAuthError> {
     let fail = |reason: String| OAuthError::Fetch {
@@ -77,7 +89,7 @@ async fn fetch_json(client: &reqwest::Client, url: &Url) -> Result<serde_json::V
         .await
         .map_err(|error| OAuthError::Fetch {
             url: url.to_string(),
-            reason: error.without_url().to_string(),
+            reason: describe(error),
             answered: false,
         })?;
     if !response.status().is_success() {
@@ -87,7 +99,7 @@ async fn fetch_json(client: &reqwest::Client, url: &Url) -> Result<serde_json::V
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|error| fail(error.without_url().to_string()))?
+        .map_err(|error| fail(describe(error)))?
     {
         if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
             return Err(fail(format!("larger than {MAX_DOCUMENT_BYTES} bytes")));
