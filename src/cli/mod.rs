@@ -84,18 +84,14 @@ pub(crate) enum Command {
         /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: PORT (loopback) or IP:PORT. A bearer token is required: REASONING_LEDGER_TOKEN, else one generated into http-token in the data directory
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        #[command(flatten)]
+        oauth: serve::OAuthArgs,
         /// With --http: another name clients reach this server by (Host header check), repeatable
         #[arg(long, value_name = "NAME", requires = "http")]
         allowed_host: Vec<String>,
         /// With --http: a browser origin allowed to call (scheme://host:port), repeatable
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
-        /// With --http: also accept OAuth 2.1 access tokens (JWTs) from this issuer, as the MCP authorization spec describes (https; its iss exactly); needs --oauth-audience
-        #[arg(long, value_name = "URL", requires_all = ["http", "oauth_audience"])]
-        oauth_issuer: Option<String>,
-        /// With --oauth-issuer: this server's URL as clients reach it (https://host/mcp), the aud its tokens must carry
-        #[arg(long, value_name = "URL", requires = "oauth_issuer")]
-        oauth_audience: Option<String>,
         /// Answer a new session's first thought with up to N earlier sessions like it (related: [...]) [env: REASONING_LEDGER_RELATED; default: 0, off]
         #[arg(long, value_name = "N")]
         related: Option<usize>,
@@ -328,31 +324,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.unwrap_or(Command::Serve {
         toolsets: None,
         http: None,
+        oauth: serve::OAuthArgs::default(),
         allowed_host: Vec::new(),
         allowed_origin: Vec::new(),
-        oauth_issuer: None,
-        oauth_audience: None,
         related: None,
     });
     match command {
         Command::Serve {
             toolsets,
             http,
+            oauth,
             allowed_host,
             allowed_origin,
-            oauth_issuer,
-            oauth_audience,
             related,
         } => {
             serve::set_related(related)?;
             let http = http.map(|listen| crate::http::HttpSettings {
                 listen,
+                oauth: oauth.settings(),
                 allowed_hosts: allowed_host,
                 allowed_origins: allowed_origin,
                 data_dir: settings.data_dir.clone(),
-                oauth: oauth_issuer
-                    .zip(oauth_audience)
-                    .map(|(issuer, audience)| crate::http::OAuthSettings { issuer, audience }),
             });
             serve(&settings, toolsets, http)
         }

@@ -47,14 +47,14 @@ pub(crate) const MCP_PATH: &str = "/mcp";
 pub(crate) struct HttpSettings {
     /// The `--http` value: `PORT`, `:PORT`, `HOST:PORT` or `[V6]:PORT`.
     pub listen: String,
+    /// `--oauth-issuer` and `--oauth-audience`: OAuth access tokens beside the token.
+    pub oauth: Option<OAuthSettings>,
     /// Extra names the `Host` header may carry (a public name of this server).
     pub allowed_hosts: Vec<String>,
     /// Extra browser origins allowed (`https://app.example:443`).
     pub allowed_origins: Vec<String>,
     /// Holds the generated token file.
     pub data_dir: PathBuf,
-    /// `--oauth-issuer` and `--oauth-audience`: OAuth access tokens beside the token.
-    pub oauth: Option<OAuthSettings>,
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
