@@ -86,6 +86,8 @@ pub(crate) enum Command {
         /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: PORT (loopback) or IP:PORT. A bearer token is required: REASONING_LEDGER_TOKEN, else one generated into http-token in the data directory
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        #[command(flatten)]
+        oauth: serve::OAuthArgs,
         /// With --http: another name clients reach this server by (Host header check), repeatable
         #[arg(long, value_name = "NAME", requires = "http")]
         allowed_host: Vec<String>,
@@ -332,6 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.unwrap_or(Command::Serve {
         toolsets: None,
         http: None,
+        oauth: serve::OAuthArgs::default(),
         allowed_host: Vec::new(),
         allowed_origin: Vec::new(),
         tokens: None,
@@ -341,6 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve {
             toolsets,
             http,
+            oauth,
             allowed_host,
             allowed_origin,
             tokens,
@@ -349,6 +353,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             serve::set_related(related)?;
             let http = http.map(|listen| crate::http::HttpSettings {
                 listen,
+                oauth: oauth.settings(),
                 allowed_hosts: allowed_host,
                 allowed_origins: allowed_origin,
                 data_dir: settings.data_dir.clone(),

@@ -2,9 +2,12 @@
 //! `StreamableHttpService` over hyper), for remote clients of a shared server.
 //!
 //! Owns: where to listen (loopback unless an address is given), the accept loop, asking
-//! [`auth`] about each request before it reaches MCP (a wrong or missing token gets 401
-//! and nothing runs; a known one names the request's [`crate::request::Actor`]), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
-//! Must not: let any request through without the token, or write anything to stdout.
+//! [`auth`] (and, with `--oauth-issuer`, [`oauth`]) about each request before it reaches
+//! MCP (a wrong or missing token gets 401 and nothing runs; a known token or a good access
+//! token names the request's [`crate::request::Actor`]), and the Host/Origin allow-lists
+//! rmcp enforces against DNS rebinding.
+//! Must not: let any request through without the token or a good access token, or write
+//! anything to stdout.
 //!
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
 //! [`ToolContext`] (its "current session" is its own, as a stdio connection's is); its
@@ -15,6 +18,7 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+mod oauth;
 pub(crate) mod tokens;
 
 use crate::request::ToolContext;
@@ -29,6 +33,7 @@ use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+pub(crate) use oauth::OAuthSettings;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
@@ -44,6 +49,8 @@ pub(crate) const MCP_PATH: &str = "/mcp";
 pub(crate) struct HttpSettings {
     /// The `--http` value: `PORT`, `:PORT`, `HOST:PORT` or `[V6]:PORT`.
     pub listen: String,
+    /// `--oauth-issuer` and `--oauth-audience`: OAuth access tokens beside the token.
+    pub oauth: Option<OAuthSettings>,
     /// Extra names the `Host` header may carry (a public name of this server).
     pub allowed_hosts: Vec<String>,
     /// Extra browser origins allowed (`https://app.example:443`).
@@ -136,6 +143,10 @@ pub(crate) async fn serve_http(
         &settings.data_dir,
         settings.tokens.clone(),
     )?);
+    let oauth = match settings.oauth.clone() {
+        Some(oauth) => Some(Arc::new(oauth::OAuth::start(oauth).await?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -175,19 +186,38 @@ pub(crate) async fn serve_http(
         };
         let service = service.clone();
         let auth = auth.clone();
+        let oauth = oauth.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let handler = hyper::service::service_fn(move |mut request: Request<Incoming>| {
                 let service = service.clone();
                 let auth = auth.clone();
+                let oauth = oauth.clone();
                 async move {
+                    if let Some(metadata) =
+                        oauth.as_ref().and_then(|o| o.metadata_response(&request))
+                    {
+                        return Ok(metadata);
+                    }
                     if request.uri().path() != MCP_PATH {
                         return Ok::<_, Infallible>(plain(
                             StatusCode::NOT_FOUND,
                             "not found: MCP is served at /mcp\n",
                         ));
                     }
-                    let Some(actor) = auth.actor(&request) else {
+                    let actor = match auth.actor(&request) {
+                        Some(actor) => Some(actor),
+                        // Not a bearer token: an OAuth access token, if OAuth is on; its
+                        // `sub` (or `name`) is the actor of what it writes.
+                        None => match &oauth {
+                            Some(oauth) => match oauth.admit(&request).await {
+                                Ok(name) => Some(crate::request::Actor::new(&name)),
+                                Err(refused) => return Ok(refused),
+                            },
+                            None => None,
+                        },
+                    };
+                    let Some(actor) = actor else {
                         let mut response = plain(
                             StatusCode::UNAUTHORIZED,
                             "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",

@@ -28,7 +28,8 @@
 //! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
 //! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows),
 //! `fixture_ledger` (a ledger of the build before issue 19: verify and every export, byte
-//! for byte) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
+//! for byte), `oauth` (`serve --http` with OAuth access tokens against an issuer served
+//! on loopback: who gets in, metadata, key rotation) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
 //! interrupted copy or import resuming). Storage faults (crash at every sync point, I/O
 //! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
@@ -52,6 +53,7 @@ mod fixture_ledger;
 mod hostile;
 mod ledger;
 mod llm;
+mod oauth;
 mod order;
 mod planning;
 mod protocol;
