@@ -15,6 +15,9 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+pub(crate) mod limits;
+pub(crate) mod metrics;
+pub(crate) mod ops;
 
 use crate::request::ToolContext;
 use crate::server::LedgerServer;
@@ -24,16 +27,21 @@ use anyhow::Context;
 pub(crate) use auth::{TOKEN_ENV, TOKEN_FILE_NAME};
 use auth::{authorized, load_token};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
+pub(crate) use limits::HttpLimits;
+use ops::RequestId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The path MCP is served at.
@@ -49,6 +57,10 @@ pub(crate) struct HttpSettings {
     pub allowed_origins: Vec<String>,
     /// Holds the generated token file.
     pub data_dir: PathBuf,
+    /// Timeouts, the connection cap, the body size limit, the drain timeout.
+    pub limits: HttpLimits,
+    /// Serve `/metrics` without the token.
+    pub metrics_public: bool,
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
@@ -120,7 +132,25 @@ fn rmcp_config(
     }
 }
 
-/// Serves MCP over streamable HTTP until SIGINT/SIGTERM.
+/// What every connection's requests share.
+struct Shared {
+    service: StreamableHttpService<LedgerServer, LocalSessionManager>,
+    token: Arc<str>,
+    ledger: Ledger,
+    limits: HttpLimits,
+    metrics_public: bool,
+    calls: Arc<InFlight>,
+    connections: Arc<Semaphore>,
+}
+
+impl Shared {
+    fn open_connections(&self) -> usize {
+        self.limits.max_connections - self.connections.available_permits()
+    }
+}
+
+/// Serves MCP over streamable HTTP until SIGINT/SIGTERM, then shuts down gracefully: stops
+/// accepting, lets calls in flight finish (within the drain timeout), ends the sessions.
 pub(crate) async fn serve_http(
     ledger: Ledger,
     toolsets: Vec<Toolset>,
@@ -129,13 +159,22 @@ pub(crate) async fn serve_http(
     settings: HttpSettings,
 ) -> anyhow::Result<()> {
     let addr = parse_listen(&settings.listen)?;
+    let limits = settings.limits.clone();
+    anyhow::ensure!(
+        limits.max_connections > 0 && limits.max_connections <= Semaphore::MAX_PERMITS,
+        "--max-connections {}: expected 1 or more",
+        limits.max_connections
+    );
     let (token, token_file) = load_token(&settings.data_dir)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
-    let cancel = CancellationToken::new();
-    let config = rmcp_config(bound, &settings, cancel.child_token());
+    // Ends every MCP session (and its streams): only once the calls in flight are done.
+    let sessions_end = CancellationToken::new();
+    let config = rmcp_config(bound, &settings, sessions_end.child_token())
+        .with_max_request_body_bytes(limits.max_body_bytes);
+    metrics::install();
     let factory_ledger = ledger.clone();
     // One completion index for every connection (and every stateless request).
     let completions = Arc::new(crate::prompts::complete::SessionIndex::default());
@@ -161,10 +200,25 @@ pub(crate) async fn serve_http(
         "reasoning-ledger: serving MCP (streamable HTTP) at http://{bound}{MCP_PATH} on {}",
         ledger.path().display()
     );
-    let token: Arc<str> = token.into();
+    let shared = Arc::new(Shared {
+        service,
+        token: token.into(),
+        ledger,
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        limits,
+        metrics_public: settings.metrics_public,
+        calls: Arc::new(InFlight::default()),
+    });
+    // Tells every connection to finish its request in flight and close.
+    let draining = CancellationToken::new();
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
+        // A connection slot first: beyond the cap, new connections wait in the backlog.
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            permit = shared.connections.clone().acquire_owned() => permit.expect("never closed"),
+        };
         let (stream, _) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -175,49 +229,170 @@ pub(crate) async fn serve_http(
                 }
             },
         };
-        let service = service.clone();
-        let token = token.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let service = service.clone();
-                let token = token.clone();
-                async move {
-                    if request.uri().path() != MCP_PATH {
-                        return Ok::<_, Infallible>(plain(
-                            StatusCode::NOT_FOUND,
-                            "not found: MCP is served at /mcp\n",
-                        ));
-                    }
-                    if !authorized(&request, &token) {
-                        let mut response = plain(
-                            StatusCode::UNAUTHORIZED,
-                            "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
-                        );
-                        response.headers_mut().insert(
-                            hyper::header::WWW_AUTHENTICATE,
-                            "Bearer".parse().expect("header"),
-                        );
-                        return Ok(response);
-                    }
-                    Ok(service.handle(request).await)
-                }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), handler);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, "HTTP connection ended with an error");
-                    }
-                }
-                _ = cancel.cancelled() => connection.as_mut().graceful_shutdown(),
-            }
-        });
+        tokio::spawn(serve_connection(
+            stream,
+            shared.clone(),
+            permit,
+            draining.clone(),
+        ));
     }
-    cancel.cancel();
+    drop(listener);
+    let limits = &shared.limits;
+    eprintln!(
+        "reasoning-ledger: shutting down: finishing the calls in flight (at most {})",
+        humantime::format_duration(limits.drain_timeout)
+    );
+    draining.cancel();
+    let deadline = tokio::time::Instant::now() + limits.drain_timeout;
+    if tokio::time::timeout_at(deadline, shared.calls.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!("calls still in flight at the end of the drain timeout: not answered");
+    }
+    sessions_end.cancel();
+    let every_slot = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let closed = tokio::time::timeout_at(
+        deadline.max(tokio::time::Instant::now() + CLOSE_GRACE),
+        shared.connections.acquire_many(every_slot),
+    )
+    .await;
+    if closed.is_err() {
+        tracing::warn!("connections still open after the drain timeout: closed");
+    }
+    eprintln!("reasoning-ledger: stopped");
     Ok(())
+}
+
+/// How long connections get to close once their sessions ended, when the drain timeout
+/// is spent.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// One connection: hyper's HTTP/1, closed by its clock's deadline (header or idle timeout),
+/// finished gracefully when `draining` fires. Holds its connection slot until closed.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    _slot: OwnedSemaphorePermit,
+    draining: CancellationToken,
+) {
+    let clock = ConnectionClock::start();
+    let handler = {
+        let clock = clock.clone();
+        let shared = shared.clone();
+        hyper::service::service_fn(move |request: Request<Incoming>| {
+            let shared = shared.clone();
+            let busy = clock.request_started();
+            async move {
+                // A `GET` is a stream the client holds open: not a call a drain waits for.
+                let call = (request.method() != hyper::Method::GET).then(|| shared.calls.enter());
+                let id = RequestId::new();
+                let header = hyper::header::HeaderValue::from_str(&id.0).expect("a ULID");
+                let mut response = route(&shared, request, id).await;
+                response
+                    .headers_mut()
+                    .insert(ops::REQUEST_ID_HEADER, header);
+                Ok::<_, Infallible>(response.map(|body| Guarded {
+                    body,
+                    _guard: (busy, call),
+                }))
+            }
+        })
+    };
+    let io = TokioIo::new(ClockedIo {
+        inner: stream,
+        clock: clock.clone(),
+    });
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, handler);
+    tokio::pin!(connection);
+    let mut finishing = false;
+    loop {
+        let deadline = clock.deadline(&shared.limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "HTTP connection ended with an error");
+                }
+                return;
+            }
+            _ = clock.changed() => {}
+            _ = sleep_until(deadline) => {
+                if clock.deadline(&shared.limits).is_some_and(|due| due <= tokio::time::Instant::now()) {
+                    tracing::debug!("HTTP connection closed: header or idle timeout");
+                    return;
+                }
+            }
+            _ = draining.cancelled(), if !finishing => {
+                finishing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One request: the probes, `/metrics`, then the token, then MCP with its body read within
+/// the body timeout and size limit.
+async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Response<Body> {
+    let path = request.uri().path();
+    match path {
+        ops::HEALTH_PATH => return ops::health(),
+        ops::READY_PATH => return ops::ready(&shared.ledger).await,
+        ops::METRICS_PATH if shared.metrics_public => {
+            return ops::metrics(shared.open_connections());
+        }
+        MCP_PATH | ops::METRICS_PATH => {}
+        _ => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: MCP is served at /mcp\n",
+            );
+        }
+    }
+    if !authorized(&request, &shared.token) {
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
+        );
+        response.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            "Bearer".parse().expect("header"),
+        );
+        return response;
+    }
+    if path == ops::METRICS_PATH {
+        return ops::metrics(shared.open_connections());
+    }
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(id);
+    let limited = Limited::new(body, shared.limits.max_body_bytes);
+    let body = match tokio::time::timeout(shared.limits.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload too large: see --max-body-bytes\n",
+            );
+        }
+        Ok(Err(_)) => return plain(StatusCode::BAD_REQUEST, "the request body broke off\n"),
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                "request timeout: the body did not arrive within --body-timeout\n",
+            );
+        }
+    };
+    shared
+        .service
+        .handle(Request::from_parts(parts, Full::new(body)))
+        .await
 }
 
 /// Resolves on SIGINT or SIGTERM.

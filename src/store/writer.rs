@@ -17,8 +17,17 @@ use super::rules::{self, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Told each group commit's duration, when set (by `serve --http`, for `/metrics`); unset,
+/// nothing is timed.
+pub(crate) static COMMIT_OBSERVER: OnceLock<fn(Duration)> = OnceLock::new();
+
+/// Dead store connections replaced by new ones (raised by the PostgreSQL pool; `/metrics`).
+pub(crate) static STORE_RECONNECTS: AtomicU64 = AtomicU64::new(0);
 
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
 pub const MAX_JOBS_PER_COMMIT: usize = 128;
@@ -169,6 +178,7 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
 }
 
 fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) {
+    let started = COMMIT_OBSERVER.get().map(|observe| (observe, Instant::now()));
     let mut txn = match backend.write() {
         Ok(txn) => txn,
         Err(error) => {
@@ -211,6 +221,9 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) 
         Ok(()) => {
             if let Some(position) = committed_position {
                 commits.committed(position);
+            }
+            if let Some((observe, started)) = started {
+                observe(started.elapsed());
             }
         }
     }

@@ -134,6 +134,7 @@ impl Pool {
     /// Closes the idle connections: one was found dead, and the others were opened to the
     /// same server, so they likely are too.
     fn forget_idle(&self) {
+        crate::store::writer::STORE_RECONNECTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.idle().clear();
     }
 
