@@ -224,7 +224,9 @@ pub(crate) async fn serve_http(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
+                    // Out of descriptors, most likely: pause rather than spin.
                     tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                     continue;
                 }
             },
@@ -263,6 +265,9 @@ pub(crate) async fn serve_http(
     eprintln!("reasoning-ledger: stopped");
     Ok(())
 }
+
+/// How long the accept loop pauses after a failed accept (out of file descriptors).
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long connections get to close once their sessions ended, when the drain timeout
 /// is spent.
