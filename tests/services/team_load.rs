@@ -582,3 +582,48 @@ async fn postgres_restarted_under_load_readyz_follows_and_nothing_acknowledged_i
         "reasoning_ledger_tool_calls_total{tool=\"sequentialthinking\",outcome=\"ok\"}"
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() {
+    let dir = data_dir();
+    let mut server = Server::start(dir.path(), &["--log-format", "json"]).await;
+    assert_eq!(get(&server, "/healthz").await.unwrap(), (200, "ok\n".into()));
+    assert_eq!(get(&server, "/readyz").await.unwrap(), (200, "ready\n".into()));
+    assert_eq!(get(&server, "/metrics").await.unwrap().0, 401, "behind the token");
+    let client = server.client().await;
+    let mut acks = Vec::new();
+    let errors = record(&client, "logged", 3, &mut |ack| acks.push(ack)).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    client.cancel().await.unwrap();
+    // One JSON line per call: request_id, tool, outcome, duration_ms.
+    let mut ids = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        let line = server.line_with("\"tool call\"", Duration::from_secs(10)).await;
+        let record: Value = serde_json::from_str(&line).expect("a JSON line");
+        assert_eq!(record["level"], "INFO", "{line}");
+        assert_eq!(record["tool"], "sequentialthinking", "{line}");
+        assert_eq!(record["outcome"], "ok", "{line}");
+        assert!(record["duration_ms"].as_f64().unwrap() >= 0.0, "{line}");
+        ids.insert(record["request_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 3, "each call has its own request id");
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", server.base()))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains(
+            "reasoning_ledger_tool_calls_total{tool=\"sequentialthinking\",outcome=\"ok\"} 3"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("reasoning_ledger_commit_seconds_count"), "{text}");
+    assert!(text.contains("reasoning_ledger_open_connections "), "{text}");
+    drop(server);
+    let public = Server::start(dir.path(), &["--metrics-public"]).await;
+    assert_eq!(get(&public, "/metrics").await.unwrap().0, 200);
+}
