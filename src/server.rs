@@ -386,7 +386,11 @@ impl ServerHandler for LedgerServer {
         if let Some(log) = request_log {
             log.finish().await;
         }
-        let tool = if self.offers(&request.name) { &request.name } else { "unknown" };
+        let tool = if self.offers(&request.name) {
+            &request.name
+        } else {
+            "unknown"
+        };
         let outcome = crate::http::metrics::outcome_label(&answer);
         crate::http::metrics::call_finished(&request_id, tool, outcome, received.elapsed());
         answer

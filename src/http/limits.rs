@@ -90,7 +90,9 @@ impl ConnectionClock {
     }
 
     fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
-        self.phase.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.phase
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Bytes arrived: an idle connection starts receiving a head.
@@ -295,7 +297,10 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         drop(second);
         let idle_since = Instant::now();
-        assert_eq!(clock.deadline(&limits), Some(idle_since + limits.idle_timeout));
+        assert_eq!(
+            clock.deadline(&limits),
+            Some(idle_since + limits.idle_timeout)
+        );
         tokio::time::advance(Duration::from_secs(3)).await;
         clock.bytes_arrived();
         assert_eq!(

@@ -65,10 +65,9 @@ pub(super) fn install() -> &'static Metrics {
             "Tool calls answered, by tool and outcome (ok, tool_error, error, input_required)",
             calls.clone(),
         );
-        let call_seconds =
-            Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(
-                latency_buckets,
-            );
+        let call_seconds = Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_buckets,
+        );
         registry.register(
             "tool_call_seconds",
             "Tool-call latency, from the call's arrival to its answer",
@@ -186,7 +185,10 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("reasoning_ledger_open_connections 7"), "{text}");
+        assert!(
+            text.contains("reasoning_ledger_open_connections 7"),
+            "{text}"
+        );
         assert!(
             text.contains("reasoning_ledger_commit_seconds_count"),
             "{text}"

@@ -31,8 +31,8 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxB
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
 pub(crate) use limits::HttpLimits;
+use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
 use ops::RequestId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -231,6 +231,11 @@ pub(crate) async fn serve_http(
                 }
             },
         };
+        // Answers go out as they are written: an SSE answer is several small writes, which
+        // Nagle's algorithm would hold for the client's delayed ACK (about 40 ms each).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
         tokio::spawn(serve_connection(
             stream,
             shared.clone(),
@@ -355,10 +360,7 @@ async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Re
         }
         MCP_PATH | ops::METRICS_PATH => {}
         _ => {
-            return plain(
-                StatusCode::NOT_FOUND,
-                "not found: MCP is served at /mcp\n",
-            );
+            return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n");
         }
     }
     if !authorized(&request, &shared.token) {

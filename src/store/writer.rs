@@ -178,7 +178,9 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
 }
 
 fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) {
-    let started = COMMIT_OBSERVER.get().map(|observe| (observe, Instant::now()));
+    let started = COMMIT_OBSERVER
+        .get()
+        .map(|observe| (observe, Instant::now()));
     let mut txn = match backend.write() {
         Ok(txn) => txn,
         Err(error) => {

@@ -253,7 +253,11 @@ async fn sixty_four_clients_on_one_server_and_on_two_store_every_thought_once() 
     let schema = Schema::new();
     let server = Server::start(dir.path(), &["--store", &schema.url]).await;
     let (acks, errors) = load(&[&server], CLIENTS, THOUGHTS_EACH).await;
-    assert!(errors.is_empty(), "no errors: {:?}", &errors[..errors.len().min(5)]);
+    assert!(
+        errors.is_empty(),
+        "no errors: {:?}",
+        &errors[..errors.len().min(5)]
+    );
     assert_eq!(acks.len(), total);
     let stored = assert_stored_once(&schema.url, dir.path(), &acks);
     assert_eq!(stored.len(), total, "nothing else stored");
@@ -265,7 +269,11 @@ async fn sixty_four_clients_on_one_server_and_on_two_store_every_thought_once() 
     let first = Server::start(first_dir.path(), &["--store", &schema.url]).await;
     let second = Server::start(second_dir.path(), &["--store", &schema.url]).await;
     let (acks, errors) = load(&[&first, &second], CLIENTS, THOUGHTS_EACH).await;
-    assert!(errors.is_empty(), "no errors: {:?}", &errors[..errors.len().min(5)]);
+    assert!(
+        errors.is_empty(),
+        "no errors: {:?}",
+        &errors[..errors.len().min(5)]
+    );
     assert_eq!(acks.len(), total);
     let stored = assert_stored_once(&schema.url, first_dir.path(), &acks);
     assert_eq!(stored.len(), total, "nothing else stored");
@@ -312,7 +320,9 @@ async fn half_open_connections_are_closed_within_the_header_timeout_while_client
     // 1,000 connections that send half a request head and then nothing.
     let mut half_open = Vec::new();
     for _ in 0..HALF_OPEN {
-        let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
         stream
             .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
             .await
@@ -340,8 +350,14 @@ async fn half_open_connections_are_closed_within_the_header_timeout_while_client
     stop.send(true).unwrap();
     for worker in workers {
         let (acks, errors) = worker.await.unwrap();
-        assert!(errors.is_empty(), "legitimate clients kept working: {errors:?}");
-        assert!(acks >= 5, "each worker recorded while the half-open ones were held");
+        assert!(
+            errors.is_empty(),
+            "legitimate clients kept working: {errors:?}"
+        );
+        assert!(
+            acks >= 5,
+            "each worker recorded while the half-open ones were held"
+        );
     }
     // Every connection gone: the server holds as many descriptors as at the start.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -457,7 +473,9 @@ async fn sigterm_during_load_drains_calls_in_flight_and_exits_zero() {
     .unwrap();
     let signalled = Instant::now();
     sigterm(server.pid());
-    server.line_with("shutting down", Duration::from_secs(30)).await;
+    server
+        .line_with("shutting down", Duration::from_secs(30))
+        .await;
     // The slow call's body completes after the signal: it is still answered.
     slow.write_all(rest.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
@@ -467,7 +485,10 @@ async fn sigterm_during_load_drains_calls_in_flight_and_exits_zero() {
         .unwrap();
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("\"result\""), "the call was answered: {answer}");
+    assert!(
+        answer.contains("\"result\""),
+        "the call was answered: {answer}"
+    );
 
     let status = tokio::time::timeout(TEST_DRAIN + Duration::from_secs(10), server.child.wait())
         .await
@@ -502,26 +523,38 @@ async fn postgres_restarted_under_load_readyz_follows_and_nothing_acknowledged_i
     let mut tasks = Vec::new();
     for n in 0..8 {
         let client = server.client().await;
-        let (acks, errors, progress, stopped) =
-            (acks.clone(), errors.clone(), progress.clone(), stopped.clone());
+        let (acks, errors, progress, stopped) = (
+            acks.clone(),
+            errors.clone(),
+            progress.clone(),
+            stopped.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut round = 0;
             while !*stopped.borrow() {
                 round += 1;
-                let failed = record(&client, &format!("client {n} round {round}"), 5, &mut |ack| {
-                    acks.lock().unwrap().push(ack);
-                    progress.send_modify(|n| *n += 1);
-                })
+                let failed = record(
+                    &client,
+                    &format!("client {n} round {round}"),
+                    5,
+                    &mut |ack| {
+                        acks.lock().unwrap().push(ack);
+                        progress.send_modify(|n| *n += 1);
+                    },
+                )
                 .await;
                 errors.lock().unwrap().extend(failed);
             }
             client.cancel().await.unwrap();
         }));
     }
-    tokio::time::timeout(Duration::from_secs(120), acknowledged.wait_for(|n| *n >= 40))
-        .await
-        .expect("calls acknowledged before the stop")
-        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        acknowledged.wait_for(|n| *n >= 40),
+    )
+    .await
+    .expect("calls acknowledged before the stop")
+    .unwrap();
 
     // PostgreSQL stops: /readyz says 503, calls fail with a clear error.
     cluster.kill();
@@ -532,7 +565,10 @@ async fn postgres_restarted_under_load_readyz_follows_and_nothing_acknowledged_i
     let mut interval = tokio::time::interval(Duration::from_millis(50));
     while errors.lock().unwrap().is_empty() {
         interval.tick().await;
-        assert!(Instant::now() < deadline, "calls fail while the database is down");
+        assert!(
+            Instant::now() < deadline,
+            "calls fail while the database is down"
+        );
     }
     {
         let errors = errors.lock().unwrap();
@@ -578,18 +614,30 @@ async fn postgres_restarted_under_load_readyz_follows_and_nothing_acknowledged_i
         .parse()
         .unwrap();
     assert!(reconnects > 0, "{metrics}");
-    assert!(metrics.contains(
-        "reasoning_ledger_tool_calls_total{tool=\"sequentialthinking\",outcome=\"ok\"}"
-    ));
+    assert!(
+        metrics.contains(
+            "reasoning_ledger_tool_calls_total{tool=\"sequentialthinking\",outcome=\"ok\"}"
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() {
     let dir = data_dir();
     let mut server = Server::start(dir.path(), &["--log-format", "json"]).await;
-    assert_eq!(get(&server, "/healthz").await.unwrap(), (200, "ok\n".into()));
-    assert_eq!(get(&server, "/readyz").await.unwrap(), (200, "ready\n".into()));
-    assert_eq!(get(&server, "/metrics").await.unwrap().0, 401, "behind the token");
+    assert_eq!(
+        get(&server, "/healthz").await.unwrap(),
+        (200, "ok\n".into())
+    );
+    assert_eq!(
+        get(&server, "/readyz").await.unwrap(),
+        (200, "ready\n".into())
+    );
+    assert_eq!(
+        get(&server, "/metrics").await.unwrap().0,
+        401,
+        "behind the token"
+    );
     let client = server.client().await;
     let mut acks = Vec::new();
     let errors = record(&client, "logged", 3, &mut |ack| acks.push(ack)).await;
@@ -598,7 +646,9 @@ async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() 
     // One JSON line per call: request_id, tool, outcome, duration_ms.
     let mut ids = std::collections::BTreeSet::new();
     for _ in 0..3 {
-        let line = server.line_with("\"tool call\"", Duration::from_secs(10)).await;
+        let line = server
+            .line_with("\"tool call\"", Duration::from_secs(10))
+            .await;
         let record: Value = serde_json::from_str(&line).expect("a JSON line");
         assert_eq!(record["level"], "INFO", "{line}");
         assert_eq!(record["tool"], "sequentialthinking", "{line}");
@@ -621,8 +671,14 @@ async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() 
         ),
         "{text}"
     );
-    assert!(text.contains("reasoning_ledger_commit_seconds_count"), "{text}");
-    assert!(text.contains("reasoning_ledger_open_connections "), "{text}");
+    assert!(
+        text.contains("reasoning_ledger_commit_seconds_count"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reasoning_ledger_open_connections "),
+        "{text}"
+    );
     drop(server);
     let public = Server::start(dir.path(), &["--metrics-public"]).await;
     assert_eq!(get(&public, "/metrics").await.unwrap().0, 200);
