@@ -683,3 +683,42 @@ async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() 
     let public = Server::start(dir.path(), &["--metrics-public"]).await;
     assert_eq!(get(&public, "/metrics").await.unwrap().0, 200);
 }
+
+/// Sends `GET /healthz` on a kept-alive connection and reads its whole answer.
+async fn health_on(stream: &mut tokio::net::TcpStream) -> String {
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 512];
+    while !answer.ends_with(b"\r\n\r\nok\n") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before answering: {answer:?}");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(answer).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_the_connection_cap_new_connections_wait_and_those_inside_are_served() {
+    let dir = data_dir();
+    let server = Server::start(dir.path(), &["--max-connections", "2"]).await;
+    let addr = server.addr();
+    let mut first = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut second = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    assert!(health_on(&mut first).await.starts_with("HTTP/1.1 200"));
+    assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
+    // A third connection: the kernel completes it, the server does not take it yet.
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let waiting = tokio::spawn(async move { health_on(&mut third).await });
+    // Those inside are still served meanwhile, and the third still waits.
+    assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
+    assert!(!waiting.is_finished(), "the cap let a third connection in");
+    drop(first);
+    let answer = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("served once a slot was free")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
