@@ -570,14 +570,20 @@ async fn postgres_restarted_under_load_readyz_follows_and_nothing_acknowledged_i
             "calls fail while the database is down"
         );
     }
-    {
-        let errors = errors.lock().unwrap();
-        assert!(
-            errors.iter().all(|e| e.contains("PostgreSQL")),
-            "clear errors: {:?}",
-            &errors[..errors.len().min(3)]
-        );
-    }
+    let unclear: Vec<String> = errors
+        .lock()
+        .unwrap()
+        .iter()
+        // The call whose statement failed names PostgreSQL; the others of its group
+        // commit are told that nothing of theirs was recorded.
+        .filter(|e| !e.contains("PostgreSQL") && !e.contains("nothing of it was recorded"))
+        .cloned()
+        .collect();
+    assert!(
+        unclear.is_empty(),
+        "clear errors: {:?}",
+        &unclear[..unclear.len().min(3)]
+    );
 
     // It comes back: /readyz says 200, calls are acknowledged again.
     cluster.up();
