@@ -354,7 +354,9 @@ impl ServerHandler for LedgerServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let received = Instant::now();
         let arguments = request.arguments.unwrap_or_default();
+        let request_id = crate::http::ops::request_id(&context);
         let arrival = context.extensions.get::<Arrival>().copied();
         let protocol_version = context.protocol_version();
         let client_capabilities = context.client_capabilities();
@@ -386,6 +388,13 @@ impl ServerHandler for LedgerServer {
         if let Some(log) = request_log {
             log.finish().await;
         }
+        let tool = if self.offers(&request.name) {
+            &request.name
+        } else {
+            "unknown"
+        };
+        let outcome = crate::http::metrics::outcome_label(&answer);
+        crate::http::metrics::call_finished(&request_id, tool, outcome, received.elapsed());
         answer
     }
 

@@ -100,6 +100,11 @@ pub(crate) enum Command {
         /// Answer a new session's first thought with up to N earlier sessions like it (related: [...]) [env: REASONING_LEDGER_RELATED; default: 0, off]
         #[arg(long, value_name = "N")]
         related: Option<usize>,
+        #[command(flatten)]
+        http_limits: HttpLimitArgs,
+        /// Log format on stderr: text, or json (one object a line; with it, one line per tool call: request_id, tool, outcome, duration_ms)
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// List sessions, newest first
     Sessions {
@@ -219,6 +224,57 @@ pub(crate) enum Command {
     },
 }
 
+// The limits of `serve --http` (their defaults: `crate::http::limits`). A plain comment:
+// a doc comment here would become the help of `serve` itself.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct HttpLimitArgs {
+    /// With --http: longest a request head may take to arrive (10s, 500ms, …) [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    header_timeout: Option<std::time::Duration>,
+    /// With --http: longest a keep-alive connection may sit idle between requests [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    idle_timeout: Option<std::time::Duration>,
+    /// With --http: longest a request body may take to arrive once its head has [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    body_timeout: Option<std::time::Duration>,
+    /// With --http: connections held open at most (more wait in the listen backlog) [default: 1024]
+    #[arg(long, value_name = "N", requires = "http")]
+    max_connections: Option<usize>,
+    /// With --http: the largest request body, in bytes [default: 4194304]
+    #[arg(long, value_name = "BYTES", requires = "http")]
+    max_body_bytes: Option<usize>,
+    /// With --http: on SIGTERM/SIGINT, how long calls in flight get to finish [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    drain_timeout: Option<std::time::Duration>,
+    /// With --http: serve /metrics without the bearer token
+    #[arg(long, requires = "http")]
+    metrics_public: bool,
+}
+
+impl HttpLimitArgs {
+    fn limits(&self) -> crate::http::HttpLimits {
+        let defaults = crate::http::HttpLimits::default();
+        crate::http::HttpLimits {
+            header_timeout: self.header_timeout.unwrap_or(defaults.header_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(defaults.idle_timeout),
+            body_timeout: self.body_timeout.unwrap_or(defaults.body_timeout),
+            max_connections: self.max_connections.unwrap_or(defaults.max_connections),
+            max_body_bytes: self.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+            drain_timeout: self.drain_timeout.unwrap_or(defaults.drain_timeout),
+        }
+    }
+}
+
+/// How stderr logs are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines (warnings and errors by default).
+    #[default]
+    Text,
+    /// One JSON object a line, with one line per tool call by default.
+    Json,
+}
+
 /// Help of `serve --toolsets`, from the registered families: a toolset that lands appears
 /// in it, in `all`, and in the default only if it is on by default.
 fn toolsets_help() -> String {
@@ -284,7 +340,10 @@ pub(crate) fn resolve_data_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf>
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(match &cli.command {
+        Some(Command::Serve { log_format, .. }) => *log_format,
+        _ => LogFormat::Text,
+    });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -298,22 +357,38 @@ pub fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (`warn`, `reasoning_ledger=debug`, …;
-/// target=level pairs, no regular expressions), warnings and errors by default; and to
-/// the MCP clients that set a level ([`crate::mcp_log`], its own filter: off until then).
-fn init_logging() {
+/// target=level pairs, no regular expressions), warnings and errors by default (in JSON,
+/// also the one line per tool call); and to the MCP clients that set a level
+/// ([`crate::mcp_log`], its own filter: off until then).
+fn init_logging(format: LogFormat) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
+    let mut default = Targets::new().with_default(LevelFilter::WARN);
+    if format == LogFormat::Json {
+        default = default.with_target(crate::http::metrics::CALL_LOG_TARGET, LevelFilter::INFO);
+    }
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|text| text.parse::<Targets>().ok())
-        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
+        .unwrap_or(default);
+    let text = (format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_filter(filter.clone())
+    });
+    let json = (format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+    });
     let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_filter(filter),
-        )
+        .with(text)
+        .with(json)
         .with(crate::mcp_log::client_layer())
         .try_init();
 }
@@ -339,6 +414,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         allowed_origin: Vec::new(),
         tokens: None,
         related: None,
+        http_limits: HttpLimitArgs::default(),
+        log_format: LogFormat::Text,
     });
     match command {
         Command::Serve {
@@ -349,6 +426,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             allowed_origin,
             tokens,
             related,
+            http_limits,
+            log_format: _,
         } => {
             serve::set_related(related)?;
             let http = http.map(|listen| crate::http::HttpSettings {
@@ -358,6 +437,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 allowed_origins: allowed_origin,
                 data_dir: settings.data_dir.clone(),
                 tokens: crate::http::tokens::tokens_path(&settings.data_dir, tokens),
+                limits: http_limits.limits(),
+                metrics_public: http_limits.metrics_public,
             });
             serve(&settings, toolsets, http)
         }

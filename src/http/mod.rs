@@ -18,7 +18,10 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+pub(crate) mod limits;
+pub(crate) mod metrics;
 mod oauth;
+pub(crate) mod ops;
 pub(crate) mod tokens;
 
 use crate::request::ToolContext;
@@ -29,17 +32,22 @@ use anyhow::Context;
 use auth::Authenticator;
 pub(crate) use auth::{TOKEN_ENV, TOKEN_FILE_NAME};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+pub(crate) use limits::HttpLimits;
+use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
 pub(crate) use oauth::OAuthSettings;
+use ops::RequestId;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The path MCP is served at.
@@ -59,6 +67,10 @@ pub(crate) struct HttpSettings {
     pub data_dir: PathBuf,
     /// The named tokens file (`--tokens`), and whether it was named explicitly.
     pub tokens: (PathBuf, bool),
+    /// Timeouts, the connection cap, the body size limit, the drain timeout.
+    pub limits: HttpLimits,
+    /// Serve `/metrics` without the token.
+    pub metrics_public: bool,
 }
 
 /// Parses the `--http` value; a bare port (or `:PORT`) listens on loopback.
@@ -130,7 +142,28 @@ fn rmcp_config(
     }
 }
 
-/// Serves MCP over streamable HTTP until SIGINT/SIGTERM.
+/// What every connection's requests share.
+struct Shared {
+    service: StreamableHttpService<LedgerServer, LocalSessionManager>,
+    /// Who a bearer token is (named tokens, the shared `default` one).
+    auth: Authenticator,
+    /// `--oauth-issuer`: access tokens beside the bearer tokens.
+    oauth: Option<oauth::OAuth>,
+    ledger: Ledger,
+    limits: HttpLimits,
+    metrics_public: bool,
+    calls: Arc<InFlight>,
+    connections: Arc<Semaphore>,
+}
+
+impl Shared {
+    fn open_connections(&self) -> usize {
+        self.limits.max_connections - self.connections.available_permits()
+    }
+}
+
+/// Serves MCP over streamable HTTP until SIGINT/SIGTERM, then shuts down gracefully: stops
+/// accepting, lets calls in flight finish (within the drain timeout), ends the sessions.
 pub(crate) async fn serve_http(
     ledger: Ledger,
     toolsets: Vec<Toolset>,
@@ -139,20 +172,26 @@ pub(crate) async fn serve_http(
     settings: HttpSettings,
 ) -> anyhow::Result<()> {
     let addr = parse_listen(&settings.listen)?;
-    let auth = Arc::new(Authenticator::load(
-        &settings.data_dir,
-        settings.tokens.clone(),
-    )?);
+    let limits = settings.limits.clone();
+    anyhow::ensure!(
+        limits.max_connections > 0 && limits.max_connections <= Semaphore::MAX_PERMITS,
+        "--max-connections {}: expected 1 or more",
+        limits.max_connections
+    );
+    let auth = Authenticator::load(&settings.data_dir, settings.tokens.clone())?;
     let oauth = match settings.oauth.clone() {
-        Some(oauth) => Some(Arc::new(oauth::OAuth::start(oauth).await?)),
+        Some(oauth) => Some(oauth::OAuth::start(oauth).await?),
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
-    let cancel = CancellationToken::new();
-    let config = rmcp_config(bound, &settings, cancel.child_token());
+    // Ends every MCP session (and its streams): only once the calls in flight are done.
+    let sessions_end = CancellationToken::new();
+    let config = rmcp_config(bound, &settings, sessions_end.child_token())
+        .with_max_request_body_bytes(limits.max_body_bytes);
+    metrics::install();
     let factory_ledger = ledger.clone();
     // One completion index for every connection (and every stateless request).
     let completions = Arc::new(crate::prompts::complete::SessionIndex::default());
@@ -171,83 +210,228 @@ pub(crate) async fn serve_http(
         "reasoning-ledger: serving MCP (streamable HTTP) at http://{bound}{MCP_PATH} on {}",
         ledger.path().display()
     );
+    let shared = Arc::new(Shared {
+        service,
+        auth,
+        oauth,
+        ledger,
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        limits,
+        metrics_public: settings.metrics_public,
+        calls: Arc::new(InFlight::default()),
+    });
+    // Tells every connection to finish its request in flight and close.
+    let draining = CancellationToken::new();
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
+        // A connection slot first: beyond the cap, new connections wait in the backlog.
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            permit = shared.connections.clone().acquire_owned() => permit.expect("never closed"),
+        };
         let (stream, _) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
+                    // Out of descriptors, most likely: pause rather than spin.
                     tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                     continue;
                 }
             },
         };
-        let service = service.clone();
-        let auth = auth.clone();
-        let oauth = oauth.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let handler = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-                let service = service.clone();
-                let auth = auth.clone();
-                let oauth = oauth.clone();
-                async move {
-                    if let Some(metadata) =
-                        oauth.as_ref().and_then(|o| o.metadata_response(&request))
-                    {
-                        return Ok(metadata);
-                    }
-                    if request.uri().path() != MCP_PATH {
-                        return Ok::<_, Infallible>(plain(
-                            StatusCode::NOT_FOUND,
-                            "not found: MCP is served at /mcp\n",
-                        ));
-                    }
-                    let actor = match auth.actor(&request) {
-                        Some(actor) => Some(actor),
-                        // Not a bearer token: an OAuth access token, if OAuth is on; its
-                        // `sub` (or `name`) is the actor of what it writes.
-                        None => match &oauth {
-                            Some(oauth) => match oauth.admit(&request).await {
-                                Ok(name) => Some(crate::request::Actor::new(&name)),
-                                Err(refused) => return Ok(refused),
-                            },
-                            None => None,
-                        },
-                    };
-                    let Some(actor) = actor else {
-                        let mut response = plain(
-                            StatusCode::UNAUTHORIZED,
-                            "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
-                        );
-                        response.headers_mut().insert(
-                            hyper::header::WWW_AUTHENTICATE,
-                            "Bearer".parse().expect("header"),
-                        );
-                        return Ok(response);
-                    };
-                    // The tool calls of this request record who sent it.
-                    request.extensions_mut().insert(actor);
-                    Ok(service.handle(request).await)
-                }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), handler);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, "HTTP connection ended with an error");
-                    }
-                }
-                _ = cancel.cancelled() => connection.as_mut().graceful_shutdown(),
-            }
-        });
+        // Answers go out as they are written: an SSE answer is several small writes, which
+        // Nagle's algorithm would hold for the client's delayed ACK (about 40 ms each).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        tokio::spawn(serve_connection(
+            stream,
+            shared.clone(),
+            permit,
+            draining.clone(),
+        ));
     }
-    cancel.cancel();
+    drop(listener);
+    let limits = &shared.limits;
+    eprintln!(
+        "reasoning-ledger: shutting down: finishing the calls in flight (at most {})",
+        humantime::format_duration(limits.drain_timeout)
+    );
+    draining.cancel();
+    let deadline = tokio::time::Instant::now() + limits.drain_timeout;
+    if tokio::time::timeout_at(deadline, shared.calls.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!("calls still in flight at the end of the drain timeout: not answered");
+    }
+    sessions_end.cancel();
+    let every_slot = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let closed = tokio::time::timeout_at(
+        deadline.max(tokio::time::Instant::now() + CLOSE_GRACE),
+        shared.connections.acquire_many(every_slot),
+    )
+    .await;
+    if closed.is_err() {
+        tracing::warn!("connections still open after the drain timeout: closed");
+    }
+    eprintln!("reasoning-ledger: stopped");
     Ok(())
+}
+
+/// How long the accept loop pauses after a failed accept (out of file descriptors).
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long connections get to close once their sessions ended, when the drain timeout
+/// is spent.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// One connection: hyper's HTTP/1, closed by its clock's deadline (header or idle timeout),
+/// finished gracefully when `draining` fires. Holds its connection slot until closed.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    _slot: OwnedSemaphorePermit,
+    draining: CancellationToken,
+) {
+    let clock = ConnectionClock::start();
+    let handler = {
+        let clock = clock.clone();
+        let shared = shared.clone();
+        hyper::service::service_fn(move |request: Request<Incoming>| {
+            let shared = shared.clone();
+            let busy = clock.request_started();
+            async move {
+                // A `GET` is a stream the client holds open: not a call a drain waits for.
+                let call = (request.method() != hyper::Method::GET).then(|| shared.calls.enter());
+                let id = RequestId::new();
+                let header = hyper::header::HeaderValue::from_str(&id.0).expect("a ULID");
+                let mut response = route(&shared, request, id).await;
+                response
+                    .headers_mut()
+                    .insert(ops::REQUEST_ID_HEADER, header);
+                Ok::<_, Infallible>(response.map(|body| Guarded {
+                    body,
+                    _guard: (busy, call),
+                }))
+            }
+        })
+    };
+    let io = TokioIo::new(ClockedIo {
+        inner: stream,
+        clock: clock.clone(),
+    });
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, handler);
+    tokio::pin!(connection);
+    let mut finishing = false;
+    loop {
+        let deadline = clock.deadline(&shared.limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "HTTP connection ended with an error");
+                }
+                return;
+            }
+            _ = clock.changed() => {}
+            _ = sleep_until(deadline) => {
+                if clock.deadline(&shared.limits).is_some_and(|due| due <= tokio::time::Instant::now()) {
+                    tracing::debug!("HTTP connection closed: header or idle timeout");
+                    return;
+                }
+            }
+            _ = draining.cancelled(), if !finishing => {
+                finishing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One request: the probes, `/metrics`, then the token, then MCP with its body read within
+/// the body timeout and size limit.
+async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Response<Body> {
+    if let Some(metadata) = shared
+        .oauth
+        .as_ref()
+        .and_then(|oauth| oauth.metadata_response(&request))
+    {
+        return metadata;
+    }
+    let path = request.uri().path();
+    match path {
+        ops::HEALTH_PATH => return ops::health(),
+        ops::READY_PATH => return ops::ready(&shared.ledger).await,
+        ops::METRICS_PATH if shared.metrics_public => {
+            return ops::metrics(shared.open_connections());
+        }
+        MCP_PATH | ops::METRICS_PATH => {}
+        _ => {
+            return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n");
+        }
+    }
+    let actor = match shared.auth.actor(&request) {
+        Some(actor) => Some(actor),
+        // Not a bearer token: an OAuth access token, if OAuth is on; its `sub` (or `name`)
+        // is the actor of what it writes.
+        None => match &shared.oauth {
+            Some(oauth) => match oauth.admit(&request).await {
+                Ok(name) => Some(crate::request::Actor::new(&name)),
+                Err(refused) => return refused,
+            },
+            None => None,
+        },
+    };
+    let Some(actor) = actor else {
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: send Authorization: Bearer <token> (REASONING_LEDGER_TOKEN or the server's token file)\n",
+        );
+        response.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            "Bearer".parse().expect("header"),
+        );
+        return response;
+    };
+    if path == ops::METRICS_PATH {
+        return ops::metrics(shared.open_connections());
+    }
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(id);
+    // The tool calls of this request record who sent it.
+    parts.extensions.insert(actor);
+    let limited = Limited::new(body, shared.limits.max_body_bytes);
+    let body = match tokio::time::timeout(shared.limits.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload too large: see --max-body-bytes\n",
+            );
+        }
+        Ok(Err(_)) => return plain(StatusCode::BAD_REQUEST, "the request body broke off\n"),
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                "request timeout: the body did not arrive within --body-timeout\n",
+            );
+        }
+    };
+    shared
+        .service
+        .handle(Request::from_parts(parts, Full::new(body)))
+        .await
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -17,8 +17,35 @@ use super::rules::{self, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Told each group commit's duration, when set (by `serve --http`, for `/metrics`); unset,
+/// nothing is timed.
+pub(crate) static COMMIT_OBSERVER: OnceLock<fn(Duration)> = OnceLock::new();
+
+/// Times the store was reached again after a connection was lost or could not be opened
+/// (PostgreSQL; `/metrics`): a whole outage counts once.
+pub(crate) static STORE_RECONNECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a store connection was lost (or failed to open) since the last one opened.
+static STORE_LOST: AtomicBool = AtomicBool::new(false);
+
+/// A store connection was found dead.
+pub(crate) fn store_connection_lost() {
+    STORE_LOST.store(true, Ordering::Relaxed);
+}
+
+/// A store connection was opened (`true`) or could not be (`false`).
+pub(crate) fn store_connected(opened: bool) {
+    if !opened {
+        store_connection_lost();
+    } else if STORE_LOST.swap(false, Ordering::Relaxed) {
+        STORE_RECONNECTS.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
 pub const MAX_JOBS_PER_COMMIT: usize = 128;
@@ -169,6 +196,9 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
 }
 
 fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) {
+    let started = COMMIT_OBSERVER
+        .get()
+        .map(|observe| (observe, Instant::now()));
     let mut txn = match backend.write() {
         Ok(txn) => txn,
         Err(error) => {
@@ -211,6 +241,9 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) 
         Ok(()) => {
             if let Some(position) = committed_position {
                 commits.committed(position);
+            }
+            if let Some((observe, started)) = started {
+                observe(started.elapsed());
             }
         }
     }

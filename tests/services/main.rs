@@ -2,7 +2,9 @@
 //! tests' own throwaway cluster through `tools/pg`, or `REASONING_LEDGER_TEST_PG`; `team`:
 //! PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token; `actor_pg`: named tokens' actors on
-//! PostgreSQL rows, through verify and a copy into redb; `bench`: the harness with tiny counts, its
+//! PostgreSQL rows, through verify and a copy into redb; `team_load`: `serve --http` under
+//! load,
+//! half-open connections, SIGTERM and a PostgreSQL restart; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
 //! PostgreSQL's full-text search) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use). Everything that
@@ -21,3 +23,4 @@ mod recall_pg;
 #[path = "../it/recall_set.rs"]
 mod recall_set;
 mod team;
+mod team_load;

@@ -9,6 +9,7 @@
 //! figures (targets are shown beside them, never enforced), or drive our server other
 //! than as a child process behind its argv (what is measured is the binary users run).
 
+mod http;
 mod ledger;
 mod postgres;
 mod search;
@@ -82,6 +83,10 @@ struct BenchArgs {
     /// Events in the ledger searched
     #[arg(long, default_value_t = search::DEFAULT_SEARCH_EVENTS)]
     search_events: u64,
+    /// Also measure `serve --http` (issue 22): one client's latency, then 16 clients (each
+    /// its own MCP session) at once, on redb beside PostgreSQL
+    #[arg(long)]
+    http: bool,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -235,6 +240,17 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         let figures = runtime()?.block_on(search::run(&server, &scratch, args.search_events))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("search".into(), serde_json::Value::String(figures));
+    }
+    if args.http {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(http::run(
+            &server,
+            &scratch,
+            args.postgres.clone(),
+            args.calls,
+        ))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("http".into(), serde_json::to_value(&figures)?);
     }
     if !args.no_ledger {
         bar.set_message("bench: the ledger");

@@ -83,13 +83,13 @@ impl std::fmt::Display for StoreReport {
 }
 
 /// A PostgreSQL for the run: the given URL, or a throwaway cluster stopped on drop.
-struct Database {
-    url: String,
+pub(crate) struct Database {
+    pub(crate) url: String,
     started: Option<PathBuf>,
 }
 
 impl Database {
-    fn find(url: Option<String>, scratch: &Path) -> anyhow::Result<Database> {
+    pub(crate) fn find(url: Option<String>, scratch: &Path) -> anyhow::Result<Database> {
         if let Some(url) = url {
             return Ok(Database { url, started: None });
         }
@@ -134,7 +134,7 @@ impl Drop for Database {
 }
 
 /// A schema of its own on `url`; returns the URL that uses it.
-fn fresh_schema(url: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn fresh_schema(url: &str) -> anyhow::Result<(String, String)> {
     let schema = format!(
         "bench_{}",
         ulid::Ulid::generate().to_string().to_lowercase()

@@ -101,12 +101,15 @@ impl Target {
 
     /// Opens a connection: every connection of this backend is opened here.
     pub(crate) fn connect(&self) -> Result<Client, PgError> {
-        self.config
+        let connected = self
+            .config
             .connect(NoTls)
             .map_err(|source| PgError::Connect {
                 target: self.label.clone(),
                 source,
-            })
+            });
+        crate::store::writer::store_connected(connected.is_ok());
+        connected
     }
 }
 
@@ -134,6 +137,7 @@ impl Pool {
     /// Closes the idle connections: one was found dead, and the others were opened to the
     /// same server, so they likely are too.
     fn forget_idle(&self) {
+        crate::store::writer::store_connection_lost();
         self.idle().clear();
     }
 
