@@ -143,8 +143,8 @@ impl Target {
             .is_some_and(|db| db.code().code().starts_with("28"))
         {
             let hint = if self.tls.is_none() && self.tls_settings.mode == SslMode::Disable {
-                " (sslmode=disable asked for no TLS: a server that accepts this user only \
-                 over TLS refuses it; use sslmode=verify-full)"
+                "; sslmode=disable asked for no TLS, which a server that accepts this user \
+                 only over TLS refuses: use sslmode=verify-full"
             } else {
                 ""
             };

@@ -451,6 +451,11 @@ fn describe_rustls(error: &rustls::Error, settings: &TlsSettings) -> String {
             "the server's certificate is not signed by a CA of {roots} (unknown issuer): name \
              the CA that signed it with sslrootcert=FILE"
         ),
+        // A root of the same name as the certificate's issuer, with another key.
+        rustls::Error::InvalidCertificate(CertificateError::BadSignature) => format!(
+            "the server's certificate is not signed by a CA of {roots} (a CA of the same name \
+             but another key: bad signature): name the CA that signed it with sslrootcert=FILE"
+        ),
         rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
             expected,
             presented,
@@ -462,7 +467,11 @@ fn describe_rustls(error: &rustls::Error, settings: &TlsSettings) -> String {
             if presented.is_empty() {
                 "no host".to_string()
             } else {
-                presented.join(", ")
+                presented
+                    .iter()
+                    .map(|name| presented_name(name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ),
         rustls::Error::InvalidCertificate(CertificateError::NotValidForName) => {
@@ -478,6 +487,20 @@ fn describe_rustls(error: &rustls::Error, settings: &TlsSettings) -> String {
         }
         other => format!("the TLS handshake failed: {other}"),
     }
+}
+
+/// A name of the certificate as rustls presents it (`DnsName("db.example")`,
+/// `IpAddress(10.0.0.1)`), as a user writes it.
+fn presented_name(name: &str) -> &str {
+    for (open, close) in [("DnsName(\"", "\")"), ("IpAddress(", ")")] {
+        if let Some(inner) = name
+            .strip_prefix(open)
+            .and_then(|rest| rest.strip_suffix(close))
+        {
+            return inner;
+        }
+    }
+    name
 }
 
 #[cfg(test)]
@@ -555,6 +578,13 @@ mod tests {
         assert!(error.contains("weak sslmode=require"), "{error}");
         let error = take("postgres://db/x?sslcert=/c.pem").unwrap_err();
         assert!(error.contains("sslcert is not supported"), "{error}");
+    }
+
+    #[test]
+    fn certificate_names_are_shown_as_written() {
+        assert_eq!(presented_name("DnsName(\"db.example\")"), "db.example");
+        assert_eq!(presented_name("IpAddress(127.0.0.1)"), "127.0.0.1");
+        assert_eq!(presented_name("*.example"), "*.example");
     }
 
     #[test]
