@@ -2,7 +2,8 @@
 //! OS picked, a CA and a server certificate (localhost, 127.0.0.1) made by the test
 //! (`tools/pg certs`, the openssl CLI), TCP open only over TLS and only for the ledger's
 //! user (`tools/pg start-tls`: `hostssl` with a password, `hostnossl … reject`). Each
-//! `sslmode` as libpq means it: `require` encrypts (the server's `pg_stat_ssl` says so),
+//! `sslmode` as libpq means it: `require` encrypts (the server's `pg_stat_ssl` says so), so
+//! does the default `prefer` (doctor says so),
 //! `verify-full` with the right CA writes and reads a thought through the binary,
 //! `verify-ca` takes any host name, and what must be refused is, at start, with an error
 //! naming the cause: a foreign CA, a host name the certificate does not name, the system's
@@ -178,6 +179,14 @@ async fn postgres_over_tls_each_sslmode_as_libpq_means_it() {
         "the server sees the ledger's connections encrypted: {seen:?}"
     );
     server.cancel().await.unwrap();
+
+    // prefer (libpq's default, no sslmode): TLS when the server offers it, not checked.
+    let prefer = common::stdout(&pg::cli(&cluster.url, dir.path(), &["doctor"]));
+    assert!(
+        prefer.contains("ok    store TLS       TLS")
+            && prefer.contains("not verified (sslmode=prefer"),
+        "{prefer}"
+    );
 
     // verify-full with the right CA: a thought written and read back through the binary.
     let full = cluster.url(&format!("sslmode=verify-full&sslrootcert={ca}"));
