@@ -278,6 +278,25 @@ async fn postgres_over_tls_each_sslmode_as_libpq_means_it() {
         "{message}"
     );
 
+    // prefer whose TLS fails (a foreign CA) tries plain next, as libpq: refused here,
+    // the TLS failure logged.
+    let prefer_foreign = format!(
+        "sslmode=prefer&sslrootcert={}",
+        cluster.foreign_ca.display()
+    );
+    let message = serve_refused(
+        &cluster.url(&prefer_foreign),
+        dir.path(),
+        &cluster,
+        "prefer, foreign CA",
+    );
+    assert!(
+        message.contains("connecting without TLS")
+            && message.contains("unknown issuer")
+            && message.contains("no encryption"),
+        "{message}"
+    );
+
     // An sslmode libpq does not know.
     let message = serve_refused(
         &cluster.url("sslmode=verify_full"),

@@ -120,13 +120,35 @@ impl Target {
         })
     }
 
-    /// Opens a connection: every connection of this backend is opened here.
+    /// Opens a connection: every connection of this backend is opened here. Under
+    /// `sslmode=prefer` a failed TLS handshake is followed by a plain attempt, as libpq
+    /// does (the TLS failure is logged).
     pub(crate) fn connect(&self) -> Result<Client, PgError> {
-        let connected = match &self.tls {
-            None => self.config.connect(NoTls),
-            Some(tls) => self.config.connect(tls.clone()),
+        let Some(tls) = &self.tls else {
+            return self
+                .config
+                .connect(NoTls)
+                .map_err(|source| self.connect_error(source));
         };
-        connected.map_err(|source| self.connect_error(source))
+        let source = match self.config.connect(tls.clone()) {
+            Ok(client) => return Ok(client),
+            Err(source) => source,
+        };
+        if self.tls_settings.mode == SslMode::Prefer
+            && let Some(cause) = tls::failure(&source, &self.tls_settings)
+        {
+            tracing::warn!(
+                target = %self.label,
+                %cause,
+                "TLS failed under sslmode=prefer; connecting without TLS, as libpq does"
+            );
+            let mut plain = self.config.clone();
+            plain.ssl_mode(postgres::config::SslMode::Disable);
+            return plain
+                .connect(NoTls)
+                .map_err(|source| self.connect_error(source));
+        }
+        Err(self.connect_error(source))
     }
 
     /// A failed connection's error: TLS, the server's refusal, or not reached.

@@ -43,8 +43,9 @@ const UNSUPPORTED_PARAMETERS: &[&str] = &[
 pub(crate) enum SslMode {
     /// No TLS.
     Disable,
-    /// TLS if the server offers it, plain otherwise; the certificate is not checked
-    /// (unless `sslrootcert` names a file: then its chain is). libpq's default.
+    /// TLS if the server offers it, plain otherwise (and after a failed handshake); the
+    /// certificate is not checked (unless `sslrootcert` names a file: then its chain is).
+    /// libpq's default.
     Prefer,
     /// TLS or no connection; the certificate is not checked (unless `sslrootcert` names
     /// a file: then its chain is, as `verify-ca`).
