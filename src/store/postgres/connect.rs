@@ -138,7 +138,7 @@ impl Target {
             && let Some(cause) = tls::failure(&source, &self.tls_settings)
         {
             tracing::warn!(
-                target = %self.label,
+                store = %self.label,
                 %cause,
                 "TLS failed under sslmode=prefer; connecting without TLS, as libpq does"
             );
@@ -164,7 +164,9 @@ impl Target {
             .as_db_error()
             .is_some_and(|db| db.code().code().starts_with("28"))
         {
-            let hint = if self.tls.is_none() && self.tls_settings.mode == SslMode::Disable {
+            let asked_plain_over_tcp =
+                self.tls_settings.mode == SslMode::Disable && !over_socket_only(&self.config);
+            let hint = if asked_plain_over_tcp {
                 "; sslmode=disable asked for no TLS, which a server that accepts this user \
                  only over TLS refuses: use sslmode=verify-full"
             } else {

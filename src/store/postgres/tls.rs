@@ -403,6 +403,9 @@ impl ServerCertVerifier for ChainOnly {
 /// Why the TLS part of a connection failed, said so that a user can act on it; `None`
 /// when `error` is not about TLS.
 pub(crate) fn failure(error: &postgres::Error, settings: &TlsSettings) -> Option<String> {
+    if error.as_db_error().is_some() {
+        return None;
+    }
     if let Some(cause) = rustls_error(error) {
         return Some(describe_rustls(cause, settings));
     }
