@@ -307,9 +307,9 @@ fn verify_summary(report: &mut Report, ledger: &Ledger) {
 fn check_store(report: &mut Report, url: &str) {
     const WHAT: &str = "store";
     let shown = crate::store::postgres::redact_url(url);
-    let config: Option<postgres::Config> = url.parse().ok();
-    if let Some(config) = &config {
-        check_tls(report, &shown, config);
+    // A URL that cannot be parsed or a server not reached: the store line says why.
+    if let Ok(state) = crate::store::postgres::tls_state(url) {
+        check_tls(report, &state);
     }
     match Ledger::open_postgres_existing(url) {
         Ok(ledger) => {
@@ -342,43 +342,43 @@ fn check_store(report: &mut Report, url: &str) {
     }
 }
 
-/// This build connects to PostgreSQL without TLS: a URL asking for it cannot connect, and
-/// a remote host sees the traffic in clear.
-fn check_tls(report: &mut Report, shown: &str, config: &postgres::Config) {
-    use postgres::config::{Host, SslMode};
+/// Whether the store's connection is encrypted, and what of the server's certificate is
+/// checked: a remote host reached in clear, or without checking its certificate, warns.
+fn check_tls(report: &mut Report, state: &crate::store::postgres::TlsState) {
     const WHAT: &str = "store TLS";
-    if config.get_ssl_mode() == SslMode::Require {
-        report.fail(
-            WHAT,
-            format!("{shown} asks for TLS (sslmode=require); this build connects without TLS"),
-            "connect over a Unix socket, localhost or an SSH tunnel and drop sslmode=require",
-        );
-        return;
-    }
-    let remote: Vec<String> = config
-        .get_hosts()
+    let remote: Vec<&str> = state
+        .tcp_hosts
         .iter()
-        .filter_map(|host| match host {
-            Host::Tcp(name) if !is_loopback(name) => Some(name.clone()),
-            _ => None,
-        })
+        .map(String::as_str)
+        .filter(|host| !is_loopback(host))
         .collect();
-    if remote.is_empty() {
-        report.add(
+    match &state.encrypted {
+        Some(protocol) if remote.is_empty() || !state.checks.starts_with("not verified") => report
+            .add(
+                Level::Ok,
+                WHAT,
+                format!("{protocol}; server certificate: {}", state.checks),
+            ),
+        Some(protocol) => report.with_fix(
+            Level::Warn,
+            WHAT,
+            format!("{protocol}; server certificate: {}", state.checks),
+            "add sslmode=verify-full (and sslrootcert=FILE, or system) to the URL",
+        ),
+        None if remote.is_empty() => report.add(
             Level::Ok,
             WHAT,
             "not used: the server is on this machine (socket or loopback)",
-        );
-    } else {
-        report.with_fix(
+        ),
+        None => report.with_fix(
             Level::Warn,
             WHAT,
             format!(
-                "{} is reached over the network without TLS (this build has none)",
+                "{} is reached over the network without TLS",
                 remote.join(", ")
             ),
-            "reach it through an SSH tunnel or a private network",
-        );
+            "turn ssl on in the server and add sslmode=verify-full to the URL",
+        ),
     }
 }
 

@@ -38,7 +38,7 @@ fn doctor_checks_a_postgres_store_its_schema_and_tls() {
         "{report}"
     );
     assert!(report.contains("ok    store TLS"), "{report}");
-    // A URL asking for TLS this build cannot give, and a server that is not there.
+    // A URL asking for TLS, to a server that is not there.
     let unreachable = "postgres://nobody@127.0.0.1:1/none?sslmode=require&connect_timeout=2";
     let refused = cli(scratch.path(), &["--store", unreachable, "doctor"]);
     let report = stdout(&refused);

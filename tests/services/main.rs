@@ -6,7 +6,8 @@
 //! load,
 //! half-open connections, SIGTERM and a PostgreSQL restart; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
-//! PostgreSQL's full-text search) and a real local model (`local_model`: llama.cpp through
+//! PostgreSQL's full-text search; `pg_tls`: each sslmode against a PostgreSQL with ssl=on and
+//! certificates the test makes, `tools/pg start-tls`) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
@@ -19,6 +20,7 @@ mod bench;
 mod doctor;
 mod local_model;
 mod pg;
+mod pg_tls;
 mod recall_pg;
 #[path = "../it/recall_set.rs"]
 mod recall_set;

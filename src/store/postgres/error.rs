@@ -5,7 +5,8 @@
 //! (its own `Display` is only "db error") and classified (the connection is gone, or a
 //! statement was refused: a unique key means another writer was first). Must not: retry
 //! or reconnect (the pool does, in [`super::connect`]) or let a `postgres` type out of
-//! this backend other than as an error's source.
+//! this backend other than as an error's source. Why a TLS handshake failed is said by
+//! [`super::tls`].
 
 use crate::store::StoreError;
 
@@ -49,6 +50,22 @@ pub(crate) enum PgError {
     SchemaTooNew { found: i64, known: i64 },
     #[error("not a PostgreSQL URL: {0}")]
     BadUrl(String),
+    #[error("the PostgreSQL URL's TLS settings: {0}")]
+    BadTls(String),
+    #[error("cannot read the root certificates of {roots}: {reason}")]
+    RootCerts { roots: String, reason: String },
+    #[error("cannot connect to PostgreSQL at {target} over TLS: {cause}")]
+    Tls { target: String, cause: String },
+    #[error(
+        "PostgreSQL at {target} refused the connection: {}{hint}",
+        describe(source)
+    )]
+    Refused {
+        target: String,
+        source: postgres::Error,
+        /// What to try, when the mode asked for explains it (empty otherwise).
+        hint: &'static str,
+    },
     #[error(
         "no schema to hold the ledger: the first schema of search_path does not exist \
          (create it, or name another with ?options=-csearch_path%3DNAME)"

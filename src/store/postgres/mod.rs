@@ -3,7 +3,8 @@
 //!
 //! Owns: [`PgBackend`] (the [`Backend`] over a small pool of connections) and opening a
 //! [`Ledger`] on it. Its parts, by what changes together: [`connect`] (the URL, the one
-//! connect path, the pool), [`read`] (the read view and its queries), [`append`] (the
+//! connect path, the pool), [`tls`] (libpq's `sslmode` and `sslrootcert` over rustls),
+//! [`read`] (the read view and its queries), [`append`] (the
 //! write view: the group commit's SQL), [`schema`] (the tables and their versions),
 //! [`listen`] (LISTEN/NOTIFY: waking this process's watches when another server commits)
 //! and [`error`] (turning a driver error into a message a user can act on: [`PgError`]).
@@ -34,8 +35,9 @@ pub(crate) mod listen;
 mod read;
 pub(crate) mod schema;
 mod search;
+mod tls;
 
-pub(crate) use connect::{is_postgres_url, redact_url};
+pub(crate) use connect::{TlsState, is_postgres_url, redact_url, tls_state};
 pub(crate) use error::PgError;
 
 use super::contract::{Backend, CommitSignal, ReadView, WriteView};
