@@ -123,7 +123,7 @@ pub(crate) fn hit(point: FaultPoint) {
 /// Marks a fault point; release builds carry no fault injection.
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn hit(_point: FaultPoint) {}
+pub(crate) fn hit(_point: FaultPoint) {}
 
 #[cfg(all(test, debug_assertions))]
 mod tests {
