@@ -71,6 +71,17 @@ pub trait Backend: Send + Sync + 'static {
         let _ = signal;
     }
 
+    /// Called once, when the ledger is built over this backend, with its writer: a backend
+    /// that serves other processes (the ledger host, [`super::host`]) runs their writes
+    /// in this process's group commit. The default ignores it.
+    fn serve_with(&self, writer: super::writer::WriterHandle) {
+        let _ = writer;
+    }
+
+    /// Called when the last handle on the ledger is dropped, before the writer thread is
+    /// joined: let go of the writer and of everything serving other processes.
+    fn close(&self) {}
+
     /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
     /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).
     fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {

@@ -19,6 +19,7 @@ pub(crate) mod codec;
 mod conformance;
 pub mod contract;
 mod error;
+pub(crate) mod host;
 pub(crate) mod postgres;
 mod redb;
 pub mod rules;
@@ -99,10 +100,13 @@ pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs
 /// of a big ledger), and a damaged file could no longer be told from a crashed one.
 struct CloseOnDrop {
     writer: Mutex<writer::WriterThread>,
+    /// Told to close (stop serving other processes, let go of the writer) first.
+    backend: Arc<dyn Backend>,
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
+        self.backend.close();
         let writer = self
             .writer
             .get_mut()
@@ -167,6 +171,8 @@ impl Ledger {
         backend.on_commits(commits.clone());
         let backend: Arc<dyn Backend> = Arc::new(backend);
         let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
+        backend.serve_with(writer.clone());
+        let closing = backend.clone();
         Ledger {
             backend,
             writer,
@@ -174,6 +180,7 @@ impl Ledger {
             path: Arc::new(label.to_path_buf()),
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
+                backend: closing,
             }),
         }
     }

@@ -49,9 +49,12 @@ impl Ledger {
     /// Opens the ledger at an exact file path: a new ledger appears there complete or not
     /// at all (built beside it, then linked into place); an existing file is checked
     /// read-only first and refused, untouched, unless it is our ledger.
+    ///
+    /// The process that holds the file is its host (see [`crate::store::host`]); another
+    /// one reaches it through that host, with the same answers.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        let handle = open::open_file(path)?;
-        Ok(Ledger::with_backend(RedbBackend { handle }, path))
+        let backend = super::host::HostBackend::open(path)?;
+        Ok(Ledger::with_backend(backend, path))
     }
 
     /// Opens the ledger over any redb storage backend, with the same settings and rules as
@@ -69,21 +72,37 @@ impl Ledger {
 }
 
 /// The ledger in a redb database.
-pub(super) struct RedbBackend {
+pub(crate) struct RedbBackend {
     handle: open::Handle,
 }
 
-impl Backend for RedbBackend {
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+impl RedbBackend {
+    pub(crate) fn new(handle: open::Handle) -> RedbBackend {
+        RedbBackend { handle }
+    }
+
+    /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
+    pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
         Ok(Box::new(RedbRead {
             txn: self.handle.begin_read()?,
         }))
     }
 
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+    /// A write transaction that owns itself.
+    pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
         let changed = assign_positions(&txn)?;
         Ok(Box::new(RedbWrite { txn, changed }))
+    }
+}
+
+impl Backend for RedbBackend {
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        self.read_owned()
+    }
+
+    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+        self.write_owned()
     }
 }
 

@@ -20,14 +20,24 @@ use redb::{
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-/// The redb configuration of every open, for files and test backends alike: multi-writer
-/// mode (several processes share the file) and a capped cache.
+/// The redb configuration of every open, for files and test backends alike: single-process
+/// mode (the process holding the file is the ledger's host, DESIGN §3: a commit is one
+/// phase, checksummed, with one sync) and a capped cache.
 pub(crate) fn builder() -> Builder {
     let mut builder = Database::builder();
     builder
-        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_concurrency_mode(ConcurrencyMode::ExclusiveWriter)
         .set_cache_size(CACHE_SIZE_BYTES);
     builder
+}
+
+/// What opening the ledger file found.
+pub(crate) enum Opened {
+    /// This process holds the file now: it is the ledger's host.
+    Held(Handle),
+    /// Another process (or another handle of this one) holds the file: reach it through
+    /// its host.
+    HeldElsewhere,
 }
 
 type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
@@ -109,7 +119,7 @@ impl Handle {
 /// there, and two processes creating at once end up sharing one ledger. An existing file
 /// is checked read-only first ([`check_existing`]) and only opened for writing when it is
 /// a redb database holding our tables.
-pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
+pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
     let database_error = |source: DatabaseError| OpenError::Database {
         path: path.to_path_buf(),
         source: Arc::new(redb::Error::from(source)),
@@ -124,14 +134,20 @@ pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
                 });
             }
             Ok(_) => {
-                check_existing(path, builder().open_read_only(path))?;
-                let db = builder().open(path).map_err(database_error)?;
+                match builder().open_read_only(path) {
+                    Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
+                    checked => check_existing(path, checked)?,
+                }
+                let db = match builder().open(path) {
+                    Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
+                    opened => opened.map_err(database_error)?,
+                };
                 check_tables(path, &db)?;
-                return Ok(Handle::new(db, reopen));
+                return Ok(Opened::Held(Handle::new(db, reopen)));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    return Ok(Handle::new(db, reopen));
+                    return Ok(Opened::Held(Handle::new(db, reopen)));
                 }
                 // Another process created it first: open theirs.
             }
