@@ -100,13 +100,17 @@ pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs
 /// of a big ledger), and a damaged file could no longer be told from a crashed one.
 struct CloseOnDrop {
     writer: Mutex<writer::WriterThread>,
-    /// Told to close (stop serving other processes, let go of the writer) first.
-    backend: Arc<dyn Backend>,
+    /// Told to close (stop serving other processes, let go of the writer) first. Weak: the
+    /// writer thread holds the last strong handle and drops the backend off the async
+    /// workers (a PostgreSQL client must not be dropped on one).
+    backend: std::sync::Weak<dyn Backend>,
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.backend.close();
+        if let Some(backend) = self.backend.upgrade() {
+            backend.close();
+        }
         let writer = self
             .writer
             .get_mut()
@@ -172,7 +176,7 @@ impl Ledger {
         let backend: Arc<dyn Backend> = Arc::new(backend);
         let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
         backend.serve_with(writer.clone());
-        let closing = backend.clone();
+        let closing = Arc::downgrade(&backend);
         Ledger {
             backend,
             writer,

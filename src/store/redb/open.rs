@@ -52,38 +52,50 @@ type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
 /// transaction is begun once more on the new handle. If that open fails too, its error is
 /// returned and the next transaction tries again.
 pub(crate) struct Handle {
-    current: RwLock<Arc<Database>>,
+    /// `None` only after a reopen failed (the next transaction tries again).
+    current: RwLock<Option<Arc<Database>>>,
     reopen: Reopen,
 }
 
 impl Handle {
     fn new(db: Database, reopen: Reopen) -> Handle {
         Handle {
-            current: RwLock::new(Arc::new(db)),
+            current: RwLock::new(Some(Arc::new(db))),
             reopen,
         }
     }
 
-    fn current(&self) -> Arc<Database> {
-        self.current
+    fn current(&self) -> Result<Arc<Database>, StoreError> {
+        let current = self
+            .current
             .read()
             .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
+            .clone();
+        match current {
+            Some(db) => Ok(db),
+            None => self.reopen_after(None),
+        }
     }
 
     /// Replaces `failed` with a freshly opened database, unless another thread already did.
-    fn reopen_after(&self, failed: &Arc<Database>) -> Result<Arc<Database>, StoreError> {
+    /// In single-process mode the file is locked by the handle that holds it, so the failed
+    /// handle is let go of first (transactions still running on it fail and end).
+    fn reopen_after(&self, failed: Option<Arc<Database>>) -> Result<Arc<Database>, StoreError> {
         let mut current = self
             .current
             .write()
             .unwrap_or_else(|poison| poison.into_inner());
-        if !Arc::ptr_eq(&current, failed) {
-            return Ok(current.clone());
+        match (&*current, &failed) {
+            (Some(db), Some(failed)) if !Arc::ptr_eq(db, failed) => return Ok(db.clone()),
+            (Some(db), None) => return Ok(db.clone()),
+            _ => {}
         }
         tracing::warn!("the ledger's database handle failed an I/O operation; opening it again");
-        let db = (self.reopen)().map_err(store_error)?;
-        *current = Arc::new(db);
-        Ok(current.clone())
+        *current = None;
+        drop(failed);
+        let db = Arc::new((self.reopen)().map_err(store_error)?);
+        *current = Some(db.clone());
+        Ok(db)
     }
 
     /// Runs `begin` on the current handle, and once more on a reopened one if the current
@@ -92,10 +104,10 @@ impl Handle {
         &self,
         begin: impl Fn(&Database) -> Result<T, TransactionError>,
     ) -> Result<T, StoreError> {
-        let db = self.current();
+        let db = self.current()?;
         match begin(&db) {
             Err(TransactionError::Storage(StorageError::PreviousIo | StorageError::Io(_))) => {
-                let db = self.reopen_after(&db)?;
+                let db = self.reopen_after(Some(db))?;
                 begin(&db).map_err(store_error)
             }
             other => other.map_err(store_error),
