@@ -12,8 +12,8 @@
 //! unless it is its own user's (a stale one: this process holds the ledger, so nobody
 //! listens there).
 
-use super::wire::{self, Request, Response, Row, WireError};
-use crate::store::contract::{AppendPlan, Decode, ReadView};
+use super::wire::{self, Request, Response, Row, WireError, Write};
+use crate::store::contract::{AppendPlan, Decode, ReadView, WriteView};
 use crate::store::redb::RedbBackend;
 use crate::store::writer::{AppendTxn, WriterHandle};
 use crate::store::{SessionHead, StoreError, codec};
@@ -448,64 +448,59 @@ fn remote_write(state: &State, stream: &mut UnixStream) -> io::Result<()> {
     }
 }
 
-/// The job on the writer thread: the client's steps inside the group's transaction.
+/// The job on the writer thread: the client's reads inside the group's transaction, then
+/// its writes, all at once, with its commit. A client that goes away before it has written
+/// nothing, so the group (this process's own calls among them) goes on.
 fn write_job(txn: &mut AppendTxn<'_>, mut stream: UnixStream) -> WriteEnd {
-    let begun = Response::Begun {
-        has_changes: txn.backend().has_changes(),
-    };
-    let mut wrote = false;
-    let end = 'steps: {
-        if wire::write_frame(&mut stream, &begun).is_err() {
-            break 'steps WriteEnd::Broken;
+    let begun = {
+        let view = txn.backend();
+        match view.last_position() {
+            Ok(last_position) => Response::Begun {
+                has_changes: view.has_changes(),
+                last_position,
+            },
+            Err(error) => failed(&error),
         }
-        loop {
-            let Ok(request) = wire::read_frame::<Request>(&mut stream, Some(STEP_LIMIT), STEP_LIMIT)
-            else {
-                break 'steps WriteEnd::Broken;
-            };
-            let answer = match request {
-                Request::Commit => break 'steps WriteEnd::Commit,
-                Request::Abort => break 'steps WriteEnd::Abort,
-                Request::Append {
-                    events,
-                    head,
-                    aliases,
-                } => {
-                    wrote = true;
-                    match decode_plan(events, &head, aliases) {
-                        Ok(plan) => match txn.backend().append(&plan) {
-                            Ok(position) => Response::Appended { position },
-                            Err(error) => failed(&error),
-                        },
-                        Err(error) => failed(&error),
+    };
+    let failed_to_begin = matches!(begun, Response::Failed(_));
+    if wire::write_frame(&mut stream, &begun).is_err() || failed_to_begin {
+        return WriteEnd::Broken;
+    }
+    loop {
+        let Ok(request) = wire::read_frame::<Request>(&mut stream, Some(STEP_LIMIT), STEP_LIMIT)
+        else {
+            return WriteEnd::Broken;
+        };
+        match request {
+            Request::Commit { writes } => {
+                for write in writes {
+                    if let Err(error) = apply(txn.backend(), write) {
+                        // Part of it may be written: the group must not commit.
+                        txn.poison(error);
+                        break;
                     }
                 }
-                Request::PutHead { head } => {
-                    wrote = true;
-                    match decode_head(&head).and_then(|head| txn.backend().put_head(&head)) {
-                        Ok(()) => Response::Done,
-                        Err(error) => failed(&error),
-                    }
+                return WriteEnd::Commit;
+            }
+            Request::Abort => return WriteEnd::Abort,
+            read => {
+                if answer_read(txn.backend(), read, &mut stream).is_err() {
+                    return WriteEnd::Broken;
                 }
-                read => {
-                    if answer_read(txn.backend(), read, &mut stream).is_err() {
-                        break 'steps WriteEnd::Broken;
-                    }
-                    continue;
-                }
-            };
-            if wire::write_frame(&mut stream, &answer).is_err() {
-                break 'steps WriteEnd::Broken;
             }
         }
-    };
-    if wrote && !matches!(end, WriteEnd::Commit) {
-        txn.poison(StoreError::JobPanicked(
-            "another process left its write unfinished; nothing of this group was recorded"
-                .into(),
-        ));
     }
-    end
+}
+
+fn apply(view: &mut dyn WriteView, write: Write) -> Result<(), StoreError> {
+    match write {
+        Write::Append {
+            events,
+            head,
+            aliases,
+        } => view.append(&decode_plan(events, &head, aliases)?).map(|_| ()),
+        Write::PutHead { head } => view.put_head(&decode_head(&head)?),
+    }
 }
 
 pub(crate) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {

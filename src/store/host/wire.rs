@@ -10,7 +10,7 @@
 
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Write as _};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -60,17 +60,24 @@ pub(crate) enum Request {
     /// Begins a write: the host queues a job for its writer, which answers
     /// [`Response::Begun`] once the group's transaction is this client's.
     BeginWrite,
+    /// Ends the write with everything it writes, in order; answered [`Response::Done`]
+    /// only after the host's group committed them.
+    Commit { writes: Vec<Write> },
+    /// Ends the write, writing nothing; answered once the group is over.
+    Abort,
+}
+
+/// One write of a client's transaction, sent with its commit.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Write {
     /// An append plan: its events as codec rows, its head as JSON, its aliases.
     Append {
         events: Vec<Vec<u8>>,
         head: Vec<u8>,
         aliases: Vec<String>,
     },
+    /// A head row (a rebuilt summary), as JSON.
     PutHead { head: Vec<u8> },
-    /// Ends the write; answered [`Response::Done`] only after the host's group committed.
-    Commit,
-    /// Ends the write, discarding it; answered once the group is over.
-    Abort,
 }
 
 /// One stored row of a scan: its seq (session scans) or position, and its codec bytes or
@@ -95,8 +102,12 @@ pub(crate) enum Response {
     Rows { rows: Vec<Row>, more: bool },
     Count(u64),
     Position(u64),
-    Begun { has_changes: bool },
-    Appended { position: u64 },
+    /// The write's turn came: whether the host's transaction has changes of its own, and
+    /// its last position (the client numbers its events after it).
+    Begun {
+        has_changes: bool,
+        last_position: u64,
+    },
     Done,
     Failed(WireError),
 }
