@@ -15,11 +15,14 @@
 //!
 //! Trade-offs (ARCHITECTURE.md): a lone process pays nothing but a listening thread; a
 //! client pays one round trip per read and a few per write on top of the host's commit;
-//! a client's write holds the host's group for its round trips (bounded by
-//! [`serve::STEP_LIMIT`]), and one it leaves half done aborts that group.
+//! a client's write holds the host's group for its round trips (each bounded by
+//! [`serve::STEP_LIMIT`]); its writes travel with its commit, so one that goes away first
+//! has written nothing.
 
 pub(crate) mod client;
 pub(crate) mod serve;
+#[cfg(test)]
+mod tests;
 pub(crate) mod wire;
 
 use super::contract::{Backend, ReadView, WriteView};

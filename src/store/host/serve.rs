@@ -28,10 +28,11 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// Longest the host waits for the rest of a frame a client started, and for each next step
-/// of a client's write transaction (its next request while the group waits on it). A
-/// client that hangs longer loses its connection; a write it left half done aborts its
-/// group (nothing of it is committed).
-pub(crate) const STEP_LIMIT: Duration = Duration::from_secs(5);
+/// of a client's write transaction (its next request while the group waits on it): what
+/// a client that hangs mid-write can cost the host's writer. It then loses its connection;
+/// its write had written nothing yet (writes travel with the commit), and a live client
+/// begins it again on a new connection.
+pub(crate) const STEP_LIMIT: Duration = Duration::from_secs(1);
 
 /// Most connections the host serves at once; more are closed at once (the clients retry).
 pub(crate) const MAX_CONNECTIONS: usize = 256;
