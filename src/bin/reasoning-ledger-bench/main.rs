@@ -9,6 +9,7 @@
 //! figures (targets are shown beside them, never enforced), or drive our server other
 //! than as a child process behind its argv (what is measured is the binary users run).
 
+mod host;
 mod ledger;
 mod postgres;
 mod search;
@@ -82,6 +83,10 @@ struct BenchArgs {
     /// Events in the ledger searched
     #[arg(long, default_value_t = search::DEFAULT_SEARCH_EVENTS)]
     search_events: u64,
+    /// Also measure the ledger host (issue 23): 64 in flight over one connection and over
+    /// 8 processes on one ledger, and a CLI `show` while a server holds the ledger
+    #[arg(long)]
+    host: bool,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -229,6 +234,12 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         text.push_str(&format!("{figures}\n"));
         report.insert("servers".into(), figures.report_json());
         bar.inc(1);
+    }
+    if args.host {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(host::run(&server, &scratch, args.calls))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("host".into(), serde_json::to_value(&figures)?);
     }
     if args.search {
         let server = server_binary(args.server.clone())?;
