@@ -15,9 +15,9 @@
 //! [`StoreError::MissingHead`].
 //!
 //! What a backend guarantees:
-//! - A [`WriteView`] is exclusive across every process sharing the ledger (redb's
-//!   multi-writer write lock; a database's row lock on a counter or `SERIALIZABLE`), and
-//!   sees every commit before it. Reading a head inside it and comparing the expected seq
+//! - A [`WriteView`] is exclusive across every process sharing the ledger (redb: one
+//!   process holds the file and other processes' writes run in its group commit; a
+//!   database: a row lock on a counter or `SERIALIZABLE`), and sees every commit before it. Reading a head inside it and comparing the expected seq
 //!   is then enough to keep two writers from taking one seq; a network database should
 //!   still make `(session, seq)` and the event id unique keys, as a second line.
 //! - [`WriteView::append`] gives each event the next ledger-wide position (1, 2, 3 … in

@@ -4,8 +4,9 @@
 //! the ledger-wide position, watches, `verify`, rebuilding summaries), the storage
 //! contract ([`contract`]: what a backend must do), the append rules written once
 //! ([`rules::plan_append`]: expected seq, all-or-nothing, idempotent by event id, start
-//! event, aliases, hash chain), the group-commit writer thread ([`writer`]), and redb as
-//! one backend (`redb`, private: nothing outside this module names a redb type). Must not:
+//! event, aliases, hash chain), the group-commit writer thread ([`writer`]), redb as one
+//! backend (`redb`, private: nothing outside this module names a redb type) and the
+//! ledger host that shares a redb file between processes ([`host`]). Must not:
 //! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
 //! beside each head, write to stdout, or rewrite a committed event.
 //!
@@ -132,7 +133,8 @@ pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<Sessi
 }
 
 impl Ledger {
-    /// Opens (or creates) `ledger.redb` inside `data_dir`, in multi-writer mode.
+    /// Opens (or creates) `ledger.redb` inside `data_dir`: holds it (this process becomes
+    /// its host) or reaches the process that does ([`host`]).
     ///
     /// A file that exists is only ever opened, never initialised: an empty, truncated or
     /// foreign file is an error naming its path.

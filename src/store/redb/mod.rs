@@ -1,5 +1,6 @@
-//! The redb backend: the ledger in one embedded file, shared by every process of a user
-//! through redb's multi-writer mode (DESIGN §3).
+//! The redb backend: the ledger in one embedded file, held by one process at a time in
+//! redb's single-process mode (DESIGN §3); the others reach it through that process
+//! ([`super::host`]).
 //!
 //! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
 //! views, the tables ([`tables`]), opening a file or a test storage ([`open`]), assigning
@@ -7,9 +8,9 @@
 //! (`fault`, test builds only). Must not: hold an append rule or a verify check (those
 //! live once in the store's facade), or let a `redb` type out of this module.
 //!
-//! A write transaction is exclusive across processes in multi-writer mode, so reading the
-//! last position inside it and numbering the batch's events after it makes commit order
-//! position order.
+//! A write transaction is exclusive (one process holds the file, one writer thread writes
+//! it), so reading the last position inside it and numbering the batch's events after it
+//! makes commit order position order.
 
 #[cfg(test)]
 mod fault;
