@@ -137,14 +137,22 @@ async fn kill_9_of_the_host_with_clients_writing_loses_nothing_acknowledged() {
     let mut callers = Vec::new();
     for (c, client) in clients.iter().enumerate() {
         for index in 0..CALLERS_PER_CLIENT {
-            let (client, acks, stop, progress_tx) =
-                (client.clone(), acks.clone(), stop.clone(), progress_tx.clone());
+            let (client, acks, stop, progress_tx) = (
+                client.clone(),
+                acks.clone(),
+                stop.clone(),
+                progress_tx.clone(),
+            );
             callers.push(tokio::spawn(async move {
                 let mut session: Option<String> = None;
                 let mut n = 1;
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    let mut arguments =
-                        thought(n, 1000, true, &format!("client {c} caller {index} step {n}"));
+                    let mut arguments = thought(
+                        n,
+                        1000,
+                        true,
+                        &format!("client {c} caller {index} step {n}"),
+                    );
                     if let Some(session) = &session {
                         arguments["sessionId"] = json!(session);
                     }

@@ -72,7 +72,11 @@ impl std::fmt::Display for HostFigures {
 }
 
 /// Measures `server` (our binary) in fresh directories under `scratch`.
-pub(crate) async fn run(server: &Path, scratch: &Path, calls: usize) -> anyhow::Result<HostFigures> {
+pub(crate) async fn run(
+    server: &Path,
+    scratch: &Path,
+    calls: usize,
+) -> anyhow::Result<HostFigures> {
     let argv = crate::servers::ours_command(server);
     let base = scratch.join("host");
     let _ = std::fs::remove_dir_all(&base);
@@ -207,6 +211,9 @@ mod tests {
     #[test]
     fn the_placeholder_is_in_our_command() {
         let argv = crate::servers::ours_command(std::path::Path::new("rl"));
-        assert!(argv.iter().any(|a| a == crate::servers::DATA_DIR_PLACEHOLDER));
+        assert!(
+            argv.iter()
+                .any(|a| a == crate::servers::DATA_DIR_PLACEHOLDER)
+        );
     }
 }

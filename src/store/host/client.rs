@@ -160,7 +160,10 @@ impl Pool {
     }
 
     fn give_back(&self, conn: Conn) {
-        let mut idle = self.idle.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         if idle.len() < IDLE_CONNECTIONS {
             idle.push(conn);
         }
@@ -221,7 +224,11 @@ struct Ops<'c>(&'c mut Conn);
 type Remote<T> = io::Result<Result<T, StoreError>>;
 
 impl Ops<'_> {
-    fn ask<T>(&mut self, request: &Request, answer: impl FnOnce(Response) -> Result<T, StoreError>) -> Remote<T> {
+    fn ask<T>(
+        &mut self,
+        request: &Request,
+        answer: impl FnOnce(Response) -> Result<T, StoreError>,
+    ) -> Remote<T> {
         let response = self.0.ask(request)?;
         if let Response::Rows { .. } = response {
             return Err(unexpected(&response));
@@ -241,10 +248,7 @@ impl Ops<'_> {
 
     fn heads(&mut self) -> Remote<Vec<SessionHead>> {
         self.ask(&Request::Heads, |r| match r {
-            Response::Heads(heads) => heads
-                .iter()
-                .map(|h| super::serve::decode_head(h))
-                .collect(),
+            Response::Heads(heads) => heads.iter().map(|h| super::serve::decode_head(h)).collect(),
             other => Err(protocol(other)),
         })
     }
@@ -303,19 +307,21 @@ impl Ops<'_> {
             from_seq,
             to_seq,
         };
-        self.0
-            .scan(&request, &mut |row| visit(row.key, decoded(row.row, decode)))
+        self.0.scan(&request, &mut |row| {
+            visit(row.key, decoded(row.row, decode))
+        })
     }
 
     fn scan_all(&mut self, visit: &mut dyn FnMut(Event) -> bool) -> Remote<()> {
         let mut failed = None;
-        let scanned = self.0.scan(&Request::ScanAll, &mut |row| {
-            match decoded(row.row, Decode::Full) {
-                Ok(event) => visit(event),
-                Err(error) => {
-                    failed = Some(error);
-                    false
-                }
+        let scanned = self.0.scan(&Request::ScanAll, &mut |row| match decoded(
+            row.row,
+            Decode::Full,
+        ) {
+            Ok(event) => visit(event),
+            Err(error) => {
+                failed = Some(error);
+                false
             }
         })?;
         Ok(failed.map_or(scanned, Err))
@@ -323,15 +329,18 @@ impl Ops<'_> {
 
     fn scan_positions(&mut self, from: u64, visit: &mut PositionVisitor<'_>) -> Remote<()> {
         let mut failed = None;
-        let scanned = self.0.scan(&Request::ScanPositions { from }, &mut |row| {
-            match decoded(row.row, Decode::Full) {
-                Ok(event) => visit(row.key, event),
-                Err(error) => {
-                    failed = Some(error);
-                    false
-                }
-            }
-        })?;
+        let scanned = self
+            .0
+            .scan(
+                &Request::ScanPositions { from },
+                &mut |row| match decoded(row.row, Decode::Full) {
+                    Ok(event) => visit(row.key, event),
+                    Err(error) => {
+                        failed = Some(error);
+                        false
+                    }
+                },
+            )?;
         Ok(failed.map_or(scanned, Err))
     }
 }
@@ -340,7 +349,10 @@ impl Ops<'_> {
 enum ReadSide {
     /// Not begun yet (or to begin again on the ledger as reached now).
     Fresh,
-    Remote { mode: Arc<Mode>, conn: Conn },
+    Remote {
+        mode: Arc<Mode>,
+        conn: Conn,
+    },
     /// This process took the ledger over: its own snapshot.
     Local(Box<dyn ReadView>),
 }
@@ -412,7 +424,9 @@ impl RemoteRead {
                 ReadSide::Fresh => {}
             }
         }
-        Err(gone(last_error.unwrap_or_else(|| io::ErrorKind::NotConnected.into())))
+        Err(gone(
+            last_error.unwrap_or_else(|| io::ErrorKind::NotConnected.into()),
+        ))
     }
 }
 
@@ -442,7 +456,9 @@ impl ReadView for RemoteRead {
     }
 
     fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
-        self.call(&mut |v| v.events_by_id(ids), &mut |ops| ops.events_by_id(ids))
+        self.call(&mut |v| v.events_by_id(ids), &mut |ops| {
+            ops.events_by_id(ids)
+        })
     }
 
     fn head_and_events_by_id(
@@ -499,7 +515,9 @@ impl ReadView for RemoteRead {
     }
 
     fn event_count(&self) -> Result<u64, StoreError> {
-        self.call(&mut |v| v.event_count(), &mut |ops| ops.count(&Request::EventCount))
+        self.call(&mut |v| v.event_count(), &mut |ops| {
+            ops.count(&Request::EventCount)
+        })
     }
 
     fn last_position(&self) -> Result<u64, StoreError> {
@@ -512,7 +530,11 @@ impl ReadView for RemoteRead {
         let next = Cell::new(from);
         let visit = RefCell::new(visit);
         self.call(
-            &mut |v| v.scan_positions(next.get(), &mut |position, event| (visit.borrow_mut())(position, event)),
+            &mut |v| {
+                v.scan_positions(next.get(), &mut |position, event| {
+                    (visit.borrow_mut())(position, event)
+                })
+            },
             &mut |ops| {
                 ops.scan_positions(next.get(), &mut |position, event| {
                     next.set(position + 1);
@@ -532,7 +554,10 @@ enum Pending {
 
 /// Where a write's calls go.
 enum WriteSide {
-    Remote { mode: Arc<Mode>, conn: Conn },
+    Remote {
+        mode: Arc<Mode>,
+        conn: Conn,
+    },
     /// This process took the ledger over: its own transaction.
     Local(Box<dyn WriteView>),
 }
@@ -588,7 +613,9 @@ impl RemoteWrite {
                 }
             }
         }
-        Err(gone(last_error.unwrap_or_else(|| io::ErrorKind::NotConnected.into())))
+        Err(gone(
+            last_error.unwrap_or_else(|| io::ErrorKind::NotConnected.into()),
+        ))
     }
 
     fn begin_on(mode: &Arc<Mode>) -> Result<(WriteSide, bool, u64), Begin> {
@@ -789,9 +816,10 @@ impl RemoteWrite {
             let session = plan.head.session;
             let ids: Vec<EventId> = plan.events.iter().map(|e| e.id).collect();
             let (stored_head, stored) = self.retried(|this| {
-                this.read_op(&mut |v| v.head_and_events_by_id(session, &ids), &mut |ops| {
-                    ops.head_and_events_by_id(session, &ids)
-                })
+                this.read_op(
+                    &mut |v| v.head_and_events_by_id(session, &ids),
+                    &mut |ops| ops.head_and_events_by_id(session, &ids),
+                )
             })?;
             if stored.iter().all(Option::is_some) {
                 let same = stored
@@ -822,8 +850,9 @@ impl RemoteWrite {
                 return moved();
             }
             for alias in &plan.aliases {
-                let owner = self
-                    .retried(|this| this.read_op(&mut |v| v.alias(alias), &mut |ops| ops.alias(alias)))?;
+                let owner = self.retried(|this| {
+                    this.read_op(&mut |v| v.alias(alias), &mut |ops| ops.alias(alias))
+                })?;
                 if owner.is_some_and(|owner| owner != session) {
                     return moved();
                 }
@@ -930,7 +959,9 @@ impl ReadView for RemoteWrite {
         let mut heads =
             self.retried(|this| this.read_op(&mut |v| v.heads(), &mut |ops| ops.heads()))?;
         for session in self.pending_sessions() {
-            let head = self.pending_head(session).expect("a pending session has a head");
+            let head = self
+                .pending_head(session)
+                .expect("a pending session has a head");
             match heads.iter_mut().find(|h| h.session == session) {
                 Some(stored) => *stored = head,
                 None => heads.push(head),
@@ -1046,7 +1077,9 @@ impl ReadView for RemoteWrite {
 
     fn event_count(&self) -> Result<u64, StoreError> {
         let stored = self.retried(|this| {
-            this.read_op(&mut |v| v.event_count(), &mut |ops| ops.count(&Request::EventCount))
+            this.read_op(&mut |v| v.event_count(), &mut |ops| {
+                ops.count(&Request::EventCount)
+            })
         })?;
         Ok(stored + self.pending_count())
     }

@@ -53,9 +53,7 @@ pub(crate) enum HostError {
     ForeignSocket { path: PathBuf },
     #[error("the ledger host at {path} speaks another protocol version (another build)")]
     Protocol { path: PathBuf },
-    #[error(
-        "the ledger is held by another process that does not answer on {path}: {source}"
-    )]
+    #[error("the ledger is held by another process that does not answer on {path}: {source}")]
     Unreachable {
         path: PathBuf,
         source: std::io::Error,
@@ -157,7 +155,10 @@ impl Shared {
             tracing::info!(path = %self.path.display(), "took the ledger over as its host");
         }
         let mode = Arc::new(mode);
-        *self.mode.write().unwrap_or_else(|poison| poison.into_inner()) = mode.clone();
+        *self
+            .mode
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner()) = mode.clone();
         Ok(mode)
     }
 }

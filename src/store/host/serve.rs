@@ -13,11 +13,11 @@
 //! listens there).
 
 use super::wire::{self, Request, Response, Row, WireError, Write};
+use crate::event::{EventId, SessionId};
 use crate::store::contract::{AppendPlan, Decode, ReadView, WriteView};
 use crate::store::redb::RedbBackend;
 use crate::store::writer::{AppendTxn, WriterHandle};
 use crate::store::{SessionHead, StoreError, codec};
-use crate::event::{EventId, SessionId};
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -385,9 +385,8 @@ impl<'s> Pages<'s> {
             more: true,
         };
         self.bytes = 0;
-        let asked = wire::write_frame(self.stream, &page).and_then(|()| {
-            wire::read_frame::<Request>(self.stream, Some(STEP_LIMIT), STEP_LIMIT)
-        });
+        let asked = wire::write_frame(self.stream, &page)
+            .and_then(|()| wire::read_frame::<Request>(self.stream, Some(STEP_LIMIT), STEP_LIMIT));
         match asked {
             Ok(Request::Continue) => true,
             Ok(_) => {
@@ -499,7 +498,9 @@ fn apply(view: &mut dyn WriteView, write: Write) -> Result<(), StoreError> {
             events,
             head,
             aliases,
-        } => view.append(&decode_plan(events, &head, aliases)?).map(|_| ()),
+        } => view
+            .append(&decode_plan(events, &head, aliases)?)
+            .map(|_| ()),
         Write::PutHead { head } => view.put_head(&decode_head(&head)?),
     }
 }

@@ -132,7 +132,10 @@ fn a_client_takes_over_when_the_host_closes() {
         .unwrap()
         .unwrap();
     assert_eq!(closed.head.seq, 2);
-    assert!(dir.path().join("ledger.sock").exists(), "the new host listens");
+    assert!(
+        dir.path().join("ledger.sock").exists(),
+        "the new host listens"
+    );
     // And a third handle reaches it through its socket.
     let third = Ledger::open(dir.path()).unwrap();
     assert_eq!(third.head(session).unwrap().unwrap().seq, 2);

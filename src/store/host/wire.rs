@@ -34,16 +34,27 @@ pub(crate) const ROW_BYTES_PER_FRAME: usize = 1024 * 1024;
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Request {
     /// First frame of a connection; answered [`Response::Hello`].
-    Hello { version: u32 },
+    Hello {
+        version: u32,
+    },
     /// Opens a new read snapshot for the reads that follow (no answer).
     Snapshot,
     /// Drops the connection's snapshot (no answer).
     EndSnapshot,
-    Head { session: u128 },
+    Head {
+        session: u128,
+    },
     Heads,
-    Alias { alias: String },
-    EventsById { ids: Vec<u128> },
-    HeadAndEventsById { session: u128, ids: Vec<u128> },
+    Alias {
+        alias: String,
+    },
+    EventsById {
+        ids: Vec<u128>,
+    },
+    HeadAndEventsById {
+        session: u128,
+        ids: Vec<u128>,
+    },
     /// Answered by [`Response::Rows`] pages: after each page with `more`, the client sends
     /// [`Request::Continue`] or [`Request::Stop`].
     ScanSession {
@@ -52,7 +63,9 @@ pub(crate) enum Request {
         to_seq: u64,
     },
     ScanAll,
-    ScanPositions { from: u64 },
+    ScanPositions {
+        from: u64,
+    },
     Continue,
     Stop,
     EventCount,
@@ -62,7 +75,9 @@ pub(crate) enum Request {
     BeginWrite,
     /// Ends the write with everything it writes, in order; answered [`Response::Done`]
     /// only after the host's group committed them.
-    Commit { writes: Vec<Write> },
+    Commit {
+        writes: Vec<Write>,
+    },
     /// Ends the write, writing nothing; answered once the group is over.
     Abort,
 }
@@ -91,7 +106,9 @@ pub(crate) struct Row {
 /// The host's answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Response {
-    Hello { version: u32 },
+    Hello {
+        version: u32,
+    },
     /// A head as JSON, if there is one.
     Head(Option<Vec<u8>>),
     Heads(Vec<Vec<u8>>),
@@ -99,7 +116,10 @@ pub(crate) enum Response {
     Events(Vec<Option<Vec<u8>>>),
     HeadAndEvents(Option<Vec<u8>>, Vec<Option<Vec<u8>>>),
     /// A page of rows; `more`: the host waits for [`Request::Continue`] or [`Request::Stop`].
-    Rows { rows: Vec<Row>, more: bool },
+    Rows {
+        rows: Vec<Row>,
+        more: bool,
+    },
     Count(u64),
     Position(u64),
     /// The write's turn came: whether the host's transaction has changes of its own, and
@@ -147,9 +167,8 @@ impl From<&StoreError> for WireError {
 
 impl From<WireError> for StoreError {
     fn from(error: WireError) -> Self {
-        let remote = |text: String| -> crate::store::BackendError {
-            std::sync::Arc::new(RemoteError(text))
-        };
+        let remote =
+            |text: String| -> crate::store::BackendError { std::sync::Arc::new(RemoteError(text)) };
         match error {
             WireError::DiskFull(text) => StoreError::DiskFull(remote(text)),
             WireError::Backend(text) => StoreError::Backend(remote(text)),
