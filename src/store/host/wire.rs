@@ -225,6 +225,7 @@ pub(crate) fn read_frame<T: for<'de> Deserialize<'de>>(
 }
 
 /// The user id of the process at the other end of `stream` (`SO_PEERCRED`).
+#[cfg(target_os = "linux")]
 pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     use std::os::fd::AsRawFd;
     let mut credentials = libc::ucred {
@@ -247,6 +248,18 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(credentials.uid)
+}
+
+/// The user id of the process at the other end of `stream` (`getpeereid`).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: `uid` and `gid` are valid for writes.
+    if unsafe { libc::getpeereid(stream.as_raw_fd(), &mut uid, &mut gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(uid)
 }
 
 /// This process's effective user id.
