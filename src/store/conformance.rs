@@ -859,6 +859,24 @@ mod redb {
     crate::conformance_suite!(super::redb_fresh);
 }
 
+/// A fresh redb ledger reached through its host: the case's ledger is a client of a host
+/// that another handle holds (as a second process would be), and so is every other handle.
+fn host_fresh() -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let host = Ledger::open(&path).unwrap();
+    let client = Ledger::open(&path).unwrap();
+    Fresh {
+        ledger: client,
+        another_handle: Box::new(move || Ledger::open(&path).unwrap()),
+        keep: Box::new((dir, host)),
+    }
+}
+
+mod host {
+    crate::conformance_suite!(super::host_fresh);
+}
+
 /// A fresh PostgreSQL ledger in its own schema of the tests' server.
 fn postgres_fresh() -> Fresh {
     let db = super::postgres::testdb::TestDb::new();

@@ -15,9 +15,9 @@
 //! [`StoreError::MissingHead`].
 //!
 //! What a backend guarantees:
-//! - A [`WriteView`] is exclusive across every process sharing the ledger (redb's
-//!   multi-writer write lock; a database's row lock on a counter or `SERIALIZABLE`), and
-//!   sees every commit before it. Reading a head inside it and comparing the expected seq
+//! - A [`WriteView`] is exclusive across every process sharing the ledger (redb: one
+//!   process holds the file and other processes' writes run in its group commit; a
+//!   database: a row lock on a counter or `SERIALIZABLE`), and sees every commit before it. Reading a head inside it and comparing the expected seq
 //!   is then enough to keep two writers from taking one seq; a network database should
 //!   still make `(session, seq)` and the event id unique keys, as a second line.
 //! - [`WriteView::append`] gives each event the next ledger-wide position (1, 2, 3 … in
@@ -70,6 +70,17 @@ pub trait Backend: Send + Sync + 'static {
     fn on_commits(&self, signal: CommitSignal) {
         let _ = signal;
     }
+
+    /// Called once, when the ledger is built over this backend, with its writer: a backend
+    /// that serves other processes (the ledger host, [`super::host`]) runs their writes
+    /// in this process's group commit. The default ignores it.
+    fn serve_with(&self, writer: super::writer::WriterHandle) {
+        let _ = writer;
+    }
+
+    /// Called when the last handle on the ledger is dropped, before the writer thread is
+    /// joined: let go of the writer and of everything serving other processes.
+    fn close(&self) {}
 
     /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
     /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).

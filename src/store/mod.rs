@@ -4,8 +4,9 @@
 //! the ledger-wide position, watches, `verify`, rebuilding summaries), the storage
 //! contract ([`contract`]: what a backend must do), the append rules written once
 //! ([`rules::plan_append`]: expected seq, all-or-nothing, idempotent by event id, start
-//! event, aliases, hash chain), the group-commit writer thread ([`writer`]), and redb as
-//! one backend (`redb`, private: nothing outside this module names a redb type). Must not:
+//! event, aliases, hash chain), the group-commit writer thread ([`writer`]), redb as one
+//! backend (`redb`, private: nothing outside this module names a redb type) and the
+//! ledger host that shares a redb file between processes ([`host`]). Must not:
 //! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
 //! beside each head, write to stdout, or rewrite a committed event.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod codec;
 mod conformance;
 pub mod contract;
 mod error;
+pub(crate) mod host;
 pub(crate) mod postgres;
 mod redb;
 pub mod rules;
@@ -99,10 +101,17 @@ pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs
 /// of a big ledger), and a damaged file could no longer be told from a crashed one.
 struct CloseOnDrop {
     writer: Mutex<writer::WriterThread>,
+    /// Told to close (stop serving other processes, let go of the writer) first. Weak: the
+    /// writer thread holds the last strong handle and drops the backend off the async
+    /// workers (a PostgreSQL client must not be dropped on one).
+    backend: std::sync::Weak<dyn Backend>,
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
+        if let Some(backend) = self.backend.upgrade() {
+            backend.close();
+        }
         let writer = self
             .writer
             .get_mut()
@@ -124,7 +133,8 @@ pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<Sessi
 }
 
 impl Ledger {
-    /// Opens (or creates) `ledger.redb` inside `data_dir`, in multi-writer mode.
+    /// Opens (or creates) `ledger.redb` inside `data_dir`: holds it (this process becomes
+    /// its host) or reaches the process that does ([`host`]).
     ///
     /// A file that exists is only ever opened, never initialised: an empty, truncated or
     /// foreign file is an error naming its path.
@@ -167,6 +177,8 @@ impl Ledger {
         backend.on_commits(commits.clone());
         let backend: Arc<dyn Backend> = Arc::new(backend);
         let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
+        backend.serve_with(writer.clone());
+        let closing = Arc::downgrade(&backend);
         Ledger {
             backend,
             writer,
@@ -174,6 +186,7 @@ impl Ledger {
             path: Arc::new(label.to_path_buf()),
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
+                backend: closing,
             }),
         }
     }

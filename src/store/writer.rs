@@ -350,6 +350,12 @@ impl AppendTxn<'_> {
         &mut *self.txn
     }
 
+    /// Makes the whole group abort with `error` (a job that cannot finish what it wrote:
+    /// the ledger host's write of another process that went away half done).
+    pub(crate) fn poison(&mut self, error: StoreError) {
+        self.poisoned = Some(error);
+    }
+
     /// Changes whenever this transaction may have been written to: a job that panics
     /// after that poisons its group.
     fn writes(&self) -> usize {

@@ -541,7 +541,7 @@ impl Rng {
 }
 
 /// Spawns a server on `dir` and returns its client and pid.
-async fn spawn_with_pid(dir: &Path) -> (Client, u32) {
+pub(crate) async fn spawn_with_pid(dir: &Path) -> (Client, u32) {
     let dir = dir.to_path_buf();
     let (transport, _) =
         TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
@@ -557,7 +557,7 @@ async fn spawn_with_pid(dir: &Path) -> (Client, u32) {
     (().serve(transport).await.expect("initialize"), pid)
 }
 
-fn kill_9(pid: u32) {
+pub(crate) fn kill_9(pid: u32) {
     let killed = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()

@@ -29,7 +29,9 @@
 //! OpenAI-compatible server), `sampling`, `order`, `compat` (a ledger of format-1 rows),
 //! `fixture_ledger` (a ledger of the build before issue 19: verify and every export, byte
 //! for byte), `oauth` (`serve --http` with OAuth access tokens against an issuer served
-//! on loopback: who gets in, metadata, key rotation) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
+//! on loopback: who gets in, metadata, key rotation), `host` (issue 23: two servers and the
+//! CLI through the ledger host, takeover after a clean exit and after kill -9, stale and
+//! foreign sockets) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
 //! interrupted copy or import resuming). Storage faults (crash at every sync point, I/O
 //! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
@@ -50,6 +52,7 @@ mod faults_files;
 mod faults_process;
 mod firsthour;
 mod fixture_ledger;
+mod host;
 mod hostile;
 mod ledger;
 mod llm;

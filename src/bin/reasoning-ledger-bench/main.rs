@@ -9,6 +9,7 @@
 //! figures (targets are shown beside them, never enforced), or drive our server other
 //! than as a child process behind its argv (what is measured is the binary users run).
 
+mod host;
 mod http;
 mod ledger;
 mod postgres;
@@ -87,6 +88,10 @@ struct BenchArgs {
     /// its own MCP session) at once, on redb beside PostgreSQL
     #[arg(long)]
     http: bool,
+    /// Also measure the ledger host (issue 23): 64 in flight over one connection and over
+    /// 8 processes on one ledger, and a CLI `show` while a server holds the ledger
+    #[arg(long)]
+    host: bool,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -234,6 +239,12 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         text.push_str(&format!("{figures}\n"));
         report.insert("servers".into(), figures.report_json());
         bar.inc(1);
+    }
+    if args.host {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(host::run(&server, &scratch, args.calls))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("host".into(), serde_json::to_value(&figures)?);
     }
     if args.search {
         let server = server_binary(args.server.clone())?;

@@ -3,7 +3,7 @@
 //!
 //! Owns: [`Disk`] (the bytes reads see, the durable image as of the last `sync_data`, the
 //! log of every write / set_len / sync since recording began, an injected failure, a space
-//! budget, and an in-memory byte-range lock table so redb's multi-writer mode runs on it),
+//! budget, and an in-memory byte-range lock table, which redb's single-process mode locks whole),
 //! [`DiskFile`] (one open instance of a disk: redb's `StorageBackend`), and the crash
 //! models. Must not: reach the store through anything but [`Ledger::open_backend`] and the
 //! writer thread (the code path tools use), or hold a lock the tests cannot bound: a

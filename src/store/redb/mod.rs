@@ -1,5 +1,6 @@
-//! The redb backend: the ledger in one embedded file, shared by every process of a user
-//! through redb's multi-writer mode (DESIGN §3).
+//! The redb backend: the ledger in one embedded file, held by one process at a time in
+//! redb's single-process mode (DESIGN §3); the others reach it through that process
+//! ([`super::host`]).
 //!
 //! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
 //! views, the tables ([`tables`]), opening a file or a test storage ([`open`]), assigning
@@ -7,9 +8,9 @@
 //! (`fault`, test builds only). Must not: hold an append rule or a verify check (those
 //! live once in the store's facade), or let a `redb` type out of this module.
 //!
-//! A write transaction is exclusive across processes in multi-writer mode, so reading the
-//! last position inside it and numbering the batch's events after it makes commit order
-//! position order.
+//! A write transaction is exclusive (one process holds the file, one writer thread writes
+//! it), so reading the last position inside it and numbering the batch's events after it
+//! makes commit order position order.
 
 #[cfg(test)]
 mod fault;
@@ -49,9 +50,12 @@ impl Ledger {
     /// Opens the ledger at an exact file path: a new ledger appears there complete or not
     /// at all (built beside it, then linked into place); an existing file is checked
     /// read-only first and refused, untouched, unless it is our ledger.
+    ///
+    /// The process that holds the file is its host (see [`crate::store::host`]); another
+    /// one reaches it through that host, with the same answers.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        let handle = open::open_file(path)?;
-        Ok(Ledger::with_backend(RedbBackend { handle }, path))
+        let backend = super::host::HostBackend::open(path)?;
+        Ok(Ledger::with_backend(backend, path))
     }
 
     /// Opens the ledger over any redb storage backend, with the same settings and rules as
@@ -69,21 +73,37 @@ impl Ledger {
 }
 
 /// The ledger in a redb database.
-pub(super) struct RedbBackend {
+pub(crate) struct RedbBackend {
     handle: open::Handle,
 }
 
-impl Backend for RedbBackend {
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+impl RedbBackend {
+    pub(crate) fn new(handle: open::Handle) -> RedbBackend {
+        RedbBackend { handle }
+    }
+
+    /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
+    pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
         Ok(Box::new(RedbRead {
             txn: self.handle.begin_read()?,
         }))
     }
 
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+    /// A write transaction that owns itself.
+    pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
         let changed = assign_positions(&txn)?;
         Ok(Box::new(RedbWrite { txn, changed }))
+    }
+}
+
+impl Backend for RedbBackend {
+    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        self.read_owned()
+    }
+
+    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+        self.write_owned()
     }
 }
 

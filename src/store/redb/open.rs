@@ -20,14 +20,24 @@ use redb::{
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-/// The redb configuration of every open, for files and test backends alike: multi-writer
-/// mode (several processes share the file) and a capped cache.
+/// The redb configuration of every open, for files and test backends alike: single-process
+/// mode (the process holding the file is the ledger's host, DESIGN §3: a commit is one
+/// phase, checksummed, with one sync) and a capped cache.
 pub(crate) fn builder() -> Builder {
     let mut builder = Database::builder();
     builder
-        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_concurrency_mode(ConcurrencyMode::ExclusiveWriter)
         .set_cache_size(CACHE_SIZE_BYTES);
     builder
+}
+
+/// What opening the ledger file found.
+pub(crate) enum Opened {
+    /// This process holds the file now: it is the ledger's host.
+    Held(Handle),
+    /// Another process (or another handle of this one) holds the file: reach it through
+    /// its host.
+    HeldElsewhere,
 }
 
 type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
@@ -42,38 +52,50 @@ type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
 /// transaction is begun once more on the new handle. If that open fails too, its error is
 /// returned and the next transaction tries again.
 pub(crate) struct Handle {
-    current: RwLock<Arc<Database>>,
+    /// `None` only after a reopen failed (the next transaction tries again).
+    current: RwLock<Option<Arc<Database>>>,
     reopen: Reopen,
 }
 
 impl Handle {
     fn new(db: Database, reopen: Reopen) -> Handle {
         Handle {
-            current: RwLock::new(Arc::new(db)),
+            current: RwLock::new(Some(Arc::new(db))),
             reopen,
         }
     }
 
-    fn current(&self) -> Arc<Database> {
-        self.current
+    fn current(&self) -> Result<Arc<Database>, StoreError> {
+        let current = self
+            .current
             .read()
             .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
+            .clone();
+        match current {
+            Some(db) => Ok(db),
+            None => self.reopen_after(None),
+        }
     }
 
     /// Replaces `failed` with a freshly opened database, unless another thread already did.
-    fn reopen_after(&self, failed: &Arc<Database>) -> Result<Arc<Database>, StoreError> {
+    /// In single-process mode the file is locked by the handle that holds it, so the failed
+    /// handle is let go of first (transactions still running on it fail and end).
+    fn reopen_after(&self, failed: Option<Arc<Database>>) -> Result<Arc<Database>, StoreError> {
         let mut current = self
             .current
             .write()
             .unwrap_or_else(|poison| poison.into_inner());
-        if !Arc::ptr_eq(&current, failed) {
-            return Ok(current.clone());
+        match (&*current, &failed) {
+            (Some(db), Some(failed)) if !Arc::ptr_eq(db, failed) => return Ok(db.clone()),
+            (Some(db), None) => return Ok(db.clone()),
+            _ => {}
         }
         tracing::warn!("the ledger's database handle failed an I/O operation; opening it again");
-        let db = (self.reopen)().map_err(store_error)?;
-        *current = Arc::new(db);
-        Ok(current.clone())
+        *current = None;
+        drop(failed);
+        let db = Arc::new((self.reopen)().map_err(store_error)?);
+        *current = Some(db.clone());
+        Ok(db)
     }
 
     /// Runs `begin` on the current handle, and once more on a reopened one if the current
@@ -82,10 +104,10 @@ impl Handle {
         &self,
         begin: impl Fn(&Database) -> Result<T, TransactionError>,
     ) -> Result<T, StoreError> {
-        let db = self.current();
+        let db = self.current()?;
         match begin(&db) {
             Err(TransactionError::Storage(StorageError::PreviousIo | StorageError::Io(_))) => {
-                let db = self.reopen_after(&db)?;
+                let db = self.reopen_after(Some(db))?;
                 begin(&db).map_err(store_error)
             }
             other => other.map_err(store_error),
@@ -109,7 +131,7 @@ impl Handle {
 /// there, and two processes creating at once end up sharing one ledger. An existing file
 /// is checked read-only first ([`check_existing`]) and only opened for writing when it is
 /// a redb database holding our tables.
-pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
+pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
     let database_error = |source: DatabaseError| OpenError::Database {
         path: path.to_path_buf(),
         source: Arc::new(redb::Error::from(source)),
@@ -124,14 +146,20 @@ pub(crate) fn open_file(path: &Path) -> Result<Handle, OpenError> {
                 });
             }
             Ok(_) => {
-                check_existing(path, builder().open_read_only(path))?;
-                let db = builder().open(path).map_err(database_error)?;
+                match builder().open_read_only(path) {
+                    Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
+                    checked => check_existing(path, checked)?,
+                }
+                let db = match builder().open(path) {
+                    Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
+                    opened => opened.map_err(database_error)?,
+                };
                 check_tables(path, &db)?;
-                return Ok(Handle::new(db, reopen));
+                return Ok(Opened::Held(Handle::new(db, reopen)));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    return Ok(Handle::new(db, reopen));
+                    return Ok(Opened::Held(Handle::new(db, reopen)));
                 }
                 // Another process created it first: open theirs.
             }
