@@ -277,7 +277,7 @@ const DISTRACTORS: &[&str] = &[
     "Reviewed the budget of the cloud account",
 ];
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() {
     let stub = Stub::start().await;
     let env = stub.env();
