@@ -16,9 +16,7 @@ use super::quantized::BitIndex;
 use super::{EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine};
 use crate::event::{SessionId, SessionKind};
 use crate::recall::RecallError;
-use redb::{
-    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition,
-};
+use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
