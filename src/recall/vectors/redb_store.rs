@@ -185,16 +185,15 @@ impl RedbVectors {
             let len = 33 + bytes[32] as usize;
             index.push_code(position, session, seq, at, kind, &bytes[len..]);
         }
+        if stale {
+            tracing::info!(
+                model,
+                vectors = index.len(),
+                memory_kib = index.memory_bytes() / 1024,
+                "vectors loaded for search"
+            );
+        }
         Ok(())
-    }
-
-    /// Bytes of memory the in-memory index of `model` holds (0 when not loaded).
-    pub(crate) fn memory_bytes(&self, model: &str) -> usize {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(model)
-            .map_or(0, BitIndex::memory_bytes)
     }
 }
 
