@@ -284,6 +284,13 @@ fn run_measured(command: &mut std::process::Command) -> anyhow::Result<(Duration
         .arg(command.get_program())
         .args(command.get_args())
         .env(MEASURE_ENV, "1");
+    // The command's own variables reach it through the measuring copy's environment.
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => measure.env(name, value),
+            None => measure.env_remove(name),
+        };
+    }
     let output = measure.output().context("running the measuring copy")?;
     anyhow::ensure!(
         output.status.success(),
@@ -568,7 +575,7 @@ fn start_stub_embeddings() -> anyhow::Result<String> {
     Ok(base)
 }
 
-/// Answers the requests of one keep-alive connection.
+/// Answers the request of one connection.
 async fn serve_stub_connection(mut stream: tokio::net::TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut data: Vec<u8> = Vec::new();
@@ -604,14 +611,13 @@ async fn serve_stub_connection(mut stream: tokio::net::TcpStream) {
             .collect();
         let reply = json!({"data": vectors, "model": STUB_MODEL}).to_string();
         let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             reply.len()
         );
-        if stream.write_all(head.as_bytes()).await.is_err()
-            || stream.write_all(reply.as_bytes()).await.is_err()
-        {
-            return;
-        }
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(reply.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
     }
 }
 
