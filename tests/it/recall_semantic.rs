@@ -191,6 +191,12 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Str
 /// `serve` on `dir` with the stub's settings, its stderr written to `dir/stderr.log`;
 /// returns the client and the server's pid.
 async fn serve(dir: &Path, env: &[(&'static str, String)]) -> (Client, u32) {
+    serve_with(dir, env, &[]).await
+}
+
+/// [`serve`] with extra arguments.
+async fn serve_with(dir: &Path, env: &[(&'static str, String)], extra: &[&str]) -> (Client, u32) {
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let dir = dir.to_path_buf();
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -203,7 +209,8 @@ async fn serve(dir: &Path, env: &[(&'static str, String)]) -> (Client, u32) {
             cmd.arg("serve")
                 .arg("--data-dir")
                 .arg(&dir)
-                .args(["--toolsets", "thinking,ledger"]);
+                .args(["--toolsets", "thinking,ledger"])
+                .args(&extra);
             cmd.env("DISABLE_THOUGHT_LOGGING", "true");
             cmd.env("RUST_LOG", "info");
             cmd.env_remove("REASONING_LEDGER_TOOLSETS");
@@ -357,6 +364,26 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
     assert!(answer.get("note").is_none() && answer["matches"][0].get("rankers").is_none());
     let out = cli(dir.path(), &["reindex", "--embeddings"], &[]);
     assert!(!out.status.success());
+    client.cancel().await.unwrap();
+
+    // serve --related: a first thought sharing no word with the target is answered with
+    // it (hybrid, through its meaning).
+    let (client, _) = serve_with(dir.path(), &env, &["--related", "3"]).await;
+    let answer = structured(
+        &call(
+            &client,
+            "sequentialthinking",
+            thought(1, 2, true, PARAPHRASE),
+        )
+        .await,
+    );
+    let related: Vec<&str> = answer["related"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no related sessions: {answer}"))
+        .iter()
+        .map(|r| r["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(related.first(), Some(&target.as_str()), "{answer}");
     client.cancel().await.unwrap();
 }
 
