@@ -73,7 +73,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             LIST_SESSIONS,
             None,
-            "Sessions, newest first; filter by kind or title (query); page: before=nextCursor.",
+            "Sessions, newest first; filter: kind, title (query); page: before=nextCursor.",
             json!({"type": "object", "properties": {
                 "kind": text,
                 "query": text,
@@ -100,7 +100,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SEARCH_HISTORY,
             None,
-            "Ranked search: words, \"phrase\", -word; filter by sessionId, kinds, since/until (RFC 3339/ms).",
+            "Search: words, \"phrase\", -word; mode lexical|semantic|hybrid; filter sessionId, kinds, time.",
             json!({"type": "object", "properties": {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),
@@ -108,7 +108,8 @@ pub fn tools() -> Vec<Tool> {
                 "kinds": string_list_schema(),
                 "since": time,
                 "until": time,
-                "cursor": text
+                "cursor": text,
+                "mode": text
             }, "required": ["query"]}),
             None,
             reading_annotations(),
@@ -116,7 +117,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             EXPORT_SESSION,
             None,
-            "A session in a format (json: tree), as of atSeq if given.",
+            "A session in a format (json: tree), at atSeq if given.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": Format::ALL.map(Format::as_str)},
@@ -128,7 +129,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             REPLAY_SESSION,
             None,
-            "A session as of atSeq: thoughts, branches, edges, anomalies.",
+            "A session at atSeq: thoughts, branches, edges, anomalies.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "atSeq": count_schema()
@@ -347,6 +348,21 @@ fn search_request(
                 None
             }
         });
+    let mode = args
+        .string_limited(&["mode"], false, MAX_ID_BYTES)
+        .and_then(|text| match recall::SearchMode::parse(&text) {
+            Some(mode) => Some(mode),
+            None => {
+                args.problem(
+                    "mode",
+                    format!(
+                        "Invalid option: expected {}, received {text:?}",
+                        recall::SearchMode::NAMES
+                    ),
+                );
+                None
+            }
+        });
     let request = SearchRequest {
         query: query.unwrap_or_default(),
         limit: limit as usize,
@@ -355,6 +371,7 @@ fn search_request(
         since,
         until,
         cursor,
+        mode,
     };
     Ok((request, !no_kind_matches))
 }
@@ -395,12 +412,17 @@ fn call_search(
     let (request, can_match) = search_request(ledger, raw, &mut args)?;
     finish(tool, args)?;
     let answer = if can_match {
-        query::search(ledger, &request).map_err(|error| search_failed(tool, error))?
+        query::search::search_ranked(ledger, &request)
+            .map_err(|error| search_failed(tool, error))?
     } else {
-        recall::SearchAnswer::default()
+        recall::RankedAnswer::default()
     };
     let mut answer = answer.to_json(&request.query);
-    answer["note"] = json!(PROVENANCE_NOTE);
+    // A semantic search that answered lexically says why, before the provenance.
+    answer["note"] = match answer["note"].as_str() {
+        Some(why) => json!(format!("{why}. {PROVENANCE_NOTE}")),
+        None => json!(PROVENANCE_NOTE),
+    };
     Ok(structured_result(answer))
 }
 

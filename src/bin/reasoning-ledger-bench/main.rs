@@ -92,6 +92,13 @@ struct BenchArgs {
     /// 8 processes on one ledger, and a CLI `show` while a server holds the ledger
     #[arg(long)]
     host: bool,
+    /// Also measure semantic recall (issue 21): every event embedded through a stub
+    /// endpoint, then lexical, semantic and hybrid search on a warm server (markdown only)
+    #[arg(long)]
+    semantic: bool,
+    /// Events in the ledgers of the semantic bench (comma-separated sizes)
+    #[arg(long, value_delimiter = ',', default_values_t = search::DEFAULT_SEMANTIC_EVENTS.to_vec())]
+    semantic_events: Vec<u64>,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -262,6 +269,16 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         ))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("http".into(), serde_json::to_value(&figures)?);
+    }
+    if args.semantic {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(search::run_semantic(
+            &server,
+            &scratch,
+            &args.semantic_events,
+        ))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("semantic".into(), serde_json::Value::String(figures));
     }
     if !args.no_ledger {
         bar.set_message("bench: the ledger");
