@@ -174,6 +174,24 @@ struct ConfigFile {
     thinking: bool,
 }
 
+/// The chat provider of a config file's text; `None` when the file holds only an
+/// `"embeddings"` entry (read by [`super::embeddings`]), which is left out here.
+fn chat_entry(text: &str) -> Result<Option<ConfigFile>, String> {
+    if let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(text)
+        && object.remove(super::embeddings::CONFIG_ENTRY).is_some()
+    {
+        if object.is_empty() {
+            return Ok(None);
+        }
+        return serde_json::from_value(serde_json::Value::Object(object))
+            .map(Some)
+            .map_err(|e| e.to_string());
+    }
+    serde_json::from_str::<ConfigFile>(text)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// Variables: the environment first, then the secrets files.
 pub struct Variables {
     env: HashMap<String, String>,
@@ -226,7 +244,7 @@ impl Variables {
     }
 }
 
-fn trim_base(url: &str) -> String {
+pub(crate) fn trim_base(url: &str) -> String {
     url.trim().trim_end_matches('/').to_string()
 }
 
@@ -289,10 +307,10 @@ impl ProviderSettings {
         {
             match std::fs::read_to_string(path)
                 .map_err(|e| e.to_string())
-                .and_then(|text| {
-                    serde_json::from_str::<ConfigFile>(&text).map_err(|e| e.to_string())
-                }) {
-                Ok(config) => {
+                .and_then(|text| chat_entry(&text))
+            {
+                Ok(None) => {}
+                Ok(Some(config)) => {
                     let key = config
                         .api_key
                         .clone()

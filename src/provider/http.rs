@@ -29,7 +29,7 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Each backoff is its nominal delay times a uniform factor in 1 ± this (±25 %), so
 /// clients that failed together do not retry together.
-const BACKOFF_JITTER: f64 = 0.25;
+pub(crate) const BACKOFF_JITTER: f64 = 0.25;
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug)]
@@ -315,7 +315,9 @@ impl HttpProvider {
 }
 
 /// Reads at most [`MAX_RESPONSE_BYTES`] of a body.
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
+pub(crate) async fn read_limited(
+    mut response: reqwest::Response,
+) -> Result<Vec<u8>, reqwest::Error> {
     let mut out = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         let room = MAX_RESPONSE_BYTES.saturating_sub(out.len());
@@ -328,7 +330,7 @@ async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, reqwes
 }
 
 /// How a request failed before an HTTP answer came.
-fn classify(error: &reqwest::Error) -> NetworkKind {
+pub(crate) fn classify(error: &reqwest::Error) -> NetworkKind {
     if error.is_timeout() {
         return NetworkKind::Timeout;
     }
@@ -364,7 +366,7 @@ fn classify(error: &reqwest::Error) -> NetworkKind {
 
 /// `Retry-After` seconds (an integer or a decimal), in milliseconds; an HTTP date is not
 /// read (the backoff applies).
-fn parse_seconds(text: &str) -> Option<u64> {
+pub(crate) fn parse_seconds(text: &str) -> Option<u64> {
     let seconds: f64 = text.trim().parse().ok()?;
     (seconds.is_finite() && seconds >= 0.0).then_some((seconds * 1000.0) as u64)
 }

@@ -15,6 +15,7 @@
 //! `Serialize` and prints as `***`).
 
 pub(crate) mod config;
+pub(crate) mod embeddings;
 pub(crate) mod http;
 pub(crate) mod record;
 pub(crate) mod redact;

@@ -23,6 +23,8 @@
 pub(crate) mod analyzer;
 pub(crate) mod index;
 pub(crate) mod query;
+pub(crate) mod semantic;
+pub(crate) mod vectors;
 
 use crate::event::{Event, SessionId, SessionKind};
 use crate::store::{Ledger, StoreError};
@@ -67,6 +69,9 @@ pub enum RecallError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The vector store failed (semantic search answers lexically meanwhile).
+    #[error("the vector store failed: {0}")]
+    Vectors(String),
     /// The index cannot serve this ledger (rebuilt on the next search).
     #[error("the search index cannot be used: {0}")]
     Stale(String),

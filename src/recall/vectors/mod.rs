@@ -1,0 +1,149 @@
+//! Vectors of events, as a projection of the ledger: the contract a vector store keeps
+//! ([`VectorStore`]) and what passes through it.
+//!
+//! Owns: [`VectorStore`] (put vectors of (event, model) with a checkpoint in one atomic
+//! step, the nearest k of a query vector under the search filters, how far they reach,
+//! the right to embed: one process at a time), the shapes ([`EventVector`],
+//! [`VectorCheckpoint`], [`VectorFilter`], [`Nearest`]), the redb store of a data
+//! directory ([`redb_store`]) and the memory-bounded search it uses ([`quantized`]:
+//! one bit per dimension in memory, exact rescoring of the best candidates from disk).
+//! [`open_store`] picks the store of a ledger. Must not: write to the ledger, or call an
+//! embeddings endpoint (the embedder in [`super::semantic`] does).
+//!
+//! An event is named by its ledger position (unique across the ledger) and carries its
+//! session, seq, commit time and session kind, so filters need no ledger read. Vectors
+//! are keyed by (model, position): putting one twice replaces it, so a batch written again
+//! after a crash doubles nothing; the checkpoint is written in the same transaction as the
+//! vectors, so a crash loses nothing that the checkpoint claims.
+
+pub(crate) mod quantized;
+pub(crate) mod redb_store;
+
+use super::RecallError;
+use crate::event::{SessionId, SessionKind};
+use crate::store::Ledger;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One event's vector.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct EventVector {
+    /// The event's ledger position.
+    pub position: u64,
+    pub session: SessionId,
+    pub seq: u64,
+    /// Commit time, ms since the epoch.
+    pub at: u64,
+    /// The session's kind.
+    pub kind: SessionKind,
+    pub vector: Vec<f32>,
+}
+
+/// How far a model's vectors reach: every event up to `position` (whose hash is `hash`)
+/// has been embedded (or had no text).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct VectorCheckpoint {
+    pub position: u64,
+    pub hash: String,
+    /// Length of the model's vectors (0 before the first).
+    pub dimensions: u32,
+}
+
+/// The filters of a search, on vectors.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct VectorFilter {
+    pub session: Option<SessionId>,
+    /// None: every kind.
+    pub kinds: Vec<SessionKind>,
+    /// Commit time bounds, inclusive.
+    pub since: Option<u64>,
+    pub until: Option<u64>,
+    /// Highest position (a cursor's bound).
+    pub bound: Option<u64>,
+}
+
+impl VectorFilter {
+    pub(crate) fn admits(
+        &self,
+        position: u64,
+        session: SessionId,
+        at: u64,
+        kind: SessionKind,
+    ) -> bool {
+        self.session.is_none_or(|s| s == session)
+            && (self.kinds.is_empty() || self.kinds.contains(&kind))
+            && self.since.is_none_or(|t| at >= t)
+            && self.until.is_none_or(|t| at <= t)
+            && self.bound.is_none_or(|b| position <= b)
+    }
+}
+
+/// A near event: its position, session and seq, and its cosine similarity to the query.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Nearest {
+    pub position: u64,
+    pub session: SessionId,
+    pub seq: u64,
+    pub similarity: f32,
+}
+
+/// The right to embed a ledger's events, held by one process at a time (dropped: given
+/// up).
+pub(crate) struct EmbedLock(#[allow(dead_code)] pub Box<dyn Send>);
+
+/// Where a ledger's vectors are kept.
+pub(crate) trait VectorStore: Send + Sync {
+    /// How far `model`'s vectors reach (`None`: none yet).
+    fn checkpoint(&self, model: &str) -> Result<Option<VectorCheckpoint>, RecallError>;
+    /// Stores `vectors` of `model` and its new `checkpoint`, atomically (all or none).
+    fn put(
+        &self,
+        model: &str,
+        vectors: &[EventVector],
+        checkpoint: &VectorCheckpoint,
+    ) -> Result<(), RecallError>;
+    /// The `k` vectors of `model` most like `query` (cosine) that `filter` admits, best
+    /// first.
+    fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Vec<Nearest>, RecallError>;
+    /// How many vectors `model` has.
+    fn count(&self, model: &str) -> Result<u64, RecallError>;
+    /// Removes `model`'s vectors and checkpoint.
+    fn clear(&self, model: &str) -> Result<(), RecallError>;
+    /// The right to embed, `None` while another process holds it.
+    fn try_lock(&self) -> Result<Option<EmbedLock>, RecallError>;
+}
+
+/// The vector store of `ledger`: a redb file in its data directory; `None` on a backend
+/// with no store of its own yet (PostgreSQL's comes with pgvector).
+pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
+    if ledger.text_search().is_some() {
+        return None;
+    }
+    let dir = ledger
+        .path()
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(redb_store::VECTORS_DIR);
+    Some(Arc::new(redb_store::RedbVectors::new(dir)))
+}
+
+/// Cosine similarity of two vectors of one length (0 when either is all zeros).
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        0.0
+    } else {
+        dot / (aa.sqrt() * bb.sqrt())
+    }
+}
