@@ -162,9 +162,16 @@ pub(crate) enum Command {
         /// The next page: nextCursor of the previous answer
         #[arg(long)]
         cursor: Option<String>,
+        /// lexical, semantic or hybrid (default: hybrid when embeddings are configured, else lexical)
+        #[arg(long)]
+        mode: Option<String>,
     },
     /// Rebuild the search index from the ledger
-    Reindex,
+    Reindex {
+        /// Also embed every event again (the configured embeddings endpoint), with a progress bar
+        #[arg(long)]
+        embeddings: bool,
+    },
     /// Check every hash chain and seq (or one session's)
     Verify {
         /// Only this session (id or alias)
@@ -365,6 +372,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             since,
             until,
             cursor,
+            mode,
         } => search(
             &settings,
             search::SearchArgs {
@@ -376,9 +384,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 since,
                 until,
                 cursor,
+                mode,
             },
         ),
-        Command::Reindex => reindex(&settings),
+        Command::Reindex { embeddings } => reindex(&settings, embeddings),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
         Command::Import { file } => import(&settings, &file),
         Command::Ui { port } => {

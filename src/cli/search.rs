@@ -2,7 +2,7 @@
 //! query language, filters and JSON as `search_history`.
 
 use super::*;
-use crate::recall::{Cursor, SearchRequest, parse_time};
+use crate::recall::{Cursor, SearchMode, SearchRequest, parse_time};
 
 /// What `search` was asked, as parsed by clap.
 pub(super) struct SearchArgs {
@@ -14,6 +14,7 @@ pub(super) struct SearchArgs {
     pub since: Option<String>,
     pub until: Option<String>,
     pub cursor: Option<String>,
+    pub mode: Option<String>,
 }
 
 pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
@@ -50,6 +51,14 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
         .map(Cursor::parse)
         .transpose()
         .context("--cursor")?;
+    let mode = args
+        .mode
+        .as_deref()
+        .map(|text| {
+            SearchMode::parse(text)
+                .with_context(|| format!("--mode {text:?}: use {}", SearchMode::NAMES))
+        })
+        .transpose()?;
     let ledger = open_existing(settings)?;
     let session = match &args.session {
         Some(id) => Some(find_session(&ledger, id)?.session),
@@ -63,16 +72,25 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
         since,
         until,
         cursor,
+        mode,
     };
-    let answer = query::search(&ledger, &request)?;
+    let ranked = query::search::search_ranked(&ledger, &request)?;
     if args.json {
-        let answer = answer.to_json(&args.query);
+        let answer = ranked.to_json(&args.query);
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
+    if let Some(note) = &ranked.note {
+        eprintln!("note: {note}");
+    }
+    let answer = &ranked.answer;
     let mut text = String::new();
-    for found in &answer.matches {
+    for (at, found) in answer.matches.iter().enumerate() {
+        let rankers = match ranked.rankers.get(at) {
+            Some(rankers) if !rankers.is_empty() => format!(" [{}]", rankers.join("+")),
+            _ => String::new(),
+        };
         text.push_str(&format!(
-            "{} #{:<5} {:<8} {:>7.3}  {}\n",
+            "{} #{:<5} {:<8} {:>7.3}{rankers}  {}\n",
             found.session_id,
             found.seq,
             found.kind,

@@ -48,6 +48,9 @@ pub(super) fn serve(
     let models = crate::provider::Models::new(crate::provider::ProviderSettings::load(Some(
         &settings.data_dir,
     )));
+    // Vectors are a projection made off the write path: embedded after commit, in the
+    // background, when an embeddings endpoint is configured (nothing starts otherwise).
+    crate::recall::start_embedder(&ledger);
     match models.http_provider() {
         Some((name, model)) => tracing::info!(provider = name, model, "model provider"),
         None => tracing::info!("no HTTP model provider configured: MCP sampling only"),

@@ -26,13 +26,45 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         None => verify_all_with_progress(&ledger)?,
     };
     let events: u64 = verified.iter().map(|v| v.events).sum();
-    stdout_write(&format!(
+    let mut report = format!(
         "ok: {} session(s), {} event(s), every hash chain and seq checked in {}\n{}\n",
         verified.len(),
         events,
         ledger.path().display(),
         index_report(&ledger)
-    ))
+    );
+    if let Some(line) = vectors_report(&ledger) {
+        report.push_str(&line);
+        report.push('\n');
+    }
+    stdout_write(&report)
+}
+
+/// How far the vectors reach, when embeddings are configured (`None` otherwise: the
+/// report is as before semantic recall). Never a failure: vectors are derived data.
+fn vectors_report(ledger: &Ledger) -> Option<String> {
+    let recall = crate::recall::Recall::for_ledger(ledger);
+    let semantic = recall.semantic()?;
+    let model = semantic.model();
+    let last = ledger.last_position().unwrap_or(0);
+    let line = match (
+        semantic.store().checkpoint(model),
+        semantic.store().count(model),
+    ) {
+        (Ok(None), _) => format!(
+            "vectors ({model}): none yet (`serve` embeds in the background; `reindex --embeddings` now)"
+        ),
+        (Ok(Some(checkpoint)), Ok(count)) if checkpoint.position >= last => format!(
+            "vectors ({model}): reach the ledger's end (position {}, {count} vector(s))",
+            checkpoint.position
+        ),
+        (Ok(Some(checkpoint)), Ok(count)) => format!(
+            "vectors ({model}): reach position {} of {last} ({count} vector(s); `serve` embeds the rest)",
+            checkpoint.position
+        ),
+        (Err(error), _) | (_, Err(error)) => format!("vectors ({model}): not checked ({error})"),
+    };
+    Some(line)
 }
 
 /// Every session verified, with a bar of sessions on a terminal.

@@ -10,7 +10,7 @@
 
 use crate::store::Ledger;
 
-pub(crate) use crate::recall::{Match, RecallError, SearchAnswer, SearchRequest};
+pub(crate) use crate::recall::{Match, RankedAnswer, RecallError, SearchAnswer, SearchRequest};
 
 /// One page of matches for `request`, best first, as of the ledger's end when called.
 pub(crate) fn search(
@@ -18,4 +18,13 @@ pub(crate) fn search(
     request: &SearchRequest,
 ) -> Result<SearchAnswer, RecallError> {
     crate::recall::Recall::for_ledger(ledger).search(ledger, request)
+}
+
+/// [`search`] in the request's mode, with each match's rankers and the note of a
+/// semantic search that answered lexically.
+pub(crate) fn search_ranked(
+    ledger: &Ledger,
+    request: &SearchRequest,
+) -> Result<RankedAnswer, RecallError> {
+    crate::recall::Recall::for_ledger(ledger).search_ranked(ledger, request)
 }

@@ -36,6 +36,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use index::IndexState;
+#[allow(unused_imports)] // some only in test builds
+pub(crate) use semantic::Semantic;
 pub(crate) use query::{MAX_QUERY_BYTES, QueryError};
 
 /// Matches a search returns unless asked otherwise.
@@ -119,6 +121,77 @@ pub struct SearchRequest {
     pub since: Option<u64>,
     pub until: Option<u64>,
     pub cursor: Option<Cursor>,
+    /// Which ranking(s) (`None`: hybrid when embeddings are configured, else lexical).
+    pub mode: Option<SearchMode>,
+}
+
+/// Which ranking a search uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchMode {
+    /// The index's words (BM25).
+    Lexical,
+    /// The embeddings' nearest events.
+    Semantic,
+    /// Both, fused by reciprocal rank.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The modes' names, as the tool and the CLI take them.
+    pub(crate) const NAMES: &'static str = "lexical, semantic or hybrid";
+
+    pub fn parse(text: &str) -> Option<SearchMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "lexical" => Some(SearchMode::Lexical),
+            "semantic" => Some(SearchMode::Semantic),
+            "hybrid" => Some(SearchMode::Hybrid),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Lexical => "lexical",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// A ranker's name in `rankers`.
+const LEXICAL: &str = "lexical";
+/// A ranker's name in `rankers`.
+const SEMANTIC: &str = "semantic";
+
+/// A page of matches with how they were ranked: what `search_history` and `search`
+/// answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RankedAnswer {
+    pub answer: SearchAnswer,
+    /// Per match, the rankers that found it (empty in lexical mode: the answer is as
+    /// before semantic recall).
+    pub rankers: Vec<Vec<&'static str>>,
+    /// Why a semantic or hybrid search answered lexically (one line).
+    pub note: Option<String>,
+}
+
+impl RankedAnswer {
+    /// [`SearchAnswer::to_json`], each match with its `rankers` when it has them, and
+    /// `note` when there is one.
+    pub(crate) fn to_json(&self, query: &str) -> Value {
+        let mut answer = self.answer.to_json(query);
+        if let Some(matches) = answer["matches"].as_array_mut() {
+            for (found, rankers) in matches.iter_mut().zip(&self.rankers) {
+                if !rankers.is_empty() {
+                    found["rankers"] = json!(rankers);
+                }
+            }
+        }
+        if let Some(note) = &self.note {
+            answer["note"] = json!(note);
+        }
+        answer
+    }
 }
 
 /// One match.
@@ -188,6 +261,8 @@ pub trait TextSearch: Send + Sync {
 pub(crate) struct Recall {
     /// The Tantivy index of a redb ledger; `None` when the backend searches itself.
     index: Option<index::TantivyRecall>,
+    /// Embeddings and vectors, when an endpoint is configured and the backend keeps them.
+    semantic: Option<Arc<semantic::Semantic>>,
 }
 
 /// Every [`Recall`] this process opened, by ledger path (most recent last).
@@ -211,12 +286,18 @@ impl Recall {
                 ledger.path().parent().unwrap_or(std::path::Path::new(".")),
             )),
         };
-        let recall = Arc::new(Recall { index });
+        let semantic = semantic::Semantic::for_ledger(ledger);
+        let recall = Arc::new(Recall { index, semantic });
         if open.len() >= MAX_OPEN_INDEXES {
             open.remove(0);
         }
         open.push((key, recall.clone()));
         recall
+    }
+
+    /// The semantic side, when embeddings are configured for this ledger.
+    pub(crate) fn semantic(&self) -> Option<&Arc<semantic::Semantic>> {
+        self.semantic.as_ref()
     }
 
     /// One page of matches for `request`, as of the ledger's end when called.
@@ -225,12 +306,128 @@ impl Recall {
         ledger: &Ledger,
         request: &SearchRequest,
     ) -> Result<SearchAnswer, RecallError> {
+        self.search_ranked(ledger, request).map(|ranked| ranked.answer)
+    }
+
+    /// One page of matches for `request` in its mode, with each match's rankers and a
+    /// note when a semantic or hybrid search had to answer lexically (never an error for
+    /// that, never a wait longer than [`semantic::QUERY_EMBED_TIMEOUT`] for the query's
+    /// vector).
+    pub(crate) fn search_ranked(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+    ) -> Result<RankedAnswer, RecallError> {
         let parsed = query::parse(&request.query)?;
         let mut request = request.clone();
         request.limit = request.limit.clamp(1, MAX_LIMIT);
+        let mode = request.mode.unwrap_or(if self.semantic.is_some() {
+            SearchMode::Hybrid
+        } else {
+            SearchMode::Lexical
+        });
+        if mode == SearchMode::Lexical {
+            return Ok(RankedAnswer {
+                answer: self.lexical(ledger, &request, &parsed)?,
+                ..RankedAnswer::default()
+            });
+        }
+        let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
+            let answer = self.lexical(ledger, &request, &parsed)?;
+            Ok(RankedAnswer {
+                rankers: vec![vec![LEXICAL]; answer.matches.len()],
+                answer,
+                note: Some(note),
+            })
+        };
+        let Some(semantic) = &self.semantic else {
+            return lexically(format!(
+                "{} search needs an embeddings endpoint (REASONING_LEDGER_EMBEDDINGS_BASE_URL and _MODEL); these are lexical matches",
+                mode.as_str()
+            ));
+        };
+        let wanted: Vec<&str> = parsed.wanted.iter().map(|u| u.text()).collect();
+        let vector = match semantic.embed_query(&wanted.join(" ")) {
+            Ok(vector) => vector,
+            Err(why) => return lexically(format!("semantic ranking unavailable ({why}); these are lexical matches")),
+        };
+        let (offset, bound) = match request.cursor {
+            Some(cursor) => (cursor.offset, cursor.bound),
+            None => (0, ledger.last_position()?),
+        };
+        let depth = offset + request.limit + 1;
+        let filter = vectors::VectorFilter {
+            session: request.session,
+            kinds: request.kinds.clone(),
+            since: request.since,
+            until: request.until,
+            bound: Some(bound),
+        };
+        let near = match semantic.nearest(&vector, depth, &filter) {
+            Ok(near) => near,
+            Err(error) => {
+                tracing::warn!(%error, "semantic search failed; answering lexically");
+                return lexically(format!("semantic ranking unavailable ({error}); these are lexical matches"));
+            }
+        };
+        let lexical = if mode == SearchMode::Hybrid {
+            let deep = SearchRequest {
+                limit: depth,
+                cursor: Some(Cursor { bound, offset: 0 }),
+                ..request.clone()
+            };
+            self.lexical(ledger, &deep, &parsed)?.matches
+        } else {
+            Vec::new()
+        };
+        let semantic_matches = semantic_matches(ledger, &near, &parsed)?;
+        let key = |m: &Match| (m.session_id.clone(), m.seq);
+        let lexical_keys: Vec<semantic::Key> = lexical.iter().map(key).collect();
+        let semantic_keys: Vec<semantic::Key> = semantic_matches.iter().map(key).collect();
+        let fused = semantic::fuse(&lexical_keys, &semantic_keys);
+        let mut by_key: HashMap<semantic::Key, Match> = HashMap::new();
+        for found in semantic_matches.into_iter().chain(lexical) {
+            // The lexical match (its snippet marks the words) replaces the semantic one.
+            by_key.insert(key(&found), found);
+        }
+        let next_cursor = (fused.len() > offset + request.limit).then(|| Cursor {
+            bound,
+            offset: offset + request.limit,
+        });
+        let mut answer = RankedAnswer::default();
+        for (key, score, by_words, by_meaning) in
+            fused.into_iter().skip(offset).take(request.limit)
+        {
+            let Some(mut found) = by_key.remove(&key) else {
+                continue;
+            };
+            if mode == SearchMode::Hybrid {
+                found.score = round_score(score);
+            }
+            let mut rankers = Vec::new();
+            if by_words {
+                rankers.push(LEXICAL);
+            }
+            if by_meaning {
+                rankers.push(SEMANTIC);
+            }
+            answer.answer.matches.push(found);
+            answer.rankers.push(rankers);
+        }
+        answer.answer.next_cursor = next_cursor;
+        Ok(answer)
+    }
+
+    /// The lexical ranking (the index, or the backend's own search).
+    fn lexical(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+    ) -> Result<SearchAnswer, RecallError> {
         match (&self.index, ledger.text_search()) {
-            (_, Some(backend)) => backend.search(ledger, &request, &parsed),
-            (Some(index), None) => index.search(ledger, &request, &parsed),
+            (_, Some(backend)) => backend.search(ledger, request, parsed),
+            (Some(index), None) => index.search(ledger, request, parsed),
             (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
         }
     }
@@ -306,6 +503,53 @@ impl Recall {
             }
         }
         Ok(related)
+    }
+}
+
+/// The matches of the nearest events (score: cosine similarity; snippet: the start of
+/// the text), leaving out events whose text holds an excluded word or phrase.
+fn semantic_matches(
+    ledger: &Ledger,
+    near: &[vectors::Nearest],
+    parsed: &ParsedQuery,
+) -> Result<Vec<Match>, RecallError> {
+    let excluded: Vec<Vec<String>> = parsed
+        .excluded
+        .iter()
+        .map(|u| analyzer::terms(u.text()))
+        .filter(|terms| !terms.is_empty())
+        .collect();
+    let mut heads = Heads::default();
+    let mut matches = Vec::with_capacity(near.len());
+    for found in near {
+        let Some(event) = ledger
+            .events(found.session, found.seq, found.seq)?
+            .into_iter()
+            .next()
+        else {
+            continue;
+        };
+        let text = index::texts(&event.payload).join("\n");
+        if !excluded.is_empty() {
+            let terms: std::collections::HashSet<String> =
+                analyzer::terms(&text).into_iter().collect();
+            if excluded.iter().any(|unit| unit.iter().all(|t| terms.contains(t))) {
+                continue;
+            }
+        }
+        let snippet = cut(&text, index::SNIPPET_MAX_CHARS);
+        if let Some(found) = heads.describe(ledger, &event, found.similarity, snippet)? {
+            matches.push(found);
+        }
+    }
+    Ok(matches)
+}
+
+/// Starts the background embedder of `serve` when embeddings are configured for
+/// `ledger` (nothing otherwise).
+pub(crate) fn start_embedder(ledger: &Ledger) {
+    if let Some(semantic) = Recall::for_ledger(ledger).semantic() {
+        semantic.clone().spawn_embedder(ledger.clone());
     }
 }
 

@@ -100,7 +100,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SEARCH_HISTORY,
             None,
-            "Ranked search: words, \"phrase\", -word; filter by sessionId, kinds, since/until (RFC 3339/ms).",
+            "Ranked search: words, \"phrase\", -word; mode lexical|semantic|hybrid; filter sessionId, kinds, since/until.",
             json!({"type": "object", "properties": {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),
@@ -108,7 +108,8 @@ pub fn tools() -> Vec<Tool> {
                 "kinds": string_list_schema(),
                 "since": time,
                 "until": time,
-                "cursor": text
+                "cursor": text,
+                "mode": text
             }, "required": ["query"]}),
             None,
             reading_annotations(),
@@ -347,6 +348,21 @@ fn search_request(
                 None
             }
         });
+    let mode = args
+        .string_limited(&["mode"], false, MAX_ID_BYTES)
+        .and_then(|text| match recall::SearchMode::parse(&text) {
+            Some(mode) => Some(mode),
+            None => {
+                args.problem(
+                    "mode",
+                    format!(
+                        "Invalid option: expected {}, received {text:?}",
+                        recall::SearchMode::NAMES
+                    ),
+                );
+                None
+            }
+        });
     let request = SearchRequest {
         query: query.unwrap_or_default(),
         limit: limit as usize,
@@ -355,6 +371,7 @@ fn search_request(
         since,
         until,
         cursor,
+        mode,
     };
     Ok((request, !no_kind_matches))
 }
@@ -395,12 +412,16 @@ fn call_search(
     let (request, can_match) = search_request(ledger, raw, &mut args)?;
     finish(tool, args)?;
     let answer = if can_match {
-        query::search(ledger, &request).map_err(|error| search_failed(tool, error))?
+        query::search::search_ranked(ledger, &request).map_err(|error| search_failed(tool, error))?
     } else {
-        recall::SearchAnswer::default()
+        recall::RankedAnswer::default()
     };
     let mut answer = answer.to_json(&request.query);
-    answer["note"] = json!(PROVENANCE_NOTE);
+    // A semantic search that answered lexically says why, before the provenance.
+    answer["note"] = match answer["note"].as_str() {
+        Some(why) => json!(format!("{why}. {PROVENANCE_NOTE}")),
+        None => json!(PROVENANCE_NOTE),
+    };
     Ok(structured_result(answer))
 }
 

@@ -54,6 +54,7 @@ mod planning;
 mod protocol;
 mod qa;
 mod recall;
+mod recall_semantic;
 mod recall_set;
 mod sampling;
 mod surface;

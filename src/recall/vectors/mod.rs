@@ -62,22 +62,6 @@ pub(crate) struct VectorFilter {
     pub bound: Option<u64>,
 }
 
-impl VectorFilter {
-    pub(crate) fn admits(
-        &self,
-        position: u64,
-        session: SessionId,
-        at: u64,
-        kind: SessionKind,
-    ) -> bool {
-        self.session.is_none_or(|s| s == session)
-            && (self.kinds.is_empty() || self.kinds.contains(&kind))
-            && self.since.is_none_or(|t| at >= t)
-            && self.until.is_none_or(|t| at <= t)
-            && self.bound.is_none_or(|b| position <= b)
-    }
-}
-
 /// A near event: its position, session and seq, and its cosine similarity to the query.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Nearest {

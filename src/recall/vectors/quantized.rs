@@ -59,6 +59,7 @@ impl BitIndex {
     }
 
     /// How many vectors it holds.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.positions.len()
     }
@@ -81,6 +82,7 @@ impl BitIndex {
 
     /// Appends the vector of the event at `position` (after every position it holds;
     /// one at or before them is already held and skipped).
+    #[cfg(test)]
     pub(crate) fn push(
         &mut self,
         position: u64,

@@ -17,7 +17,7 @@ use super::{EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, Vec
 use crate::event::{SessionId, SessionKind};
 use crate::recall::RecallError;
 use redb::{
-    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
