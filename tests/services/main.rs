@@ -4,7 +4,9 @@
 //! processes, streamable HTTP with its token; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
 //! PostgreSQL's full-text search) and a real local model (`local_model`: llama.cpp through
-//! `tools/local-model/run`, installed into a cached venv on first use). Everything that
+//! `tools/local-model/run`, installed into a cached venv on first use; `local_embed`: a
+//! real embedding model through `tools/local-embed/run`, semantic search on redb and on
+//! PostgreSQL with and without pgvector). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
 
@@ -13,6 +15,7 @@ mod common;
 
 mod bench;
 mod doctor;
+mod local_embed;
 mod local_model;
 mod pg;
 mod recall_pg;

@@ -28,7 +28,7 @@ use super::read::{session_key, session_of, to_i64};
 use super::schema::{quote_ident, quote_literal};
 use crate::event::SessionKind;
 use crate::recall::RecallError;
-use crate::recall::vectors::quantized::BitIndex;
+use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
     EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
 };
@@ -396,18 +396,23 @@ impl PgVectors {
                 &[&model, &to_i64(index.through())],
             )
             .map_err(failed("reading new vectors"))?;
+        let words = (checkpoint.dimensions as usize).div_ceil(64).max(1);
+        let mut code = Vec::with_capacity(words);
         for row in &rows {
             let (position, session, seq) = entry(row)?;
             let at: i64 = row.get(3);
             let kind: String = row.get(4);
             let vector: Vec<u8> = row.get(5);
-            index.push(
+            code.clear();
+            quantized::encode(&decode_values(&vector), words, &mut code);
+            let bytes: Vec<u8> = code.iter().flat_map(|w| w.to_le_bytes()).collect();
+            index.push_code(
                 position,
                 session,
                 seq,
                 at.max(0) as u64,
                 SessionKind::parse(&kind).unwrap_or(SessionKind::THINKING),
-                &decode_values(&vector),
+                &bytes,
             );
         }
         let wanted = (k * RESCORE_PER_MATCH).max(MIN_RESCORED);
