@@ -880,6 +880,25 @@ mod tests {
             near.iter().map(|n| n.position).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
+        // Vectors stored before pgvector was there (its table empty): the next server
+        // fills it from ledger_vectors and its index answers.
+        client
+            .batch_execute(&format!("TRUNCATE {HNSW_TABLE}"))
+            .unwrap();
+        let later = crate::store::Ledger::open_postgres(url).unwrap();
+        let later_store = crate::recall::vectors::open_store(&later).unwrap();
+        let near = later_store
+            .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())
+            .unwrap();
+        assert_eq!(
+            near.iter().map(|n| n.position).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        let filled: i64 = client
+            .query_one(&format!("SELECT count(*) FROM {HNSW_TABLE}"), &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(filled, 2000);
         store.clear("m").unwrap();
     }
 }
