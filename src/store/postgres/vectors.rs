@@ -9,10 +9,12 @@
 //! - **pgvector** (the `vector` extension is installed, or can be: `CREATE EXTENSION IF
 //!   NOT EXISTS vector` is tried once): a table `ledger_vectors_hnsw` (model, position,
 //!   `embedding vector`), made at run time beside `ledger_vectors` and filled from it, with
-//!   one HNSW index (cosine) per model and length of vector, partial on the model. A search
-//!   asks the index for the nearest rows under the filters; when a narrow filter leaves the
-//!   index's candidates short of `k`, it scans the admitted rows exactly (pgvector's own
-//!   distance, in SQL).
+//!   one HNSW index (cosine) per model and length of vector, partial on the model. Filling
+//!   the table and making an index happen before a put, on the embedder's path (minutes on
+//!   a large ledger), never in a search. A search asks the index for the nearest rows
+//!   under the filters (until the index is made and the table full, the sign bits below
+//!   serve); when a narrow filter leaves the index's candidates short of `k`, it scans the
+//!   admitted rows exactly (pgvector's own distance, in SQL).
 //! - **without pgvector** (not installed, or no right to create it: said once in the log):
 //!   the same memory-bounded search as a redb ledger's ([`BitIndex`]: one sign bit per
 //!   dimension in this process's memory, brought up to the table's end before each search;
@@ -93,8 +95,13 @@ enum Search {
 pub(crate) struct PgVectors {
     pool: Arc<Pool>,
     search: OnceLock<Search>,
-    /// HNSW indexes known to exist, by name.
+    /// HNSW indexes this process made or found, by name.
     indexes: Mutex<HashSet<String>>,
+    /// Whether this process filled the pgvector table (once, before its first put).
+    filled: Mutex<bool>,
+    /// Indexes found ready to serve searches: present and covering every vector of their
+    /// model (the pgvector table filled), by name.
+    ready: Mutex<HashSet<String>>,
     /// Without pgvector: each searched model's in-memory index.
     loaded: Mutex<HashMap<String, BitIndex>>,
     /// The embed lock's connection, kept between holders.
@@ -224,6 +231,8 @@ impl PgVectors {
             pool,
             search: OnceLock::new(),
             indexes: Mutex::new(HashSet::new()),
+            filled: Mutex::new(false),
+            ready: Mutex::new(HashSet::new()),
             loaded: Mutex::new(HashMap::new()),
             lock_client: Arc::new(Mutex::new(None)),
         }
@@ -291,6 +300,70 @@ impl PgVectors {
         Ok(name)
     }
 
+    /// Before a put with pgvector (on the embedder's path, under the embed lock): the
+    /// pgvector table filled with what it lacks (once per process) and the index of
+    /// `model`'s vectors of `dimensions` made. Either may take minutes on a large
+    /// ledger; searches use the sign bits until both are done.
+    fn prepare_pgvector(
+        &self,
+        client: &mut Client,
+        schema: &str,
+        model: &str,
+        dimensions: u32,
+    ) -> Result<(), RecallError> {
+        let mut filled = self.filled.lock().unwrap_or_else(|p| p.into_inner());
+        if !*filled {
+            fill_hnsw_table(client, schema)?;
+            *filled = true;
+        }
+        drop(filled);
+        if dimensions > 0 {
+            self.ensure_index(client, schema, model, dimensions)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the HNSW index of `model`'s vectors of `dimensions` can serve a search:
+    /// it exists and the pgvector table holds every vector of the model. Once true, it
+    /// stays true (every put writes both tables).
+    fn is_ready(
+        &self,
+        client: &mut Client,
+        model: &str,
+        dimensions: u32,
+    ) -> Result<bool, RecallError> {
+        let name = index_name(model, dimensions);
+        if self
+            .ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&name)
+        {
+            return Ok(true);
+        }
+        let ready: bool = client
+            .query_one(
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+                       WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
+                       AND i.indisvalid) \
+                     AND NOT EXISTS (SELECT 1 FROM ledger_vectors v WHERE v.model = $2 \
+                       AND NOT EXISTS (SELECT 1 FROM {HNSW_TABLE} h \
+                         WHERE h.model = v.model AND h.position = v.position))"
+                ),
+                &[&name, &model],
+            )
+            .map_err(failed("checking the vector index"))?
+            .get(0);
+        if ready {
+            self.ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name);
+        }
+        Ok(ready)
+    }
+
     fn read_checkpoint(
         client: &mut Client,
         model: &str,
@@ -320,7 +393,6 @@ impl PgVectors {
         filter: &VectorFilter,
         dimensions: u32,
     ) -> Result<Vec<Nearest>, RecallError> {
-        self.ensure_index(client, schema, model, dimensions)?;
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(vector_text(query))];
         let conditions = filter_sql(filter, &mut params);
         let distance = format!(
@@ -498,7 +570,6 @@ fn find_search(client: &mut Client) -> Result<Search, RecallError> {
             )"
         ))
         .map_err(failed("making the pgvector table"))?;
-    fill_hnsw_table(client, &schema)?;
     Ok(Search::Pgvector { schema })
 }
 
@@ -556,6 +627,9 @@ impl VectorStore for PgVectors {
     ) -> Result<(), RecallError> {
         let search = self.search()?.clone();
         self.with_client(|client| {
+            if let Search::Pgvector { schema } = &search {
+                self.prepare_pgvector(client, schema, model, checkpoint.dimensions)?;
+            }
             let mut txn = client
                 .transaction()
                 .map_err(failed("beginning to store vectors"))?;
@@ -632,16 +706,20 @@ impl VectorStore for PgVectors {
                 )));
             }
             match &search {
-                Search::Pgvector { schema } => self.nearest_pgvector(
-                    client,
-                    schema,
-                    model,
-                    query,
-                    k,
-                    filter,
-                    checkpoint.dimensions,
-                ),
-                Search::Bits => self.nearest_bits(client, model, query, k, filter, &checkpoint),
+                Search::Pgvector { schema }
+                    if self.is_ready(client, model, checkpoint.dimensions)? =>
+                {
+                    self.nearest_pgvector(
+                        client,
+                        schema,
+                        model,
+                        query,
+                        k,
+                        filter,
+                        checkpoint.dimensions,
+                    )
+                }
+                _ => self.nearest_bits(client, model, query, k, filter, &checkpoint),
             }
         })
     }
@@ -880,25 +958,35 @@ mod tests {
             near.iter().map(|n| n.position).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
-        // Vectors stored before pgvector was there (its table empty): the next server
-        // fills it from ledger_vectors and its index answers.
+        // Vectors stored before pgvector was there (its table empty): a new server's
+        // search is served by the sign bits meanwhile; its embedder's next put fills the
+        // table, and then the index serves.
         client
             .batch_execute(&format!("TRUNCATE {HNSW_TABLE}"))
             .unwrap();
-        let later = crate::store::Ledger::open_postgres(url).unwrap();
-        let later_store = crate::recall::vectors::open_store(&later).unwrap();
-        let near = later_store
-            .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())
-            .unwrap();
-        assert_eq!(
-            near.iter().map(|n| n.position).collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
+        // A new server's store (its own pool, nothing cached).
+        let target = Arc::new(super::super::connect::Target::parse(url).unwrap());
+        let first = target.connect().unwrap();
+        let later_vectors = PgVectors::new(Arc::new(Pool::new(target, first)));
+        let nearest = |store: &PgVectors| -> Vec<u64> {
+            store
+                .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())
+                .unwrap()
+                .iter()
+                .map(|n| n.position)
+                .collect()
+        };
+        assert_eq!(nearest(&later_vectors), vec![1, 2, 3]);
+        let mut check = Client::connect(url, postgres::NoTls).unwrap();
+        assert!(!later_vectors.is_ready(&mut check, "m", 2).unwrap());
+        later_vectors.put("m", &[], &checkpoint).unwrap();
         let filled: i64 = client
             .query_one(&format!("SELECT count(*) FROM {HNSW_TABLE}"), &[])
             .unwrap()
             .get(0);
         assert_eq!(filled, 2000);
+        assert!(later_vectors.is_ready(&mut check, "m", 2).unwrap());
+        assert_eq!(nearest(&later_vectors), vec![1, 2, 3]);
         store.clear("m").unwrap();
     }
 }
