@@ -391,8 +391,9 @@ impl PgVectors {
         query: &[f32],
         k: usize,
         filter: &VectorFilter,
-        dimensions: u32,
     ) -> Result<Vec<Nearest>, RecallError> {
+        // Checked against the stored vectors' length by the caller.
+        let dimensions = query.len();
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(vector_text(query))];
         let conditions = filter_sql(filter, &mut params);
         let distance = format!(
@@ -709,15 +710,7 @@ impl VectorStore for PgVectors {
                 Search::Pgvector { schema }
                     if self.is_ready(client, model, checkpoint.dimensions)? =>
                 {
-                    self.nearest_pgvector(
-                        client,
-                        schema,
-                        model,
-                        query,
-                        k,
-                        filter,
-                        checkpoint.dimensions,
-                    )
+                    self.nearest_pgvector(client, schema, model, query, k, filter)
                 }
                 _ => self.nearest_bits(client, model, query, k, filter, &checkpoint),
             }
