@@ -36,9 +36,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use index::IndexState;
+pub(crate) use query::{MAX_QUERY_BYTES, QueryError};
 #[allow(unused_imports)] // some only in test builds
 pub(crate) use semantic::Semantic;
-pub(crate) use query::{MAX_QUERY_BYTES, QueryError};
 
 /// Matches a search returns unless asked otherwise.
 pub(crate) const DEFAULT_LIMIT: usize = 10;
@@ -306,7 +306,8 @@ impl Recall {
         ledger: &Ledger,
         request: &SearchRequest,
     ) -> Result<SearchAnswer, RecallError> {
-        self.search_ranked(ledger, request).map(|ranked| ranked.answer)
+        self.search_ranked(ledger, request)
+            .map(|ranked| ranked.answer)
     }
 
     /// One page of matches for `request` in its mode, with each match's rankers and a
@@ -349,7 +350,11 @@ impl Recall {
         let wanted: Vec<&str> = parsed.wanted.iter().map(|u| u.text()).collect();
         let vector = match semantic.embed_query(&wanted.join(" ")) {
             Ok(vector) => vector,
-            Err(why) => return lexically(format!("semantic ranking unavailable ({why}); these are lexical matches")),
+            Err(why) => {
+                return lexically(format!(
+                    "semantic ranking unavailable ({why}); these are lexical matches"
+                ));
+            }
         };
         let (offset, bound) = match request.cursor {
             Some(cursor) => (cursor.offset, cursor.bound),
@@ -367,7 +372,9 @@ impl Recall {
             Ok(near) => near,
             Err(error) => {
                 tracing::warn!(%error, "semantic search failed; answering lexically");
-                return lexically(format!("semantic ranking unavailable ({error}); these are lexical matches"));
+                return lexically(format!(
+                    "semantic ranking unavailable ({error}); these are lexical matches"
+                ));
             }
         };
         let lexical = if mode == SearchMode::Hybrid {
@@ -395,8 +402,7 @@ impl Recall {
             offset: offset + request.limit,
         });
         let mut answer = RankedAnswer::default();
-        for (key, score, by_words, by_meaning) in
-            fused.into_iter().skip(offset).take(request.limit)
+        for (key, score, by_words, by_meaning) in fused.into_iter().skip(offset).take(request.limit)
         {
             let Some(mut found) = by_key.remove(&key) else {
                 continue;
@@ -533,7 +539,10 @@ fn semantic_matches(
         if !excluded.is_empty() {
             let terms: std::collections::HashSet<String> =
                 analyzer::terms(&text).into_iter().collect();
-            if excluded.iter().any(|unit| unit.iter().all(|t| terms.contains(t))) {
+            if excluded
+                .iter()
+                .any(|unit| unit.iter().all(|t| terms.contains(t)))
+            {
                 continue;
             }
         }

@@ -73,7 +73,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             LIST_SESSIONS,
             None,
-            "Sessions, newest first; filter by kind or title (query); page: before=nextCursor.",
+            "Sessions, newest first; filter: kind, title (query); page: before=nextCursor.",
             json!({"type": "object", "properties": {
                 "kind": text,
                 "query": text,
@@ -100,7 +100,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SEARCH_HISTORY,
             None,
-            "Ranked search: words, \"phrase\", -word; mode lexical|semantic|hybrid; filter sessionId, kinds, since/until.",
+            "Search: words, \"phrase\", -word; mode lexical|semantic|hybrid; filter sessionId, kinds, time.",
             json!({"type": "object", "properties": {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),
@@ -117,7 +117,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             EXPORT_SESSION,
             None,
-            "A session in a format (json: tree), as of atSeq if given.",
+            "A session in a format (json: tree), at atSeq if given.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": Format::ALL.map(Format::as_str)},
@@ -129,7 +129,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             REPLAY_SESSION,
             None,
-            "A session as of atSeq: thoughts, branches, edges, anomalies.",
+            "A session at atSeq: thoughts, branches, edges, anomalies.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "atSeq": count_schema()
@@ -412,7 +412,8 @@ fn call_search(
     let (request, can_match) = search_request(ledger, raw, &mut args)?;
     finish(tool, args)?;
     let answer = if can_match {
-        query::search::search_ranked(ledger, &request).map_err(|error| search_failed(tool, error))?
+        query::search::search_ranked(ledger, &request)
+            .map_err(|error| search_failed(tool, error))?
     } else {
         recall::RankedAnswer::default()
     };

@@ -41,9 +41,9 @@ fn vector(text: &str) -> Vec<f32> {
         let dim = match CONCEPTS.iter().position(|c| c.contains(&word.as_str())) {
             Some(concept) => concept,
             None => {
-                let hash = word
-                    .bytes()
-                    .fold(1469598103934665603u64, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+                let hash = word.bytes().fold(1469598103934665603u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(1099511628211)
+                });
                 CONCEPTS.len() + (hash % (DIMS - CONCEPTS.len()) as u64) as usize
             }
         };
@@ -110,7 +110,10 @@ impl Stub {
                         return;
                     }
                     let (status, reply) = if d.load(Ordering::SeqCst) {
-                        (503, format!("{{\"error\":\"overloaded; you sent {auth}\"}}"))
+                        (
+                            503,
+                            format!("{{\"error\":\"overloaded; you sent {auth}\"}}"),
+                        )
                     } else {
                         let request: Value = serde_json::from_str(&body).unwrap();
                         let data: Vec<Value> = request["input"]
@@ -120,7 +123,10 @@ impl Stub {
                             .enumerate()
                             .map(|(i, t)| json!({"index": i, "embedding": vector(t.as_str().unwrap())}))
                             .collect();
-                        (200, json!({"data": data, "model": request["model"]}).to_string())
+                        (
+                            200,
+                            json!({"data": data, "model": request["model"]}).to_string(),
+                        )
                     };
                     let head = format!(
                         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -144,7 +150,10 @@ impl Stub {
 
     fn env(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("REASONING_LEDGER_EMBEDDINGS_BASE_URL", self.base_url.clone()),
+            (
+                "REASONING_LEDGER_EMBEDDINGS_BASE_URL",
+                self.base_url.clone(),
+            ),
             ("REASONING_LEDGER_EMBEDDINGS_MODEL", "stub-concepts".into()),
             ("REASONING_LEDGER_EMBEDDINGS_API_KEY", CANARY.into()),
             ("REASONING_LEDGER_EMBEDDINGS_BACKOFF_MS", "20".into()),
@@ -309,15 +318,29 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
         json!(["lexical", "semantic"]),
         "{exact}"
     );
-    assert!(exact["matches"][0]["snippet"].as_str().unwrap().contains("**"));
+    assert!(
+        exact["matches"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**")
+    );
     assert!(exact.get("nextCursor").is_none() || exact["matches"].as_array().unwrap().len() == 10);
 
-    let refused = call(&client, "search_history", json!({"query": "x", "mode": "fuzzy"})).await;
+    let refused = call(
+        &client,
+        "search_history",
+        json!({"query": "x", "mode": "fuzzy"}),
+    )
+    .await;
     assert!(is_error(&refused));
     assert!(common::text(&refused).contains("lexical, semantic or hybrid"));
 
     // The CLI: the same modes; reindex --embeddings embeds everything again.
-    let out = cli(dir.path(), &["search", PARAPHRASE, "--mode", "semantic", "--json"], &env);
+    let out = cli(
+        dir.path(),
+        &["search", PARAPHRASE, "--mode", "semantic", "--json"],
+        &env,
+    );
     assert!(out.status.success(), "{}", common::stderr(&out));
     let answer: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
     assert_eq!(sessions(&answer).first(), Some(&target), "{answer}");
@@ -339,8 +362,7 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embedded_on_return()
-{
+async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embedded_on_return() {
     let stub = Stub::start().await;
     let env = stub.env();
     let dir = data_dir();
@@ -349,7 +371,11 @@ async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embe
     let target = one_thought_session(&client, TARGET).await;
     let started = Instant::now();
     let answer = search(&client, "postgres", "hybrid").await;
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(sessions(&answer), vec![target.clone()], "{answer}");
     assert_eq!(answer["matches"][0]["rankers"], json!(["lexical"]));
     let note = answer["note"].as_str().unwrap();
@@ -362,13 +388,23 @@ async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embe
     let answer = search(&client, "postgres speed", "semantic").await;
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(4), "waited {waited:?}");
-    assert!(answer["note"].as_str().unwrap().contains("did not answer within 2 s"), "{answer}");
+    assert!(
+        answer["note"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within 2 s"),
+        "{answer}"
+    );
 
     // Back up: the missed event is embedded without another write.
     stub.hang.store(false, Ordering::SeqCst);
     let back = Instant::now();
     tokio::task::block_in_place(|| wait_embedded(dir.path(), &env));
-    assert!(back.elapsed() < Duration::from_secs(30), "{:?}", back.elapsed());
+    assert!(
+        back.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        back.elapsed()
+    );
     let semantic = search(&client, PARAPHRASE, "semantic").await;
     assert_eq!(sessions(&semantic), vec![target], "{semantic}");
     client.cancel().await.unwrap();
@@ -383,15 +419,21 @@ async fn kill_9_while_embedding_loses_and_doubles_nothing() {
     let (client, _) = serve(dir.path(), &[]).await;
     const SESSIONS: usize = 150;
     for i in 0..SESSIONS {
-        one_thought_session(&client, &format!("killtest thought number {i} about postgres"))
-            .await;
+        one_thought_session(
+            &client,
+            &format!("killtest thought number {i} about postgres"),
+        )
+        .await;
     }
     client.cancel().await.unwrap();
     let (client, pid) = serve(dir.path(), &env).await;
     // Killed once the embedder has sent a few batches (and is likely inside one).
     let started = Instant::now();
     while stub.requests.load(Ordering::SeqCst) < 2 {
-        assert!(started.elapsed() < EMBED_DEADLINE, "the embedder never called");
+        assert!(
+            started.elapsed() < EMBED_DEADLINE,
+            "the embedder never called"
+        );
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -450,10 +492,16 @@ async fn a_canary_key_reaches_only_the_authorization_header() {
         ));
     }
     let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap();
-    assert!(log.contains("embedding"), "the server logged nothing of embedding: {log}");
+    assert!(
+        log.contains("embedding"),
+        "the server logged nothing of embedding: {log}"
+    );
     for (what, text) in seen {
         assert!(!text.contains(CANARY), "the key reached {what}");
-        assert!(!text.contains("canary-embeddings"), "part of the key reached {what}");
+        assert!(
+            !text.contains("canary-embeddings"),
+            "part of the key reached {what}"
+        );
     }
 }
 

@@ -82,6 +82,13 @@ struct BenchArgs {
     /// Events in the ledger searched
     #[arg(long, default_value_t = search::DEFAULT_SEARCH_EVENTS)]
     search_events: u64,
+    /// Also measure semantic recall (issue 21): every event embedded through a stub
+    /// endpoint, then lexical, semantic and hybrid search on a warm server (markdown only)
+    #[arg(long)]
+    semantic: bool,
+    /// Events in the ledgers of the semantic bench (comma-separated sizes)
+    #[arg(long, value_delimiter = ',', default_values_t = search::DEFAULT_SEMANTIC_EVENTS.to_vec())]
+    semantic_events: Vec<u64>,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -235,6 +242,16 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         let figures = runtime()?.block_on(search::run(&server, &scratch, args.search_events))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("search".into(), serde_json::Value::String(figures));
+    }
+    if args.semantic {
+        let server = server_binary(args.server.clone())?;
+        let figures = runtime()?.block_on(search::run_semantic(
+            &server,
+            &scratch,
+            &args.semantic_events,
+        ))?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("semantic".into(), serde_json::Value::String(figures));
     }
     if !args.no_ledger {
         bar.set_message("bench: the ledger");

@@ -511,3 +511,238 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     );
     Ok(out)
 }
+
+// ---- semantic recall (issue 21) ----
+
+/// Dimensions of the bench's stub embeddings (bge-small's and MiniLM's).
+const STUB_DIMENSIONS: usize = 384;
+/// The stub's model name.
+const STUB_MODEL: &str = "bench-hashed-384";
+/// Ledger sizes of the semantic bench, by default.
+pub(crate) const DEFAULT_SEMANTIC_EVENTS: &[u64] = &[100_000];
+
+/// The stub embeddings endpoint's vector of `text`: each word adds ±1 to a dimension
+/// chosen by its hash (feature hashing), so texts sharing words land close.
+fn stub_vector(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0f32; STUB_DIMENSIONS];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let hash = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            });
+        let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
+        v[(hash % STUB_DIMENSIONS as u64) as usize] += sign;
+    }
+    v
+}
+
+/// Starts an OpenAI-compatible `/embeddings` stub on 127.0.0.1 on its own thread;
+/// returns its base URL.
+fn start_stub_embeddings() -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let base = format!("http://{}/v1", listener.local_addr()?);
+    std::thread::Builder::new()
+        .name("bench-embeddings-stub".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the stub's runtime");
+            runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).expect("the stub's listener");
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    tokio::spawn(serve_stub_connection(stream));
+                }
+            });
+        })?;
+    Ok(base)
+}
+
+/// Answers the requests of one keep-alive connection.
+async fn serve_stub_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut data: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while data.len() < end + 4 + length {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+            }
+        }
+        let body: Value =
+            serde_json::from_slice(&data[end + 4..end + 4 + length]).unwrap_or_default();
+        data.drain(..end + 4 + length);
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        let vectors: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| json!({"index": i, "embedding": stub_vector(t.as_str().unwrap_or(""))}))
+            .collect();
+        let reply = json!({"data": vectors, "model": STUB_MODEL}).to_string();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            reply.len()
+        );
+        if stream.write_all(head.as_bytes()).await.is_err()
+            || stream.write_all(reply.as_bytes()).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Resident and peak memory of a process (VmRSS, VmHWM), in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Semantic recall on generated ledgers of each size in `sizes`: embedding every event
+/// through a stub endpoint (`reindex --embeddings`), the vectors' size on disk, then a
+/// warm server's `search_history` per mode (each call a query not asked before, so its
+/// embedding is a round trip), its memory, and the CLI's hybrid search (cold).
+pub(crate) async fn run_semantic(
+    server: &Path,
+    dir: &Path,
+    sizes: &[u64],
+) -> anyhow::Result<String> {
+    let base = start_stub_embeddings()?;
+    let env = [
+        ("REASONING_LEDGER_EMBEDDINGS_BASE_URL", base.as_str()),
+        ("REASONING_LEDGER_EMBEDDINGS_MODEL", STUB_MODEL),
+    ];
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "semantic recall: {STUB_DIMENSIONS}-dimension vectors from a stub endpoint on 127.0.0.1\n\n| events | embed all (`reindex --embeddings`) | vectors on disk | mode | warm p50 / p95 | target p95 | server RSS | CLI hybrid wall / peak RSS |\n|---|---|---|---|---|---|---|---|"
+    );
+    for &events in sizes {
+        let ledger_dir = dir.join(format!("semantic-{events}"));
+        eprintln!("bench: building the semantic fixture ({events} events)…");
+        tokio::task::block_in_place(|| -> anyhow::Result<()> {
+            let ledger = Ledger::open(&ledger_dir)?;
+            if ledger.last_position()? < events {
+                build_fixture(&ledger, events)?;
+            }
+            Ok(())
+        })?;
+        eprintln!("bench: embedding {events} events…");
+        let (embed, embed_kib) = tokio::task::block_in_place(|| {
+            let mut command = std::process::Command::new(server);
+            command
+                .arg("--data-dir")
+                .arg(&ledger_dir)
+                .args(["reindex", "--embeddings"]);
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            run_measured(&mut command)
+        })?;
+        let vector_bytes = dir_bytes(&ledger_dir.join("vectors"));
+        let mut command = tokio::process::Command::new(server);
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&ledger_dir)
+            .env("DISABLE_THOUGHT_LOGGING", "true")
+            .env_remove("REASONING_LEDGER_STORE")
+            .env_remove("REASONING_LEDGER_TOOLSETS");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let client = McpClient::spawn(command)?;
+        client.initialize("reasoning-ledger-bench").await?;
+        let pid = client.pid().unwrap_or(0);
+        let mut rows = Vec::new();
+        for mode in ["lexical", "semantic", "hybrid"] {
+            let mut samples = Vec::new();
+            for i in 0..=SERVER_CALLS {
+                let query = format!(
+                    "{} {} {mode}{i}",
+                    COMMON[i % COMMON.len()],
+                    COMMON[(i * 7 + 3) % COMMON.len()]
+                );
+                let args = arguments(&json!({"query": query, "mode": mode}));
+                let started = Instant::now();
+                let answer = client.call_tool("search_history", args).await?;
+                let took = started.elapsed();
+                anyhow::ensure!(answer["isError"] != json!(true), "{mode}: {answer}");
+                anyhow::ensure!(
+                    answer["structuredContent"]["note"]
+                        .as_str()
+                        .is_none_or(|n| !n.contains("lexical matches")),
+                    "{mode} answered lexically: {answer}"
+                );
+                if i > 0 {
+                    samples.push(took); // the first call loads the vectors' codes
+                }
+            }
+            rows.push((
+                mode,
+                percentile(&mut samples, 0.5),
+                percentile(&mut samples, 0.95),
+            ));
+        }
+        let (rss, peak) = rss_kib(pid);
+        client.close().await?;
+        let (cli_wall, cli_kib) = tokio::task::block_in_place(|| {
+            let mut command = std::process::Command::new(server);
+            command.arg("--data-dir").arg(&ledger_dir).args([
+                "search",
+                "cache latency",
+                "--mode",
+                "hybrid",
+                "--json",
+            ]);
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            run_measured(&mut command)
+        })?;
+        for (mode, p50, p95) in rows {
+            let _ = writeln!(
+                out,
+                "| {events} | {:.1} s (peak RSS {:.0} MiB) | {:.0} MiB | {mode} | {p50:.2} / {p95:.2} ms | ≤ 30 ms (hybrid, 100k) | {:.0} MiB (peak {:.0}) | {:.0} ms / {:.0} MiB |",
+                embed.as_secs_f64(),
+                embed_kib as f64 / 1024.0,
+                vector_bytes as f64 / 1048576.0,
+                rss as f64 / 1024.0,
+                peak as f64 / 1024.0,
+                cli_wall.as_secs_f64() * 1000.0,
+                cli_kib as f64 / 1024.0
+            );
+        }
+    }
+    Ok(out)
+}

@@ -59,7 +59,6 @@ impl BitIndex {
     }
 
     /// How many vectors it holds.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.positions.len()
     }

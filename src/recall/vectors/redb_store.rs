@@ -16,9 +16,7 @@ use super::quantized::BitIndex;
 use super::{EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine};
 use crate::event::{SessionId, SessionKind};
 use crate::recall::RecallError;
-use redb::{
-    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition,
-};
+use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -187,16 +185,15 @@ impl RedbVectors {
             let len = 33 + bytes[32] as usize;
             index.push_code(position, session, seq, at, kind, &bytes[len..]);
         }
+        if stale {
+            tracing::info!(
+                model,
+                vectors = index.len(),
+                memory_kib = index.memory_bytes() / 1024,
+                "vectors loaded for search"
+            );
+        }
         Ok(())
-    }
-
-    /// Bytes of memory the in-memory index of `model` holds (0 when not loaded).
-    pub(crate) fn memory_bytes(&self, model: &str) -> usize {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(model)
-            .map_or(0, BitIndex::memory_bytes)
     }
 }
 
