@@ -32,8 +32,10 @@ pub(crate) const EMBEDDINGS_BACKOFF_ENV: &str = "REASONING_LEDGER_EMBEDDINGS_BAC
 /// `api_key_env` or `api_key`, `name`, `timeout_secs`, `max_retries`).
 pub(crate) const CONFIG_ENTRY: &str = "embeddings";
 
-/// Default timeout of one attempt.
-pub(crate) const DEFAULT_EMBEDDINGS_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default timeout of one attempt (a batch of [`MAX_BATCH_TEXTS`] texts on a small local
+/// model takes a few seconds; a hung endpoint is given up on within this, so events are
+/// embedded within about this plus a retry of its return).
+pub(crate) const DEFAULT_EMBEDDINGS_TIMEOUT: Duration = Duration::from_secs(15);
 /// Default first backoff delay.
 pub(crate) const DEFAULT_EMBEDDINGS_BACKOFF: Duration = Duration::from_secs(1);
 /// Most texts sent in one request.
@@ -220,6 +222,23 @@ impl EmbeddingsClient {
     /// One vector per text, in order (at most [`MAX_BATCH_TEXTS`] texts; each cut to
     /// [`MAX_INPUT_CHARS`]); retried on 429 and 5xx.
     pub(crate) async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+        self.embed_retrying(texts, self.config.max_retries).await
+    }
+
+    /// [`EmbeddingsClient::embed`] with no retry (a search's query: it answers lexically
+    /// at once rather than wait out a backoff).
+    pub(crate) async fn embed_once(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
+        self.embed_retrying(texts, 0).await
+    }
+
+    async fn embed_retrying(
+        &self,
+        texts: &[String],
+        max_retries: u32,
+    ) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -239,7 +258,7 @@ impl EmbeddingsClient {
         loop {
             match self.attempt(&body, texts.len()).await {
                 Ok(vectors) => return Ok(vectors),
-                Err(error) if error.retryable() && retries < self.config.max_retries => {
+                Err(error) if error.retryable() && retries < max_retries => {
                     retries += 1;
                     let wait = match &error {
                         EmbeddingsError::Api {

@@ -25,8 +25,8 @@ use std::time::Duration;
 /// The longest a search waits for its query's vector; then it answers lexically.
 pub(crate) const QUERY_EMBED_TIMEOUT: Duration = Duration::from_secs(2);
 /// Events read per embed step (the texts among them are sent in one batch of at most
-/// [`MAX_BATCH_TEXTS`]).
-const EMBED_STEP_EVENTS: usize = 256;
+/// [`MAX_BATCH_TEXTS`]; most events have text, so twice that is read).
+const EMBED_STEP_EVENTS: usize = 2 * MAX_BATCH_TEXTS;
 /// The embedder's longest wait between attempts while the endpoint fails (so events
 /// missed while it was down are embedded within this, plus a batch, of its return).
 pub(crate) const MAX_EMBEDDER_BACKOFF: Duration = Duration::from_secs(10);
@@ -149,7 +149,7 @@ impl Semantic {
         let client = self.client.clone();
         let texts = vec![text.to_string()];
         let answer = run(
-            async move { client.embed(&texts).await },
+            async move { client.embed_once(&texts).await },
             Some(QUERY_EMBED_TIMEOUT),
         );
         let vector = match answer {

@@ -104,10 +104,9 @@ impl Stub {
                         })
                         .unwrap_or_default();
                     a.lock().unwrap().push(auth.clone());
-                    if h.load(Ordering::SeqCst) {
-                        // Held open, never answered (the client gives up).
-                        tokio::time::sleep(Duration::from_secs(60)).await;
-                        return;
+                    // Held open, unanswered, while it hangs (a search gives up at 2 s).
+                    while h.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                     let (status, reply) = if d.load(Ordering::SeqCst) {
                         (
