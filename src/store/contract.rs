@@ -87,6 +87,14 @@ pub trait Backend: Send + Sync + 'static {
     fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
         None
     }
+
+    /// The backend's own store of vectors, if it has one (PostgreSQL's); `None`: the
+    /// store beside the ledger file ([`crate::recall::vectors`]). Crate-internal: the
+    /// vector store is not part of the library's interface.
+    #[allow(private_interfaces)]
+    fn vector_store(&self) -> Option<std::sync::Arc<dyn crate::recall::vectors::VectorStore>> {
+        None
+    }
 }
 
 /// Wakes every [`super::Watch`] of one ledger: the writer thread raises it after each

@@ -201,6 +201,11 @@ impl Ledger {
         self.backend.text_search()
     }
 
+    /// The backend's own vector store, if it has one (see [`crate::recall::vectors`]).
+    pub(crate) fn vector_store(&self) -> Option<Arc<dyn crate::recall::vectors::VectorStore>> {
+        self.backend.vector_store()
+    }
+
     /// Runs `job` inside the next group-commit write transaction and returns its result
     /// once that transaction is durably committed. See [`writer`].
     pub async fn write<R, F>(&self, job: F) -> Result<R, StoreError>

@@ -3,12 +3,13 @@
 //! PostgreSQL as the store through the CLI and servers, its faults, live updates across
 //! processes, streamable HTTP with its token; `actor_pg`: named tokens' actors on
 //! PostgreSQL rows, through verify and a copy into redb; `team_load`: `serve --http` under
-//! load,
-//! half-open connections, SIGTERM and a PostgreSQL restart; `bench`: the harness with tiny counts, its
+//! load, half-open connections, SIGTERM and a PostgreSQL restart; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
 //! PostgreSQL's full-text search; `pg_tls`: each sslmode against a PostgreSQL with ssl=on and
 //! certificates the test makes, `tools/pg start-tls`) and a real local model (`local_model`: llama.cpp through
-//! `tools/local-model/run`, installed into a cached venv on first use). Everything that
+//! `tools/local-model/run`, installed into a cached venv on first use; `local_embed`: a
+//! real embedding model through `tools/local-embed/run`, semantic search on redb and on
+//! PostgreSQL with and without pgvector). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
 
@@ -18,6 +19,7 @@ mod common;
 mod actor_pg;
 mod bench;
 mod doctor;
+mod local_embed;
 mod local_model;
 mod pg;
 mod pg_tls;

@@ -111,6 +111,18 @@ impl Cluster {
         Cluster { dir, url }
     }
 
+    /// A cluster of a PostgreSQL with pgvector (`tools/pg start-vector`: installed once
+    /// into a cache).
+    pub(crate) fn start_with_pgvector() -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("reasoning-ledger-pgvector-test.")
+            .tempdir_in("/tmp")
+            .unwrap()
+            .keep();
+        let url = tools_pg(&["start-vector", dir.to_str().unwrap()]);
+        Cluster { dir, url }
+    }
+
     fn dir(&self) -> &str {
         self.dir.to_str().unwrap()
     }

@@ -103,9 +103,12 @@ pub(crate) trait VectorStore: Send + Sync {
     fn try_lock(&self) -> Result<Option<EmbedLock>, RecallError>;
 }
 
-/// The vector store of `ledger`: a redb file in its data directory; `None` on a backend
-/// with no store of its own yet (PostgreSQL's comes with pgvector).
+/// The vector store of `ledger`: the backend's own (PostgreSQL's tables), else a redb
+/// file in its data directory; `None` on a backend with a search but no vector store.
 pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
+    if let Some(store) = ledger.vector_store() {
+        return Some(store);
+    }
     if ledger.text_search().is_some() {
         return None;
     }

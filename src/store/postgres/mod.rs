@@ -23,6 +23,8 @@
 //! - `ledger_meta`: `schema_version`.
 //! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
 //!   projection kept by [`search`] (schema version 2).
+//! - `ledger_vectors`, `ledger_vector_checkpoints` (and `ledger_vectors_hnsw` where
+//!   pgvector is): the vectors of semantic recall, kept by [`vectors`] (schema version 3).
 //!
 //! One write transaction per group commit of the writer thread; a connection that fails
 //! is dropped and the next transaction connects again, so a restarted database or a cut
@@ -36,6 +38,7 @@ mod read;
 pub(crate) mod schema;
 mod search;
 mod tls;
+mod vectors;
 
 pub(crate) use connect::{TlsState, is_postgres_url, redact_url, tls_state};
 pub(crate) use error::PgError;
@@ -55,10 +58,12 @@ pub(crate) const PG_WATCH_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The ledger in a PostgreSQL database.
 pub(crate) struct PgBackend {
-    pool: Pool,
+    pool: Arc<Pool>,
     /// The NOTIFY channel of this ledger (its schema's name in it).
     channel: Arc<str>,
     listener: listen::Listener,
+    /// The vectors of semantic recall (sharing the pool).
+    vectors: Arc<vectors::PgVectors>,
 }
 
 impl PgBackend {
@@ -81,9 +86,11 @@ impl PgBackend {
             }
         };
         let channel: Arc<str> = channel.into();
+        let pool = Arc::new(Pool::new(target.clone(), client));
         Ok(PgBackend {
-            listener: listen::Listener::new(target.clone(), channel.clone()),
-            pool: Pool::new(target, client),
+            listener: listen::Listener::new(target, channel.clone()),
+            vectors: Arc::new(vectors::PgVectors::new(pool.clone())),
+            pool,
             channel,
         })
     }
@@ -135,6 +142,11 @@ impl Backend for PgBackend {
 
     fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
         Some(self)
+    }
+
+    #[allow(private_interfaces)]
+    fn vector_store(&self) -> Option<Arc<dyn crate::recall::vectors::VectorStore>> {
+        Some(self.vectors.clone())
     }
 }
 

@@ -9,7 +9,7 @@ use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO ledger_counter (id, last_position) VALUES (1, 0);
 ",
     super::search::MIGRATION,
+    super::vectors::MIGRATION,
 ];
 
 /// A SQL identifier of `text` (a channel name for LISTEN).
