@@ -292,10 +292,7 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
                     .as_ref()
                     .and_then(|outgoing| outgoing.send(line).ok())
                     .ok_or_else(|| {
-                        std::io::Error::new(
-                            std::io::ErrorKind::NotConnected,
-                            "transport is closed",
-                        )
+                        std::io::Error::new(std::io::ErrorKind::NotConnected, "transport is closed")
                     })
             });
         std::future::ready(queued)
