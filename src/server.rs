@@ -680,9 +680,9 @@ impl LedgerServer {
 pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let transport = crate::transport::LineTransport::new(
         tokio::io::stdin(),
-        tokio::io::stdout(),
+        std::io::stdout(),
         MAX_LINE_BYTES,
-    );
+    )?;
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())

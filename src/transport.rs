@@ -8,8 +8,8 @@
 //! message (-32600), and a known method whose params do not decode (-32602, where rmcp
 //! alone would answer -32601 naming the method). Each answer carries the request's id
 //! when the start of the line gives it away, else `null`, and tells the client how to
-//! fix the call. Also owns the single writer of stdout: every line written is one
-//! JSON-RPC message.
+//! fix the call. Also owns the single writer of stdout, a thread of its own: every line
+//! written is one JSON-RPC message.
 //!
 //! Must not: answer a notification or anything shaped like a response (two peers that
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
@@ -21,8 +21,9 @@ use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::oneshot;
 
 /// Bytes kept from the start of an over-long line to recover its id from.
 pub(crate) const ID_PROBE_BYTES: usize = 4096;
@@ -56,8 +57,8 @@ const KNOWN_METHODS: &[&str] = &[
     "logging/setLevel",
 ];
 
-/// One line to write, and who waits for it to be written.
-type Outgoing = (Vec<u8>, Option<oneshot::Sender<std::io::Result<()>>>);
+/// One line to write, newline included.
+type Outgoing = Vec<u8>;
 
 /// Newline-delimited JSON-RPC over a reader and a writer (stdin and stdout in the
 /// server), for rmcp's service loop.
@@ -72,8 +73,10 @@ pub(crate) struct LineTransport<R> {
     probe: Vec<u8>,
     /// Length of the over-long line so far.
     skipped: usize,
-    outgoing: Option<mpsc::UnboundedSender<Outgoing>>,
-    writer: Option<tokio::task::JoinHandle<()>>,
+    /// Lines for the writer thread, in the order they are sent.
+    outgoing: Option<mpsc::Sender<Outgoing>>,
+    /// Closed when the writer thread has ended (its queue written, or writing failed).
+    writer_ended: Option<oneshot::Receiver<()>>,
     /// `tools/call` requests read so far: the next one's [`Arrival`].
     calls_received: u64,
 }
@@ -90,14 +93,23 @@ enum LineRead {
 }
 
 impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
-    /// Starts the writer task on `write` (must run inside a tokio runtime).
-    pub(crate) fn new<W: AsyncWrite + Send + Unpin + 'static>(
+    /// Starts the writer thread on `write` (stdout in the server).
+    ///
+    /// A thread, not a task: a line reaches the pipe with one wake-up of that thread and
+    /// one blocking `write`, where tokio's `Stdout` hands each write to its blocking pool
+    /// and back; and a client that stops reading blocks only that thread, never a worker
+    /// of the runtime.
+    pub(crate) fn new<W: std::io::Write + Send + 'static>(
         read: R,
         write: W,
         max_line_bytes: usize,
-    ) -> Self {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        LineTransport {
+    ) -> std::io::Result<Self> {
+        let (sender, receiver) = mpsc::channel();
+        let (ended, writer_ended) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("stdout".to_string())
+            .spawn(move || write_lines(write, receiver, ended))?;
+        Ok(LineTransport {
             read: BufReader::with_capacity(READ_BUFFER_BYTES, read),
             max_line_bytes,
             line: Vec::new(),
@@ -105,9 +117,9 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             probe: Vec::new(),
             skipped: 0,
             outgoing: Some(sender),
-            writer: Some(tokio::spawn(write_lines(write, receiver))),
+            writer_ended: Some(writer_ended),
             calls_received: 0,
-        }
+        })
     }
 
     /// Numbers each `tools/call` request in the order its line was read, so the server can
@@ -170,7 +182,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
         if let Some(outgoing) = &self.outgoing {
             let mut line = message.to_string().into_bytes();
             line.push(b'\n');
-            let _ = outgoing.send((line, None));
+            let _ = outgoing.send(line);
         }
     }
 
@@ -270,19 +282,20 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let outgoing = self.outgoing.clone();
-        async move {
-            let mut line = serde_json::to_vec(&item)?;
-            line.push(b'\n');
-            let (done, written) = oneshot::channel();
-            let closed =
-                || std::io::Error::new(std::io::ErrorKind::NotConnected, "transport is closed");
-            outgoing
-                .ok_or_else(closed)?
-                .send((line, Some(done)))
-                .map_err(|_| closed())?;
-            written.await.map_err(|_| closed())?
-        }
+        // Queued now, so lines go out in the order rmcp sends them. A line that cannot be
+        // written is logged by the writer thread, which then ends: later sends fail.
+        let queued = serde_json::to_vec(&item)
+            .map_err(std::io::Error::from)
+            .and_then(|mut line| {
+                line.push(b'\n');
+                self.outgoing
+                    .as_ref()
+                    .and_then(|outgoing| outgoing.send(line).ok())
+                    .ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::NotConnected, "transport is closed")
+                    })
+            });
+        std::future::ready(queued)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -320,39 +333,56 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         drop(self.outgoing.take());
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.await;
+        if let Some(ended) = self.writer_ended.take() {
+            let _ = ended.await;
         }
         Ok(())
     }
 }
 
-/// The writer task: writes each queued line, flushing when the queue runs dry.
-async fn write_lines<W: AsyncWrite + Unpin>(
+/// Most bytes of queued lines joined into one `write`: a burst of answers goes out in
+/// few system calls without copying an unbounded backlog.
+const MAX_WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// The writer thread: writes each queued line, the lines queued behind it joined into
+/// the same `write`, flushing when the queue runs dry. Ends when every sender is gone
+/// (the queue written) or when writing fails (logged: the client is gone), dropping
+/// `ended` to say so.
+fn write_lines<W: std::io::Write>(
     mut write: W,
-    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+    queue: mpsc::Receiver<Outgoing>,
+    ended: oneshot::Sender<()>,
 ) {
-    let mut waiting = Vec::new();
-    while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
+    let mut batch = Vec::new();
+    while let Ok(first) = queue.recv() {
         let mut result = Ok(());
-        while let Some((line, done)) = next.take() {
-            if result.is_ok() {
-                result = write.write_all(&line).await;
+        let mut next = queue.try_recv().ok();
+        if next.is_none() {
+            result = write.write_all(&first);
+        } else {
+            batch.clear();
+            batch.extend_from_slice(&first);
+            while let Some(line) = next.take() {
+                if batch.len() + line.len() > MAX_WRITE_BATCH_BYTES && result.is_ok() {
+                    result = write.write_all(&batch);
+                    batch.clear();
+                }
+                batch.extend_from_slice(&line);
+                next = queue.try_recv().ok();
             }
-            waiting.extend(done);
-            next = queue.try_recv().ok();
+            if result.is_ok() {
+                result = write.write_all(&batch);
+            }
+            if batch.capacity() > MAX_WRITE_BATCH_BYTES {
+                batch = Vec::new();
+            }
         }
-        if result.is_ok() {
-            result = write.flush().await;
-        }
-        for done in waiting.drain(..) {
-            let _ = done.send(match &result {
-                Ok(()) => Ok(()),
-                Err(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
-            });
+        if let Err(error) = result.and_then(|()| write.flush()) {
+            tracing::error!("writing stdout failed: {error}");
+            break;
         }
     }
+    drop(ended);
 }
 
 /// How to fix a line that is not JSON, from serde_json's description of the problem.
