@@ -197,16 +197,7 @@ pub(crate) struct EmbeddingsClient {
 
 impl EmbeddingsClient {
     pub(crate) fn new(config: EmbeddingsConfig) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("reasoning-ledger/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|error| {
-                tracing::error!("building the HTTP client failed ({error}); using defaults");
-                reqwest::Client::new()
-            });
+        let client = super::http::client(config.timeout, Duration::from_secs(10));
         EmbeddingsClient { config, client }
     }
 

@@ -44,20 +44,26 @@ struct AttemptOutcome {
     status: Option<u16>,
 }
 
+/// The HTTP client a model endpoint is called through: `timeout` per attempt, connecting
+/// within `timeout` or `connect_cap`, whichever is shorter, our user agent.
+pub(crate) fn client(timeout: Duration, connect_cap: Duration) -> reqwest::Client {
+    // rustls needs a process-wide crypto provider; ring builds lean. Installing twice is
+    // harmless (the first stays).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(connect_cap))
+        .user_agent(concat!("reasoning-ledger/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_else(|error| {
+            tracing::error!("building the HTTP client failed ({error}); using defaults");
+            reqwest::Client::new()
+        })
+}
+
 impl HttpProvider {
     pub(crate) fn new(config: ProviderConfig) -> Self {
-        // rustls needs a process-wide crypto provider; ring builds lean. Installing
-        // twice is harmless (the first stays).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(30)))
-            .user_agent(concat!("reasoning-ledger/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|error| {
-                tracing::error!("building the HTTP client failed ({error}); using defaults");
-                reqwest::Client::new()
-            });
+        let client = client(config.timeout, Duration::from_secs(30));
         HttpProvider { config, client }
     }
 

@@ -44,6 +44,25 @@ pub(crate) fn encode(vector: &[f32], words: usize, out: &mut Vec<u64>) {
     }
 }
 
+/// `model`'s index in `loaded`, started afresh when it holds vectors past `checkpoint` or of
+/// another length (the vectors were cleared or the model changed): what each store keeps in
+/// memory, to be topped up from its rows after the index's `through()`. Also says whether it
+/// was started afresh.
+pub(crate) fn loaded_for<'a>(
+    loaded: &'a mut HashMap<String, BitIndex>,
+    model: &str,
+    checkpoint: &super::VectorCheckpoint,
+) -> (&'a mut BitIndex, bool) {
+    let dimensions = checkpoint.dimensions as usize;
+    let stale = loaded.get(model).is_none_or(|index| {
+        index.through() > checkpoint.position || index.dimensions() != dimensions
+    });
+    if stale {
+        loaded.insert(model.to_string(), BitIndex::new(dimensions));
+    }
+    (loaded.get_mut(model).expect("inserted"), stale)
+}
+
 impl BitIndex {
     pub(crate) fn new(dimensions: usize) -> Self {
         BitIndex {

@@ -159,17 +159,7 @@ impl RedbVectors {
         checkpoint: &VectorCheckpoint,
         loaded: &mut HashMap<String, BitIndex>,
     ) -> Result<(), RecallError> {
-        let stale = loaded.get(model).is_none_or(|index| {
-            index.through() > checkpoint.position
-                || index.dimensions() != checkpoint.dimensions as usize
-        });
-        if stale {
-            loaded.insert(
-                model.to_string(),
-                BitIndex::new(checkpoint.dimensions as usize),
-            );
-        }
-        let index = loaded.get_mut(model).expect("inserted");
+        let (index, stale) = super::quantized::loaded_for(loaded, model, checkpoint);
         let from = index.through() + 1;
         let codes = txn.open_table(CODES).map_err(failed)?;
         for row in codes

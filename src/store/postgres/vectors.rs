@@ -451,17 +451,7 @@ impl PgVectors {
         checkpoint: &VectorCheckpoint,
     ) -> Result<Vec<Nearest>, RecallError> {
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        let stale = loaded.get(model).is_none_or(|index| {
-            index.through() > checkpoint.position
-                || index.dimensions() != checkpoint.dimensions as usize
-        });
-        if stale {
-            loaded.insert(
-                model.to_string(),
-                BitIndex::new(checkpoint.dimensions as usize),
-            );
-        }
-        let index = loaded.get_mut(model).expect("inserted");
+        let (index, _) = quantized::loaded_for(&mut loaded, model, checkpoint);
         let rows = client
             .query(
                 "SELECT position, session, seq, at, kind, vector FROM ledger_vectors \
