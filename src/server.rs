@@ -679,7 +679,7 @@ impl LedgerServer {
 /// ([`crate::transport`]) and never reach a handler.
 pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let transport = crate::transport::LineTransport::new(
-        tokio::io::stdin(),
+        crate::transport::ThreadReader::spawn(std::io::stdin())?,
         std::io::stdout(),
         MAX_LINE_BYTES,
     )?;

@@ -26,6 +26,20 @@ pub(super) fn set_related(flag: Option<usize>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The runtime of a stdio server on a local ledger: one thread. A call's async steps are
+/// short (decode, plan, render: commits run on the writer thread, stdin and stdout have
+/// threads of their own), so a second worker would only add hand-offs between threads —
+/// a wake-up of another core for a task stolen or a timer moved. PostgreSQL's driver
+/// blocks on a runtime of its own (stepping aside with `block_in_place`, which a
+/// one-thread runtime cannot do), and `serve --http` serves many connections: both keep
+/// the multi-threaded runtime.
+fn stdio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 // `--oauth-issuer` and `--oauth-audience` (src/http/oauth.rs). A plain comment: a doc
 // comment here would become the help of `serve` itself.
 #[derive(clap::Args, Debug, Default)]
@@ -63,7 +77,12 @@ pub(super) fn serve(
     let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let ledger = open(settings)?;
-    let runtime = runtime()?;
+    let one_thread = http.is_none() && settings.store.is_none();
+    let runtime = if one_thread {
+        stdio_runtime()?
+    } else {
+        runtime()?
+    };
     let _entered = runtime.enter();
     let models = crate::provider::Models::new(crate::provider::ProviderSettings::load(Some(
         &settings.data_dir,

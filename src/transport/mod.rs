@@ -9,11 +9,15 @@
 //! alone would answer -32601 naming the method). Each answer carries the request's id
 //! when the start of the line gives it away, else `null`, and tells the client how to
 //! fix the call. Also owns the single writer of stdout, a thread of its own: every line
-//! written is one JSON-RPC message.
+//! written is one JSON-RPC message; and the reader of stdin, another ([`stdin`]).
 //!
 //! Must not: answer a notification or anything shaped like a response (two peers that
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
+
+mod stdin;
+
+pub(crate) use stdin::ThreadReader;
 
 use crate::request::arrival::Arrival;
 use rmcp::RoleServer;
