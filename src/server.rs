@@ -681,6 +681,7 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let transport = crate::transport::LineTransport::new(
         crate::transport::ThreadReader::spawn(std::io::stdin())?,
         std::io::stdout(),
+        Some(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout())),
         MAX_LINE_BYTES,
     )?;
     let running = server.serve(transport).await?;

@@ -8,16 +8,18 @@
 //! message (-32600), and a known method whose params do not decode (-32602, where rmcp
 //! alone would answer -32601 naming the method). Each answer carries the request's id
 //! when the start of the line gives it away, else `null`, and tells the client how to
-//! fix the call. Also owns the single writer of stdout, a thread of its own: every line
-//! written is one JSON-RPC message; and the reader of stdin, another ([`stdin`]).
+//! fix the call. Also owns the single writer of stdout ([`stdout`]: every line written is
+//! one JSON-RPC message) and the reader of stdin ([`stdin`]), each with a thread of its own.
 //!
 //! Must not: answer a notification or anything shaped like a response (two peers that
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
 
 mod stdin;
+mod stdout;
 
 pub(crate) use stdin::ThreadReader;
+use stdout::LineSink;
 
 use crate::request::arrival::Arrival;
 use rmcp::RoleServer;
@@ -25,7 +27,6 @@ use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use std::sync::mpsc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::oneshot;
 
@@ -61,8 +62,8 @@ const KNOWN_METHODS: &[&str] = &[
     "logging/setLevel",
 ];
 
-/// One line to write, newline included.
-type Outgoing = Vec<u8>;
+/// Where answers go: stdout in the server.
+type Output = Box<dyn std::io::Write + Send>;
 
 /// Newline-delimited JSON-RPC over a reader and a writer (stdin and stdout in the
 /// server), for rmcp's service loop.
@@ -77,8 +78,8 @@ pub(crate) struct LineTransport<R> {
     probe: Vec<u8>,
     /// Length of the over-long line so far.
     skipped: usize,
-    /// Lines for the writer thread, in the order they are sent.
-    outgoing: Option<mpsc::Sender<Outgoing>>,
+    /// Answers, written in the order they are sent; `None` once closed.
+    outgoing: Option<LineSink<Output>>,
     /// Closed when the writer thread has ended (its queue written, or writing failed).
     writer_ended: Option<oneshot::Receiver<()>>,
     /// `tools/call` requests read so far: the next one's [`Arrival`].
@@ -97,22 +98,15 @@ enum LineRead {
 }
 
 impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
-    /// Starts the writer thread on `write` (stdout in the server).
-    ///
-    /// A thread, not a task: a line reaches the pipe with one wake-up of that thread and
-    /// one blocking `write`, where tokio's `Stdout` hands each write to its blocking pool
-    /// and back; and a client that stops reading blocks only that thread, never a worker
-    /// of the runtime.
+    /// Starts the writer of `write` (stdout in the server; `write_fd`, its descriptor,
+    /// lets short answers be written without a hand-off, see [`stdout`]).
     pub(crate) fn new<W: std::io::Write + Send + 'static>(
         read: R,
         write: W,
+        write_fd: Option<std::os::fd::RawFd>,
         max_line_bytes: usize,
     ) -> std::io::Result<Self> {
-        let (sender, receiver) = mpsc::channel();
-        let (ended, writer_ended) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("stdout".to_string())
-            .spawn(move || write_lines(write, receiver, ended))?;
+        let (sink, writer_ended) = LineSink::spawn(Box::new(write) as Output, write_fd)?;
         Ok(LineTransport {
             read: BufReader::with_capacity(READ_BUFFER_BYTES, read),
             max_line_bytes,
@@ -120,7 +114,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             discarding: false,
             probe: Vec::new(),
             skipped: 0,
-            outgoing: Some(sender),
+            outgoing: Some(sink),
             writer_ended: Some(writer_ended),
             calls_received: 0,
         })
@@ -286,20 +280,21 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Queued now, so lines go out in the order rmcp sends them. A line that cannot be
-        // written is logged by the writer thread, which then ends: later sends fail.
-        let queued = serde_json::to_vec(&item)
+        // Written or queued now, so lines go out in the order rmcp sends them. A line that
+        // cannot be written is logged once; later sends fail.
+        let sent = serde_json::to_vec(&item)
             .map_err(std::io::Error::from)
             .and_then(|mut line| {
                 line.push(b'\n');
-                self.outgoing
-                    .as_ref()
-                    .and_then(|outgoing| outgoing.send(line).ok())
-                    .ok_or_else(|| {
-                        std::io::Error::new(std::io::ErrorKind::NotConnected, "transport is closed")
-                    })
+                match &self.outgoing {
+                    Some(outgoing) => outgoing.send(line),
+                    None => Err(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "transport is closed",
+                    )),
+                }
             });
-        std::future::ready(queued)
+        std::future::ready(sent)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -342,51 +337,6 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
         }
         Ok(())
     }
-}
-
-/// Most bytes of queued lines joined into one `write`: a burst of answers goes out in
-/// few system calls without copying an unbounded backlog.
-const MAX_WRITE_BATCH_BYTES: usize = 256 * 1024;
-
-/// The writer thread: writes each queued line, the lines queued behind it joined into
-/// the same `write`, flushing when the queue runs dry. Ends when every sender is gone
-/// (the queue written) or when writing fails (logged: the client is gone), dropping
-/// `ended` to say so.
-fn write_lines<W: std::io::Write>(
-    mut write: W,
-    queue: mpsc::Receiver<Outgoing>,
-    ended: oneshot::Sender<()>,
-) {
-    let mut batch = Vec::new();
-    while let Ok(first) = queue.recv() {
-        let mut result = Ok(());
-        let mut next = queue.try_recv().ok();
-        if next.is_none() {
-            result = write.write_all(&first);
-        } else {
-            batch.clear();
-            batch.extend_from_slice(&first);
-            while let Some(line) = next.take() {
-                if batch.len() + line.len() > MAX_WRITE_BATCH_BYTES && result.is_ok() {
-                    result = write.write_all(&batch);
-                    batch.clear();
-                }
-                batch.extend_from_slice(&line);
-                next = queue.try_recv().ok();
-            }
-            if result.is_ok() {
-                result = write.write_all(&batch);
-            }
-            if batch.capacity() > MAX_WRITE_BATCH_BYTES {
-                batch = Vec::new();
-            }
-        }
-        if let Err(error) = result.and_then(|()| write.flush()) {
-            tracing::error!("writing stdout failed: {error}");
-            break;
-        }
-    }
-    drop(ended);
 }
 
 /// How to fix a line that is not JSON, from serde_json's description of the problem.
