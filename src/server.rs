@@ -679,7 +679,7 @@ impl LedgerServer {
 /// ([`crate::transport`]) and never reach a handler.
 pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let transport = crate::transport::LineTransport::new(
-        crate::transport::ThreadReader::spawn(std::io::stdin())?,
+        crate::transport::StdinReader::open()?,
         std::io::stdout(),
         Some(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout())),
         MAX_LINE_BYTES,

@@ -18,7 +18,7 @@
 mod stdin;
 mod stdout;
 
-pub(crate) use stdin::ThreadReader;
+pub(crate) use stdin::StdinReader;
 use stdout::LineSink;
 
 use crate::request::arrival::Arrival;
