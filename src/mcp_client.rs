@@ -4,7 +4,7 @@
 //!
 //! Owns: the child process (killed when the client is dropped while it still runs) and
 //! its pipes. Must not: serve anything (the server side is `server.rs` and
-//! `transport.rs`) or grow into a general client: it sends requests and the `initialized`
+//! `transport/`) or grow into a general client: it sends requests and the `initialized`
 //! notification, and answers any request from the server with "method not found". The
 //! integration tests use rmcp's full client; this one keeps that client out of the
 //! binary users run.
