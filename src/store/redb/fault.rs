@@ -799,9 +799,16 @@ fn outcome(answer: Result<Result<Appended, AppendError>, StoreError>) -> Outcome
 /// Checks a ledger image left by a faulted run: it opens, verifies, holds every event of
 /// every acknowledged append byte for byte, and any other event belongs, with its whole
 /// batch, to an append that reported an error (an outcome the caller could not know).
-fn check_after_fault(image: &Images, steps: &[Step], outcomes: &[Outcome]) -> Result<(), String> {
+fn check_after_fault(
+    image: &Images,
+    steps: &[Step],
+    outcomes: &[Outcome],
+    size: LogSize,
+) -> Result<(), String> {
     let disk = Disk::with_image(image.clone());
-    let ledger = disk.open_ledger().map_err(|e| format!("reopen: {e:#?}"))?;
+    let ledger = disk
+        .open_ledger_with(size)
+        .map_err(|e| format!("reopen: {e:#?}"))?;
     ledger.verify_all().map_err(|e| format!("verify: {e}"))?;
     let stored = stored_events(&ledger).map_err(|e| format!("read: {e}"))?;
     let by_id: HashMap<_, &Event> = stored.values().flatten().map(|e| (e.id, e)).collect();
@@ -838,12 +845,21 @@ fn check_after_fault(image: &Images, steps: &[Step], outcomes: &[Outcome]) -> Re
 
 #[test]
 fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_partial_event() {
+    // A roomy log (the commits write the log only) and a small one (checkpoints: redb's own
+    // writes and syncs fail too, and a failed checkpoint reopens the database).
+    io_error_sweep(TEST_LOG);
+    io_error_sweep(SMALL_LOG);
+}
+
+/// Fails each I/O operation of an append sequence on a ledger with a log of `size`, once
+/// and for good, and checks what the appends answered and what a crash then leaves.
+fn io_error_sweep(size: LogSize) {
     let started = Instant::now();
-    let start = new_ledger_image();
+    let start = new_ledger_image_with(size);
     let (sessions, per_session, text_bytes) = (2, 2, 40);
     let io_ops_of_the_sequence = {
         let disk = Disk::with_image(start.clone());
-        let ledger = disk.open_ledger().unwrap();
+        let ledger = disk.open_ledger_with(size).unwrap();
         let before = disk.io_ops();
         for step in workload(sessions, per_session, text_bytes) {
             step.run(&ledger).unwrap().unwrap();
@@ -857,7 +873,7 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
         for n in 0..io_ops_of_the_sequence {
             runs += 1;
             let disk = Disk::with_image(start.clone());
-            let ledger = disk.open_ledger().unwrap();
+            let ledger = disk.open_ledger_with(size).unwrap();
             let mut steps = workload(sessions, per_session, text_bytes);
             disk.fail_at(disk.io_ops() + n, failure);
             let mut outcomes: Vec<Outcome> =
@@ -911,7 +927,7 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
             outcomes.push(after_outcome);
             // A crash right now, losing or keeping what was not synced.
             for (model, image) in [("lost", disk.durable()), ("kept", disk.image())] {
-                if let Err(error) = check_after_fault(&image, &steps, &outcomes) {
+                if let Err(error) = check_after_fault(&image, &steps, &outcomes, size) {
                     failures.push(format!("{at}, unsynced writes {model}: {error}"));
                 }
             }
@@ -919,9 +935,10 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
         }
     }
     eprintln!(
-        "I/O errors: {io_ops_of_the_sequence} I/O ops in the sequence, {runs} faulted runs \
+        "I/O errors, log of {} bytes: {io_ops_of_the_sequence} I/O ops in the sequence, {runs} faulted runs \
          (once and forever); failures recovered from with every append succeeding (by op): \
          {tolerated:?}; {:?}",
+        size.capacity,
         started.elapsed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
