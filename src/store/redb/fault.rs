@@ -1004,3 +1004,138 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
     ledger.verify_all().unwrap();
 }
 
+
+/// The number of event rows redb itself holds in `image` (without the redo log).
+fn redb_event_count(image: &Images) -> u64 {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let disk = Disk::with_image(image.clone());
+    let db = backend::builder()
+        .create_with_backend(disk.file())
+        .expect("redb opens the image");
+    let txn = db.begin_read().unwrap();
+    txn.open_table(super::tables::EVENTS).unwrap().len().unwrap()
+}
+
+#[test]
+fn appends_whose_redb_commit_never_reached_the_disk_are_replayed_and_replaying_again_changes_nothing()
+ {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let acked: Vec<Appended> = workload(2, 2, 40)
+        .iter()
+        .map(|step| step.run(&ledger).unwrap().unwrap())
+        .collect();
+    // A crash now: what was synced survives; redb's commits were not synced.
+    let crashed = disk.durable();
+    drop(ledger);
+    assert_eq!(redb_event_count(&crashed), 0, "redb alone has none of them");
+    assert_eq!(reopen_and_check(&crashed, &acked, TEST_LOG), Ok(acked.len()));
+
+    // The replay itself, crashed after each of its operations (and once more after it),
+    // still reopens to every acknowledged append: replaying is idempotent.
+    let replaying = Disk::with_image(crashed.clone());
+    let recovered = replaying.open_ledger().unwrap();
+    let ops = replaying.ops();
+    assert!(
+        ops.iter().any(|op| matches!(op, Op::Sync { file: REDB })),
+        "the replay commits with a sync"
+    );
+    drop(recovered);
+    wait_until_closed(&replaying);
+    let mut current = crashed.clone();
+    let mut durable = crashed.clone();
+    for op in &ops {
+        apply(&mut current, op);
+        if let Op::Sync { file } = op {
+            durable[*file] = current[*file].clone();
+        }
+        for image in [&durable, &current] {
+            assert_eq!(
+                reopen_and_check(image, &acked, TEST_LOG),
+                Ok(acked.len()),
+                "crash during the replay, after {op:?}"
+            );
+        }
+    }
+    let replayed = replaying.durable();
+    assert_eq!(
+        redb_event_count(&replayed),
+        stored_events(&Disk::with_image(replayed.clone()).open_ledger().unwrap())
+            .unwrap()
+            .values()
+            .map(|events| events.len() as u64)
+            .sum::<u64>(),
+        "after the replay redb holds every event itself"
+    );
+}
+
+#[test]
+fn an_idle_writer_checkpoints_so_redb_holds_the_commits_without_the_log() {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let before = disk.op_count();
+    let appended = Step::new(SessionId::generate(), 1, "then nothing for a while")
+        .run(&ledger)
+        .unwrap()
+        .unwrap();
+    // Waits for the condition (redb's file synced after the append), bounded.
+    let deadline = Instant::now() + LOCK_WAIT_LIMIT;
+    while !disk.ops()[before..]
+        .iter()
+        .any(|op| matches!(op, Op::Sync { file: REDB }))
+    {
+        assert!(Instant::now() < deadline, "the idle writer never checkpointed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut image = disk.durable();
+    assert_eq!(redb_event_count(&image), appended.events.len() as u64);
+    // The log's records are all in redb now: a log wiped clean loses nothing.
+    image[LOG] = Vec::new();
+    assert_eq!(
+        reopen_and_check(&image, std::slice::from_ref(&appended), TEST_LOG),
+        Ok(1)
+    );
+    drop(ledger);
+}
+
+#[test]
+fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_commits_with_a_sync()
+ {
+    let disk = Disk::with_image(new_ledger_image_with(SMALL_LOG));
+    let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
+    let session = SessionId::generate();
+    let mut acked = Vec::new();
+    for number in 1..=12 {
+        let text = if number == 6 {
+            "a thought bigger than the whole log ".repeat(200)
+        } else {
+            format!("thought {number}")
+        };
+        acked.push(Step::new(session, number, &text).run(&ledger).unwrap().unwrap());
+    }
+    let ops = disk.ops();
+    let starts = ops
+        .iter()
+        .filter(|op| matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, .. }))
+        .count();
+    assert!(starts >= 3, "the log started again only {} times", starts - 1);
+    let biggest_record = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Write { file: LOG, data, .. } => Some(data.len() as u64),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(biggest_record <= SMALL_LOG.capacity, "{biggest_record}");
+    assert!(
+        disk.image()[LOG].len() as u64 <= SMALL_LOG.capacity,
+        "the log grew past its capacity"
+    );
+    // A crash now loses nothing acknowledged.
+    assert_eq!(
+        reopen_and_check(&disk.durable(), &acked, SMALL_LOG),
+        Ok(acked.len())
+    );
+    drop(ledger);
+}
