@@ -771,9 +771,14 @@ fn crash_sweep(size: LogSize) -> Sweep {
     Sweep {
         log_starts: ops
             .iter()
-            .filter(|op| matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, .. }))
+            .filter(|op| is_record_at_log_start(op))
             .count(),
     }
+}
+
+/// Whether `op` writes a record at the log's start (not the zeros of a clear).
+fn is_record_at_log_start(op: &Op) -> bool {
+    matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, data } if data.iter().any(|b| *b != 0))
 }
 
 /// Waits until the ledger on `disk` let go of its files (the writer thread ended).
@@ -1116,7 +1121,7 @@ fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_comm
     let ops = disk.ops();
     let starts = ops
         .iter()
-        .filter(|op| matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, .. }))
+        .filter(|op| is_record_at_log_start(op))
         .count();
     assert!(starts >= 3, "the log started again only {} times", starts - 1);
     let biggest_record = ops
@@ -1138,4 +1143,47 @@ fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_comm
         Ok(acked.len())
     );
     drop(ledger);
+}
+
+#[test]
+fn a_ledger_file_put_back_from_a_copy_never_gets_the_records_of_a_later_history() {
+    let disk = Disk::with_image(new_ledger_image_with(SMALL_LOG));
+    let session = SessionId::generate();
+    let first = {
+        let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
+        let first = Step::new(session, 1, "in the copy").run(&ledger).unwrap().unwrap();
+        drop(ledger);
+        wait_until_closed(&disk);
+        first
+    };
+    let copy = disk.image()[REDB].clone();
+    // A later history: a clean close clears the log; a crash leaves records in it, after
+    // checkpoints (the small log fills).
+    let later = Disk::with_image(disk.image());
+    {
+        let ledger = later.open_ledger_with(SMALL_LOG).unwrap();
+        for number in 2..6 {
+            Step::new(session, number, "later").run(&ledger).unwrap().unwrap();
+        }
+        drop(ledger);
+        wait_until_closed(&later);
+    }
+    let closed_log = later.image()[LOG].clone();
+    let ledger = later.open_ledger_with(SMALL_LOG).unwrap();
+    for number in 6..12 {
+        Step::new(session, number, "later still")
+            .run(&ledger)
+            .unwrap()
+            .unwrap();
+    }
+    let crashed_log = later.durable()[LOG].clone();
+    drop(ledger);
+    for (when, log) in [("closed", closed_log), ("crashed", crashed_log)] {
+        let restored = [copy.clone(), log];
+        assert_eq!(
+            reopen_and_check(&restored, std::slice::from_ref(&first), SMALL_LOG),
+            Ok(1),
+            "the copy put back beside the log of a later history that {when}"
+        );
+    }
 }

@@ -139,6 +139,20 @@ impl RedbBackend {
     }
 }
 
+impl Drop for RedbBackend {
+    /// The ledger closes: a last checkpoint, then the log is cleared, so it holds nothing
+    /// to replay (a failure leaves it as it is: the next open replays it).
+    fn drop(&mut self) {
+        let closed = self.checkpoint().and_then(|()| {
+            let mut wal = self.handle.log().lock();
+            wal.clear().map_err(|error| store_error(::redb::StorageError::Io(error)))
+        });
+        if let Err(error) = closed {
+            tracing::warn!(%error, "closing the ledger's redo log failed; the next open replays it");
+        }
+    }
+}
+
 impl Backend for RedbBackend {
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
         self.read_owned()
@@ -654,5 +668,56 @@ mod tests {
         assert!(refused.is_err());
         assert_eq!(ledger.last_position().unwrap(), 3);
         assert_eq!(ledger.head(a).unwrap().unwrap().position, 3);
+    }
+
+    /// One thought appended to `session` (started by its first call).
+    fn append_one(ledger: &Ledger, session: SessionId, text: &str) {
+        let text = text.to_string();
+        ledger
+            .write_blocking(move |txn| {
+                let expected = txn.head(session)?.map_or(0, |h| h.seq);
+                let mut batch = Vec::new();
+                if expected == 0 {
+                    batch.push(NewEvent::new(Payload::SessionStarted {
+                        kind: SessionKind::THINKING,
+                        title: "wal".into(),
+                        aliases: Vec::new(),
+                    }));
+                }
+                batch.push(NewEvent::new(Payload::SessionClosed { reason: text }));
+                txn.append(session, expected, batch)
+            })
+            .unwrap()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_ledger_of_the_build_before_the_redo_log_opens_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        // As the previous build created it: the tables, no log, no log keys in meta.
+        tables::create_all(&open::builder().create(&path).unwrap()).unwrap();
+        let session = SessionId::generate();
+        {
+            let ledger = Ledger::open_file(&path).unwrap();
+            append_one(&ledger, session, "first");
+        }
+        assert!(wal::log_path(&path).exists(), "the log appears beside the ledger");
+        let ledger = Ledger::open_file(&path).unwrap();
+        append_one(&ledger, session, "second");
+        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_foreign_file_where_the_log_goes_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        drop(Ledger::open_file(&path).unwrap());
+        let log = wal::log_path(&path);
+        std::fs::write(&log, vec![7u8; 8192]).unwrap();
+        let error = Ledger::open_file(&path).err().expect("refused");
+        assert!(error.to_string().contains("ledger.wal"), "{error}");
+        assert_eq!(std::fs::read(&log).unwrap(), vec![7u8; 8192]);
     }
 }

@@ -153,6 +153,8 @@ pub(crate) struct Wal {
     tail: u64,
     /// The lsn of the last record (or checkpoint) redb holds.
     last_lsn: u64,
+    /// Whether the log may hold records (it was not cleared since).
+    holds_records: bool,
 }
 
 fn new_key() -> io::Result<[u8; 32]> {
@@ -181,6 +183,7 @@ impl Wal {
             written: len,
             tail: HEADER_BYTES,
             last_lsn: 0,
+            holds_records: false,
         };
         if len == 0 {
             wal.key = new_key().map_err(io_error)?;
@@ -293,6 +296,7 @@ impl Wal {
     /// once redb committed, so a record whose commit failed is overwritten by the next.
     pub(crate) fn write(&mut self, record: &[u8]) -> Result<(), StoreError> {
         let end = self.tail + record.len() as u64;
+        self.holds_records = true;
         self.grow_to(end).map_err(log_error)?;
         self.file.write_at(self.tail, record).map_err(log_error)?;
         self.file.sync().map_err(log_error)
@@ -302,12 +306,28 @@ impl Wal {
     pub(crate) fn advance(&mut self, lsn: u64, record_bytes: usize) {
         self.tail += record_bytes as u64;
         self.last_lsn = lsn;
+        self.holds_records = true;
     }
 
     /// A commit with a sync made everything up to `lsn` durable in redb: start again.
     pub(crate) fn reset(&mut self, lsn: u64) {
         self.tail = HEADER_BYTES;
         self.last_lsn = lsn;
+    }
+
+    /// Makes the log hold no record (its first record's head is zeroed, synced). Only after
+    /// a checkpoint, when the ledger closes: a ledger file put back from a copy then never
+    /// meets records of a later history.
+    pub(crate) fn clear(&mut self) -> io::Result<()> {
+        if !self.holds_records {
+            return Ok(());
+        }
+        self.file
+            .write_at(HEADER_BYTES, &[0u8; RECORD_HEAD_BYTES])?;
+        self.file.sync()?;
+        self.tail = HEADER_BYTES;
+        self.holds_records = false;
+        Ok(())
     }
 
     /// The records from the log's start while each checks out and the lsns follow each
@@ -443,6 +463,7 @@ pub(crate) fn recover(db: &Database, log: &Log, bound: Option<u64>) -> Result<()
         wal.reset(stored_lsn);
         return Ok(());
     }
+    wal.holds_records = !records.is_empty();
     // From here on the transaction commits with a sync even when it replays nothing: redb
     // may have read commits that are in the page cache only (the process was killed, the
     // system was not), and the records that hold them are about to be overwritten.
