@@ -94,7 +94,11 @@ fn assert_refused_untouched(dir: &Path, expect: &str, as_nobody: bool) {
         .filter(|name| !files_before.contains_key(*name))
         .collect();
     assert!(strays.is_empty(), "left behind: {strays:?}");
-    assert!(files_after == files_before, "a file of {} changed", dir.display());
+    assert!(
+        files_after == files_before,
+        "a file of {} changed",
+        dir.display()
+    );
 }
 
 /// A ledger with one recorded thought, closed cleanly; its bytes.

@@ -823,7 +823,10 @@ async fn kill_9_of_a_lone_server_mid_run_loses_nothing_its_redo_log_acknowledged
         .collect();
     let deadline = Instant::now() + STALL_DEADLINE;
     while acked.lock().unwrap().len() < 30 {
-        assert!(Instant::now() < deadline, "fewer than 30 calls acknowledged");
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 30 calls acknowledged"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     kill_9(pid);
@@ -832,11 +835,16 @@ async fn kill_9_of_a_lone_server_mid_run_loses_nothing_its_redo_log_acknowledged
             .await
             .expect("a caller hung after the kill")
             .unwrap();
-        assert!(refused.is_empty(), "the live server refused calls: {refused:?}");
+        assert!(
+            refused.is_empty(),
+            "the live server refused calls: {refused:?}"
+        );
     }
     drop(client);
     let log = dir.path().join("ledger.wal");
-    let mode = std::fs::metadata(&log).expect("the redo log beside the ledger").permissions();
+    let mode = std::fs::metadata(&log)
+        .expect("the redo log beside the ledger")
+        .permissions();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
         0o600,

@@ -666,7 +666,10 @@ fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_ack
     // that fills every few commits (checkpoints: redb synced, the log started again).
     let roomy = crash_sweep(TEST_LOG);
     let small = crash_sweep(SMALL_LOG);
-    assert_eq!(roomy.log_starts, 1, "a roomy log is written from its start once");
+    assert_eq!(
+        roomy.log_starts, 1,
+        "a roomy log is written from its start once"
+    );
     assert!(
         small.log_starts >= 2,
         "the small log started again {} times",
@@ -769,10 +772,7 @@ fn crash_sweep(size: LogSize) -> Sweep {
         ops.len()
     );
     Sweep {
-        log_starts: ops
-            .iter()
-            .filter(|op| is_record_at_log_start(op))
-            .count(),
+        log_starts: ops.iter().filter(|op| is_record_at_log_start(op)).count(),
     }
 }
 
@@ -1009,7 +1009,6 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
     ledger.verify_all().unwrap();
 }
 
-
 /// The number of event rows redb itself holds in `image` (without the redo log).
 fn redb_event_count(image: &Images) -> u64 {
     use redb::{ReadableDatabase, ReadableTableMetadata};
@@ -1018,7 +1017,10 @@ fn redb_event_count(image: &Images) -> u64 {
         .create_with_backend(disk.file())
         .expect("redb opens the image");
     let txn = db.begin_read().unwrap();
-    txn.open_table(super::tables::EVENTS).unwrap().len().unwrap()
+    txn.open_table(super::tables::EVENTS)
+        .unwrap()
+        .len()
+        .unwrap()
 }
 
 #[test]
@@ -1034,7 +1036,10 @@ fn appends_whose_redb_commit_never_reached_the_disk_are_replayed_and_replaying_a
     let crashed = disk.durable();
     drop(ledger);
     assert_eq!(redb_event_count(&crashed), 0, "redb alone has none of them");
-    assert_eq!(reopen_and_check(&crashed, &acked, TEST_LOG), Ok(acked.len()));
+    assert_eq!(
+        reopen_and_check(&crashed, &acked, TEST_LOG),
+        Ok(acked.len())
+    );
 
     // The replay itself, crashed after each of its operations (and once more after it),
     // still reopens to every acknowledged append: replaying is idempotent.
@@ -1089,7 +1094,10 @@ fn an_idle_writer_checkpoints_so_redb_holds_the_commits_without_the_log() {
         .iter()
         .any(|op| matches!(op, Op::Sync { file: REDB }))
     {
-        assert!(Instant::now() < deadline, "the idle writer never checkpointed");
+        assert!(
+            Instant::now() < deadline,
+            "the idle writer never checkpointed"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let mut image = disk.durable();
@@ -1104,8 +1112,7 @@ fn an_idle_writer_checkpoints_so_redb_holds_the_commits_without_the_log() {
 }
 
 #[test]
-fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_commits_with_a_sync()
- {
+fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_commits_with_a_sync() {
     let disk = Disk::with_image(new_ledger_image_with(SMALL_LOG));
     let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
     let session = SessionId::generate();
@@ -1116,18 +1123,26 @@ fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_comm
         } else {
             format!("thought {number}")
         };
-        acked.push(Step::new(session, number, &text).run(&ledger).unwrap().unwrap());
+        acked.push(
+            Step::new(session, number, &text)
+                .run(&ledger)
+                .unwrap()
+                .unwrap(),
+        );
     }
     let ops = disk.ops();
-    let starts = ops
-        .iter()
-        .filter(|op| is_record_at_log_start(op))
-        .count();
-    assert!(starts >= 3, "the log started again only {} times", starts - 1);
+    let starts = ops.iter().filter(|op| is_record_at_log_start(op)).count();
+    assert!(
+        starts >= 3,
+        "the log started again only {} times",
+        starts - 1
+    );
     let biggest_record = ops
         .iter()
         .filter_map(|op| match op {
-            Op::Write { file: LOG, data, .. } => Some(data.len() as u64),
+            Op::Write {
+                file: LOG, data, ..
+            } => Some(data.len() as u64),
             _ => None,
         })
         .max()
@@ -1151,7 +1166,10 @@ fn a_ledger_file_put_back_from_a_copy_never_gets_the_records_of_a_later_history(
     let session = SessionId::generate();
     let first = {
         let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
-        let first = Step::new(session, 1, "in the copy").run(&ledger).unwrap().unwrap();
+        let first = Step::new(session, 1, "in the copy")
+            .run(&ledger)
+            .unwrap()
+            .unwrap();
         drop(ledger);
         wait_until_closed(&disk);
         first
@@ -1163,7 +1181,10 @@ fn a_ledger_file_put_back_from_a_copy_never_gets_the_records_of_a_later_history(
     {
         let ledger = later.open_ledger_with(SMALL_LOG).unwrap();
         for number in 2..6 {
-            Step::new(session, number, "later").run(&ledger).unwrap().unwrap();
+            Step::new(session, number, "later")
+                .run(&ledger)
+                .unwrap()
+                .unwrap();
         }
         drop(ledger);
         wait_until_closed(&later);

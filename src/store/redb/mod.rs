@@ -30,8 +30,8 @@ use super::error::is_disk_full;
 use super::{Ledger, OpenError, SessionHead, StoreError, codec};
 use crate::event::{Event, EventId, SessionId};
 use ::redb::{
-    Durability, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition,
-    TableError, WriteTransaction,
+    Durability, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
+    WriteTransaction,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -145,7 +145,8 @@ impl Drop for RedbBackend {
     fn drop(&mut self) {
         let closed = self.checkpoint().and_then(|()| {
             let mut wal = self.handle.log().lock();
-            wal.clear().map_err(|error| store_error(::redb::StorageError::Io(error)))
+            wal.clear()
+                .map_err(|error| store_error(::redb::StorageError::Io(error)))
         });
         if let Err(error) = closed {
             tracing::warn!(%error, "closing the ledger's redo log failed; the next open replays it");
@@ -446,8 +447,7 @@ impl WriteView for RedbWrite {
                 let _ = txn.abort();
                 return Err(error);
             }
-            txn.set_durability(Durability::None)
-                .map_err(store_error)?;
+            txn.set_durability(Durability::None).map_err(store_error)?;
         }
         match txn.commit() {
             Ok(()) if logged => {
@@ -702,7 +702,10 @@ mod tests {
             let ledger = Ledger::open_file(&path).unwrap();
             append_one(&ledger, session, "first");
         }
-        assert!(wal::log_path(&path).exists(), "the log appears beside the ledger");
+        assert!(
+            wal::log_path(&path).exists(),
+            "the log appears beside the ledger"
+        );
         let ledger = Ledger::open_file(&path).unwrap();
         append_one(&ledger, session, "second");
         assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);

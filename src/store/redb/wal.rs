@@ -155,6 +155,8 @@ pub(crate) struct Wal {
     last_lsn: u64,
     /// Whether the log may hold records (it was not cleared since).
     holds_records: bool,
+    /// Whether this open created the log (its key is new: no record checks out under it).
+    created: bool,
 }
 
 fn new_key() -> io::Result<[u8; 32]> {
@@ -184,6 +186,7 @@ impl Wal {
             tail: HEADER_BYTES,
             last_lsn: 0,
             holds_records: false,
+            created: len == 0,
         };
         if len == 0 {
             wal.key = new_key().map_err(io_error)?;
@@ -477,7 +480,9 @@ pub(crate) fn recover(db: &Database, log: &Log, bound: Option<u64>) -> Result<()
                  from a copy?): its records are not replayed"
             );
         }
-        wal.rekey().map_err(log_error)?;
+        if !std::mem::take(&mut wal.created) {
+            wal.rekey().map_err(log_error)?;
+        }
         if let Some((lsn, _)) = records.last() {
             last = last.max(*lsn);
         }
@@ -517,7 +522,11 @@ pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
         path: log.clone(),
         source,
     };
-    match std::fs::OpenOptions::new().read(true).write(true).open(&log) {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log)
+    {
         Ok(file) => return Wal::open(Box::new(file), &log, LogSize::PRODUCT),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}
         Err(error) => return Err(io_error(error)),
