@@ -191,6 +191,7 @@ impl Wal {
         if len == 0 {
             wal.key = new_key().map_err(io_error)?;
             wal.write_header().map_err(io_error)?;
+            wal.written = HEADER_BYTES;
             wal.grow_to(HEADER_BYTES + 1).map_err(io_error)?;
             wal.file.sync().map_err(io_error)?;
             return Ok(wal);
@@ -557,4 +558,128 @@ pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
         let _ = dir.sync_all();
     }
     Ok(wal)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The log's own format; the crash and fault suites run it under the ledger (`fault`).
+
+    use super::*;
+    use std::sync::Arc;
+
+    /// A file in memory (clones share it).
+    #[derive(Clone, Default)]
+    struct MemoryFile(Arc<Mutex<Vec<u8>>>);
+
+    impl LogFile for MemoryFile {
+        fn len(&self) -> io::Result<u64> {
+            Ok(self.0.lock().unwrap().len() as u64)
+        }
+
+        fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+            let bytes = self.0.lock().unwrap();
+            let start = offset as usize;
+            out.copy_from_slice(&bytes[start..start + out.len()]);
+            Ok(())
+        }
+
+        fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let mut bytes = self.0.lock().unwrap();
+            let end = offset as usize + data.len();
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[offset as usize..end].copy_from_slice(data);
+            Ok(())
+        }
+
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    const SIZE: LogSize = LogSize {
+        capacity: HEADER_BYTES + 8192,
+        growth: 1024,
+    };
+
+    fn put(n: u64) -> Vec<Put> {
+        vec![Put::Meta {
+            key: format!("k{n}"),
+            value: n,
+        }]
+    }
+
+    #[test]
+    fn records_read_back_in_lsn_order_until_one_does_not_follow_or_check_out() {
+        let file = MemoryFile::default();
+        let path = Path::new("test.wal");
+        let mut wal = Wal::open(Box::new(file.clone()), path, SIZE).unwrap();
+        assert_eq!(
+            file.len().unwrap(),
+            HEADER_BYTES + SIZE.growth,
+            "grown ahead"
+        );
+        for lsn in 1..=3 {
+            let record = wal.encode(lsn, &put(lsn));
+            wal.write(&record).unwrap();
+            wal.advance(lsn, record.len());
+        }
+        // Opened again: the same key, the same records.
+        let again = Wal::open(Box::new(file.clone()), path, SIZE).unwrap();
+        assert_eq!(again.id(), wal.id());
+        let lsns: Vec<u64> = again.scan().unwrap().iter().map(|(l, _)| *l).collect();
+        assert_eq!(lsns, [1, 2, 3]);
+        assert_eq!(again.scan().unwrap()[1].1, put(2));
+
+        // A new round from the start: the old round's records after it do not follow.
+        wal.reset(3);
+        let record = wal.encode(4, &put(4));
+        wal.write(&record).unwrap();
+        wal.advance(4, record.len());
+        let lsns: Vec<u64> = wal.scan().unwrap().iter().map(|(l, _)| *l).collect();
+        assert_eq!(lsns, [4]);
+
+        // A flipped byte ends the scan before its record.
+        let second = HEADER_BYTES as usize + record.len();
+        let record = wal.encode(5, &put(5));
+        wal.write(&record).unwrap();
+        file.0.lock().unwrap()[second + RECORD_HEAD_BYTES + 1] ^= 1;
+        assert_eq!(wal.scan().unwrap().len(), 1);
+
+        // A new key: nothing checks out any more.
+        wal.rekey().unwrap();
+        assert!(wal.scan().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_record_too_big_for_the_log_does_not_fit_and_the_log_never_grows_past_its_capacity() {
+        let file = MemoryFile::default();
+        let mut wal = Wal::open(Box::new(file.clone()), Path::new("t.wal"), SIZE).unwrap();
+        let big = vec![Put::Head {
+            session: 1,
+            row: vec![7; 9000],
+        }];
+        assert!(!wal.fits(&wal.encode(1, &big)));
+        let mut lsn = 0;
+        loop {
+            let record = wal.encode(lsn + 1, &put(lsn + 1));
+            if !wal.fits(&record) {
+                break;
+            }
+            wal.write(&record).unwrap();
+            lsn += 1;
+            wal.advance(lsn, record.len());
+        }
+        assert!(lsn > 100, "{lsn} records fit");
+        assert!(file.len().unwrap() <= SIZE.capacity);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_log_is_refused() {
+        let file = MemoryFile::default();
+        file.write_at(0, &[1u8; 8192]).unwrap();
+        let refused = Wal::open(Box::new(file), Path::new("t.wal"), SIZE);
+        assert!(matches!(refused, Err(WalError::NotALog { .. })));
+    }
 }
