@@ -1083,25 +1083,24 @@ fn appends_whose_redb_commit_never_reached_the_disk_are_replayed_and_replaying_a
 fn an_idle_writer_checkpoints_so_redb_holds_the_commits_without_the_log() {
     let disk = Disk::with_image(new_ledger_image());
     let ledger = disk.open_ledger().unwrap();
-    let before = disk.op_count();
     let appended = Step::new(SessionId::generate(), 1, "then nothing for a while")
         .run(&ledger)
         .unwrap()
         .unwrap();
-    // Waits for the condition (redb's file synced after the append), bounded.
+    let want = appended.events.len() as u64;
+    // The commit synced its record only (the checkpoint comes after `IDLE_AFTER`).
+    assert_eq!(redb_event_count(&disk.durable()), 0);
+    // Waits for the condition (redb's synced file holds the append), bounded.
     let deadline = Instant::now() + LOCK_WAIT_LIMIT;
-    while !disk.ops()[before..]
-        .iter()
-        .any(|op| matches!(op, Op::Sync { file: REDB }))
-    {
+    let mut image = disk.durable();
+    while redb_event_count(&image) != want {
         assert!(
             Instant::now() < deadline,
             "the idle writer never checkpointed"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(20));
+        image = disk.durable();
     }
-    let mut image = disk.durable();
-    assert_eq!(redb_event_count(&image), appended.events.len() as u64);
     // The log's records are all in redb now: a log wiped clean loses nothing.
     image[LOG] = Vec::new();
     assert_eq!(

@@ -115,7 +115,7 @@ impl RedbBackend {
     /// Commits with a sync if records were written to the log since the last one, so the
     /// log starts again at its beginning (a checkpoint).
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
-        if !self.handle.log().lock().has_records() {
+        if !self.handle.log().lock().needs_checkpoint() {
             return Ok(());
         }
         let txn = self.handle.begin_write()?;

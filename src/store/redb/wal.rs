@@ -65,10 +65,10 @@ pub(crate) struct LogSize {
 
 impl LogSize {
     /// The product's log: 8 MiB (about 10,000 one-thought commits between checkpoints),
-    /// grown 1 MiB at a time so a new ledger does not write 8 MiB before its first call.
+    /// grown 256 KiB at a time so a new ledger does not write 8 MiB before its first call.
     pub(crate) const PRODUCT: LogSize = LogSize {
         capacity: 8 << 20,
-        growth: 1 << 20,
+        growth: 256 << 10,
     };
 }
 
@@ -157,6 +157,10 @@ pub(crate) struct Wal {
     holds_records: bool,
     /// Whether this open created the log (its key is new: no record checks out under it).
     created: bool,
+    /// Whether redb's [`WAL_ID`] naming this log is committed without a sync yet: until a
+    /// commit with a sync, no record may be written (a crash would lose the name, and with
+    /// it the records).
+    id_pending: bool,
 }
 
 fn new_key() -> io::Result<[u8; 32]> {
@@ -187,6 +191,7 @@ impl Wal {
             last_lsn: 0,
             holds_records: false,
             created: len == 0,
+            id_pending: false,
         };
         if len == 0 {
             wal.key = new_key().map_err(io_error)?;
@@ -229,9 +234,10 @@ impl Wal {
         self.last_lsn
     }
 
-    /// Whether records were written since the last checkpoint.
-    pub(crate) fn has_records(&self) -> bool {
-        self.tail > HEADER_BYTES
+    /// Whether a checkpoint has something to do: records written since the last one, or
+    /// the log's name not yet synced in redb.
+    pub(crate) fn needs_checkpoint(&self) -> bool {
+        self.tail > HEADER_BYTES || self.id_pending
     }
 
     fn write_header(&self) -> io::Result<()> {
@@ -290,9 +296,11 @@ impl Wal {
         record
     }
 
-    /// Whether `record` fits after the tail.
+    /// Whether `record` may be written at the tail: it fits, and redb's name for the log
+    /// is synced.
     pub(crate) fn fits(&self, record: &[u8]) -> bool {
-        u32::try_from(record.len() - RECORD_HEAD_BYTES).is_ok()
+        !self.id_pending
+            && u32::try_from(record.len() - RECORD_HEAD_BYTES).is_ok()
             && self.tail + record.len() as u64 <= self.size.capacity
     }
 
@@ -317,6 +325,7 @@ impl Wal {
     pub(crate) fn reset(&mut self, lsn: u64) {
         self.tail = HEADER_BYTES;
         self.last_lsn = lsn;
+        self.id_pending = false;
     }
 
     /// Makes the log hold no record (its first record's head is zeroed, synced). Only after
@@ -468,11 +477,9 @@ pub(crate) fn recover(db: &Database, log: &Log, bound: Option<u64>) -> Result<()
         return Ok(());
     }
     wal.holds_records = !records.is_empty();
-    // From here on the transaction commits with a sync even when it replays nothing: redb
-    // may have read commits that are in the page cache only (the process was killed, the
-    // system was not), and the records that hold them are about to be overwritten.
     let mut last = stored_lsn;
-    if !ours || !continues {
+    let replayed = ours && continues;
+    if !replayed {
         if !continues {
             tracing::warn!(
                 log = %wal.path().display(),
@@ -503,10 +510,19 @@ pub(crate) fn recover(db: &Database, log: &Log, bound: Option<u64>) -> Result<()
         meta.insert(WAL_ID, wal.id()).map_err(store_error)?;
         meta.insert(WAL_LSN, last).map_err(store_error)?;
     }
-    txn.set_durability(Durability::Immediate)
-        .map_err(store_error)?;
+    // A replay commits with a sync even when it applied nothing: redb may have read commits
+    // that are in the page cache only (the process was killed, the system was not), and the
+    // records that hold them are about to be overwritten. A new name for the log commits
+    // without one (an open pays no sync for it): the first commit after it syncs instead.
+    let durability = if replayed {
+        Durability::Immediate
+    } else {
+        Durability::None
+    };
+    txn.set_durability(durability).map_err(store_error)?;
     txn.commit().map_err(store_error)?;
     wal.reset(last);
+    wal.id_pending = !replayed;
     Ok(())
 }
 
