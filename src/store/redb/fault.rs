@@ -664,8 +664,11 @@ fn image_key(image: &Images) -> u64 {
 fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_acknowledged_append() {
     // A log with room for every commit (each commit's record synced, redb not), then one
     // that fills every few commits (checkpoints: redb synced, the log started again).
-    let roomy = crash_sweep(TEST_LOG);
-    let small = crash_sweep(SMALL_LOG);
+    let roomy = crash_sweep(TEST_LOG, false);
+    let small = crash_sweep(SMALL_LOG, false);
+    // A ledger without its log (an earlier build's, or a log deleted after a clean close):
+    // the log is created and named in redb, and the first commit syncs redb.
+    crash_sweep(TEST_LOG, true);
     assert_eq!(
         roomy.log_starts, 1,
         "a roomy log is written from its start once"
@@ -686,9 +689,12 @@ struct Sweep {
 /// Runs a workload on a ledger with a log of `size`, then reopens the ledger as a crash
 /// right after each of its disk operations would leave it (three crash models), and
 /// checks each reopens to a prefix of the appends holding every acknowledged one.
-fn crash_sweep(size: LogSize) -> Sweep {
+fn crash_sweep(size: LogSize, without_log: bool) -> Sweep {
     let started = Instant::now();
-    let start = new_ledger_image_with(size);
+    let mut start = new_ledger_image_with(size);
+    if without_log {
+        start[LOG] = Vec::new();
+    }
     let disk = Disk::with_image(start.clone());
     let ledger = disk.open_ledger_with(size).unwrap();
     // The ops of the open itself (it marks the file as open for writing) are crash points

@@ -170,7 +170,9 @@ fn new_key() -> io::Result<[u8; 32]> {
 }
 
 impl Wal {
-    /// Opens the log in `file` (an empty file becomes a new log). `path` names it in errors.
+    /// Opens the log in `file`. An empty file, or one whose header was never written (all
+    /// zeros: a creation cut short, before any record could be), becomes a new log. `path`
+    /// names it in errors.
     pub(crate) fn open(
         file: Box<dyn LogFile>,
         path: &Path,
@@ -181,6 +183,10 @@ impl Wal {
             source,
         };
         let len = file.len().map_err(io_error)?;
+        let mut header = [0u8; 44];
+        let readable = (len as usize).min(header.len());
+        file.read_at(0, &mut header[..readable]).map_err(io_error)?;
+        let blank = header.iter().all(|b| *b == 0);
         let mut wal = Wal {
             file,
             path: path.to_path_buf(),
@@ -190,13 +196,13 @@ impl Wal {
             tail: HEADER_BYTES,
             last_lsn: 0,
             holds_records: false,
-            created: len == 0,
+            created: blank,
             id_pending: false,
         };
-        if len == 0 {
+        if blank {
             wal.key = new_key().map_err(io_error)?;
             wal.write_header().map_err(io_error)?;
-            wal.written = HEADER_BYTES;
+            wal.written = wal.written.max(HEADER_BYTES);
             wal.grow_to(HEADER_BYTES + 1).map_err(io_error)?;
             wal.file.sync().map_err(io_error)?;
             return Ok(wal);
@@ -208,8 +214,6 @@ impl Wal {
         if len < HEADER_BYTES {
             return Err(not_a_log("shorter than its header"));
         }
-        let mut header = [0u8; 44];
-        wal.file.read_at(0, &mut header).map_err(io_error)?;
         if header[..8] != MAGIC {
             return Err(not_a_log("no redo log magic"));
         }
