@@ -26,6 +26,9 @@
 //! - [`WAL_ID`] in `meta` names the log this ledger writes to; a log with another id (a
 //!   ledger file put back from a copy, a log of another file) is never replayed: it gets a
 //!   new key (which invalidates every record in it) before the ledger writes to it.
+//! - A record is written only while redb's `WAL_ID` naming the log is synced (a new name is
+//!   committed without a sync; the commit after it syncs redb instead of writing a record).
+//! - A clean close checkpoints, then clears the log: it then holds nothing to replay.
 //! - The file is written with zeros ahead of the tail ([`LogSize::growth`] at a time, up to
 //!   the capacity), so a record's sync flushes its own pages and no file-size change.
 
