@@ -82,6 +82,12 @@ pub trait Backend: Send + Sync + 'static {
     /// joined: let go of the writer and of everything serving other processes.
     fn close(&self) {}
 
+    /// Called on the writer thread when it has had no job for
+    /// [`super::writer::IDLE_AFTER`], and once more as it ends (the ledger closing): a
+    /// backend that defers work from its commits (redb's checkpoint of its redo log) does
+    /// it now. The default does nothing.
+    fn idle(&self) {}
+
     /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
     /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).
     fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {

@@ -50,6 +50,10 @@ pub(crate) fn store_connected(opened: bool) {
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
 pub const MAX_JOBS_PER_COMMIT: usize = 128;
 
+/// How long the writer waits without a job after a commit before it calls
+/// [`Backend::idle`] (redb: the checkpoint that lets its redo log start again).
+pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
+
 type Completion = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// A job runs with the group's transaction, or with `None` when none could be begun (its
 /// completion then carries that error).
@@ -176,7 +180,26 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
+    // Whether a group ran since the backend was last told it is idle.
+    let mut worked = false;
+    loop {
+        let first = if worked {
+            match queue.recv_timeout(IDLE_AFTER) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    worked = false;
+                    idle(&*backend);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match queue.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            }
+        };
+        worked = true;
         let mut group = vec![first];
         while group.len() < MAX_JOBS_PER_COMMIT {
             match queue.try_recv() {
@@ -192,6 +215,15 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
         {
             tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
         }
+    }
+    // The ledger is closing: nothing is queued any more.
+    idle(&*backend);
+}
+
+/// Tells the backend the writer is idle; a panic there is logged, never fatal.
+fn idle(backend: &dyn Backend) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| backend.idle())) {
+        tracing::error!(message = %panic_message(&panic), "the backend panicked while idle");
     }
 }
 

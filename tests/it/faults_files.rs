@@ -44,10 +44,26 @@ fn run(dir: &Path, args: &[&str], as_nobody: bool) -> Output {
         .expect("run the binary")
 }
 
-/// Every command fails naming the path (and `expect` in its message); the bytes stay.
+/// The data directory's files (names and bytes; a directory's bytes as `None`).
+fn files(dir: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).ok(),
+            )
+        })
+        .collect()
+}
+
+/// Every command fails naming the path (and `expect` in its message); the bytes stay, and
+/// so does every other file of the directory (the redo log of a ledger that was valid).
 fn assert_refused_untouched(dir: &Path, expect: &str, as_nobody: bool) {
     let path = dir.join(LEDGER);
     let before = std::fs::read(&path).ok();
+    let files_before = files(dir);
     for args in COMMANDS {
         let output = run(dir, args, as_nobody);
         let err = stderr(&output);
@@ -72,12 +88,17 @@ fn assert_refused_untouched(dir: &Path, expect: &str, as_nobody: bool) {
             path.display()
         );
     }
-    let strays: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name != LEDGER)
+    let files_after = files(dir);
+    let strays: Vec<_> = files_after
+        .keys()
+        .filter(|name| !files_before.contains_key(*name))
         .collect();
     assert!(strays.is_empty(), "left behind: {strays:?}");
+    assert!(
+        files_after == files_before,
+        "a file of {} changed",
+        dir.display()
+    );
 }
 
 /// A ledger with one recorded thought, closed cleanly; its bytes.

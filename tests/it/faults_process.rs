@@ -795,3 +795,65 @@ async fn kill_9_randomized_two_servers_lose_no_acknowledged_event() {
         started.elapsed()
     );
 }
+
+/// One stdio server (the ledger's host: its commits sync only its redo log, `ledger.wal`)
+/// killed with SIGKILL while three callers write. The next process to open the ledger
+/// replays the log: every acknowledged event is there, `verify` passes, and opening it
+/// again (the replay already done) changes nothing.
+#[tokio::test]
+async fn kill_9_of_a_lone_server_mid_run_loses_nothing_its_redo_log_acknowledged() {
+    let dir = data_dir();
+    let (client, pid) = spawn_with_pid(dir.path()).await;
+    let client = Arc::new(client);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let arguments = thought(1, 30, true, "lone server");
+    let result = call(&client, "sequentialthinking", arguments.clone()).await;
+    let first = Acked::from_answer(&result, arguments);
+    acked.lock().unwrap().push(first.clone());
+    let callers: Vec<_> = (0..3u64)
+        .map(|index| {
+            tokio::spawn(caller(
+                client.clone(),
+                Rng::new(index + 1),
+                format!("lone{index}"),
+                first.session.clone(),
+                acked.clone(),
+            ))
+        })
+        .collect();
+    let deadline = Instant::now() + STALL_DEADLINE;
+    while acked.lock().unwrap().len() < 30 {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 30 calls acknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    kill_9(pid);
+    for handle in callers {
+        let refused = tokio::time::timeout(Duration::from_secs(30), handle)
+            .await
+            .expect("a caller hung after the kill")
+            .unwrap();
+        assert!(
+            refused.is_empty(),
+            "the live server refused calls: {refused:?}"
+        );
+    }
+    drop(client);
+    let log = dir.path().join("ledger.wal");
+    let mode = std::fs::metadata(&log)
+        .expect("the redo log beside the ledger")
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600,
+        "the redo log is the owner's only"
+    );
+    let acked = acked.lock().unwrap().clone();
+    let first_read = assert_acked_stored(dir.path(), &acked, "after kill -9");
+    assert_verified(dir.path(), "after kill -9");
+    let second_read = assert_acked_stored(dir.path(), &acked, "opened again");
+    assert_eq!(first_read, second_read, "a second open changed the ledger");
+    assert_verified(dir.path(), "opened again");
+}

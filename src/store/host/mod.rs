@@ -243,6 +243,12 @@ impl Backend for HostBackend {
         }
     }
 
+    fn idle(&self) {
+        if let Mode::Host { local, .. } = &*self.shared.current() {
+            local.idle();
+        }
+    }
+
     fn close(&self) {
         lock(&self.shared.writer).take();
         if let Mode::Host { server, .. } = &*self.shared.current()

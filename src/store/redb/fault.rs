@@ -1,15 +1,18 @@
-//! Fault injection under the real ledger (test builds only): a redb storage backend that
-//! models a disk, and the tests that crash it at every sync point, fail its I/O and fill it.
+//! Fault injection under the real ledger (test builds only): a disk holding the ledger's
+//! two files (redb's and its redo log), and the tests that crash it at every sync point,
+//! fail its I/O and fill it.
 //!
-//! Owns: [`Disk`] (the bytes reads see, the durable image as of the last `sync_data`, the
-//! log of every write / set_len / sync since recording began, an injected failure, a space
-//! budget, and an in-memory byte-range lock table, which redb's single-process mode locks whole),
-//! [`DiskFile`] (one open instance of a disk: redb's `StorageBackend`), and the crash
-//! models. Must not: reach the store through anything but [`Ledger::open_backend`] and the
+//! Owns: [`Disk`] (per file: the bytes reads see and the durable image as of that file's
+//! last `sync_data`; the log of every write / set_len / sync of either file since recording
+//! began, in order; an injected failure counted over both files; a space budget for both;
+//! and an in-memory byte-range lock table, which redb's single-process mode locks whole),
+//! [`DiskFile`] (one open instance of one of its files: redb's `StorageBackend`, or the
+//! redo log's [`LogFile`]), and the crash models. Must not: reach the store through anything but [`Ledger::open_backend`] and the
 //! writer thread (the code path tools use), or hold a lock the tests cannot bound: a
 //! blocking lock gives up after [`LOCK_WAIT_LIMIT`].
 
 use super::open as backend;
+use super::wal::{HEADER_BYTES, LogFile, LogSize};
 use crate::event::{Event, NewEvent, Payload, SessionId, SessionKind};
 use crate::projection::fixtures;
 use crate::projection::tree::ThoughtTree;
@@ -28,12 +31,50 @@ const LOCK_WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// Granularity at which the torn crash model keeps or drops unsynced writes.
 const TORN_PAGE_BYTES: usize = 4096;
 
-/// A write, truncate/extend or flush that reached the disk, in order.
+/// The redb file's index in [`Images`].
+const REDB: usize = 0;
+
+/// The redo log's index in [`Images`].
+const LOG: usize = 1;
+
+/// The bytes of each file of the disk: redb's, then the redo log's.
+type Images = [Vec<u8>; 2];
+
+/// The log most tests use: room for a few dozen small commits, grown a page at a time.
+const TEST_LOG: LogSize = LogSize {
+    capacity: HEADER_BYTES + 64 * 1024,
+    growth: 4096,
+};
+
+/// A log that fills after a few commits: the crash sweep crosses checkpoints with it.
+const SMALL_LOG: LogSize = LogSize {
+    capacity: HEADER_BYTES + 2048,
+    growth: 1024,
+};
+
+/// A write, truncate/extend or flush of one file that reached the disk, in order.
 #[derive(Clone, Debug)]
 enum Op {
-    Write { offset: u64, data: Vec<u8> },
-    SetLen(u64),
-    Sync,
+    Write {
+        file: usize,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    SetLen {
+        file: usize,
+        len: u64,
+    },
+    Sync {
+        file: usize,
+    },
+}
+
+impl Op {
+    fn file(&self) -> usize {
+        match self {
+            Op::Write { file, .. } | Op::SetLen { file, .. } | Op::Sync { file } => *file,
+        }
+    }
 }
 
 /// How an injected I/O failure behaves once it fires.
@@ -56,10 +97,10 @@ struct Lock {
 
 #[derive(Default)]
 struct State {
-    /// What reads see: the file as the OS page cache holds it.
-    image: Vec<u8>,
+    /// What reads see: each file as the OS page cache holds it.
+    image: Images,
     /// What survives a crash that loses every unsynced write.
-    durable: Vec<u8>,
+    durable: Images,
     /// Every successful write / set_len / sync, in order.
     ops: Vec<Op>,
     /// Reads, writes, set_lens and syncs attempted so far (the count failures are aimed at).
@@ -67,20 +108,21 @@ struct State {
     fail_at: Option<(u64, Failure)>,
     /// The kind of operation the injected failure first hit.
     fired: Option<&'static str>,
-    /// Bytes the file may grow to; beyond it a write or set_len fails with ENOSPC.
+    /// Bytes both files together may grow to; beyond it a write or set_len fails with
+    /// ENOSPC.
     space: Option<u64>,
     locks: Vec<Lock>,
     next_owner: u64,
 }
 
-/// A simulated disk holding one file. Clones share the disk.
+/// A simulated disk holding a ledger's two files. Clones share the disk.
 #[derive(Clone, Default)]
 struct Disk {
     shared: Arc<(Mutex<State>, Condvar)>,
 }
 
 impl Disk {
-    fn with_image(image: Vec<u8>) -> Disk {
+    fn with_image(image: Images) -> Disk {
         let disk = Disk::default();
         {
             let mut state = disk.state();
@@ -94,8 +136,13 @@ impl Disk {
         self.shared.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new open instance of the file (its own locks, as a separate process would have).
+    /// A new open instance of the redb file (its own locks, as a separate process would
+    /// have).
     fn file(&self) -> DiskFile {
+        self.open(REDB)
+    }
+
+    fn open(&self, file: usize) -> DiskFile {
         let owner = {
             let mut state = self.state();
             state.next_owner += 1;
@@ -104,13 +151,24 @@ impl Disk {
         DiskFile {
             disk: self.clone(),
             owner,
+            file,
         }
     }
 
     /// Opens the ledger on this disk the way the product opens a file.
     fn open_ledger(&self) -> Result<Ledger, crate::store::OpenError> {
+        self.open_ledger_with(TEST_LOG)
+    }
+
+    /// [`Disk::open_ledger`] with a redo log of `size`.
+    fn open_ledger_with(&self, size: LogSize) -> Result<Ledger, crate::store::OpenError> {
         let disk = self.clone();
-        Ledger::open_backend(Path::new("simulated-disk/ledger.redb"), move || disk.file())
+        Ledger::open_backend(
+            Path::new("simulated-disk/ledger.redb"),
+            move || disk.file(),
+            Box::new(self.open(LOG)),
+            size,
+        )
     }
 
     fn ops(&self) -> Vec<Op> {
@@ -125,12 +183,17 @@ impl Disk {
         self.state().io_ops
     }
 
-    fn durable(&self) -> Vec<u8> {
+    fn durable(&self) -> Images {
         self.state().durable.clone()
     }
 
-    fn image(&self) -> Vec<u8> {
+    fn image(&self) -> Images {
         self.state().image.clone()
+    }
+
+    /// Bytes both files hold.
+    fn used(&self) -> u64 {
+        self.state().image.iter().map(|i| i.len() as u64).sum()
     }
 
     fn fail_at(&self, io_op: u64, failure: Failure) {
@@ -163,9 +226,15 @@ fn enospc() -> io::Error {
     io::Error::from_raw_os_error(28)
 }
 
-fn apply(image: &mut Vec<u8>, op: &Op) {
+/// Applies `op` to the image of its file.
+fn apply(images: &mut Images, op: &Op) {
+    apply_to(&mut images[op.file()], op);
+}
+
+/// Applies `op` to `image` (the image of the op's file).
+fn apply_to(image: &mut Vec<u8>, op: &Op) {
     match op {
-        Op::Write { offset, data } => {
+        Op::Write { offset, data, .. } => {
             let start = *offset as usize;
             let end = start + data.len();
             if image.len() < end {
@@ -173,9 +242,19 @@ fn apply(image: &mut Vec<u8>, op: &Op) {
             }
             image[start..end].copy_from_slice(data);
         }
-        Op::SetLen(len) => image.resize(*len as usize, 0),
-        Op::Sync => {}
+        Op::SetLen { len, .. } => image.resize(*len as usize, 0),
+        Op::Sync { .. } => {}
     }
+}
+
+/// Whether `state` lets `file` grow to `end` bytes.
+fn has_room(state: &State, file: usize, end: u64) -> bool {
+    let len = state.image[file].len() as u64;
+    if end <= len {
+        return true;
+    }
+    let used: u64 = state.image.iter().map(|i| i.len() as u64).sum();
+    state.space.is_none_or(|space| used - len + end <= space)
 }
 
 fn range(start: Bound<u64>, end: Bound<u64>) -> (u64, u64) {
@@ -192,10 +271,12 @@ fn range(start: Bound<u64>, end: Bound<u64>) -> (u64, u64) {
     (start, end)
 }
 
-/// One open instance of a [`Disk`]'s file.
+/// One open instance of one of a [`Disk`]'s files.
 struct DiskFile {
     disk: Disk,
     owner: u64,
+    /// [`REDB`] or [`LOG`].
+    file: usize,
 }
 
 impl std::fmt::Debug for DiskFile {
@@ -261,33 +342,55 @@ impl Drop for DiskFile {
     }
 }
 
+impl LogFile for DiskFile {
+    fn len(&self) -> io::Result<u64> {
+        StorageBackend::len(self)
+    }
+
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        StorageBackend::read(self, offset, out)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        StorageBackend::write(self, offset, data)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        StorageBackend::sync_data(self)
+    }
+}
+
 impl StorageBackend for DiskFile {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.disk.state().image.len() as u64)
+        Ok(self.disk.state().image[self.file].len() as u64)
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let mut state = self.disk.state();
         count_io(&mut state, "read")?;
+        let image = &state.image[self.file];
         let start = offset as usize;
         let end = start + out.len();
-        if end > state.image.len() {
+        if end > image.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of the simulated file",
             ));
         }
-        out.copy_from_slice(&state.image[start..end]);
+        out.copy_from_slice(&image[start..end]);
         Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut state = self.disk.state();
         count_io(&mut state, "set_len")?;
-        if state.space.is_some_and(|space| len > space) {
+        if !has_room(&state, self.file, len) {
             return Err(enospc());
         }
-        let op = Op::SetLen(len);
+        let op = Op::SetLen {
+            file: self.file,
+            len,
+        };
         apply(&mut state.image, &op);
         state.ops.push(op);
         Ok(())
@@ -296,8 +399,8 @@ impl StorageBackend for DiskFile {
     fn sync_data(&self) -> io::Result<()> {
         let mut state = self.disk.state();
         count_io(&mut state, "sync_data")?;
-        state.durable = state.image.clone();
-        state.ops.push(Op::Sync);
+        state.durable[self.file] = state.image[self.file].clone();
+        state.ops.push(Op::Sync { file: self.file });
         Ok(())
     }
 
@@ -305,10 +408,11 @@ impl StorageBackend for DiskFile {
         let mut state = self.disk.state();
         count_io(&mut state, "write")?;
         let end = offset + data.len() as u64;
-        if end > state.image.len() as u64 && state.space.is_some_and(|space| end > space) {
+        if !has_room(&state, self.file, end) {
             return Err(enospc());
         }
         let op = Op::Write {
+            file: self.file,
             offset,
             data: data.to_vec(),
         };
@@ -387,17 +491,17 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The file after a crash right after `ops[..applied]`, starting from `durable` (the image
-/// at the last sync) with `pending` the ops since it.
-fn crashed_image(durable: &[u8], pending: &[Op], model: CrashModel, seed: u64) -> Vec<u8> {
+/// One file after a crash, starting from `durable` (its image at its last sync) with
+/// `pending` its ops since it.
+fn crashed_image(durable: &[u8], pending: &[&Op], model: CrashModel, seed: u64) -> Vec<u8> {
     let mut image = durable.to_vec();
     match model {
         CrashModel::Lost => {}
-        CrashModel::Kept => pending.iter().for_each(|op| apply(&mut image, op)),
+        CrashModel::Kept => pending.iter().for_each(|op| apply_to(&mut image, op)),
         CrashModel::Torn => {
             for (index, op) in pending.iter().enumerate() {
-                let Op::Write { offset, data } = op else {
-                    apply(&mut image, op);
+                let Op::Write { file, offset, data } = op else {
+                    apply_to(&mut image, op);
                     continue;
                 };
                 let mut at = 0usize;
@@ -409,10 +513,11 @@ fn crashed_image(durable: &[u8], pending: &[Op], model: CrashModel, seed: u64) -
                     let keep = mix(seed ^ ((index as u64) << 32) ^ at as u64) & 1 == 1;
                     if keep {
                         let piece = Op::Write {
+                            file: *file,
                             offset: offset + at as u64,
                             data: data[at..end].to_vec(),
                         };
-                        apply(&mut image, &piece);
+                        apply_to(&mut image, &piece);
                     }
                     at = end;
                 }
@@ -496,27 +601,30 @@ fn expected_after(acked: &[Appended], count: usize) -> HashMap<SessionId, Vec<Ev
 }
 
 /// A fresh ledger on a new disk: its image once created, ready to record from.
-fn new_ledger_image() -> Vec<u8> {
+fn new_ledger_image() -> Images {
+    new_ledger_image_with(TEST_LOG)
+}
+
+/// [`new_ledger_image`] with a redo log of `size`.
+fn new_ledger_image_with(size: LogSize) -> Images {
     let disk = Disk::default();
     let ledger = disk
-        .open_ledger()
+        .open_ledger_with(size)
         .expect("create a ledger on the simulated disk");
     drop(ledger);
     // The writer thread holds the database until it sees its queue closed.
-    let deadline = Instant::now() + LOCK_WAIT_LIMIT;
-    while !disk.state().locks.is_empty() {
-        assert!(Instant::now() < deadline, "the database was never closed");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until_closed(&disk);
     disk.image()
 }
 
 /// Reopens `image` as the product would after a crash and checks it: the open succeeds,
 /// redb's integrity check passes, `verify_all` passes, the log equals the first `m`
 /// appends of `acked` for some `m` (returned), and the ledger takes a new append.
-fn reopen_and_check(image: &[u8], acked: &[Appended]) -> Result<usize, String> {
-    let disk = Disk::with_image(image.to_vec());
-    let ledger = disk.open_ledger().map_err(|e| format!("reopen: {e:#?}"))?;
+fn reopen_and_check(image: &Images, acked: &[Appended], size: LogSize) -> Result<usize, String> {
+    let disk = Disk::with_image(image.clone());
+    let ledger = disk
+        .open_ledger_with(size)
+        .map_err(|e| format!("reopen: {e:#?}"))?;
     ledger.verify_all().map_err(|e| format!("verify: {e}"))?;
     let stored = stored_events(&ledger).map_err(|e| format!("read: {e}"))?;
     let matched = (0..=acked.len())
@@ -534,7 +642,7 @@ fn reopen_and_check(image: &[u8], acked: &[Appended]) -> Result<usize, String> {
         }
     }
     drop(ledger);
-    let check = Disk::with_image(image.to_vec());
+    let check = Disk::with_image(image.clone());
     let mut db = backend::builder()
         .create_with_backend(check.file())
         .map_err(|e| format!("redb open for the integrity check: {e}"))?;
@@ -545,7 +653,7 @@ fn reopen_and_check(image: &[u8], acked: &[Appended]) -> Result<usize, String> {
     Ok(matched)
 }
 
-fn image_key(image: &[u8]) -> u64 {
+fn image_key(image: &Images) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     image.hash(&mut hasher);
@@ -554,12 +662,43 @@ fn image_key(image: &[u8]) -> u64 {
 
 #[test]
 fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_acknowledged_append() {
+    // A log with room for every commit (each commit's record synced, redb not), then one
+    // that fills every few commits (checkpoints: redb synced, the log started again).
+    let roomy = crash_sweep(TEST_LOG, false);
+    let small = crash_sweep(SMALL_LOG, false);
+    // A ledger without its log (an earlier build's, or a log deleted after a clean close):
+    // the log is created and named in redb, and the first commit syncs redb.
+    crash_sweep(TEST_LOG, true);
+    assert_eq!(
+        roomy.log_starts, 1,
+        "a roomy log is written from its start once"
+    );
+    assert!(
+        small.log_starts >= 2,
+        "the small log started again {} times",
+        small.log_starts - 1
+    );
+}
+
+/// What a crash sweep went through.
+struct Sweep {
+    /// Records written at the log's start: the first, and one after each checkpoint.
+    log_starts: usize,
+}
+
+/// Runs a workload on a ledger with a log of `size`, then reopens the ledger as a crash
+/// right after each of its disk operations would leave it (three crash models), and
+/// checks each reopens to a prefix of the appends holding every acknowledged one.
+fn crash_sweep(size: LogSize, without_log: bool) -> Sweep {
     let started = Instant::now();
-    let start = new_ledger_image();
+    let mut start = new_ledger_image_with(size);
+    if without_log {
+        start[LOG] = Vec::new();
+    }
     let disk = Disk::with_image(start.clone());
-    let ledger = disk.open_ledger().unwrap();
+    let ledger = disk.open_ledger_with(size).unwrap();
     // The ops of the open itself (it marks the file as open for writing) are crash points
-    // too: recording began with the disk.
+    // too: recording began with the disk; so are the close's (its checkpoint).
     let mut acked: Vec<Appended> = Vec::new();
     let mut acked_after: Vec<usize> = Vec::new();
     for step in workload(3, 2, 40) {
@@ -568,12 +707,14 @@ fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_ack
         acked_after.push(disk.op_count());
     }
     drop(ledger);
+    wait_until_closed(&disk);
     let ops = disk.ops();
 
     let mut outcomes: HashMap<u64, Result<usize, String>> = HashMap::new();
     let mut durable = start.clone();
     let mut current = start.clone();
-    let mut last_sync = 0usize; // ops[..last_sync] are durable
+    // Per file: ops[..last_sync[file]] of that file are durable.
+    let mut last_sync = [0usize; 2];
     let mut points = 0usize;
     let mut checked_images = 0usize;
     let mut failures = Vec::new();
@@ -581,19 +722,24 @@ fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_ack
         if applied > 0 {
             let op = &ops[applied - 1];
             apply(&mut current, op);
-            if matches!(op, Op::Sync) {
-                durable = current.clone();
-                last_sync = applied;
+            if let Op::Sync { file } = op {
+                durable[*file] = current[*file].clone();
+                last_sync[*file] = applied;
             }
         }
         let must_hold = acked_after.iter().filter(|&&at| at <= applied).count();
-        let pending = &ops[last_sync..applied];
         for model in [CrashModel::Lost, CrashModel::Kept, CrashModel::Torn] {
             points += 1;
-            let image = crashed_image(&durable, pending, model, applied as u64);
+            let image: Images = std::array::from_fn(|file| {
+                let pending: Vec<&Op> = ops[last_sync[file]..applied]
+                    .iter()
+                    .filter(|op| op.file() == file)
+                    .collect();
+                crashed_image(&durable[file], &pending, model, applied as u64)
+            });
             let outcome = outcomes.entry(image_key(&image)).or_insert_with(|| {
                 checked_images += 1;
-                reopen_and_check(&image, &acked)
+                reopen_and_check(&image, &acked, size)
             });
             match outcome {
                 Ok(matched) if *matched >= must_hold => {}
@@ -607,17 +753,47 @@ fn every_crash_point_of_an_append_sequence_reopens_to_a_prefix_holding_every_ack
             }
         }
     }
-    let syncs = ops.iter().filter(|op| matches!(op, Op::Sync)).count();
+    let syncs = |file: usize| {
+        ops.iter()
+            .filter(|op| matches!(op, Op::Sync { file: f } if *f == file))
+            .count()
+    };
     eprintln!(
-        "crash sweep: {} ops ({syncs} syncs) over {} appends, {points} crash points \
-         (3 models), {checked_images} distinct images reopened, file {} bytes, {:?}",
+        "crash sweep, log of {} bytes: {} ops ({} redb syncs, {} log syncs) over {} appends, \
+         {points} crash points (3 models), {checked_images} distinct images reopened, files \
+         {} + {} bytes, {:?}",
+        size.capacity,
         ops.len(),
+        syncs(REDB),
+        syncs(LOG),
         acked.len(),
-        current.len(),
+        current[REDB].len(),
+        current[LOG].len(),
         started.elapsed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(ops.len() >= 9 * 2, "every commit syncs: {} ops", ops.len());
+    assert!(
+        syncs(REDB) + syncs(LOG) >= acked.len(),
+        "every commit syncs: {} ops",
+        ops.len()
+    );
+    Sweep {
+        log_starts: ops.iter().filter(|op| is_record_at_log_start(op)).count(),
+    }
+}
+
+/// Whether `op` writes a record at the log's start (not the zeros of a clear).
+fn is_record_at_log_start(op: &Op) -> bool {
+    matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, data } if data.iter().any(|b| *b != 0))
+}
+
+/// Waits until the ledger on `disk` let go of its files (the writer thread ended).
+fn wait_until_closed(disk: &Disk) {
+    let deadline = Instant::now() + LOCK_WAIT_LIMIT;
+    while !disk.state().locks.is_empty() {
+        assert!(Instant::now() < deadline, "the database was never closed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// What one append of a faulted run answered: its events, or the error's message.
@@ -634,9 +810,16 @@ fn outcome(answer: Result<Result<Appended, AppendError>, StoreError>) -> Outcome
 /// Checks a ledger image left by a faulted run: it opens, verifies, holds every event of
 /// every acknowledged append byte for byte, and any other event belongs, with its whole
 /// batch, to an append that reported an error (an outcome the caller could not know).
-fn check_after_fault(image: &[u8], steps: &[Step], outcomes: &[Outcome]) -> Result<(), String> {
-    let disk = Disk::with_image(image.to_vec());
-    let ledger = disk.open_ledger().map_err(|e| format!("reopen: {e:#?}"))?;
+fn check_after_fault(
+    image: &Images,
+    steps: &[Step],
+    outcomes: &[Outcome],
+    size: LogSize,
+) -> Result<(), String> {
+    let disk = Disk::with_image(image.clone());
+    let ledger = disk
+        .open_ledger_with(size)
+        .map_err(|e| format!("reopen: {e:#?}"))?;
     ledger.verify_all().map_err(|e| format!("verify: {e}"))?;
     let stored = stored_events(&ledger).map_err(|e| format!("read: {e}"))?;
     let by_id: HashMap<_, &Event> = stored.values().flatten().map(|e| (e.id, e)).collect();
@@ -673,12 +856,21 @@ fn check_after_fault(image: &[u8], steps: &[Step], outcomes: &[Outcome]) -> Resu
 
 #[test]
 fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_partial_event() {
+    // A roomy log (the commits write the log only) and a small one (checkpoints: redb's own
+    // writes and syncs fail too, and a failed checkpoint reopens the database).
+    io_error_sweep(TEST_LOG);
+    io_error_sweep(SMALL_LOG);
+}
+
+/// Fails each I/O operation of an append sequence on a ledger with a log of `size`, once
+/// and for good, and checks what the appends answered and what a crash then leaves.
+fn io_error_sweep(size: LogSize) {
     let started = Instant::now();
-    let start = new_ledger_image();
+    let start = new_ledger_image_with(size);
     let (sessions, per_session, text_bytes) = (2, 2, 40);
     let io_ops_of_the_sequence = {
         let disk = Disk::with_image(start.clone());
-        let ledger = disk.open_ledger().unwrap();
+        let ledger = disk.open_ledger_with(size).unwrap();
         let before = disk.io_ops();
         for step in workload(sessions, per_session, text_bytes) {
             step.run(&ledger).unwrap().unwrap();
@@ -692,7 +884,7 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
         for n in 0..io_ops_of_the_sequence {
             runs += 1;
             let disk = Disk::with_image(start.clone());
-            let ledger = disk.open_ledger().unwrap();
+            let ledger = disk.open_ledger_with(size).unwrap();
             let mut steps = workload(sessions, per_session, text_bytes);
             disk.fail_at(disk.io_ops() + n, failure);
             let mut outcomes: Vec<Outcome> =
@@ -746,7 +938,7 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
             outcomes.push(after_outcome);
             // A crash right now, losing or keeping what was not synced.
             for (model, image) in [("lost", disk.durable()), ("kept", disk.image())] {
-                if let Err(error) = check_after_fault(&image, &steps, &outcomes) {
+                if let Err(error) = check_after_fault(&image, &steps, &outcomes, size) {
                     failures.push(format!("{at}, unsynced writes {model}: {error}"));
                 }
             }
@@ -754,9 +946,10 @@ fn an_io_error_at_any_operation_of_an_append_sequence_is_reported_and_leaves_no_
         }
     }
     eprintln!(
-        "I/O errors: {io_ops_of_the_sequence} I/O ops in the sequence, {runs} faulted runs \
+        "I/O errors, log of {} bytes: {io_ops_of_the_sequence} I/O ops in the sequence, {runs} faulted runs \
          (once and forever); failures recovered from with every append succeeding (by op): \
          {tolerated:?}; {:?}",
+        size.capacity,
         started.elapsed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -772,7 +965,7 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
     let session = SessionId::generate();
     let small = Step::new(session, 1, "before the disk filled up");
     small.run(&ledger).unwrap().unwrap();
-    disk.set_space(Some(disk.image().len() as u64));
+    disk.set_space(Some(disk.used()));
     let big_text = "a long thought that will not fit ".repeat(2000);
     let mut refused = None;
     for number in 2..40 {
@@ -820,4 +1013,203 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
         .unwrap()
         .unwrap();
     ledger.verify_all().unwrap();
+}
+
+/// The number of event rows redb itself holds in `image` (without the redo log).
+fn redb_event_count(image: &Images) -> u64 {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let disk = Disk::with_image(image.clone());
+    let db = backend::builder()
+        .create_with_backend(disk.file())
+        .expect("redb opens the image");
+    let txn = db.begin_read().unwrap();
+    txn.open_table(super::tables::EVENTS)
+        .unwrap()
+        .len()
+        .unwrap()
+}
+
+#[test]
+fn appends_whose_redb_commit_never_reached_the_disk_are_replayed_and_replaying_again_changes_nothing()
+ {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let acked: Vec<Appended> = workload(2, 2, 40)
+        .iter()
+        .map(|step| step.run(&ledger).unwrap().unwrap())
+        .collect();
+    // A crash now: what was synced survives; redb's commits were not synced.
+    let crashed = disk.durable();
+    drop(ledger);
+    assert_eq!(redb_event_count(&crashed), 0, "redb alone has none of them");
+    assert_eq!(
+        reopen_and_check(&crashed, &acked, TEST_LOG),
+        Ok(acked.len())
+    );
+
+    // The replay itself, crashed after each of its operations (and once more after it),
+    // still reopens to every acknowledged append: replaying is idempotent.
+    let replaying = Disk::with_image(crashed.clone());
+    let recovered = replaying.open_ledger().unwrap();
+    let ops = replaying.ops();
+    assert!(
+        ops.iter().any(|op| matches!(op, Op::Sync { file: REDB })),
+        "the replay commits with a sync"
+    );
+    drop(recovered);
+    wait_until_closed(&replaying);
+    let mut current = crashed.clone();
+    let mut durable = crashed.clone();
+    for op in &ops {
+        apply(&mut current, op);
+        if let Op::Sync { file } = op {
+            durable[*file] = current[*file].clone();
+        }
+        for image in [&durable, &current] {
+            assert_eq!(
+                reopen_and_check(image, &acked, TEST_LOG),
+                Ok(acked.len()),
+                "crash during the replay, after {op:?}"
+            );
+        }
+    }
+    let replayed = replaying.durable();
+    assert_eq!(
+        redb_event_count(&replayed),
+        stored_events(&Disk::with_image(replayed.clone()).open_ledger().unwrap())
+            .unwrap()
+            .values()
+            .map(|events| events.len() as u64)
+            .sum::<u64>(),
+        "after the replay redb holds every event itself"
+    );
+}
+
+#[test]
+fn an_idle_writer_checkpoints_so_redb_holds_the_commits_without_the_log() {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let appended = Step::new(SessionId::generate(), 1, "then nothing for a while")
+        .run(&ledger)
+        .unwrap()
+        .unwrap();
+    let want = appended.events.len() as u64;
+    // The commit synced its record only (the checkpoint comes after `IDLE_AFTER`).
+    assert_eq!(redb_event_count(&disk.durable()), 0);
+    // Waits for the condition (redb's synced file holds the append), bounded.
+    let deadline = Instant::now() + LOCK_WAIT_LIMIT;
+    let mut image = disk.durable();
+    while redb_event_count(&image) != want {
+        assert!(
+            Instant::now() < deadline,
+            "the idle writer never checkpointed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        image = disk.durable();
+    }
+    // The log's records are all in redb now: a log wiped clean loses nothing.
+    image[LOG] = Vec::new();
+    assert_eq!(
+        reopen_and_check(&image, std::slice::from_ref(&appended), TEST_LOG),
+        Ok(1)
+    );
+    drop(ledger);
+}
+
+#[test]
+fn a_full_log_checkpoints_and_starts_again_and_a_record_bigger_than_the_log_commits_with_a_sync() {
+    let disk = Disk::with_image(new_ledger_image_with(SMALL_LOG));
+    let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
+    let session = SessionId::generate();
+    let mut acked = Vec::new();
+    for number in 1..=12 {
+        let text = if number == 6 {
+            "a thought bigger than the whole log ".repeat(200)
+        } else {
+            format!("thought {number}")
+        };
+        acked.push(
+            Step::new(session, number, &text)
+                .run(&ledger)
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let ops = disk.ops();
+    let starts = ops.iter().filter(|op| is_record_at_log_start(op)).count();
+    assert!(
+        starts >= 3,
+        "the log started again only {} times",
+        starts - 1
+    );
+    let biggest_record = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Write {
+                file: LOG, data, ..
+            } => Some(data.len() as u64),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(biggest_record <= SMALL_LOG.capacity, "{biggest_record}");
+    assert!(
+        disk.image()[LOG].len() as u64 <= SMALL_LOG.capacity,
+        "the log grew past its capacity"
+    );
+    // A crash now loses nothing acknowledged.
+    assert_eq!(
+        reopen_and_check(&disk.durable(), &acked, SMALL_LOG),
+        Ok(acked.len())
+    );
+    drop(ledger);
+}
+
+#[test]
+fn a_ledger_file_put_back_from_a_copy_never_gets_the_records_of_a_later_history() {
+    let disk = Disk::with_image(new_ledger_image_with(SMALL_LOG));
+    let session = SessionId::generate();
+    let first = {
+        let ledger = disk.open_ledger_with(SMALL_LOG).unwrap();
+        let first = Step::new(session, 1, "in the copy")
+            .run(&ledger)
+            .unwrap()
+            .unwrap();
+        drop(ledger);
+        wait_until_closed(&disk);
+        first
+    };
+    let copy = disk.image()[REDB].clone();
+    // A later history: a clean close clears the log; a crash leaves records in it, after
+    // checkpoints (the small log fills).
+    let later = Disk::with_image(disk.image());
+    {
+        let ledger = later.open_ledger_with(SMALL_LOG).unwrap();
+        for number in 2..6 {
+            Step::new(session, number, "later")
+                .run(&ledger)
+                .unwrap()
+                .unwrap();
+        }
+        drop(ledger);
+        wait_until_closed(&later);
+    }
+    let closed_log = later.image()[LOG].clone();
+    let ledger = later.open_ledger_with(SMALL_LOG).unwrap();
+    for number in 6..12 {
+        Step::new(session, number, "later still")
+            .run(&ledger)
+            .unwrap()
+            .unwrap();
+    }
+    let crashed_log = later.durable()[LOG].clone();
+    drop(ledger);
+    for (when, log) in [("closed", closed_log), ("crashed", crashed_log)] {
+        let restored = [copy.clone(), log];
+        assert_eq!(
+            reopen_and_check(&restored, std::slice::from_ref(&first), SMALL_LOG),
+            Ok(1),
+            "the copy put back beside the log of a later history that {when}"
+        );
+    }
 }

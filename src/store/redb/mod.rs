@@ -11,11 +11,17 @@
 //! A write transaction is exclusive (one process holds the file, one writer thread writes
 //! it), so reading the last position inside it and numbering the batch's events after it
 //! makes commit order position order.
+//!
+//! A write view records every row it writes ([`wal::Put`]); its commit writes them as one
+//! redo log record, syncs it, and commits redb without a sync ([`wal`]); a record that
+//! does not fit in the log commits with a sync instead (a checkpoint), as does
+//! [`Backend::idle`].
 
 #[cfg(test)]
 mod fault;
 pub(crate) mod open;
 mod tables;
+pub(crate) mod wal;
 
 use super::contract::{
     AppendPlan, Backend, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
@@ -24,15 +30,17 @@ use super::error::is_disk_full;
 use super::{Ledger, OpenError, SessionHead, StoreError, codec};
 use crate::event::{Event, EventId, SessionId};
 use ::redb::{
-    ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
+    Durability, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
     WriteTransaction,
 };
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use tables::{
-    ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, session_key, session_of,
+    ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, WAL_LSN, session_key,
+    session_of,
 };
+use wal::{Log, Put};
 
 /// Maps a redb error to the store's: an I/O error saying the disk is full becomes
 /// [`StoreError::DiskFull`]; anything else [`StoreError::Backend`] with it as the source.
@@ -66,8 +74,10 @@ impl Ledger {
     pub(crate) fn open_backend<B: ::redb::StorageBackend>(
         label: &Path,
         make: impl Fn() -> B + Send + Sync + 'static,
+        log: Box<dyn wal::LogFile>,
+        log_size: wal::LogSize,
     ) -> Result<Ledger, OpenError> {
-        let handle = open::open_backend(label, make)?;
+        let handle = open::open_backend(label, make, log, log_size)?;
         Ok(Ledger::with_backend(RedbBackend { handle }, label))
     }
 }
@@ -92,8 +102,55 @@ impl RedbBackend {
     /// A write transaction that owns itself.
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
-        let changed = assign_positions(&txn)?;
-        Ok(Box::new(RedbWrite { txn, changed }))
+        let mut redo = Vec::new();
+        let changed = assign_positions(&txn, &mut redo)?;
+        Ok(Box::new(RedbWrite {
+            txn,
+            changed,
+            redo,
+            log: self.handle.log().clone(),
+        }))
+    }
+
+    /// Commits with a sync if records were written to the log since the last one, so the
+    /// log starts again at its beginning (a checkpoint).
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        if !self.handle.log().lock().needs_checkpoint() {
+            return Ok(());
+        }
+        let txn = self.handle.begin_write()?;
+        let log = self.handle.log().clone();
+        let mut wal = log.lock();
+        let lsn = wal.last_lsn();
+        {
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            meta.insert(WAL_LSN, lsn).map_err(store_error)?;
+        }
+        match txn.commit() {
+            Ok(()) => {
+                wal.reset(lsn);
+                Ok(())
+            }
+            Err(error) => {
+                log.set_must_recover(true);
+                Err(store_error(error))
+            }
+        }
+    }
+}
+
+impl Drop for RedbBackend {
+    /// The ledger closes: a last checkpoint, then the log is cleared, so it holds nothing
+    /// to replay (a failure leaves it as it is: the next open replays it).
+    fn drop(&mut self) {
+        let closed = self.checkpoint().and_then(|()| {
+            let mut wal = self.handle.log().lock();
+            wal.clear()
+                .map_err(|error| store_error(::redb::StorageError::Io(error)))
+        });
+        if let Err(error) = closed {
+            tracing::warn!(%error, "closing the ledger's redo log failed; the next open replays it");
+        }
     }
 }
 
@@ -104,6 +161,12 @@ impl Backend for RedbBackend {
 
     fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
         self.write_owned()
+    }
+
+    fn idle(&self) {
+        if let Err(error) = self.checkpoint() {
+            tracing::warn!(%error, "the ledger's checkpoint failed; the redo log still holds every commit");
+        }
     }
 }
 
@@ -132,6 +195,9 @@ struct RedbWrite {
     txn: WriteTransaction,
     /// Something was written (rows, a head, positions assigned at the start).
     changed: bool,
+    /// Every row written, in order: the commit's redo log record.
+    redo: Vec<Put>,
+    log: Arc<Log>,
 }
 
 impl RedbWrite {
@@ -304,6 +370,21 @@ impl WriteView for RedbWrite {
                 positions
                     .insert(position, (key, event.seq))
                     .map_err(store_error)?;
+                self.redo.push(Put::Event {
+                    session: key,
+                    seq: event.seq,
+                    row: bytes,
+                });
+                self.redo.push(Put::EventId {
+                    id: event.id.0.0,
+                    session: key,
+                    seq: event.seq,
+                });
+                self.redo.push(Put::Position {
+                    position,
+                    session: key,
+                    seq: event.seq,
+                });
             }
         }
         let head = SessionHead {
@@ -314,6 +395,10 @@ impl WriteView for RedbWrite {
         let mut aliases = self.txn.open_table(ALIASES).map_err(store_error)?;
         for alias in &plan.aliases {
             aliases.insert(alias.as_str(), key).map_err(store_error)?;
+            self.redo.push(Put::Alias {
+                alias: alias.clone(),
+                session: key,
+            });
         }
         Ok(position)
     }
@@ -321,12 +406,14 @@ impl WriteView for RedbWrite {
     fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
         self.changed = true;
         let mut heads = self.txn.open_table(HEADS).map_err(store_error)?;
+        let row = tables::encode_head(head);
         heads
-            .insert(
-                session_key(head.session),
-                tables::encode_head(head).as_slice(),
-            )
+            .insert(session_key(head.session), row.as_slice())
             .map_err(store_error)?;
+        self.redo.push(Put::Head {
+            session: session_key(head.session),
+            row,
+        });
         Ok(())
     }
 
@@ -334,8 +421,48 @@ impl WriteView for RedbWrite {
         self.changed
     }
 
+    /// The group's rows as one log record, synced, then redb's commit without a sync; or,
+    /// when the record does not fit in the log, redb's commit with a sync (a checkpoint).
+    ///
+    /// If the log write or sync fails, the transaction is aborted and the tail stays where it
+    /// was, so the next record overwrites this one (until then a crash may replay it: the
+    /// callers were told the write failed, which allows it). If redb's commit fails after
+    /// the record was synced, the callers are told it failed and the database is opened
+    /// again before the next write, with the log replayed only up to the last acknowledged
+    /// record: redb then holds what the callers were told.
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.txn.commit().map_err(store_error)
+        let RedbWrite {
+            mut txn, redo, log, ..
+        } = *self;
+        let mut wal = log.lock();
+        let lsn = wal.last_lsn() + 1;
+        {
+            let mut meta = txn.open_table(META).map_err(store_error)?;
+            meta.insert(WAL_LSN, lsn).map_err(store_error)?;
+        }
+        let record = wal.encode(lsn, &redo);
+        let logged = wal.fits(&record);
+        if logged {
+            if let Err(error) = wal.write(&record) {
+                let _ = txn.abort();
+                return Err(error);
+            }
+            txn.set_durability(Durability::None).map_err(store_error)?;
+        }
+        match txn.commit() {
+            Ok(()) if logged => {
+                wal.advance(lsn, record.len());
+                Ok(())
+            }
+            Ok(()) => {
+                wal.reset(lsn);
+                Ok(())
+            }
+            Err(error) => {
+                log.set_must_recover(true);
+                Err(store_error(error))
+            }
+        }
     }
 
     fn abort(self: Box<Self>) -> Result<(), StoreError> {
@@ -348,7 +475,7 @@ impl WriteView for RedbWrite {
 /// those rows still tell. Runs in the first write transaction that finds
 /// [`POSITIONS_ASSIGNED`] missing, so the scan is paid once per ledger, never on an open;
 /// every later transaction only reads that one key. Returns whether it wrote anything.
-fn assign_positions(txn: &WriteTransaction) -> Result<bool, StoreError> {
+fn assign_positions(txn: &WriteTransaction, redo: &mut Vec<Put>) -> Result<bool, StoreError> {
     let mut meta = txn.open_table(META).map_err(store_error)?;
     if meta.get(POSITIONS_ASSIGNED).map_err(store_error)?.is_some() {
         return Ok(false);
@@ -374,6 +501,11 @@ fn assign_positions(txn: &WriteTransaction) -> Result<bool, StoreError> {
         positions
             .insert(start, (session, seq))
             .map_err(store_error)?;
+        redo.push(Put::Position {
+            position: start,
+            session,
+            seq,
+        });
         last_of.insert(session, start);
     }
     let mut heads = txn.open_table(HEADS).map_err(store_error)?;
@@ -388,8 +520,16 @@ fn assign_positions(txn: &WriteTransaction) -> Result<bool, StoreError> {
     }
     for (key, bytes) in rewritten {
         heads.insert(key, bytes.as_slice()).map_err(store_error)?;
+        redo.push(Put::Head {
+            session: key,
+            row: bytes,
+        });
     }
     meta.insert(POSITIONS_ASSIGNED, 1).map_err(store_error)?;
+    redo.push(Put::Meta {
+        key: POSITIONS_ASSIGNED.to_string(),
+        value: 1,
+    });
     tracing::info!(
         events = start,
         "assigned ledger positions to the events of an earlier build"
@@ -528,5 +668,59 @@ mod tests {
         assert!(refused.is_err());
         assert_eq!(ledger.last_position().unwrap(), 3);
         assert_eq!(ledger.head(a).unwrap().unwrap().position, 3);
+    }
+
+    /// One thought appended to `session` (started by its first call).
+    fn append_one(ledger: &Ledger, session: SessionId, text: &str) {
+        let text = text.to_string();
+        ledger
+            .write_blocking(move |txn| {
+                let expected = txn.head(session)?.map_or(0, |h| h.seq);
+                let mut batch = Vec::new();
+                if expected == 0 {
+                    batch.push(NewEvent::new(Payload::SessionStarted {
+                        kind: SessionKind::THINKING,
+                        title: "wal".into(),
+                        aliases: Vec::new(),
+                    }));
+                }
+                batch.push(NewEvent::new(Payload::SessionClosed { reason: text }));
+                txn.append(session, expected, batch)
+            })
+            .unwrap()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_ledger_of_the_build_before_the_redo_log_opens_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        // As the previous build created it: the tables, no log, no log keys in meta.
+        tables::create_all(&open::builder().create(&path).unwrap()).unwrap();
+        let session = SessionId::generate();
+        {
+            let ledger = Ledger::open_file(&path).unwrap();
+            append_one(&ledger, session, "first");
+        }
+        assert!(
+            wal::log_path(&path).exists(),
+            "the log appears beside the ledger"
+        );
+        let ledger = Ledger::open_file(&path).unwrap();
+        append_one(&ledger, session, "second");
+        assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);
+        assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_foreign_file_where_the_log_goes_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        drop(Ledger::open_file(&path).unwrap());
+        let log = wal::log_path(&path);
+        std::fs::write(&log, vec![7u8; 8192]).unwrap();
+        let error = Ledger::open_file(&path).err().expect("refused");
+        assert!(error.to_string().contains("ledger.wal"), "{error}");
+        assert_eq!(std::fs::read(&log).unwrap(), vec![7u8; 8192]);
     }
 }

@@ -2,7 +2,10 @@
 //! the atomic creation of a new ledger file, the check that an existing file is our ledger,
 //! and reopening the database after an I/O failure.
 //!
-//! Owns: [`Handle`] (the open database and how to open it again), [`open_file`] and
+//! Every open of the database by the process holding it (the first, and every reopen)
+//! replays the redo log into it first ([`super::wal::recover`]).
+//!
+//! Owns: [`Handle`] (the open database, its redo log, and how to open it again), [`open_file`] and
 //! `open_backend` (test builds: the same rules over a file path or any redb `StorageBackend`, which
 //! the fault-injection tests use). Must not: initialise, "repair" or write to an existing
 //! file that is not our ledger (an empty, truncated or foreign file, or a redb file of
@@ -11,6 +14,7 @@
 
 use super::store_error;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS};
+use super::wal::{self, Log, Wal, WalError};
 use crate::store::{CACHE_SIZE_BYTES, OpenError, StoreError};
 use redb::{
     Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
@@ -51,18 +55,40 @@ type Reopen = Box<dyn Fn() -> Result<Database, DatabaseError> + Send + Sync>;
 /// the database is opened again (redb recovers the file as after a crash) and the
 /// transaction is begun once more on the new handle. If that open fails too, its error is
 /// returned and the next transaction tries again.
+///
+/// The same goes when a commit failed after its redo log record was synced
+/// ([`Log::must_recover`]): the next write transaction is begun on a reopened database,
+/// into which the log was replayed, so redb holds exactly what was acknowledged.
 pub(crate) struct Handle {
     /// `None` only after a reopen failed (the next transaction tries again).
     current: RwLock<Option<Arc<Database>>>,
     reopen: Reopen,
+    log: Arc<Log>,
 }
 
 impl Handle {
-    fn new(db: Database, reopen: Reopen) -> Handle {
-        Handle {
+    /// The handle over `db` once the log is replayed into it.
+    fn recovered(
+        label: &Path,
+        db: Database,
+        reopen: Reopen,
+        wal: Wal,
+    ) -> Result<Handle, OpenError> {
+        let log = Arc::new(Log::new(wal));
+        wal::recover(&db, &log, None).map_err(|source| OpenError::Store {
+            label: label.display().to_string(),
+            source: Arc::new(source),
+        })?;
+        Ok(Handle {
             current: RwLock::new(Some(Arc::new(db))),
             reopen,
-        }
+            log,
+        })
+    }
+
+    /// The redo log the commits of this database write first.
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        &self.log
     }
 
     fn current(&self) -> Result<Arc<Database>, StoreError> {
@@ -93,7 +119,12 @@ impl Handle {
         tracing::warn!("the ledger's database handle failed an I/O operation; opening it again");
         *current = None;
         drop(failed);
-        let db = Arc::new((self.reopen)().map_err(store_error)?);
+        let db = (self.reopen)().map_err(store_error)?;
+        // Only what was acknowledged: a record whose commit failed is not replayed.
+        let acknowledged = self.log.lock().last_lsn();
+        wal::recover(&db, &self.log, Some(acknowledged))?;
+        self.log.set_must_recover(false);
+        let db = Arc::new(db);
         *current = Some(db.clone());
         Ok(db)
     }
@@ -119,6 +150,10 @@ impl Handle {
     }
 
     pub(crate) fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+        if self.log.must_recover() {
+            let db = self.current()?;
+            self.reopen_after(Some(db))?;
+        }
         self.begin(|db| db.begin_write())
     }
 }
@@ -155,11 +190,13 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
                     opened => opened.map_err(database_error)?,
                 };
                 check_tables(path, &db)?;
-                return Ok(Opened::Held(Handle::new(db, reopen)));
+                let wal = wal::open_path(path).map_err(open_error)?;
+                return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    return Ok(Opened::Held(Handle::new(db, reopen)));
+                    let wal = wal::open_path(path).map_err(open_error)?;
+                    return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
                 }
                 // Another process created it first: open theirs.
             }
@@ -170,6 +207,14 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
                 });
             }
         }
+    }
+}
+
+/// A redo log that cannot be opened, as the open of its ledger reports it.
+fn open_error(error: WalError) -> OpenError {
+    match error {
+        WalError::NotALog { path, detail } => OpenError::NotALedger { path, detail },
+        WalError::Io { path, source } => OpenError::Unreadable { path, source },
     }
 }
 
@@ -235,6 +280,8 @@ fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
 pub(crate) fn open_backend<B: redb::StorageBackend>(
     label: &Path,
     make: impl Fn() -> B + Send + Sync + 'static,
+    log: Box<dyn wal::LogFile>,
+    log_size: wal::LogSize,
 ) -> Result<Handle, OpenError> {
     let database_error = |source: redb::Error| OpenError::Database {
         path: label.to_path_buf(),
@@ -258,7 +305,8 @@ pub(crate) fn open_backend<B: redb::StorageBackend>(
         check_tables(label, &db)?;
     }
     let reopen: Reopen = Box::new(move || builder().create_with_backend(make()));
-    Ok(Handle::new(db, reopen))
+    let wal = wal::Wal::open(log, &wal::log_path(label), log_size).map_err(open_error)?;
+    Handle::recovered(label, db, reopen, wal)
 }
 
 /// The read-only look at an existing file before it is opened for writing. A read-only

@@ -6,7 +6,9 @@
 //! - `event_ids`: event id → (session, seq), for idempotent appends.
 //! - `aliases`: alias text → session, for ids a caller chose.
 //! - `positions`: ledger-wide position → (session, seq), in commit order.
-//! - `meta`: named numbers; [`POSITIONS_ASSIGNED`] says every event has a position.
+//! - `meta`: named numbers; [`POSITIONS_ASSIGNED`] says every event has a position,
+//!   [`WAL_ID`] and [`WAL_LSN`] which redo log this ledger writes to and the last record of
+//!   it the tables hold ([`super::wal`]).
 //!
 //! `positions` and `meta` are newer than the other four: a ledger written by an earlier
 //! build lacks them until its first write transaction creates them (and assigns positions
@@ -25,6 +27,12 @@ pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 
 /// `meta` key: present (value 1) once every event of the ledger has a position.
 pub(super) const POSITIONS_ASSIGNED: &str = "positions_assigned";
+
+/// `meta` key: the id of the redo log ([`super::wal::Wal::id`]) this ledger writes to.
+pub(super) const WAL_ID: &str = "wal_id";
+
+/// `meta` key: the lsn of the last redo log record whose writes the tables hold.
+pub(super) const WAL_LSN: &str = "wal_lsn";
 
 pub(super) fn session_key(session: SessionId) -> u128 {
     session.0.0
