@@ -33,6 +33,7 @@ use ::redb::{
     Durability, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
     WriteTransaction,
 };
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -109,6 +110,7 @@ impl RedbBackend {
             changed,
             redo,
             log: self.handle.log().clone(),
+            seen: RefCell::default(),
         }))
     }
 
@@ -198,6 +200,17 @@ struct RedbWrite {
     /// Every row written, in order: the commit's redo log record.
     redo: Vec<Put>,
     log: Arc<Log>,
+    /// What this transaction has read or written of the heads and the last position, so a
+    /// group's jobs (each reads its head twice, and appends after the last position) do not
+    /// decode the same head row or walk to the last position again.
+    seen: RefCell<Seen>,
+}
+
+/// [`RedbWrite`]'s memory of its own reads and writes; it lives as long as the transaction.
+#[derive(Default)]
+struct Seen {
+    heads: HashMap<u128, Option<SessionHead>>,
+    last_position: Option<u64>,
 }
 
 impl RedbWrite {
@@ -208,6 +221,49 @@ impl RedbWrite {
     ) -> Result<Option<::redb::Table<'_, K, V>>, StoreError> {
         self.txn.open_table(table).map(Some).map_err(store_error)
     }
+
+    fn remember_head(
+        &self,
+        session: SessionId,
+        read: impl FnOnce() -> Result<Option<SessionHead>, StoreError>,
+    ) -> Result<Option<SessionHead>, StoreError> {
+        let key = session_key(session);
+        if let Some(head) = self.seen.borrow().heads.get(&key) {
+            return Ok(head.clone());
+        }
+        let head = read()?;
+        self.seen.borrow_mut().heads.insert(key, head.clone());
+        Ok(head)
+    }
+
+    fn remember_last_position(
+        &self,
+        read: impl FnOnce() -> Result<u64, StoreError>,
+    ) -> Result<u64, StoreError> {
+        if let Some(position) = self.seen.borrow().last_position {
+            return Ok(position);
+        }
+        let position = read()?;
+        self.seen.borrow_mut().last_position = Some(position);
+        Ok(position)
+    }
+}
+
+impl RedbRead {
+    fn remember_head(
+        &self,
+        _: SessionId,
+        read: impl FnOnce() -> Result<Option<SessionHead>, StoreError>,
+    ) -> Result<Option<SessionHead>, StoreError> {
+        read()
+    }
+
+    fn remember_last_position(
+        &self,
+        read: impl FnOnce() -> Result<u64, StoreError>,
+    ) -> Result<u64, StoreError> {
+        read()
+    }
 }
 
 /// The read side, written once for both transaction kinds (their table types differ).
@@ -215,10 +271,10 @@ macro_rules! read_view {
     ($view:ty) => {
         impl ReadView for $view {
             fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
-                match self.open(HEADS)? {
+                self.remember_head(session, || match self.open(HEADS)? {
                     Some(heads) => tables::read_head(&heads, session),
                     None => Ok(None),
-                }
+                })
             }
 
             fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
@@ -314,13 +370,15 @@ macro_rules! read_view {
             }
 
             fn last_position(&self) -> Result<u64, StoreError> {
-                let Some(positions) = self.open(POSITIONS)? else {
-                    return Ok(0);
-                };
-                Ok(positions
-                    .last()
-                    .map_err(store_error)?
-                    .map_or(0, |(position, _)| position.value()))
+                self.remember_last_position(|| {
+                    let Some(positions) = self.open(POSITIONS)? else {
+                        return Ok(0);
+                    };
+                    Ok(positions
+                        .last()
+                        .map_err(store_error)?
+                        .map_or(0, |(position, _)| position.value()))
+                })
             }
 
             fn scan_positions(
@@ -387,11 +445,15 @@ impl WriteView for RedbWrite {
                 });
             }
         }
+        self.seen.get_mut().last_position = Some(position);
         let head = SessionHead {
             position,
             ..plan.head.clone()
         };
         self.put_head(&head)?;
+        if plan.aliases.is_empty() {
+            return Ok(position);
+        }
         let mut aliases = self.txn.open_table(ALIASES).map_err(store_error)?;
         for alias in &plan.aliases {
             aliases.insert(alias.as_str(), key).map_err(store_error)?;
@@ -410,6 +472,10 @@ impl WriteView for RedbWrite {
         heads
             .insert(session_key(head.session), row.as_slice())
             .map_err(store_error)?;
+        self.seen
+            .get_mut()
+            .heads
+            .insert(session_key(head.session), Some(head.clone()));
         self.redo.push(Put::Head {
             session: session_key(head.session),
             row,
