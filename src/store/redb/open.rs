@@ -218,21 +218,26 @@ fn open_error(error: WalError) -> OpenError {
     }
 }
 
-/// Builds a new ledger beside `path` and links it into place. `None` when a file appeared
-/// at `path` first (the temporary file is removed).
-fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
+/// A new temporary file in `path`'s directory, named after it (`.NAME.creating-…`): where a
+/// file is built complete before it is moved or linked to `path`.
+pub(super) fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(&format!(".{name}.creating-"))
         .tempfile_in(dir)
-        .map_err(|source| OpenError::Create {
-            path: path.to_path_buf(),
-            source,
-        })?;
+}
+
+/// Builds a new ledger beside `path` and links it into place. `None` when a file appeared
+/// at `path` first (the temporary file is removed).
+fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
+    let temp = temp_beside(path).map_err(|source| OpenError::Create {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let database_error = |source: redb::Error| OpenError::Database {
         path: path.to_path_buf(),
         source: Arc::new(source),
@@ -266,7 +271,7 @@ fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
     }
     // `temp` removes its name on drop; the ledger lives on under `path`.
     drop(temp);
-    if let Ok(dir) = std::fs::File::open(dir) {
+    if let Ok(dir) = std::fs::File::open(path.parent().unwrap_or(Path::new("."))) {
         let _ = dir.sync_all();
     }
     Ok(Some(db))

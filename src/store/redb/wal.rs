@@ -555,15 +555,7 @@ pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}
         Err(error) => return Err(io_error(error)),
     }
-    let dir = log.parent().unwrap_or(Path::new("."));
-    let name = log
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = tempfile::Builder::new()
-        .prefix(&format!(".{name}.creating-"))
-        .tempfile_in(dir)
-        .map_err(io_error)?;
+    let temp = super::open::temp_beside(&log).map_err(io_error)?;
     let file = temp.as_file().try_clone().map_err(io_error)?;
     let wal = Wal::open(Box::new(file), &log, LogSize::PRODUCT)?;
     match temp.persist_noclobber(&log) {
@@ -577,7 +569,7 @@ pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
         }
         Err(error) => return Err(io_error(error.error)),
     }
-    if let Ok(dir) = std::fs::File::open(dir) {
+    if let Ok(dir) = std::fs::File::open(log.parent().unwrap_or(Path::new("."))) {
         let _ = dir.sync_all();
     }
     Ok(wal)
