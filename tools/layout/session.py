@@ -13,6 +13,15 @@ import subprocess
 import tempfile
 
 
+def thought_arguments(number, total):
+    return {
+        "thought": f"thought number {number} about the problem at hand",
+        "thoughtNumber": number,
+        "totalThoughts": total,
+        "nextThoughtNeeded": True,
+    }
+
+
 class Session:
     def __init__(self, argv, *, pass_fds=()):
         self.data_dir = tempfile.mkdtemp(prefix="rl-layout-")
@@ -25,7 +34,7 @@ class Session:
         )
         self.next_id = 0
         self.request("initialize", {
-            "protocolVersion": "2025-06-18",
+            "protocolVersion": "2025-11-25",
             "capabilities": {},
             "clientInfo": {"name": "tools/layout", "version": "1"},
         })
@@ -50,12 +59,24 @@ class Session:
         return self.request("tools/call", {"name": name, "arguments": arguments})
 
     def thought(self, number, total):
-        return self.call("sequentialthinking", {
-            "thought": f"thought number {number} about the problem at hand",
-            "thoughtNumber": number,
-            "totalThoughts": total,
-            "nextThoughtNeeded": True,
-        })
+        return self.call("sequentialthinking", thought_arguments(number, total))
+
+    def thoughts_in_flight(self, first, count, total, in_flight):
+        """Thoughts first..first+count, `in_flight` requests outstanding at a time (as the
+        bench's 8-in-flight and RSS runs send them)."""
+        sent, answered, next_number = 0, 0, first
+        while answered < count:
+            while sent < count and sent - answered < in_flight:
+                self.next_id += 1
+                self.send({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                           "params": {"name": "sequentialthinking",
+                                      "arguments": thought_arguments(next_number, total)}})
+                sent, next_number = sent + 1, next_number + 1
+            answer = json.loads(self.process.stdout.readline())
+            if "id" in answer:
+                if "error" in answer:
+                    raise RuntimeError(f"sequentialthinking: {answer['error']}")
+                answered += 1
 
     def memory(self):
         """KiB figures of the server process (pid of the spawned program)."""
