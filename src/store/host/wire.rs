@@ -210,7 +210,9 @@ pub(crate) fn read_frame<T: for<'de> Deserialize<'de>>(
     if got == 0 {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    stream.set_read_timeout(Some(rest))?;
+    if first != Some(rest) {
+        stream.set_read_timeout(Some(rest))?;
+    }
     stream.read_exact(&mut length[got..])?;
     let length = u32::from_le_bytes(length) as usize;
     if length > MAX_FRAME_BYTES {
