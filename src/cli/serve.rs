@@ -27,8 +27,9 @@ pub(super) fn set_related(flag: Option<usize>) -> anyhow::Result<()> {
 }
 
 /// The runtime of a stdio server on a local ledger: one thread. A call's async steps are
-/// short (decode, plan, render: commits run on the writer thread, stdin and stdout have
-/// threads of their own), so a second worker would only add hand-offs between threads —
+/// short (decode, plan, render: commits run on the writer thread, stdin is read only when
+/// bytes are waiting, an answer is written only when the pipe has room: see
+/// [`crate::transport`]), so a second worker would only add hand-offs between threads —
 /// a wake-up of another core for a task stolen or a timer moved. PostgreSQL's driver
 /// blocks on a runtime of its own (stepping aside with `block_in_place`, which a
 /// one-thread runtime cannot do), and `serve --http` serves many connections: both keep

@@ -9,7 +9,8 @@
 //! alone would answer -32601 naming the method). Each answer carries the request's id
 //! when the start of the line gives it away, else `null`, and tells the client how to
 //! fix the call. Also owns the single writer of stdout ([`stdout`]: every line written is
-//! one JSON-RPC message) and the reader of stdin ([`stdin`]), each with a thread of its own.
+//! one JSON-RPC message) and the reader of stdin ([`stdin`]), neither of which blocks the
+//! runtime (each falls back on a thread of its own).
 //!
 //! Must not: answer a notification or anything shaped like a response (two peers that
 //! answer each other's garbage never stop), buffer more than the cap of any line, write

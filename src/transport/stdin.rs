@@ -113,10 +113,16 @@ fn poll_read_polled(
         let read = unsafe { libc::read(fd.get_ref().0, unfilled.as_mut_ptr().cast(), take) };
         if read < 0 {
             let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
+            match error.kind() {
+                io::ErrorKind::Interrupted => continue,
+                // The bytes were taken by another reader of the same pipe (a descriptor
+                // the client left non-blocking): wait for the next readiness.
+                io::ErrorKind::WouldBlock => {
+                    guard.clear_ready();
+                    continue;
+                }
+                _ => return Poll::Ready(Err(error)),
             }
-            return Poll::Ready(Err(error));
         }
         let read = read as usize;
         buf.advance(read);
