@@ -11,7 +11,7 @@
 use super::error::PgError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{WebPkiServerVerifier, verify_server_cert_signed_by_trust_anchor};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
@@ -235,9 +235,11 @@ pub(crate) fn connector(settings: &TlsSettings) -> Result<Option<MakeRustlsConne
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| PgError::BadTls(format!("TLS setup: {e}")))?;
+    let algorithms = provider.signature_verification_algorithms;
     let verifier: Arc<dyn ServerCertVerifier> = match settings.roots() {
-        None => Arc::new(Unverified {
-            algorithms: provider.signature_verification_algorithms,
+        None => Arc::new(NoHostCheck {
+            roots: None,
+            algorithms,
         }),
         Some(roots) => {
             let store = Arc::new(load_roots(&roots)?);
@@ -245,9 +247,9 @@ pub(crate) fn connector(settings: &TlsSettings) -> Result<Option<MakeRustlsConne
                 SslMode::VerifyFull => WebPkiServerVerifier::builder_with_provider(store, provider)
                     .build()
                     .map_err(|e| PgError::BadTls(format!("TLS setup: {e}")))?,
-                _ => Arc::new(ChainOnly {
-                    roots: store,
-                    provider,
+                _ => Arc::new(NoHostCheck {
+                    roots: Some(store),
+                    algorithms,
                 }),
             }
         }
@@ -295,22 +297,36 @@ fn load_roots(roots: &Roots) -> Result<RootCertStore, PgError> {
     Ok(store)
 }
 
-/// `prefer` and `require` without `sslrootcert`: the connection is encrypted, the
-/// certificate is not checked (libpq's meaning); the handshake's signatures still are.
+/// Every mode short of `verify-full`: the host name is not checked (libpq's meaning).
+/// With `roots` (`verify-ca`, or `prefer`/`require` with `sslrootcert`) the certificate's
+/// chain must lead to one of them; without (`prefer` and `require` alone) the certificate
+/// is not checked and the connection is only encrypted. The handshake's signatures are
+/// checked either way.
 #[derive(Debug)]
-struct Unverified {
+struct NoHostCheck {
+    roots: Option<Arc<RootCertStore>>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for Unverified {
+impl ServerCertVerifier for NoHostCheck {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
-        _now: UnixTime,
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -334,69 +350,6 @@ impl ServerCertVerifier for Unverified {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca` (and `prefer`/`require` with `sslrootcert`): the certificate's chain must
-/// lead to a trusted root; the host name is not checked.
-#[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }
 
