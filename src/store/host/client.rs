@@ -1007,23 +1007,20 @@ impl ReadView for RemoteWrite {
         let next = Cell::new(from_seq);
         let going = Cell::new(true);
         let visit = RefCell::new(visit);
+        // One step for either side: a retried scan goes on from the row after the last.
+        let step = |seq: u64, row| {
+            next.set(seq + 1);
+            let more = (visit.borrow_mut())(seq, row);
+            going.set(more);
+            more
+        };
         self.retried(|this| {
             this.read_op(
                 &mut |v| {
-                    v.scan_session(session, next.get(), to_seq, decode, &mut |seq, row| {
-                        next.set(seq + 1);
-                        let more = (visit.borrow_mut())(seq, row);
-                        going.set(more);
-                        more
-                    })
+                    v.scan_session(session, next.get(), to_seq, decode, &mut |q, r| step(q, r))
                 },
                 &mut |ops| {
-                    ops.scan_session(session, next.get(), to_seq, decode, &mut |seq, row| {
-                        next.set(seq + 1);
-                        let more = (visit.borrow_mut())(seq, row);
-                        going.set(more);
-                        more
-                    })
+                    ops.scan_session(session, next.get(), to_seq, decode, &mut |q, r| step(q, r))
                 },
             )
         })?;
@@ -1047,22 +1044,15 @@ impl ReadView for RemoteWrite {
 
     fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
         let all = RefCell::new(Vec::new());
+        let keep = |e| {
+            all.borrow_mut().push(e);
+            true
+        };
         self.retried(|this| {
             all.borrow_mut().clear();
-            this.read_op(
-                &mut |v| {
-                    v.scan_all(&mut |e| {
-                        all.borrow_mut().push(e);
-                        true
-                    })
-                },
-                &mut |ops| {
-                    ops.scan_all(&mut |e| {
-                        all.borrow_mut().push(e);
-                        true
-                    })
-                },
-            )
+            this.read_op(&mut |v| v.scan_all(&mut |e| keep(e)), &mut |ops| {
+                ops.scan_all(&mut |e| keep(e))
+            })
         })?;
         let mut all = all.into_inner();
         all.extend(self.pending_events().map(|(_, e)| e.clone()));
@@ -1092,24 +1082,16 @@ impl ReadView for RemoteWrite {
         let next = Cell::new(from);
         let going = Cell::new(true);
         let visit = RefCell::new(visit);
+        let step = |position: u64, event| {
+            next.set(position + 1);
+            let more = (visit.borrow_mut())(position, event);
+            going.set(more);
+            more
+        };
         self.retried(|this| {
             this.read_op(
-                &mut |v| {
-                    v.scan_positions(next.get(), &mut |position, event| {
-                        next.set(position + 1);
-                        let more = (visit.borrow_mut())(position, event);
-                        going.set(more);
-                        more
-                    })
-                },
-                &mut |ops| {
-                    ops.scan_positions(next.get(), &mut |position, event| {
-                        next.set(position + 1);
-                        let more = (visit.borrow_mut())(position, event);
-                        going.set(more);
-                        more
-                    })
-                },
+                &mut |v| v.scan_positions(next.get(), &mut |p, e| step(p, e)),
+                &mut |ops| ops.scan_positions(next.get(), &mut |p, e| step(p, e)),
             )
         })?;
         if !going.get() {
