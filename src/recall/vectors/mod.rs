@@ -120,6 +120,25 @@ pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
     Some(Arc::new(redb_store::RedbVectors::new(dir)))
 }
 
+/// The session kind a vector row stored: a kind this build does not know (a family
+/// removed since) reads as the one every ledger has, as recall's own session lookup does.
+pub(crate) fn stored_kind(text: &str) -> SessionKind {
+    SessionKind::parse(text).unwrap_or(SessionKind::THINKING)
+}
+
+/// A vector as stored by both stores: each value's little-endian bytes, in order.
+pub(crate) fn encode_values(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The vector [`encode_values`] stored.
+pub(crate) fn decode_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
 /// Cosine similarity of two vectors of one length (0 when either is all zeros).
 pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let (mut dot, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);

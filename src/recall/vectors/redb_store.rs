@@ -13,7 +13,10 @@
 //! - `vector_checkpoints`: model → [`VectorCheckpoint`] as JSON.
 
 use super::quantized::BitIndex;
-use super::{EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine};
+use super::{
+    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
+    decode_values, encode_values, stored_kind,
+};
 use crate::event::{SessionId, SessionKind};
 use crate::recall::RecallError;
 use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition};
@@ -70,23 +73,7 @@ fn decode_code(bytes: &[u8]) -> Option<(SessionId, u64, u64, SessionKind)> {
     let at = u64::from_le_bytes(bytes.get(24..32)?.try_into().ok()?);
     let len = *bytes.get(32)? as usize;
     let kind = std::str::from_utf8(bytes.get(33..33 + len)?).ok()?;
-    Some((
-        SessionId(ulid::Ulid(session)),
-        seq,
-        at,
-        SessionKind::parse(kind).unwrap_or(SessionKind::THINKING),
-    ))
-}
-
-fn encode_values(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn decode_values(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    Some((SessionId(ulid::Ulid(session)), seq, at, stored_kind(kind)))
 }
 
 impl RedbVectors {

@@ -28,11 +28,11 @@ use super::connect::{Pool, blocking};
 use super::error::query_error;
 use super::read::{session_key, session_of, to_i64};
 use super::schema::{quote_ident, quote_literal};
-use crate::event::SessionKind;
 use crate::recall::RecallError;
 use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
     EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
+    decode_values, encode_values, stored_kind,
 };
 use crate::store::StoreError;
 use postgres::Client;
@@ -114,17 +114,6 @@ fn vectors_error(error: StoreError) -> RecallError {
 
 fn failed(what: &'static str) -> impl Fn(postgres::Error) -> RecallError {
     move |error| vectors_error(query_error(what)(error))
-}
-
-fn encode_values(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn decode_values(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// pgvector's text form of `vector`: `[x,y,…]`.
@@ -474,7 +463,7 @@ impl PgVectors {
                 session,
                 seq,
                 at.max(0) as u64,
-                SessionKind::parse(&kind).unwrap_or(SessionKind::THINKING),
+                stored_kind(&kind),
                 &bytes,
             );
         }
@@ -781,7 +770,7 @@ impl VectorStore for PgVectors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::SessionId;
+    use crate::event::{SessionId, SessionKind};
     use crate::store::postgres::testdb::TestDb;
 
     #[test]
