@@ -298,3 +298,32 @@ pub(crate) async fn spawn_agent(dir: &Path, env: &[(&str, &str)], stderr: Option
         .0;
     ().serve(transport).await.expect("initialize")
 }
+
+/// Records a one-thought `sequentialthinking` session with `text`; its session id.
+pub(crate) async fn one_thought_session(client: &Client, text: &str) -> String {
+    let answer = structured(&call(client, "sequentialthinking", thought(1, 1, false, text)).await);
+    answer["sessionId"].as_str().unwrap().to_string()
+}
+
+/// `search_history` for `query` in `mode` (lexical, semantic or hybrid); its structured
+/// answer (the call must succeed).
+pub(crate) async fn search_history(client: &Client, query: &str, mode: &str) -> Value {
+    let result = call(
+        client,
+        "search_history",
+        serde_json::json!({"query": query, "mode": mode}),
+    )
+    .await;
+    assert!(!is_error(&result), "{result:?}");
+    structured(&result)
+}
+
+/// The session ids of a `search_history` answer's matches, best first.
+pub(crate) fn matched_sessions(answer: &Value) -> Vec<String> {
+    answer["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["sessionId"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -240,31 +240,6 @@ fn cli(dir: &Path, args: &[&str], env: &[(&'static str, String)]) -> std::proces
     cmd.output().expect("run cli")
 }
 
-async fn one_thought_session(client: &Client, text: &str) -> String {
-    let answer = structured(&call(client, "sequentialthinking", thought(1, 1, false, text)).await);
-    answer["sessionId"].as_str().unwrap().to_string()
-}
-
-async fn search(client: &Client, query: &str, mode: &str) -> Value {
-    let result = call(
-        client,
-        "search_history",
-        json!({"query": query, "mode": mode}),
-    )
-    .await;
-    assert!(!is_error(&result), "{result:?}");
-    structured(&result)
-}
-
-fn sessions(answer: &Value) -> Vec<String> {
-    answer["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["sessionId"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Waits until `verify` says the vectors reach the ledger's end; returns that line.
 fn wait_embedded(dir: &Path, env: &[(&'static str, String)]) -> String {
     let started = Instant::now();
@@ -298,27 +273,46 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
     let env = stub.env();
     let dir = data_dir();
     let (client, _) = serve(dir.path(), &env).await;
-    let target = one_thought_session(&client, TARGET).await;
+    let target = common::one_thought_session(&client, TARGET).await;
     let mut others = Vec::new();
     for text in DISTRACTORS {
-        others.push(one_thought_session(&client, text).await);
+        others.push(common::one_thought_session(&client, text).await);
     }
     let reach = tokio::task::block_in_place(|| wait_embedded(dir.path(), &env));
     assert!(reach.contains("5 vector(s)"), "{reach}");
 
-    let lexical = search(&client, PARAPHRASE, "lexical").await;
-    assert!(sessions(&lexical).is_empty(), "shares no word: {lexical}");
-    let semantic = search(&client, PARAPHRASE, "semantic").await;
-    assert_eq!(sessions(&semantic).first(), Some(&target), "{semantic}");
+    let lexical = common::search_history(&client, PARAPHRASE, "lexical").await;
+    assert!(
+        common::matched_sessions(&lexical).is_empty(),
+        "shares no word: {lexical}"
+    );
+    let semantic = common::search_history(&client, PARAPHRASE, "semantic").await;
+    assert_eq!(
+        common::matched_sessions(&semantic).first(),
+        Some(&target),
+        "{semantic}"
+    );
     assert_eq!(semantic["matches"][0]["rankers"], json!(["semantic"]));
-    let hybrid = search(&client, PARAPHRASE, "hybrid").await;
-    assert_eq!(sessions(&hybrid).first(), Some(&target), "{hybrid}");
+    let hybrid = common::search_history(&client, PARAPHRASE, "hybrid").await;
+    assert_eq!(
+        common::matched_sessions(&hybrid).first(),
+        Some(&target),
+        "{hybrid}"
+    );
     // The default with embeddings configured is hybrid.
     let default = structured(&call(&client, "search_history", json!({"query": PARAPHRASE})).await);
-    assert_eq!(sessions(&default).first(), Some(&target), "{default}");
+    assert_eq!(
+        common::matched_sessions(&default).first(),
+        Some(&target),
+        "{default}"
+    );
 
-    let exact = search(&client, "linker release", "hybrid").await;
-    assert_eq!(sessions(&exact).first(), Some(&others[1]), "{exact}");
+    let exact = common::search_history(&client, "linker release", "hybrid").await;
+    assert_eq!(
+        common::matched_sessions(&exact).first(),
+        Some(&others[1]),
+        "{exact}"
+    );
     assert_eq!(
         exact["matches"][0]["rankers"],
         json!(["lexical", "semantic"]),
@@ -349,7 +343,11 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
     );
     assert!(out.status.success(), "{}", common::stderr(&out));
     let answer: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
-    assert_eq!(sessions(&answer).first(), Some(&target), "{answer}");
+    assert_eq!(
+        common::matched_sessions(&answer).first(),
+        Some(&target),
+        "{answer}"
+    );
     let out = cli(dir.path(), &["reindex", "--embeddings"], &env);
     assert!(out.status.success(), "{}", common::stderr(&out));
     assert!(
@@ -394,15 +392,19 @@ async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embe
     let dir = data_dir();
     let (client, _) = serve(dir.path(), &env).await;
     stub.down.store(true, Ordering::SeqCst);
-    let target = one_thought_session(&client, TARGET).await;
+    let target = common::one_thought_session(&client, TARGET).await;
     let started = Instant::now();
-    let answer = search(&client, "postgres", "hybrid").await;
+    let answer = common::search_history(&client, "postgres", "hybrid").await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(sessions(&answer), vec![target.clone()], "{answer}");
+    assert_eq!(
+        common::matched_sessions(&answer),
+        vec![target.clone()],
+        "{answer}"
+    );
     assert_eq!(answer["matches"][0]["rankers"], json!(["lexical"]));
     let note = answer["note"].as_str().unwrap();
     assert!(note.contains("these are lexical matches"), "{note}");
@@ -411,7 +413,7 @@ async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embe
     stub.down.store(false, Ordering::SeqCst);
     stub.hang.store(true, Ordering::SeqCst);
     let started = Instant::now();
-    let answer = search(&client, "postgres speed", "semantic").await;
+    let answer = common::search_history(&client, "postgres speed", "semantic").await;
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(4), "waited {waited:?}");
     assert!(
@@ -431,8 +433,12 @@ async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embe
         "{:?}",
         back.elapsed()
     );
-    let semantic = search(&client, PARAPHRASE, "semantic").await;
-    assert_eq!(sessions(&semantic), vec![target], "{semantic}");
+    let semantic = common::search_history(&client, PARAPHRASE, "semantic").await;
+    assert_eq!(
+        common::matched_sessions(&semantic),
+        vec![target],
+        "{semantic}"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -445,7 +451,7 @@ async fn kill_9_while_embedding_loses_and_doubles_nothing() {
     let (client, _) = serve(dir.path(), &[]).await;
     const SESSIONS: usize = 150;
     for i in 0..SESSIONS {
-        one_thought_session(
+        common::one_thought_session(
             &client,
             &format!("killtest thought number {i} about postgres"),
         )
@@ -474,7 +480,7 @@ async fn kill_9_while_embedding_loses_and_doubles_nothing() {
     assert!(reach.contains(&format!("{SESSIONS} vector(s)")), "{reach}");
     let out = cli(dir.path(), &["verify"], &env);
     assert!(out.status.success(), "{}", common::stderr(&out));
-    let found = search(&client, "killtest", "semantic").await;
+    let found = common::search_history(&client, "killtest", "semantic").await;
     assert_eq!(found["matches"].as_array().unwrap().len(), 10, "{found}");
     client.cancel().await.unwrap();
 }
@@ -487,12 +493,12 @@ async fn a_canary_key_reaches_only_the_authorization_header() {
     // The first calls fail with a body that echoes the key (logged, redacted).
     stub.down.store(true, Ordering::SeqCst);
     let (client, _) = serve(dir.path(), &env).await;
-    let target = one_thought_session(&client, TARGET).await;
-    let answer = search(&client, PARAPHRASE, "hybrid").await;
+    let target = common::one_thought_session(&client, TARGET).await;
+    let answer = common::search_history(&client, PARAPHRASE, "hybrid").await;
     stub.down.store(false, Ordering::SeqCst);
     tokio::task::block_in_place(|| wait_embedded(dir.path(), &env));
-    let found = search(&client, PARAPHRASE, "hybrid").await;
-    assert_eq!(sessions(&found), vec![target], "{found}");
+    let found = common::search_history(&client, PARAPHRASE, "hybrid").await;
+    assert_eq!(common::matched_sessions(&found), vec![target], "{found}");
     client.cancel().await.unwrap();
     assert!(
         stub.authorizations

@@ -9,11 +9,11 @@
 //! memory). If the model cannot be installed or served, the tests fail with the script's
 //! reason: they never skip (`.ci/run` installs it first).
 
-use crate::common::{self, Client, bin, call, data_dir, is_error, structured, thought};
+use crate::common::{self, Client, bin, data_dir};
 use crate::pg;
 use rmcp::ServiceExt;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -167,31 +167,6 @@ impl Store<'_> {
     }
 }
 
-async fn one_thought_session(client: &Client, text: &str) -> String {
-    let answer = structured(&call(client, "sequentialthinking", thought(1, 1, false, text)).await);
-    answer["sessionId"].as_str().unwrap().to_string()
-}
-
-async fn search(client: &Client, mode: &str) -> Value {
-    let result = call(
-        client,
-        "search_history",
-        json!({"query": QUESTION, "mode": mode}),
-    )
-    .await;
-    assert!(!is_error(&result), "{result:?}");
-    structured(&result)
-}
-
-fn sessions(answer: &Value) -> Vec<String> {
-    answer["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["sessionId"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The paraphrase test on `store`: the target among distractors, embedded by `serve`'s
 /// background embedder through the real model; semantic and hybrid search put it first,
 /// lexical search finds nothing.
@@ -199,9 +174,9 @@ async fn the_question_finds_its_target(store: Store<'_>) {
     let model = LocalEmbed::start().await;
     let env = model.env();
     let client = store.serve(&env).await;
-    let target = one_thought_session(&client, TARGET).await;
+    let target = common::one_thought_session(&client, TARGET).await;
     for text in DISTRACTORS {
-        one_thought_session(&client, text).await;
+        common::one_thought_session(&client, text).await;
     }
     let reach = tokio::task::block_in_place(|| store.wait_embedded(&env));
     assert!(
@@ -210,13 +185,21 @@ async fn the_question_finds_its_target(store: Store<'_>) {
     );
 
     // Words alone: the question shares no word with any stored text.
-    let lexical = search(&client, "lexical").await;
-    assert!(sessions(&lexical).is_empty(), "{lexical}");
-    let semantic = search(&client, "semantic").await;
-    assert_eq!(sessions(&semantic).first(), Some(&target), "{semantic}");
+    let lexical = common::search_history(&client, QUESTION, "lexical").await;
+    assert!(common::matched_sessions(&lexical).is_empty(), "{lexical}");
+    let semantic = common::search_history(&client, QUESTION, "semantic").await;
+    assert_eq!(
+        common::matched_sessions(&semantic).first(),
+        Some(&target),
+        "{semantic}"
+    );
     assert_eq!(semantic["matches"][0]["rankers"], json!(["semantic"]));
-    let hybrid = search(&client, "hybrid").await;
-    assert_eq!(sessions(&hybrid).first(), Some(&target), "{hybrid}");
+    let hybrid = common::search_history(&client, QUESTION, "hybrid").await;
+    assert_eq!(
+        common::matched_sessions(&hybrid).first(),
+        Some(&target),
+        "{hybrid}"
+    );
     client.cancel().await.unwrap();
 }
 
