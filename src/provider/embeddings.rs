@@ -12,7 +12,9 @@
 //! message goes through [`super::redact::redact`] with the key known).
 
 use super::config::{ApiKey, CONFIG_FILE, MAX_RETRIES, Variables, trim_base};
-use super::http::{BACKOFF_JITTER, MAX_RETRY_AFTER, classify, parse_seconds, read_limited};
+use super::http::{
+    BACKOFF_JITTER, MAX_RETRY_AFTER, classify, error_chain, json_post, parse_seconds, read_limited,
+};
 use super::redact::redact;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -277,22 +279,9 @@ impl EmbeddingsClient {
     async fn attempt(&self, body: &Value, count: usize) -> Result<Vec<Vec<f32>>, EmbeddingsError> {
         let provider = self.config.name.clone();
         let url = format!("{}/embeddings", self.config.base_url);
-        let mut request = self
-            .client
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(body).expect("a request body serializes"));
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key.expose());
-        }
+        let request = json_post(&self.client, &url, body, self.config.api_key.as_ref());
         let network = |error: &reqwest::Error| {
-            let mut text = format!("{:?}: {error}", classify(error));
-            let mut source = std::error::Error::source(error);
-            while let Some(cause) = source {
-                text.push_str(": ");
-                text.push_str(&cause.to_string());
-                source = cause.source();
-            }
+            let text = format!("{:?}: {}", classify(error), error_chain(error));
             EmbeddingsError::Network {
                 provider: provider.clone(),
                 message: self.clean(&text),

@@ -9,7 +9,7 @@
 //! ([`super::ProviderError`]) and the attempt records. Must not: put the key anywhere but
 //! the `Authorization` header, or let a response body out unredacted.
 
-use super::config::ProviderConfig;
+use super::config::{ApiKey, ProviderConfig};
 use super::record::{AttemptRecord, ModelCallRecord};
 use super::redact::redact;
 use super::{ChatRequest, ChatResponse, NetworkKind, ProviderError, Usage};
@@ -208,14 +208,7 @@ impl HttpProvider {
 
     async fn attempt(&self, body: &Value) -> AttemptOutcome {
         let url = format!("{}/chat/completions", self.config.base_url);
-        let mut request = self
-            .client
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(body).expect("a request body serializes"));
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key.expose());
-        }
+        let request = json_post(&self.client, &url, body, self.config.api_key.as_ref());
         let response = match request.send().await {
             Ok(response) => response,
             Err(error) => {
@@ -300,17 +293,7 @@ impl HttpProvider {
                 "no answer within {} s (timeout); the provider may be overloaded",
                 self.config.timeout.as_secs_f64()
             ),
-            _ => {
-                // The whole chain: reqwest's own text is only "error sending request".
-                let mut text = error.to_string();
-                let mut source = std::error::Error::source(error);
-                while let Some(cause) = source {
-                    text.push_str(": ");
-                    text.push_str(&cause.to_string());
-                    source = cause.source();
-                }
-                self.clean(&text)
-            }
+            _ => self.clean(&error_chain(error)),
         };
         ProviderError::Network {
             provider: self.config.name.clone(),
@@ -318,6 +301,37 @@ impl HttpProvider {
             message,
         }
     }
+}
+
+/// A POST of `body` as JSON to `url`, with `key` as the bearer token when there is one
+/// (the only place a key goes: the Authorization header).
+pub(crate) fn json_post(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    key: Option<&ApiKey>,
+) -> reqwest::RequestBuilder {
+    let request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(body).expect("a request body serializes"));
+    match key {
+        Some(key) => request.bearer_auth(key.expose()),
+        None => request,
+    }
+}
+
+/// A failed request's text with every cause after it: reqwest's own text is only "error
+/// sending request".
+pub(crate) fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Reads at most [`MAX_RESPONSE_BYTES`] of a body.
@@ -474,7 +488,7 @@ mod tests {
 #[cfg(test)]
 mod loopback_tests {
     use super::*;
-    use crate::provider::config::{ApiKey, ProviderConfig};
+    use crate::provider::config::ProviderConfig;
     use std::io::{Read, Write};
 
     /// Serves `answers` (status line + headers + body, one per connection) on 127.0.0.1.
