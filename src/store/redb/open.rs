@@ -16,12 +16,15 @@ use super::store_error;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS};
 use super::wal::{self, Log, Wal, WalError};
 use crate::store::{CACHE_SIZE_BYTES, OpenError, StoreError};
+use redb::backends::FileBackend;
 use redb::{
-    Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction,
-    ReadableDatabase, StorageError, TableDefinition, TableError, TransactionError,
-    WriteTransaction,
+    BackendError, Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase,
+    ReadTransaction, ReadableDatabase, StorageBackend, StorageError, TableDefinition, TableError,
+    TransactionError, WriteTransaction,
 };
+use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// The redb configuration of every open, for files and test backends alike: single-process
@@ -190,12 +193,12 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
                     opened => opened.map_err(database_error)?,
                 };
                 check_tables(path, &db)?;
-                let wal = wal::open_path(path).map_err(open_error)?;
+                let wal = wal::open_path(path, false).map_err(open_error)?;
                 return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    let wal = wal::open_path(path).map_err(open_error)?;
+                    let wal = wal::open_path(path, true).map_err(open_error)?;
                     return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
                 }
                 // Another process created it first: open theirs.
@@ -233,19 +236,34 @@ pub(super) fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFil
 
 /// Builds a new ledger beside `path` and links it into place. `None` when a file appeared
 /// at `path` first (the temporary file is removed).
+///
+/// Nothing reaches the file under `path` before it is complete, so redb's own crash-safe
+/// steps of creating a database (a sync before its magic number is written, another after)
+/// and of its first commit guard a name no one opens: they run without syncing
+/// ([`SyncsLater`]), and one sync of the whole file comes before the link. The directory
+/// entry is synced by the redo log's creation, which follows (see [`open_file`]).
 fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
-    let temp = temp_beside(path).map_err(|source| OpenError::Create {
+    let create_error = |source| OpenError::Create {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let temp = temp_beside(path).map_err(create_error)?;
     let database_error = |source: redb::Error| OpenError::Database {
         path: path.to_path_buf(),
         source: Arc::new(source),
     };
+    let syncs = Arc::new(AtomicBool::new(false));
+    let backend = SyncsLater {
+        file: FileBackend::new(temp.reopen().map_err(create_error)?)
+            .map_err(|e| database_error(e.into()))?,
+        syncs: syncs.clone(),
+    };
     let db = builder()
-        .create(temp.path())
+        .create_with_backend(backend)
         .map_err(|e| database_error(e.into()))?;
     tables::create_all(&db).map_err(database_error)?;
+    syncs.store(true, Ordering::Release);
+    temp.as_file().sync_data().map_err(create_error)?;
     let linked = std::fs::hard_link(temp.path(), path);
     let link_error = match linked {
         Ok(()) => None,
@@ -271,10 +289,74 @@ fn create_file(path: &Path) -> Result<Option<Database>, OpenError> {
     }
     // `temp` removes its name on drop; the ledger lives on under `path`.
     drop(temp);
-    if let Ok(dir) = std::fs::File::open(path.parent().unwrap_or(Path::new("."))) {
-        let _ = dir.sync_all();
-    }
     Ok(Some(db))
+}
+
+/// redb's file backend whose syncs do nothing until `syncs` is set: a new ledger's file
+/// while it is built under its temporary name ([`create_file`]), and the same as redb's
+/// own from then on (the database built stays the one the process serves).
+#[derive(Debug)]
+struct SyncsLater {
+    file: FileBackend,
+    syncs: Arc<AtomicBool>,
+}
+
+impl StorageBackend for SyncsLater {
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.file.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        if self.syncs.load(Ordering::Acquire) {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file.write(offset, data)
+    }
+
+    fn close(&self) -> std::io::Result<()> {
+        self.file.close()
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.try_lock_range(start, end)
+    }
+
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.file.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_range(start, end)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.query_lock_range(start, end)
+    }
 }
 
 /// Opens the ledger over a redb storage backend, with the rules [`open_file`] applies to a

@@ -205,8 +205,9 @@ impl Wal {
         if blank {
             wal.key = new_key().map_err(io_error)?;
             wal.write_header().map_err(io_error)?;
+            // Only the header is synced: the first record grows the file (a new ledger's
+            // spawn does not wait for zeros it may never need).
             wal.written = wal.written.max(HEADER_BYTES);
-            wal.grow_to(HEADER_BYTES + 1).map_err(io_error)?;
             wal.file.sync().map_err(io_error)?;
             return Ok(wal);
         }
@@ -539,19 +540,31 @@ pub(crate) fn log_path(path: &Path) -> PathBuf {
 }
 
 /// Opens the log of the ledger file at `path`, creating it (complete, under a temporary
-/// name, then moved into place) if there is none.
-pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
+/// name, then moved into place) if there is none. The directory is synced after a log is
+/// created, and always when `ledger_linked` (the ledger file's own name is new there).
+pub(crate) fn open_path(path: &Path, ledger_linked: bool) -> Result<Wal, WalError> {
     let log = log_path(path);
     let io_error = |source| WalError::Io {
         path: log.clone(),
         source,
+    };
+    let sync_dir = || {
+        if let Ok(dir) = std::fs::File::open(log.parent().unwrap_or(Path::new("."))) {
+            let _ = dir.sync_all();
+        }
     };
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&log)
     {
-        Ok(file) => return Wal::open(Box::new(file), &log, LogSize::PRODUCT),
+        Ok(file) => {
+            let wal = Wal::open(Box::new(file), &log, LogSize::PRODUCT)?;
+            if ledger_linked {
+                sync_dir();
+            }
+            return Ok(wal);
+        }
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}
         Err(error) => return Err(io_error(error)),
     }
@@ -569,9 +582,7 @@ pub(crate) fn open_path(path: &Path) -> Result<Wal, WalError> {
         }
         Err(error) => return Err(io_error(error.error)),
     }
-    if let Ok(dir) = std::fs::File::open(log.parent().unwrap_or(Path::new("."))) {
-        let _ = dir.sync_all();
-    }
+    sync_dir();
     Ok(wal)
 }
 
@@ -630,15 +641,16 @@ mod tests {
         let file = MemoryFile::default();
         let path = Path::new("test.wal");
         let mut wal = Wal::open(Box::new(file.clone()), path, SIZE).unwrap();
-        assert_eq!(
-            file.len().unwrap(),
-            HEADER_BYTES + SIZE.growth,
-            "grown ahead"
-        );
+        assert_eq!(file.len().unwrap(), HEADER_BYTES, "a new log is its header");
         for lsn in 1..=3 {
             let record = wal.encode(lsn, &put(lsn));
             wal.write(&record).unwrap();
             wal.advance(lsn, record.len());
+            assert_eq!(
+                file.len().unwrap(),
+                HEADER_BYTES + SIZE.growth,
+                "grown ahead by the first record"
+            );
         }
         // Opened again: the same key, the same records.
         let again = Wal::open(Box::new(file.clone()), path, SIZE).unwrap();
