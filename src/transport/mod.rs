@@ -18,6 +18,7 @@
 
 mod stdin;
 mod stdout;
+mod tool_call;
 
 pub(crate) use stdin::StdinReader;
 use stdout::LineSink;
@@ -203,6 +204,9 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
                     error.valid_up_to()
                 ),
             );
+        }
+        if let Some(call) = tool_call::decode(line) {
+            return Some(call);
         }
         match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
             Ok(JsonRpcMessage::Request(request)) => match &request.request {
