@@ -20,28 +20,23 @@
 #[cfg(test)]
 mod fault;
 pub(crate) mod open;
+mod read;
 mod tables;
 pub(crate) mod wal;
+mod write;
 
-use super::contract::{
-    AppendPlan, Backend, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
-};
+use super::contract::{Backend, ReadView, WriteView};
 use super::error::is_disk_full;
-use super::{Ledger, OpenError, SessionHead, StoreError, codec};
-use crate::event::{Event, EventId, SessionId};
-use ::redb::{
-    Durability, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
-    WriteTransaction,
-};
-use std::cell::RefCell;
+use super::{Ledger, OpenError, StoreError, codec};
+use ::redb::{ReadableTable, WriteTransaction};
+use read::RedbRead;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use tables::{
-    ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, WAL_LSN, session_key,
-    session_of,
-};
-use wal::{Log, Put};
+use std::sync::atomic::Ordering;
+use tables::{EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, WAL_LSN};
+use wal::Put;
+use write::RedbWrite;
 
 /// Maps a redb error to the store's: an I/O error saying the disk is full becomes
 /// [`StoreError::DiskFull`]; anything else [`StoreError::Backend`] with it as the source.
@@ -79,18 +74,23 @@ impl Ledger {
         log_size: wal::LogSize,
     ) -> Result<Ledger, OpenError> {
         let handle = open::open_backend(label, make, log, log_size)?;
-        Ok(Ledger::with_backend(RedbBackend { handle }, label))
+        Ok(Ledger::with_backend(RedbBackend::new(handle), label))
     }
 }
 
 /// The ledger in a redb database.
 pub(crate) struct RedbBackend {
     handle: open::Handle,
+    /// A committed transaction showed [`POSITIONS_ASSIGNED`]: later ones need not look.
+    positions_assigned: std::sync::atomic::AtomicBool,
 }
 
 impl RedbBackend {
     pub(crate) fn new(handle: open::Handle) -> RedbBackend {
-        RedbBackend { handle }
+        RedbBackend {
+            handle,
+            positions_assigned: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
@@ -104,14 +104,22 @@ impl RedbBackend {
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
         let mut redo = Vec::new();
-        let changed = assign_positions(&txn, &mut redo)?;
-        Ok(Box::new(RedbWrite {
+        let changed = if self.positions_assigned.load(Ordering::Relaxed) {
+            false
+        } else {
+            let assigned = assign_positions(&txn, &mut redo)?;
+            // Only what an earlier commit left counts: this transaction may yet abort.
+            if !assigned {
+                self.positions_assigned.store(true, Ordering::Relaxed);
+            }
+            assigned
+        };
+        Ok(Box::new(RedbWrite::new(
             txn,
             changed,
             redo,
-            log: self.handle.log().clone(),
-            seen: RefCell::default(),
-        }))
+            self.handle.log().clone(),
+        )))
     }
 
     /// Commits with a sync if records were written to the log since the last one, so the
@@ -169,370 +177,6 @@ impl Backend for RedbBackend {
         if let Err(error) = self.checkpoint() {
             tracing::warn!(%error, "the ledger's checkpoint failed; the redo log still holds every commit");
         }
-    }
-}
-
-/// A redb read transaction.
-struct RedbRead {
-    txn: ReadTransaction,
-}
-
-impl RedbRead {
-    /// A table, or `None` when the file has no such table (a ledger of an earlier build
-    /// before its first write: no `positions` yet).
-    fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
-        &self,
-        table: TableDefinition<K, V>,
-    ) -> Result<Option<::redb::ReadOnlyTable<K, V>>, StoreError> {
-        match self.txn.open_table(table) {
-            Ok(table) => Ok(Some(table)),
-            Err(TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(error) => Err(store_error(error)),
-        }
-    }
-}
-
-/// The redb write transaction.
-struct RedbWrite {
-    txn: WriteTransaction,
-    /// Something was written (rows, a head, positions assigned at the start).
-    changed: bool,
-    /// Every row written, in order: the commit's redo log record.
-    redo: Vec<Put>,
-    log: Arc<Log>,
-    /// What this transaction has read or written of the heads and the last position, so a
-    /// group's jobs (each reads its head twice, and appends after the last position) do not
-    /// decode the same head row or walk to the last position again.
-    seen: RefCell<Seen>,
-}
-
-/// [`RedbWrite`]'s memory of its own reads and writes; it lives as long as the transaction.
-#[derive(Default)]
-struct Seen {
-    heads: HashMap<u128, Option<SessionHead>>,
-    last_position: Option<u64>,
-}
-
-impl RedbWrite {
-    /// A table (a write transaction creates one that is missing).
-    fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
-        &self,
-        table: TableDefinition<K, V>,
-    ) -> Result<Option<::redb::Table<'_, K, V>>, StoreError> {
-        self.txn.open_table(table).map(Some).map_err(store_error)
-    }
-
-    fn remember_head(
-        &self,
-        session: SessionId,
-        read: impl FnOnce() -> Result<Option<SessionHead>, StoreError>,
-    ) -> Result<Option<SessionHead>, StoreError> {
-        let key = session_key(session);
-        if let Some(head) = self.seen.borrow().heads.get(&key) {
-            return Ok(head.clone());
-        }
-        let head = read()?;
-        self.seen.borrow_mut().heads.insert(key, head.clone());
-        Ok(head)
-    }
-
-    fn remember_last_position(
-        &self,
-        read: impl FnOnce() -> Result<u64, StoreError>,
-    ) -> Result<u64, StoreError> {
-        if let Some(position) = self.seen.borrow().last_position {
-            return Ok(position);
-        }
-        let position = read()?;
-        self.seen.borrow_mut().last_position = Some(position);
-        Ok(position)
-    }
-}
-
-impl RedbRead {
-    fn remember_head(
-        &self,
-        _: SessionId,
-        read: impl FnOnce() -> Result<Option<SessionHead>, StoreError>,
-    ) -> Result<Option<SessionHead>, StoreError> {
-        read()
-    }
-
-    fn remember_last_position(
-        &self,
-        read: impl FnOnce() -> Result<u64, StoreError>,
-    ) -> Result<u64, StoreError> {
-        read()
-    }
-}
-
-/// The read side, written once for both transaction kinds (their table types differ).
-macro_rules! read_view {
-    ($view:ty) => {
-        impl ReadView for $view {
-            fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
-                self.remember_head(session, || match self.open(HEADS)? {
-                    Some(heads) => tables::read_head(&heads, session),
-                    None => Ok(None),
-                })
-            }
-
-            fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-                let mut out = Vec::new();
-                if let Some(heads) = self.open(HEADS)? {
-                    for row in heads.iter().map_err(store_error)? {
-                        let (_, value) = row.map_err(store_error)?;
-                        out.push(tables::decode_head(value.value())?);
-                    }
-                }
-                Ok(out)
-            }
-
-            fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
-                let Some(aliases) = self.open(ALIASES)? else {
-                    return Ok(None);
-                };
-                Ok(aliases
-                    .get(alias)
-                    .map_err(store_error)?
-                    .map(|v| session_of(v.value())))
-            }
-
-            fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
-                let (Some(index), Some(events)) = (self.open(EVENT_IDS)?, self.open(EVENTS)?)
-                else {
-                    return Ok(vec![None; ids.len()]);
-                };
-                let mut out = Vec::with_capacity(ids.len());
-                for id in ids {
-                    let Some(location) = index.get(id.0.0).map_err(store_error)? else {
-                        out.push(None);
-                        continue;
-                    };
-                    let row = events
-                        .get(location.value())
-                        .map_err(store_error)?
-                        .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
-                    out.push(Some(tables::decode_event(row.value())?));
-                }
-                Ok(out)
-            }
-
-            fn scan_session(
-                &self,
-                session: SessionId,
-                from_seq: u64,
-                to_seq: u64,
-                decode: Decode,
-                visit: &mut RowVisitor<'_>,
-            ) -> Result<(), StoreError> {
-                if from_seq > to_seq {
-                    return Ok(());
-                }
-                let Some(events) = self.open(EVENTS)? else {
-                    return Ok(());
-                };
-                let decode = match decode {
-                    Decode::Full => codec::decode_event,
-                    Decode::ToFold => codec::decode_event_to_fold,
-                };
-                let key = session_key(session);
-                for row in events
-                    .range((key, from_seq)..=(key, to_seq))
-                    .map_err(store_error)?
-                {
-                    let (stored_key, value) = row.map_err(store_error)?;
-                    if !visit(stored_key.value().1, decode(value.value())) {
-                        break;
-                    }
-                }
-                Ok(())
-            }
-
-            fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
-                let Some(events) = self.open(EVENTS)? else {
-                    return Ok(());
-                };
-                for row in events.iter().map_err(store_error)? {
-                    let (_, value) = row.map_err(store_error)?;
-                    if !visit(tables::decode_event(value.value())?) {
-                        break;
-                    }
-                }
-                Ok(())
-            }
-
-            fn event_count(&self) -> Result<u64, StoreError> {
-                match self.open(EVENTS)? {
-                    Some(events) => events.len().map_err(store_error),
-                    None => Ok(0),
-                }
-            }
-
-            fn last_position(&self) -> Result<u64, StoreError> {
-                self.remember_last_position(|| {
-                    let Some(positions) = self.open(POSITIONS)? else {
-                        return Ok(0);
-                    };
-                    Ok(positions
-                        .last()
-                        .map_err(store_error)?
-                        .map_or(0, |(position, _)| position.value()))
-                })
-            }
-
-            fn scan_positions(
-                &self,
-                from: u64,
-                visit: &mut PositionVisitor<'_>,
-            ) -> Result<(), StoreError> {
-                let (Some(positions), Some(events)) = (self.open(POSITIONS)?, self.open(EVENTS)?)
-                else {
-                    return Ok(());
-                };
-                for row in positions.range(from..).map_err(store_error)? {
-                    let (position, location) = row.map_err(store_error)?;
-                    let (position, location) = (position.value(), location.value());
-                    let row = events.get(location).map_err(store_error)?.ok_or_else(|| {
-                        StoreError::Corrupt(format!("position {position} has no event row"))
-                    })?;
-                    if !visit(position, tables::decode_event(row.value())?) {
-                        break;
-                    }
-                }
-                Ok(())
-            }
-        }
-    };
-}
-
-read_view!(RedbRead);
-read_view!(RedbWrite);
-
-impl WriteView for RedbWrite {
-    fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError> {
-        self.changed = true;
-        let key = session_key(plan.head.session);
-        let mut position = self.last_position()?;
-        {
-            let mut rows = self.txn.open_table(EVENTS).map_err(store_error)?;
-            let mut ids = self.txn.open_table(EVENT_IDS).map_err(store_error)?;
-            let mut positions = self.txn.open_table(POSITIONS).map_err(store_error)?;
-            for event in &plan.events {
-                position += 1;
-                let bytes = codec::encode_event(event);
-                rows.insert((key, event.seq), bytes.as_slice())
-                    .map_err(store_error)?;
-                ids.insert(event.id.0.0, (key, event.seq))
-                    .map_err(store_error)?;
-                positions
-                    .insert(position, (key, event.seq))
-                    .map_err(store_error)?;
-                self.redo.push(Put::Event {
-                    session: key,
-                    seq: event.seq,
-                    row: bytes,
-                });
-                self.redo.push(Put::EventId {
-                    id: event.id.0.0,
-                    session: key,
-                    seq: event.seq,
-                });
-                self.redo.push(Put::Position {
-                    position,
-                    session: key,
-                    seq: event.seq,
-                });
-            }
-        }
-        self.seen.get_mut().last_position = Some(position);
-        let head = SessionHead {
-            position,
-            ..plan.head.clone()
-        };
-        self.put_head(&head)?;
-        if plan.aliases.is_empty() {
-            return Ok(position);
-        }
-        let mut aliases = self.txn.open_table(ALIASES).map_err(store_error)?;
-        for alias in &plan.aliases {
-            aliases.insert(alias.as_str(), key).map_err(store_error)?;
-            self.redo.push(Put::Alias {
-                alias: alias.clone(),
-                session: key,
-            });
-        }
-        Ok(position)
-    }
-
-    fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
-        self.changed = true;
-        let mut heads = self.txn.open_table(HEADS).map_err(store_error)?;
-        let row = tables::encode_head(head);
-        heads
-            .insert(session_key(head.session), row.as_slice())
-            .map_err(store_error)?;
-        self.seen
-            .get_mut()
-            .heads
-            .insert(session_key(head.session), Some(head.clone()));
-        self.redo.push(Put::Head {
-            session: session_key(head.session),
-            row,
-        });
-        Ok(())
-    }
-
-    fn has_changes(&self) -> bool {
-        self.changed
-    }
-
-    /// The group's rows as one log record, synced, then redb's commit without a sync; or,
-    /// when the record does not fit in the log, redb's commit with a sync (a checkpoint).
-    ///
-    /// If the log write or sync fails, the transaction is aborted and the tail stays where it
-    /// was, so the next record overwrites this one (until then a crash may replay it: the
-    /// callers were told the write failed, which allows it). If redb's commit fails after
-    /// the record was synced, the callers are told it failed and the database is opened
-    /// again before the next write, with the log replayed only up to the last acknowledged
-    /// record: redb then holds what the callers were told.
-    fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        let RedbWrite {
-            mut txn, redo, log, ..
-        } = *self;
-        let mut wal = log.lock();
-        let lsn = wal.last_lsn() + 1;
-        {
-            let mut meta = txn.open_table(META).map_err(store_error)?;
-            meta.insert(WAL_LSN, lsn).map_err(store_error)?;
-        }
-        let record = wal.encode(lsn, &redo);
-        let logged = wal.fits(&record);
-        if logged {
-            if let Err(error) = wal.write(&record) {
-                let _ = txn.abort();
-                return Err(error);
-            }
-            txn.set_durability(Durability::None).map_err(store_error)?;
-        }
-        match txn.commit() {
-            Ok(()) if logged => {
-                wal.advance(lsn, record.len());
-                Ok(())
-            }
-            Ok(()) => {
-                wal.reset(lsn);
-                Ok(())
-            }
-            Err(error) => {
-                log.set_must_recover(true);
-                Err(store_error(error))
-            }
-        }
-    }
-
-    fn abort(self: Box<Self>) -> Result<(), StoreError> {
-        self.txn.abort().map_err(store_error)
     }
 }
 
@@ -608,8 +252,10 @@ mod tests {
     //! What only redb has: ledgers written by an earlier build.
 
     use super::*;
-    use crate::event::{NewEvent, Payload, SessionKind};
+    use crate::event::{NewEvent, Payload, SessionId, SessionKind};
+    use crate::store::SessionHead;
     use crate::store::rules::{self, Batch, Plan};
+    use tables::{ALIASES, EVENT_IDS, session_key};
 
     /// Builds, with redb alone, a ledger as the build before positions wrote it: four
     /// tables, heads without a position and summaries without a version. Each session is

@@ -17,10 +17,14 @@
 //! sync returned.
 //!
 //! Invariants:
-//! - The `meta` row [`WAL_LSN`] is written in the same redb transaction as the record it
-//!   names, so redb says itself which records it holds: replay applies exactly the records
-//!   after it (lsn `WAL_LSN + 1`, `+ 2` …, read from the log's start while each checksum
-//!   holds and the lsns follow each other).
+//! - The `meta` row [`WAL_LSN`] is written by the commits with a sync only (a checkpoint, a
+//!   replay, a record too big for the log), so it names the last record redb holds
+//!   durably: replay applies every record after it (lsn `WAL_LSN + 1`, `+ 2` …, read from
+//!   the log's start while each checksum holds and the lsns follow each other). redb may
+//!   also hold some of them (commits without a sync that reached the file before a kill):
+//!   a record is the rows its commit wrote, each put whole, so applying it again over
+//!   them leaves the same tables. A commit without a sync thus touches only the tables
+//!   its rows are in (each table a commit touches costs redb a root update).
 //! - The log starts again at its beginning only after a commit with a sync; a record of an
 //!   older round fails the lsn test (smaller lsn) and ends the scan.
 //! - [`WAL_ID`] in `meta` names the log this ledger writes to; a log with another id (a

@@ -1,0 +1,245 @@
+//! The read side of the redb backend: each read written once over any redb table kind
+//! (a read transaction's, or a write transaction's held tables, see [`super::write`]), and
+//! [`RedbRead`], the read snapshot.
+//!
+//! Owns: how each [`ReadView`] read walks the tables. Must not: write, or decide anything a
+//! rule decides (a missing head is `None` here; what it means is the store facade's).
+
+use super::store_error;
+use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, POSITIONS, session_key, session_of};
+use crate::event::{Event, EventId, SessionId};
+use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
+use crate::store::{SessionHead, StoreError, codec};
+use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+
+/// `events`: (session, seq) → row.
+pub(super) trait EventRows:
+    ReadableTable<(u128, u64), &'static [u8]> + ReadableTableMetadata
+{
+}
+impl<T: ReadableTable<(u128, u64), &'static [u8]> + ReadableTableMetadata> EventRows for T {}
+
+/// `heads`: session → head row.
+pub(super) trait HeadRows: ReadableTable<u128, &'static [u8]> {}
+impl<T: ReadableTable<u128, &'static [u8]>> HeadRows for T {}
+
+/// `event_ids` (id → where) and `positions` (position → where).
+pub(super) trait Locations<K: ::redb::Key + 'static>: ReadableTable<K, (u128, u64)> {}
+impl<K: ::redb::Key + 'static, T: ReadableTable<K, (u128, u64)>> Locations<K> for T {}
+
+pub(super) fn heads(heads: &impl HeadRows) -> Result<Vec<SessionHead>, StoreError> {
+    let mut out = Vec::new();
+    for row in heads.iter().map_err(store_error)? {
+        let (_, value) = row.map_err(store_error)?;
+        out.push(tables::decode_head(value.value())?);
+    }
+    Ok(out)
+}
+
+pub(super) fn alias(
+    aliases: &impl ReadableTable<&'static str, u128>,
+    alias: &str,
+) -> Result<Option<SessionId>, StoreError> {
+    Ok(aliases
+        .get(alias)
+        .map_err(store_error)?
+        .map(|v| session_of(v.value())))
+}
+
+/// Where each id's event is stored (`None` where it is not).
+pub(super) fn event_locations(
+    index: &impl Locations<u128>,
+    ids: &[EventId],
+) -> Result<Vec<Option<(u128, u64)>>, StoreError> {
+    ids.iter()
+        .map(|id| Ok(index.get(id.0.0).map_err(store_error)?.map(|l| l.value())))
+        .collect()
+}
+
+/// The events at `locations` (`None` stays `None`).
+pub(super) fn events_at(
+    events: &impl EventRows,
+    ids: &[EventId],
+    locations: &[Option<(u128, u64)>],
+) -> Result<Vec<Option<Event>>, StoreError> {
+    ids.iter()
+        .zip(locations)
+        .map(|(id, location)| {
+            let Some(location) = location else {
+                return Ok(None);
+            };
+            let row = events
+                .get(*location)
+                .map_err(store_error)?
+                .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
+            Ok(Some(tables::decode_event(row.value())?))
+        })
+        .collect()
+}
+
+pub(super) fn scan_session(
+    events: &impl EventRows,
+    session: SessionId,
+    from_seq: u64,
+    to_seq: u64,
+    decode: Decode,
+    visit: &mut RowVisitor<'_>,
+) -> Result<(), StoreError> {
+    let decode = match decode {
+        Decode::Full => codec::decode_event,
+        Decode::ToFold => codec::decode_event_to_fold,
+    };
+    let key = session_key(session);
+    for row in events
+        .range((key, from_seq)..=(key, to_seq))
+        .map_err(store_error)?
+    {
+        let (stored_key, value) = row.map_err(store_error)?;
+        if !visit(stored_key.value().1, decode(value.value())) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn scan_all(
+    events: &impl EventRows,
+    visit: &mut dyn FnMut(Event) -> bool,
+) -> Result<(), StoreError> {
+    for row in events.iter().map_err(store_error)? {
+        let (_, value) = row.map_err(store_error)?;
+        if !visit(tables::decode_event(value.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn last_position(positions: &impl Locations<u64>) -> Result<u64, StoreError> {
+    Ok(positions
+        .last()
+        .map_err(store_error)?
+        .map_or(0, |(position, _)| position.value()))
+}
+
+pub(super) fn scan_positions(
+    positions: &impl Locations<u64>,
+    events: &impl EventRows,
+    from: u64,
+    visit: &mut PositionVisitor<'_>,
+) -> Result<(), StoreError> {
+    for row in positions.range(from..).map_err(store_error)? {
+        let (position, location) = row.map_err(store_error)?;
+        let (position, location) = (position.value(), location.value());
+        let row = events
+            .get(location)
+            .map_err(store_error)?
+            .ok_or_else(|| StoreError::Corrupt(format!("position {position} has no event row")))?;
+        if !visit(position, tables::decode_event(row.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A redb read transaction.
+pub(super) struct RedbRead {
+    pub(super) txn: ReadTransaction,
+}
+
+impl RedbRead {
+    /// A table, or `None` when the file has no such table (a ledger of an earlier build
+    /// before its first write: no `positions` yet).
+    fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+        &self,
+        table: TableDefinition<K, V>,
+    ) -> Result<Option<::redb::ReadOnlyTable<K, V>>, StoreError> {
+        match self.txn.open_table(table) {
+            Ok(table) => Ok(Some(table)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+}
+
+impl ReadView for RedbRead {
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        match self.open(HEADS)? {
+            Some(heads) => tables::read_head(&heads, session),
+            None => Ok(None),
+        }
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        match self.open(HEADS)? {
+            Some(rows) => heads(&rows),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn alias(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
+        match self.open(ALIASES)? {
+            Some(aliases) => alias(&aliases, text),
+            None => Ok(None),
+        }
+    }
+
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        let Some(index) = self.open(EVENT_IDS)? else {
+            return Ok(vec![None; ids.len()]);
+        };
+        let locations = event_locations(&index, ids)?;
+        if locations.iter().all(Option::is_none) {
+            return Ok(vec![None; ids.len()]);
+        }
+        match self.open(EVENTS)? {
+            Some(events) => events_at(&events, ids, &locations),
+            None => Ok(vec![None; ids.len()]),
+        }
+    }
+
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        if from_seq > to_seq {
+            return Ok(());
+        }
+        match self.open(EVENTS)? {
+            Some(events) => scan_session(&events, session, from_seq, to_seq, decode, visit),
+            None => Ok(()),
+        }
+    }
+
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+        match self.open(EVENTS)? {
+            Some(events) => scan_all(&events, visit),
+            None => Ok(()),
+        }
+    }
+
+    fn event_count(&self) -> Result<u64, StoreError> {
+        match self.open(EVENTS)? {
+            Some(events) => events.len().map_err(store_error),
+            None => Ok(0),
+        }
+    }
+
+    fn last_position(&self) -> Result<u64, StoreError> {
+        match self.open(POSITIONS)? {
+            Some(positions) => last_position(&positions),
+            None => Ok(0),
+        }
+    }
+
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
+        let (Some(positions), Some(events)) = (self.open(POSITIONS)?, self.open(EVENTS)?) else {
+            return Ok(());
+        };
+        scan_positions(&positions, &events, from, visit)
+    }
+}
