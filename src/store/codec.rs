@@ -45,11 +45,12 @@ struct StoredEvent<'a, P> {
     schema: u32,
     payload: P,
     /// 32 bytes each. postcard writes a slice of `u8` as its length and then the bytes,
-    /// which is also its byte-string form, so they are read back by borrowing instead of
-    /// byte by byte (the codec tests round-trip every payload through this).
-    #[serde(borrow)]
+    /// which is also its byte-string form, so they are written and read back as one
+    /// string of bytes instead of byte by byte ([`bytes_whole`]; the codec tests
+    /// round-trip every payload through this).
+    #[serde(borrow, serialize_with = "bytes_whole")]
     prev: &'a [u8],
-    #[serde(borrow)]
+    #[serde(borrow, serialize_with = "bytes_whole")]
     hash: &'a [u8],
 }
 
@@ -69,7 +70,7 @@ enum StoredPayload<'a> {
     /// A family's payload: its tag and what its codec wrote.
     Family {
         tag: &'a str,
-        #[serde(borrow)]
+        #[serde(borrow, serialize_with = "bytes_whole")]
         bytes: &'a [u8],
     },
     /// A family payload upcast from an older schema, kept as the JSON it was written as.
@@ -114,6 +115,16 @@ struct StoredStartedV1<'a> {
 
 /// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
 /// (always, for events this build or an import wrote), JSON otherwise.
+/// Writes bytes as one byte string. postcard writes a sequence of `u8` as its length and
+/// then each byte, which is the same bytes as its byte-string form: this is the same row,
+/// written with one copy instead of a serializer call per byte.
+pub(crate) fn bytes_whole<S: serde::Serializer>(
+    bytes: &[u8],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_bytes(bytes)
+}
+
 pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     let (Some(prev), Some(hash)) = (hex_to_bytes(&event.prev), hex_to_bytes(&event.hash)) else {
         return serde_json::to_vec(event).expect("events always serialize");
@@ -347,6 +358,24 @@ mod tests {
     use super::*;
     use crate::event::{CallRecord, GENESIS_HASH, event_hash};
     use crate::tools::thinking::payload::{SequentialThought, ThinkThought, ThinkingEvent};
+
+    /// [`bytes_whole`] writes what postcard writes for the bytes one by one: rows written
+    /// before it and after it are the same bytes.
+    #[test]
+    fn bytes_written_whole_are_the_bytes_written_one_by_one() {
+        #[derive(Serialize)]
+        struct OneByOne<'a>(&'a [u8]);
+        #[derive(Serialize)]
+        struct Whole<'a>(#[serde(serialize_with = "bytes_whole")] &'a [u8]);
+        for len in [0usize, 1, 32, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 256) as u8).collect();
+            assert_eq!(
+                postcard::to_stdvec(&Whole(&bytes)).unwrap(),
+                postcard::to_stdvec(&OneByOne(&bytes)).unwrap(),
+                "{len} bytes"
+            );
+        }
+    }
 
     fn events() -> Vec<Event> {
         let session = SessionId::generate();

@@ -112,6 +112,7 @@ pub(crate) enum Put {
     Event {
         session: u128,
         seq: u64,
+        #[serde(serialize_with = "crate::store::codec::bytes_whole")]
         row: Vec<u8>,
     },
     EventId {
@@ -126,6 +127,7 @@ pub(crate) enum Put {
     },
     Head {
         session: u128,
+        #[serde(serialize_with = "crate::store::codec::bytes_whole")]
         row: Vec<u8>,
     },
     Alias {
