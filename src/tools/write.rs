@@ -232,7 +232,9 @@ impl ToolCall {
     ) -> Result<Recorded, ToolError> {
         let sessions = self.ctx.current.clone();
         let tool = self.name.clone();
-        let arguments = std::mem::take(&mut self.arguments);
+        // Encoded here, not on the writer thread every call's commit waits for.
+        let raw_arguments: crate::event::RawArguments =
+            Value::Object(std::mem::take(&mut self.arguments)).into();
         let received = self.received;
         let actor = self.request.actor.clone();
         self.write(move |txn| -> Result<Recorded, ToolError> {
@@ -249,7 +251,7 @@ impl ToolCall {
             let head = target_head(txn, &tool, &target, current)?;
             let call = CallRecord {
                 tool,
-                raw_arguments: Value::Object(arguments).into(),
+                raw_arguments,
                 duration_us: received.elapsed().as_micros() as u64,
             };
             let mut events = decide(head.as_ref(), call)?;
