@@ -495,12 +495,19 @@ pub fn event_hash(
     )
 }
 
+/// Bytes of canonical JSON handed to the hasher at a time (the JSON is never kept whole).
+const HASH_CHUNK_BYTES: usize = 4096;
+
 fn hash_fields(prev: &str, fields: &HashedFields<'_>) -> String {
-    let canonical = serde_json::to_vec(fields).expect("event fields always serialize");
     let mut hasher = blake3::Hasher::new();
     hasher.update(HASH_DOMAIN);
     hasher.update(prev.as_bytes());
-    hasher.update(&canonical);
+    // The canonical JSON streams into the hash: the same bytes in the same order as a
+    // buffer of all of it, without growing one.
+    let mut canonical = std::io::BufWriter::with_capacity(HASH_CHUNK_BYTES, &mut hasher);
+    serde_json::to_writer(&mut canonical, fields).expect("event fields always serialize");
+    std::io::Write::flush(&mut canonical).expect("hashing writes nothing that can fail");
+    drop(canonical);
     hasher.finalize().to_hex().to_string()
 }
 

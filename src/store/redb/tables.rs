@@ -64,8 +64,13 @@ pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
 
+/// Room a head row starts with (a thinking session's is ~300 bytes): grown at most once.
+const HEAD_ROW_BYTES: usize = 512;
+
 pub(super) fn encode_head(head: &SessionHead) -> Vec<u8> {
-    serde_json::to_vec(head).expect("heads always serialize")
+    let mut row = Vec::with_capacity(HEAD_ROW_BYTES);
+    serde_json::to_writer(&mut row, head).expect("heads always serialize");
+    row
 }
 
 pub(super) fn read_head(
