@@ -1096,7 +1096,13 @@ async fn log_notifications_follow_set_level_and_never_carry_a_key_or_thought_bel
         .await;
         let at_warning_or_error = &seen[before..seen.len() - 1];
         for record in at_warning_or_error {
-            assert_ne!(record["level"], "debug", "{transport}: {record}");
+            // No call's debug record (each names its tool) below debug. The window ends
+            // after the level went back to debug, so a debug record of the server's own
+            // that is not a call's (an HTTP connection closing, at any moment) may be in it.
+            assert!(
+                record["level"] != "debug" || record["data"].get("tool").is_none(),
+                "{transport}: a call's debug record below debug: {record}"
+            );
             let text = record.to_string();
             assert!(
                 !text.contains("marker"),
