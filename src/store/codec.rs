@@ -113,8 +113,6 @@ struct StoredStartedV1<'a> {
     aliases: Vec<&'a str>,
 }
 
-/// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
-/// (always, for events this build or an import wrote), JSON otherwise.
 /// Writes bytes as one byte string. postcard writes a sequence of `u8` as its length and
 /// then each byte, which is the same bytes as its byte-string form: this is the same row,
 /// written with one copy instead of a serializer call per byte.
@@ -125,6 +123,8 @@ pub(crate) fn bytes_whole<S: serde::Serializer>(
     serializer.serialize_bytes(bytes)
 }
 
+/// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
+/// (always, for events this build or an import wrote), JSON otherwise.
 pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     let (Some(prev), Some(hash)) = (hex_to_bytes(&event.prev), hex_to_bytes(&event.hash)) else {
         return serde_json::to_vec(event).expect("events always serialize");

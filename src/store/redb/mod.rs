@@ -3,7 +3,8 @@
 //! ([`super::host`]).
 //!
 //! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
-//! views, the tables ([`tables`]), opening a file or a test storage ([`open`]), assigning
+//! views ([`read`], [`write`]), the tables ([`tables`]), opening a file or a test storage
+//! ([`open`]), assigning
 //! positions to the events of a ledger an earlier build wrote, and the fault suites
 //! (`fault`, test builds only). Must not: hold an append rule or a verify check (those
 //! live once in the store's facade), or let a `redb` type out of this module.
