@@ -36,7 +36,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tables::{EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, WAL_LSN};
-use wal::Put;
+use wal::{Log, Put, Wal};
 use write::RedbWrite;
 
 /// Maps a redb error to the store's: an I/O error saying the disk is full becomes
@@ -130,22 +130,34 @@ impl RedbBackend {
             return Ok(());
         }
         let txn = self.handle.begin_write()?;
-        let log = self.handle.log().clone();
+        let log = self.handle.log();
         let mut wal = log.lock();
         let lsn = wal.last_lsn();
-        {
-            let mut meta = txn.open_table(META).map_err(store_error)?;
-            meta.insert(WAL_LSN, lsn).map_err(store_error)?;
+        commit_checkpoint(txn, log, &mut wal, lsn)
+    }
+}
+
+/// Commits `txn` with a sync as a checkpoint at `lsn`: `meta.wal_lsn` says redb holds every
+/// record up to it, and the log starts again at its beginning. A failed commit makes the
+/// next write transaction reopen redb and replay the log first.
+fn commit_checkpoint(
+    txn: WriteTransaction,
+    log: &Log,
+    wal: &mut Wal,
+    lsn: u64,
+) -> Result<(), StoreError> {
+    {
+        let mut meta = txn.open_table(META).map_err(store_error)?;
+        meta.insert(WAL_LSN, lsn).map_err(store_error)?;
+    }
+    match txn.commit() {
+        Ok(()) => {
+            wal.reset(lsn);
+            Ok(())
         }
-        match txn.commit() {
-            Ok(()) => {
-                wal.reset(lsn);
-                Ok(())
-            }
-            Err(error) => {
-                log.set_must_recover(true);
-                Err(store_error(error))
-            }
+        Err(error) => {
+            log.set_must_recover(true);
+            Err(store_error(error))
         }
     }
 }

@@ -13,9 +13,7 @@
 //! that reads the table it is visiting gets [`StoreError::Backend`], not a second handle).
 
 use super::read;
-use super::tables::{
-    self, ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, WAL_LSN, session_key,
-};
+use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, POSITIONS, session_key};
 use super::wal::{Log, Put};
 use super::{codec, store_error};
 use crate::event::{Event, EventId, SessionId};
@@ -328,25 +326,17 @@ impl WriteView for RedbWrite {
         let mut wal = log.lock();
         let lsn = wal.last_lsn() + 1;
         let record = wal.encode(lsn, &redo);
-        let logged = wal.fits(&record);
-        if logged {
-            if let Err(error) = wal.write(&record) {
-                let _ = txn.abort();
-                return Err(error);
-            }
-            txn.set_durability(Durability::None).map_err(store_error)?;
-        } else {
-            // Synced in redb itself: the log starts again after it.
-            let mut meta = txn.open_table(META).map_err(store_error)?;
-            meta.insert(WAL_LSN, lsn).map_err(store_error)?;
+        if !wal.fits(&record) {
+            return super::commit_checkpoint(txn, &log, &mut wal, lsn);
         }
+        if let Err(error) = wal.write(&record) {
+            let _ = txn.abort();
+            return Err(error);
+        }
+        txn.set_durability(Durability::None).map_err(store_error)?;
         match txn.commit() {
-            Ok(()) if logged => {
-                wal.advance(lsn, record.len());
-                Ok(())
-            }
             Ok(()) => {
-                wal.reset(lsn);
+                wal.advance(lsn, record.len());
                 Ok(())
             }
             Err(error) => {
