@@ -15,7 +15,7 @@ pub mod picture;
 pub mod workflow;
 
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, describe, described};
-use super::thinking::{Spelling, starts_session, thought_box, thought_fields};
+use super::thinking::{Spelling, log_thought_box, starts_session, thought_fields};
 use super::write::{Target, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
@@ -602,7 +602,7 @@ pub async fn call_qa(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         .take()
         .expect("the write job decided before it appended");
     if call.ctx.log_thoughts {
-        eprintln!("{}", thought_box(&args.thought));
+        log_thought_box(&args.thought);
     }
     let summary = &recorded.head.summary;
     let step = decision.step;

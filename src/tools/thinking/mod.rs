@@ -312,7 +312,7 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
         .await?
     };
     if call.ctx.log_thoughts {
-        eprintln!("{}", thought_box(&args.thought));
+        log_thought_box(&args.thought);
     }
     let summary = &recorded.head.summary;
     let mut answer = json!({
@@ -349,13 +349,41 @@ pub fn thought_box(thought: &SequentialThought) -> String {
     };
     // Widths in UTF-16 units, as the reference (JavaScript) measures them.
     let width = |s: &str| s.encode_utf16().count();
-    let border_len = width(&header).max(width(&thought.thought)) + 4;
+    let text_width = width(&thought.thought);
+    let border_len = width(&header).max(text_width) + 4;
     let border = "─".repeat(border_len);
-    let padding = " ".repeat((border_len - 2).saturating_sub(width(&thought.thought)));
-    format!(
-        "\n┌{border}┐\n│ {header} │\n├{border}┤\n│ {}{padding} │\n└{border}┘",
-        thought.thought
-    )
+    let padding = (border_len - 2).saturating_sub(text_width);
+    // "\n┌{border}┐\n│ {header} │\n├{border}┤\n│ {thought}{padding} │\n└{border}┘", pieced
+    // together without the formatting machinery (this runs on every thought).
+    let mut text = String::with_capacity(
+        3 * border.len() + header.len() + thought.thought.len() + padding + 40,
+    );
+    for piece in [
+        "\n┌",
+        &border,
+        "┐\n│ ",
+        &header,
+        " │\n├",
+        &border,
+        "┤\n│ ",
+        &thought.thought,
+    ] {
+        text.push_str(piece);
+    }
+    text.extend(std::iter::repeat_n(' ', padding));
+    for piece in [" │\n└", &border, "┘"] {
+        text.push_str(piece);
+    }
+    text
+}
+
+/// Writes [`thought_box`] and its line end to stderr in one `write` (what the reference
+/// logs for each thought; `eprintln!` would write the line end on its own). A closed
+/// stderr is not the call's failure.
+pub(crate) fn log_thought_box(thought: &SequentialThought) {
+    let mut text = thought_box(thought);
+    text.push('\n');
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 /// A validated `think` call.
@@ -515,6 +543,26 @@ mod tests {
         thought.is_revision = None;
         thought.branch_from_thought = Some(1);
         assert!(thought_box(&thought).contains("🌿 Branch 1/3 (from thought 1) │"));
+    }
+
+    #[test]
+    fn the_box_is_the_formatted_one_for_short_long_and_wide_thoughts() {
+        // The box as `format!` drew it before it was pieced together by hand.
+        fn formatted(header: &str, text: &str) -> String {
+            let width = |s: &str| s.encode_utf16().count();
+            let border_len = width(header).max(width(text)) + 4;
+            let border = "─".repeat(border_len);
+            let padding = " ".repeat((border_len - 2).saturating_sub(width(text)));
+            format!("\n┌{border}┐\n│ {header} │\n├{border}┤\n│ {text}{padding} │\n└{border}┘")
+        }
+        for text in ["", "a", "first", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🌿 wide", &"long ".repeat(40)] {
+            let mut thought = crate::projection::fixtures::seq_thought(text, 2, 7);
+            assert_eq!(thought_box(&thought), formatted("💭 Thought 2/7", text));
+            thought.is_revision = Some(true);
+            thought.revises_thought = Some(1);
+            let header = "🔄 Revision 2/7 (revising thought 1)";
+            assert_eq!(thought_box(&thought), formatted(header, text));
+        }
     }
 
     #[test]
