@@ -6,6 +6,8 @@
 //! (durably), and only then hands each job's result back. Concurrent callers thus share
 //! one fsync. If the commit fails, every job in the group gets the error: nothing is
 //! acknowledged that is not durable. A job runs on this thread, never on an async worker.
+//! After a group of one job the thread looks for the next job a moment without sleeping
+//! ([`SPIN_AFTER_LONE_JOB`]): a lone caller's next call is that close.
 //!
 //! Owns: the thread, [`AppendTxn`] (what a job may do: read heads, append, import, each
 //! through [`rules::plan_append`]) and telling watches about each commit. Must not: hand

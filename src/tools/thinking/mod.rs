@@ -555,7 +555,8 @@ mod tests {
             let padding = " ".repeat((border_len - 2).saturating_sub(width(text)));
             format!("\n┌{border}┐\n│ {header} │\n├{border}┤\n│ {text}{padding} │\n└{border}┘")
         }
-        for text in ["", "a", "first", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🌿 wide", &"long ".repeat(40)] {
+        for text in ["", "a", "first", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🌿 wide", &"long ".repeat(40)]
+        {
             let mut thought = crate::projection::fixtures::seq_thought(text, 2, 7);
             assert_eq!(thought_box(&thought), formatted("💭 Thought 2/7", text));
             thought.is_revision = Some(true);
