@@ -85,6 +85,10 @@ pub(super) fn scan_session(
     decode: Decode,
     visit: &mut RowVisitor<'_>,
 ) -> Result<(), StoreError> {
+    // An empty range visits nothing (and a reversed one is not a range redb takes).
+    if from_seq > to_seq {
+        return Ok(());
+    }
     let decode = match decode {
         Decode::Full => codec::decode_event,
         Decode::ToFold => codec::decode_event_to_fold,
@@ -206,9 +210,6 @@ impl ReadView for RedbRead {
         decode: Decode,
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
-            return Ok(());
-        }
         match self.open(EVENTS)? {
             Some(events) => scan_session(&events, session, from_seq, to_seq, decode, visit),
             None => Ok(()),

@@ -187,9 +187,6 @@ impl ReadView for RedbWrite {
         decode: Decode,
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
-            return Ok(());
-        }
         self.with_events(|events| {
             read::scan_session(&*events, session, from_seq, to_seq, decode, visit)
         })
