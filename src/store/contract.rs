@@ -78,6 +78,23 @@ pub trait Backend: Send + Sync + 'static {
         let _ = writer;
     }
 
+    /// What one damaged event or page stops in this backend: every write (a file, the
+    /// default) or writes to its session only (a database that checks its own rows).
+    #[allow(private_interfaces)]
+    fn damage_scope(&self) -> super::damage::DamageScope {
+        super::damage::DamageScope::Ledger
+    }
+
+    /// Called once, when the ledger is built over this backend, with the record of damage
+    /// its facade keeps: a backend that found damage while opening (a redo log record that
+    /// cannot be replayed) reports it there, and one whose engine may panic on damaged
+    /// bytes contains its views with it ([`super::damage::Contained`]). The default
+    /// ignores it.
+    #[allow(private_interfaces)]
+    fn on_damage(&self, damage: super::damage::Damage) {
+        let _ = damage;
+    }
+
     /// Called when the last handle on the ledger is dropped, before the writer thread is
     /// joined: let go of the writer and of everything serving other processes.
     fn close(&self) {}

@@ -34,6 +34,15 @@ pub enum StoreError {
     WriterGone,
     #[error("a tool failed inside the write transaction: {0}")]
     JobPanicked(String),
+    /// Damage found in the ledger (a page the storage engine cannot read, an event that
+    /// does not decode or verify, a damaged redo log): the process takes no more writes
+    /// to what it stops (see [`super::damage`]).
+    #[error(
+        "the ledger {ledger} is damaged: {detail}. Nothing more is written to it; intact \
+         sessions can still be read. `reasoning-ledger verify` lists what is damaged, and \
+         `reasoning-ledger recover --to NEW_DIR` copies every intact event into a new ledger"
+    )]
+    Damaged { ledger: String, detail: String },
 }
 
 impl StoreError {
@@ -211,5 +220,22 @@ impl VerifyError {
     /// an event: derived state that is out of date, as opposed to damage to the log.
     pub fn is_fixable(&self) -> bool {
         matches!(self, VerifyError::StaleSummary { .. })
+    }
+
+    /// The session this finding is about, if it is one session's.
+    pub fn session(&self) -> Option<SessionId> {
+        match self {
+            VerifyError::NoHead { session }
+            | VerifyError::Undecodable { session, .. }
+            | VerifyError::Gap { session, .. }
+            | VerifyError::WrongSession { session, .. }
+            | VerifyError::BrokenChain { session, .. }
+            | VerifyError::HashMismatch { session, .. }
+            | VerifyError::FirstEventNotStart { session, .. }
+            | VerifyError::HeadMismatch { session, .. }
+            | VerifyError::SummaryMismatch { session }
+            | VerifyError::StaleSummary { session, .. } => Some(*session),
+            VerifyError::OrphanEvents { .. } | VerifyError::Storage(_) => None,
+        }
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod codec;
 #[cfg(test)]
 mod conformance;
 pub mod contract;
+pub(crate) mod damage;
 mod error;
 pub(crate) mod host;
 pub(crate) mod postgres;
@@ -82,6 +83,8 @@ pub struct Ledger {
     /// on it.
     commits: CommitSignal,
     path: Arc<PathBuf>,
+    /// What this process found damaged in the ledger (stops writes, see [`damage`]).
+    damage: damage::Damage,
     /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
 }
@@ -175,8 +178,11 @@ impl Ledger {
     pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
         let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
         backend.on_commits(commits.clone());
+        let damage = damage::Damage::new(backend.damage_scope(), label.display().to_string());
+        backend.on_damage(damage.clone());
         let backend: Arc<dyn Backend> = Arc::new(backend);
-        let (writer, thread) = writer::WriterHandle::spawn(backend.clone(), commits.clone());
+        let (writer, thread) =
+            writer::WriterHandle::spawn(backend.clone(), commits.clone(), damage.clone());
         backend.serve_with(writer.clone());
         let closing = Arc::downgrade(&backend);
         Ledger {
@@ -184,6 +190,7 @@ impl Ledger {
             writer,
             commits,
             path: Arc::new(label.to_path_buf()),
+            damage,
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
                 backend: closing,
@@ -194,6 +201,11 @@ impl Ledger {
     /// Path of the ledger file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What this process found damaged in the ledger so far (see [`damage`]).
+    pub(crate) fn damage(&self) -> &damage::Damage {
+        &self.damage
     }
 
     /// The backend's own full-text search, if it has one (see [`crate::recall`]).
@@ -315,9 +327,13 @@ impl Ledger {
                 from_seq,
                 to_seq,
                 decode,
-                &mut |_, decoded| match decoded {
+                &mut |seq, decoded| match decoded {
                     Ok(event) => visit(event),
                     Err(error) => {
+                        self.damage.note(
+                            Some(session),
+                            &StoreError::Corrupt(format!("event seq {seq}: {error}")),
+                        );
                         failed = Some(error);
                         false
                     }
@@ -385,7 +401,23 @@ impl Ledger {
     /// [`SUMMARY_VERSION`] is reported as [`VerifyError::StaleSummary`], fixable, apart
     /// from damage). Stops at the first bad event.
     pub fn verify_session(&self, session: SessionId) -> Result<VerifiedSession, VerifyError> {
-        verify_in(&*self.read()?, session)
+        let verified = verify_in(&*self.read()?, session);
+        if let Err(error) = &verified {
+            self.note_verify_error(error);
+        }
+        verified
+    }
+
+    /// Records what a failed check says is damaged (derived state out of date is not).
+    fn note_verify_error(&self, error: &VerifyError) {
+        if error.is_fixable() {
+            return;
+        }
+        match (error.session(), error) {
+            (_, VerifyError::Storage(error)) => self.damage.note(None, error),
+            (Some(session), error) => self.damage.found_in(session, error.to_string()),
+            (None, error) => self.damage.found(error.to_string()),
+        }
     }
 
     /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad

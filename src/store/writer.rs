@@ -15,6 +15,7 @@
 //! that commits. Backend-neutral: it sees a [`Backend`], never a table.
 
 use super::contract::{Backend, CommitSignal, WriteView};
+use super::damage::Damage;
 use super::rules::{self, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
@@ -100,13 +101,17 @@ impl WriterThread {
 impl WriterHandle {
     /// Starts the writer thread over `backend`. After each commit that wrote something it
     /// raises `commits` with the ledger's last position (what a watch waits on).
-    pub(crate) fn spawn(backend: Arc<dyn Backend>, commits: CommitSignal) -> (Self, WriterThread) {
+    pub(crate) fn spawn(
+        backend: Arc<dyn Backend>,
+        commits: CommitSignal,
+        damage: Damage,
+    ) -> (Self, WriterThread) {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ended_tx, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
-                run(backend, &commits, queue);
+                run(backend, &commits, &damage, queue);
                 // `backend` was moved into `run` and is dropped by now.
                 drop(ended_tx);
             })
@@ -188,7 +193,12 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<Job>) {
+fn run(
+    backend: Arc<dyn Backend>,
+    commits: &CommitSignal,
+    damage: &Damage,
+    queue: mpsc::Receiver<Job>,
+) {
     // Whether a group ran since the backend was last told it is idle.
     let mut worked = false;
     // Whether the last group was one job (a lone caller, whose next call comes soon).
@@ -206,7 +216,7 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
                 Ok(job) => job,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     worked = false;
-                    idle(&*backend);
+                    idle(&*backend, damage);
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -230,13 +240,13 @@ fn run(backend: Arc<dyn Backend>, commits: &CommitSignal, queue: mpsc::Receiver<
         // write: the group's callers get `WriterGone` (their replies are dropped), the
         // uncommitted transaction is aborted by its drop, and the thread goes on.
         if let Err(panic) =
-            catch_unwind(AssertUnwindSafe(|| commit_group(&*backend, commits, group)))
+            catch_unwind(AssertUnwindSafe(|| commit_group(&*backend, commits, damage, group)))
         {
             tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
         }
     }
     // The ledger is closing: nothing is queued any more.
-    idle(&*backend);
+    idle(&*backend, damage);
 }
 
 /// The next job if one is queued within [`SPIN_AFTER_LONE_JOB`], looked for without
@@ -253,18 +263,24 @@ fn spin_for_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
     }
 }
 
-/// Tells the backend the writer is idle; a panic there is logged, never fatal.
-fn idle(backend: &dyn Backend) {
+/// Tells the backend the writer is idle; a panic there is logged, never fatal. Not once
+/// the ledger is known to be damaged: its upkeep (a checkpoint) writes to the file.
+fn idle(backend: &dyn Backend, damage: &Damage) {
+    if damage.ledger_damage().is_some() {
+        return;
+    }
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| backend.idle())) {
         tracing::error!(message = %panic_message(&panic), "the backend panicked while idle");
     }
 }
 
-fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) {
+fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, group: Vec<Job>) {
     let started = COMMIT_OBSERVER
         .get()
         .map(|observe| (observe, Instant::now()));
-    let mut txn = match backend.write() {
+    // Nothing is written to a ledger known to be damaged (not even a job's upkeep).
+    let began = damage.check_write(None).and_then(|()| backend.write());
+    let mut txn = match began {
         Ok(txn) => txn,
         Err(error) => {
             tracing::error!(%error, "cannot begin a write transaction");
@@ -276,6 +292,7 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, group: Vec<Job>) 
     };
     let mut append = AppendTxn {
         txn: &mut *txn,
+        damage,
         appended: 0,
         raw: 0,
         poisoned: None,
@@ -327,6 +344,8 @@ pub struct Appended {
 /// The write transaction as a job sees it: read heads, append events.
 pub struct AppendTxn<'a> {
     txn: &'a mut dyn WriteView,
+    /// Refuses an append to a session (or a ledger) known to be damaged.
+    damage: &'a Damage,
     /// Events appended in this transaction so far (by every job of the group).
     appended: usize,
     /// Times the backend's transaction was handed out for a raw write ([`Self::backend`]).
@@ -383,6 +402,7 @@ impl AppendTxn<'_> {
     /// Reads what the rules need, plans, and writes the plan.
     fn run(&mut self, batch: Batch) -> Result<Appended, AppendError> {
         let session = batch.session().ok_or(AppendError::EmptyBatch)?;
+        self.damage.check_write(Some(session))?;
         let (head, stored) = rules::lookups(&*self.txn, session, &batch)?;
         match rules::plan_append(head.as_ref(), &stored, batch)? {
             Plan::Again(appended) => Ok(appended),

@@ -32,7 +32,8 @@ use super::writer::WriterHandle;
 use super::{OpenError, StoreError};
 use client::{Conn, ConnectError, Pool, RemoteRead, RemoteWrite};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use super::damage::Damage;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 /// Longest reaching a ledger keeps trying when its file is held but nobody answers on the
@@ -83,6 +84,9 @@ pub(crate) struct Shared {
     /// This process's writer (once the ledger is built), for serving other processes;
     /// `None` again once the ledger closes.
     writer: Mutex<Option<WriterHandle>>,
+    /// The ledger's record of damage (once it is built): handed to the file's backend
+    /// whenever this process takes the file over.
+    damage: OnceLock<Damage>,
 }
 
 /// The socket of the ledger file at `path`: `ledger.sock` beside `ledger.redb`.
@@ -114,6 +118,7 @@ impl HostBackend {
                 mode: RwLock::new(Arc::new(mode)),
                 reaching: Mutex::new(()),
                 writer: Mutex::new(None),
+                damage: OnceLock::new(),
             }),
         })
     }
@@ -151,8 +156,11 @@ impl Shared {
             Acquire::Open(error) => StoreError::backend(error),
             Acquire::Host(error) => StoreError::backend(error),
         })?;
-        if let Mode::Host { .. } = &mode {
+        if let Mode::Host { local, .. } = &mode {
             tracing::info!(path = %self.path.display(), "took the ledger over as its host");
+            if let Some(damage) = self.damage.get() {
+                local.on_damage(damage.clone());
+            }
         }
         let mode = Arc::new(mode);
         *self
@@ -241,6 +249,13 @@ impl Backend for HostBackend {
                 *server = listen(&self.shared.socket, local, writer);
             }
         }
+    }
+
+    fn on_damage(&self, damage: Damage) {
+        if let Mode::Host { local, .. } = &*self.shared.current() {
+            local.on_damage(damage.clone());
+        }
+        let _ = self.shared.damage.set(damage);
     }
 
     fn idle(&self) {

@@ -145,6 +145,8 @@ pub(crate) enum WireError {
     HostClosing,
     /// A request the protocol does not allow here.
     Protocol(String),
+    /// The host found the ledger damaged: (the ledger, what is damaged).
+    Damaged(String, String),
 }
 
 /// A backend error that came over the socket: its message, as the host printed it.
@@ -161,6 +163,9 @@ impl From<&StoreError> for WireError {
             StoreError::MissingHead { session } => WireError::MissingHead(session.0.0),
             StoreError::WriterGone => WireError::WriterGone,
             StoreError::JobPanicked(text) => WireError::JobPanicked(text.clone()),
+            StoreError::Damaged { ledger, detail } => {
+                WireError::Damaged(ledger.clone(), detail.clone())
+            }
         }
     }
 }
@@ -181,6 +186,7 @@ impl From<WireError> for StoreError {
             WireError::Protocol(text) => {
                 StoreError::Backend(remote(format!("ledger host protocol: {text}")))
             }
+            WireError::Damaged(ledger, detail) => StoreError::Damaged { ledger, detail },
         }
     }
 }

@@ -115,6 +115,13 @@ impl Ledger {
 }
 
 impl Backend for PgBackend {
+    /// PostgreSQL checks its own pages: a row that does not decode or verify is that
+    /// session's damage, and the rest of the team's ledger goes on taking writes.
+    #[allow(private_interfaces)]
+    fn damage_scope(&self) -> crate::store::damage::DamageScope {
+        crate::store::damage::DamageScope::Session
+    }
+
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
         let (pooled, _) = self.pool.begin(
             "beginning a read",

@@ -27,14 +27,15 @@ pub(crate) mod wal;
 mod write;
 
 use super::contract::{Backend, ReadView, WriteView};
+use super::damage::{Contained, Damage, DamageScope, contain};
 use super::error::is_disk_full;
 use super::{Ledger, OpenError, StoreError, codec};
 use ::redb::{ReadableTable, WriteTransaction};
 use read::RedbRead;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use tables::{EVENTS, HEADS, META, POSITIONS, POSITIONS_ASSIGNED, WAL_LSN};
 use wal::{Log, Put, Wal};
 use write::RedbWrite;
@@ -84,6 +85,9 @@ pub(crate) struct RedbBackend {
     handle: open::Handle,
     /// A committed transaction showed [`POSITIONS_ASSIGNED`]: later ones need not look.
     positions_assigned: std::sync::atomic::AtomicBool,
+    /// The ledger's record of damage, once it is built over this backend: every view is
+    /// [`Contained`] in it (redb panics on a damaged page).
+    damage: OnceLock<Damage>,
 }
 
 impl RedbBackend {
@@ -91,18 +95,32 @@ impl RedbBackend {
         RedbBackend {
             handle,
             positions_assigned: std::sync::atomic::AtomicBool::new(false),
+            damage: OnceLock::new(),
         }
+    }
+
+    /// The record of damage this backend's views are contained in. Before the ledger is
+    /// built over it (a test opening the backend alone), one of its own.
+    fn damage(&self) -> &Damage {
+        self.damage
+            .get_or_init(|| Damage::new(DamageScope::Ledger, self.handle.label()))
     }
 
     /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
     pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
-        Ok(Box::new(RedbRead {
-            txn: self.handle.begin_read()?,
-        }))
+        let damage = self.damage();
+        let txn = contain(damage, || "beginning a read".into(), || self.handle.begin_read())?;
+        Ok(Box::new(Contained::new(RedbRead { txn }, damage.clone())))
     }
 
     /// A write transaction that owns itself.
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
+        let damage = self.damage();
+        damage.check_write(None)?;
+        contain(damage, || "beginning a write".into(), || self.begin_write_view())
+    }
+
+    fn begin_write_view(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
         let mut redo = Vec::new();
         let changed = if self.positions_assigned.load(Ordering::Relaxed) {
@@ -115,11 +133,9 @@ impl RedbBackend {
             }
             assigned
         };
-        Ok(Box::new(RedbWrite::new(
-            txn,
-            changed,
-            redo,
-            self.handle.log().clone(),
+        Ok(Box::new(Contained::new(
+            RedbWrite::new(txn, changed, redo, self.handle.log().clone()),
+            self.damage().clone(),
         )))
     }
 
@@ -166,11 +182,23 @@ impl Drop for RedbBackend {
     /// The ledger closes: a last checkpoint, then the log is cleared, so it holds nothing
     /// to replay (a failure leaves it as it is: the next open replays it).
     fn drop(&mut self) {
-        let closed = self.checkpoint().and_then(|()| {
-            let mut wal = self.handle.log().lock();
-            wal.clear()
-                .map_err(|error| store_error(::redb::StorageError::Io(error)))
-        });
+        // A damaged ledger is left exactly as it is: no checkpoint, and its log keeps every
+        // record (`recover` reads them).
+        if self.damage().ledger_damage().is_some() {
+            return;
+        }
+        let damage = self.damage().clone();
+        let closed = contain(
+            &damage,
+            || "closing the ledger".into(),
+            || {
+                self.checkpoint().and_then(|()| {
+                    let mut wal = self.handle.log().lock();
+                    wal.clear()
+                        .map_err(|error| store_error(::redb::StorageError::Io(error)))
+                })
+            },
+        );
         if let Err(error) = closed {
             tracing::warn!(%error, "closing the ledger's redo log failed; the next open replays it");
         }
@@ -186,8 +214,19 @@ impl Backend for RedbBackend {
         self.write_owned()
     }
 
+    fn on_damage(&self, damage: Damage) {
+        if let Some(detail) = self.handle.damage_at_open() {
+            damage.found(detail);
+        }
+        let _ = self.damage.set(damage);
+    }
+
     fn idle(&self) {
-        if let Err(error) = self.checkpoint() {
+        if self.damage().ledger_damage().is_some() {
+            return;
+        }
+        let damage = self.damage().clone();
+        if let Err(error) = contain(&damage, || "a checkpoint".into(), || self.checkpoint()) {
             tracing::warn!(%error, "the ledger's checkpoint failed; the redo log still holds every commit");
         }
     }

@@ -67,6 +67,11 @@ pub(crate) struct Handle {
     current: RwLock<Option<Arc<Database>>>,
     reopen: Reopen,
     log: Arc<Log>,
+    /// The file's name in messages.
+    label: String,
+    /// Damage the open found that leaves the ledger readable but must stop its writes
+    /// (redo log records that cannot be replayed).
+    damage_at_open: Option<String>,
 }
 
 impl Handle {
@@ -86,7 +91,19 @@ impl Handle {
             current: RwLock::new(Some(Arc::new(db))),
             reopen,
             log,
+            label: label.display().to_string(),
+            damage_at_open: None,
         })
+    }
+
+    /// The file's name in messages.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Damage the open found that must stop every write (the ledger stays readable).
+    pub(crate) fn damage_at_open(&self) -> Option<String> {
+        self.damage_at_open.clone()
     }
 
     /// The redo log the commits of this database write first.

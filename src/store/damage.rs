@@ -1,0 +1,382 @@
+//! Damage found in a ledger, and the one place a panic of the storage engine is contained
+//! (DESIGN §15).
+//!
+//! Owns: [`Damage`] (what this process found damaged in one ledger, and whether that
+//! stops its writes), [`contain`] (runs a storage call so that a panic inside it — redb
+//! assumes a sound file and panics on a damaged page — becomes [`StoreError::Damaged`],
+//! printed by no panic hook), and [`Contained`] (a read or write view whose every call is
+//! contained: the backend's edge, wrapped once). Must not: decide what is damaged beyond
+//! what a call reported, or let a write through once a damage that stops writes is known.
+//!
+//! Scope: a file backend (redb) stops every write once any damage is found: its pages
+//! are shared by every session, so nothing more may be appended to a file known to be
+//! damaged. A database that checks its own pages (PostgreSQL) stops writes only to the
+//! sessions whose rows are damaged ([`DamageScope::Session`]).
+
+use super::contract::{Decode, PositionVisitor, ReadView, RowVisitor, WriteView};
+use super::contract::AppendPlan;
+use super::{SessionHead, StoreError};
+use crate::event::{Event, EventId, SessionId};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, Once};
+
+/// What a damaged event or page stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DamageScope {
+    /// Every write to the ledger (a file whose pages every session shares).
+    Ledger,
+    /// Writes to the damaged sessions only (a database with per-row storage).
+    Session,
+}
+
+/// What this process found damaged in one ledger. Cheap to clone: every clone shares it.
+#[derive(Clone)]
+pub(crate) struct Damage(Arc<DamageInner>);
+
+struct DamageInner {
+    scope: DamageScope,
+    /// The ledger's name in messages (its path, or a URL without credentials).
+    label: String,
+    /// The first damage found that stops every write, if any.
+    ledger: Mutex<Option<String>>,
+    /// Damage found in a session, by session (the first found in each).
+    sessions: Mutex<BTreeMap<SessionId, String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+impl Damage {
+    pub(crate) fn new(scope: DamageScope, label: impl Into<String>) -> Damage {
+        Damage(Arc::new(DamageInner {
+            scope,
+            label: label.into(),
+            ledger: Mutex::new(None),
+            sessions: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    /// The ledger's name in messages.
+    pub(crate) fn label(&self) -> &str {
+        &self.0.label
+    }
+
+    /// Damage that is no one session's (a page of the file, the redo log): stops every
+    /// write, whatever the scope. The first one found is kept.
+    pub(crate) fn found(&self, detail: impl Into<String>) {
+        let detail = detail.into();
+        let mut ledger = lock(&self.0.ledger);
+        if ledger.is_none() {
+            tracing::error!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes in this process");
+            *ledger = Some(detail);
+        }
+    }
+
+    /// Damage in one session (an event that does not decode or verify): stops writes to
+    /// that session, and to the whole ledger when the scope is [`DamageScope::Ledger`].
+    pub(crate) fn found_in(&self, session: SessionId, detail: impl Into<String>) {
+        let detail = detail.into();
+        lock(&self.0.sessions)
+            .entry(session)
+            .or_insert_with(|| detail.clone());
+        if self.0.scope == DamageScope::Ledger {
+            self.found(format!("session {session}: {detail}"));
+        } else {
+            tracing::error!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
+        }
+    }
+
+    /// The damage that stops every write, if any was found.
+    pub(crate) fn ledger_damage(&self) -> Option<String> {
+        lock(&self.0.ledger).clone()
+    }
+
+    /// The sessions found damaged so far, with what was found in each.
+    pub(crate) fn damaged_sessions(&self) -> BTreeMap<SessionId, String> {
+        lock(&self.0.sessions).clone()
+    }
+
+    /// Whether a write to `session` (or any write, with `None`) may go ahead: the error
+    /// to answer instead when damage stops it.
+    pub(crate) fn check_write(&self, session: Option<SessionId>) -> Result<(), StoreError> {
+        if let Some(detail) = self.ledger_damage() {
+            return Err(StoreError::Damaged {
+                ledger: self.0.label.clone(),
+                detail,
+            });
+        }
+        if let Some(session) = session
+            && let Some(detail) = lock(&self.0.sessions).get(&session)
+        {
+            return Err(StoreError::Damaged {
+                ledger: self.0.label.clone(),
+                detail: format!("session {session}: {detail}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records what `error` says is damaged, if anything: a contained panic or an event
+    /// that does not decode (in `session`, when the caller knows it).
+    pub(crate) fn note(&self, session: Option<SessionId>, error: &StoreError) {
+        let detail = match error {
+            StoreError::Damaged { detail, .. } => detail.clone(),
+            StoreError::Corrupt(detail) => detail.clone(),
+            _ => return,
+        };
+        match session {
+            Some(session) if !matches!(error, StoreError::Damaged { .. }) => {
+                self.found_in(session, detail)
+            }
+            _ => self.found(detail),
+        }
+    }
+}
+
+thread_local! {
+    /// How deep this thread is inside [`contain`]: a panic there is the call's answer, not
+    /// something to print.
+    static CONTAINING: Cell<u32> = const { Cell::new(0) };
+    /// The message and place of the last panic contained on this thread.
+    static CONTAINED_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs (once per process) the panic hook that keeps a contained panic off stderr: it
+/// is kept for the error instead; any other panic goes to the hook there was before.
+fn install_quiet_hook() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if CONTAINING.with(Cell::get) > 0 {
+                let place = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", short_path(l.file()), l.line()))
+                    .unwrap_or_default();
+                let message = payload_text(info.payload());
+                CONTAINED_PANIC.with(|last| *last.borrow_mut() = Some(format!("{message}{place}")));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// A source path as far as its crate's folder (`redb-4.6.0/src/…`), not the registry's.
+fn short_path(file: &str) -> &str {
+    const REGISTRY: &str = "/registry/src/";
+    match file.find(REGISTRY) {
+        Some(at) => {
+            let rest = &file[at + REGISTRY.len()..];
+            rest.split_once('/').map_or(rest, |(_, in_crate)| in_crate)
+        }
+        None => file,
+    }
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic".to_string()
+    }
+}
+
+/// Runs `call`, a call into storage; a panic inside it (the storage engine meeting bytes
+/// it cannot read) becomes [`StoreError::Damaged`] naming `what` was being done, recorded
+/// in `damage`. No panic message reaches stderr. An error `call` returns that says the
+/// ledger is damaged is recorded too.
+pub(crate) fn contain<T>(
+    damage: &Damage,
+    what: impl FnOnce() -> String,
+    call: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    install_quiet_hook();
+    CONTAINING.with(|depth| depth.set(depth.get() + 1));
+    let outcome = catch_unwind(AssertUnwindSafe(call));
+    CONTAINING.with(|depth| depth.set(depth.get() - 1));
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            if matches!(error, StoreError::Damaged { .. }) {
+                damage.note(None, &error);
+            }
+            Err(error)
+        }
+        Err(panic) => {
+            let message = CONTAINED_PANIC
+                .with(|last| last.borrow_mut().take())
+                .unwrap_or_else(|| payload_text(&*panic));
+            let detail = format!(
+                "{} cannot be read while {} (the storage engine stopped: {message})",
+                damage.label(),
+                what()
+            );
+            damage.found(detail.clone());
+            Err(StoreError::Damaged {
+                ledger: damage.label().to_string(),
+                detail,
+            })
+        }
+    }
+}
+
+/// A view whose every call is [`contain`]ed: a panic of the storage engine under it is an
+/// error naming what was read, and the damage is recorded. The one wrapper every view of
+/// a file backend goes out in.
+pub(crate) struct Contained<V> {
+    view: V,
+    damage: Damage,
+}
+
+impl<V> Contained<V> {
+    pub(crate) fn new(view: V, damage: Damage) -> Contained<V> {
+        Contained { view, damage }
+    }
+}
+
+impl<V: ReadView> ReadView for Contained<V> {
+    fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+        contain(
+            &self.damage,
+            || format!("reading the head of session {session}"),
+            || self.view.head(session),
+        )
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        contain(
+            &self.damage,
+            || "listing the sessions".into(),
+            || self.view.heads(),
+        )
+    }
+
+    fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
+        contain(
+            &self.damage,
+            || format!("looking up the alias {alias:?}"),
+            || self.view.alias(alias),
+        )
+    }
+
+    fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+        contain(
+            &self.damage,
+            || "looking up events by id".into(),
+            || self.view.events_by_id(ids),
+        )
+    }
+
+    fn head_and_events_by_id(
+        &self,
+        session: SessionId,
+        ids: &[EventId],
+    ) -> Result<(Option<SessionHead>, Vec<Option<Event>>), StoreError> {
+        contain(
+            &self.damage,
+            || format!("reading the head of session {session}"),
+            || self.view.head_and_events_by_id(session, ids),
+        )
+    }
+
+    fn scan_session(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        to_seq: u64,
+        decode: Decode,
+        visit: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let last_seq = Cell::new(from_seq.saturating_sub(1));
+        let result = contain(
+            &self.damage,
+            || format!("reading session {session} after seq {}", last_seq.get()),
+            || {
+                self.view
+                    .scan_session(session, from_seq, to_seq, decode, &mut |seq, row| {
+                        last_seq.set(seq);
+                        visit(seq, row)
+                    })
+            },
+        );
+        if let Err(StoreError::Damaged { detail, .. }) = &result {
+            self.damage.found_in(session, detail.clone());
+        }
+        result
+    }
+
+    fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
+        contain(
+            &self.damage,
+            || "reading every event".into(),
+            || self.view.scan_all(visit),
+        )
+    }
+
+    fn event_count(&self) -> Result<u64, StoreError> {
+        contain(
+            &self.damage,
+            || "counting events".into(),
+            || self.view.event_count(),
+        )
+    }
+
+    fn last_position(&self) -> Result<u64, StoreError> {
+        contain(
+            &self.damage,
+            || "reading the last position".into(),
+            || self.view.last_position(),
+        )
+    }
+
+    fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
+        contain(
+            &self.damage,
+            || format!("reading events from position {from}"),
+            || self.view.scan_positions(from, visit),
+        )
+    }
+}
+
+impl<V: WriteView> WriteView for Contained<V> {
+    fn append(&mut self, plan: &AppendPlan) -> Result<u64, StoreError> {
+        let damage = self.damage.clone();
+        let session = plan.head.session;
+        contain(
+            &damage,
+            || format!("appending to session {session}"),
+            || self.view.append(plan),
+        )
+    }
+
+    fn put_head(&mut self, head: &SessionHead) -> Result<(), StoreError> {
+        let damage = self.damage.clone();
+        contain(
+            &damage,
+            || format!("writing the head of session {}", head.session),
+            || self.view.put_head(head),
+        )
+    }
+
+    fn has_changes(&self) -> bool {
+        self.view.has_changes()
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let Contained { view, damage } = *self;
+        let view: Box<V> = Box::new(view);
+        contain(&damage, || "committing".into(), || view.commit())
+    }
+
+    fn abort(self: Box<Self>) -> Result<(), StoreError> {
+        let Contained { view, damage } = *self;
+        let view: Box<V> = Box::new(view);
+        contain(&damage, || "aborting a write".into(), || view.abort())
+    }
+}
