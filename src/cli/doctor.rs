@@ -264,6 +264,12 @@ fn check_redb_ledger(report: &mut Report, dir: &Path) {
                 path.display()
             ),
         ),
+        Err(error @ OpenError::Damaged { .. }) => report.fail(
+            WHAT,
+            error.to_string(),
+            "`reasoning-ledger recover --to NEW_DIR` copies every intact event into a new \
+             ledger (the damaged one is left as it is), then use --data-dir NEW_DIR",
+        ),
         Err(error) => report.fail(
             WHAT,
             format!("{}: {error}", dir.join(LEDGER_FILE_NAME).display()),
@@ -275,18 +281,39 @@ fn check_redb_ledger(report: &mut Report, dir: &Path) {
 
 fn verify_summary(report: &mut Report, ledger: &Ledger) {
     const WHAT: &str = "ledger";
-    match super::verify::verify_all_with_progress(ledger) {
-        Ok(verified) => report.add(
-            Level::Ok,
+    let check = match ledger.check_all(|_, _| {}) {
+        Ok(check) => check,
+        Err(error) => {
+            return report.fail(
+                WHAT,
+                format!("{}: {error}", ledger.path().display()),
+                "run `reasoning-ledger verify`; `reasoning-ledger recover --to NEW_DIR` copies \
+                 every intact event into a new ledger",
+            );
+        }
+    };
+    if check.is_damaged() {
+        let first = check
+            .structure
+            .first()
+            .cloned()
+            .or_else(|| check.findings.first().map(|f| f.error.to_string()))
+            .or_else(|| check.orphans.as_ref().map(|o| o.to_string()))
+            .unwrap_or_default();
+        return report.fail(
             WHAT,
             format!(
-                "{}: {} session(s), {} event(s), every hash chain and seq checked",
+                "{}: damaged ({} session(s) damaged, {} structural finding(s); first: {first})",
                 ledger.path().display(),
-                verified.len(),
-                verified.iter().map(|v| v.events).sum::<u64>()
+                check.findings.len(),
+                check.structure.len()
             ),
-        ),
-        Err(crate::store::VerifyError::StaleSummary { .. }) => report.with_fix(
+            "`reasoning-ledger verify` lists everything damaged; `reasoning-ledger recover --to \
+             NEW_DIR` copies every intact event into a new ledger (this one is left as it is)",
+        );
+    }
+    if !check.findings.is_empty() {
+        return report.with_fix(
             Level::Warn,
             WHAT,
             format!(
@@ -294,14 +321,18 @@ fn verify_summary(report: &mut Report, ledger: &Ledger) {
                 ledger.path().display()
             ),
             "reasoning-ledger verify --rebuild",
-        ),
-        Err(error) => report.fail(
-            WHAT,
-            format!("{}: {error}", ledger.path().display()),
-            "run `reasoning-ledger verify` for the session and seq; keep the file for \
-             inspection and restore from a copy (`copy --to` keeps one up to date)",
-        ),
+        );
     }
+    report.add(
+        Level::Ok,
+        WHAT,
+        format!(
+            "{}: {} session(s), {} event(s), every hash chain and seq checked",
+            ledger.path().display(),
+            check.verified.len(),
+            check.verified.iter().map(|v| v.events).sum::<u64>()
+        ),
+    );
 }
 
 fn check_store(report: &mut Report, url: &str) {

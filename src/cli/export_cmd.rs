@@ -5,9 +5,6 @@
 use super::*;
 use crate::progress::Progress;
 
-/// Events read from the ledger at a time by `export --all`.
-const EXPORT_ALL_CHUNK_EVENTS: u64 = 1000;
-
 pub(super) fn export_cmd(
     settings: &Settings,
     id: &str,
@@ -50,12 +47,13 @@ pub(super) fn export_all(
     heads.sort_by_key(|head| head.session);
     let total: u64 = heads.iter().map(|head| head.seq).sum();
     let bar = Progress::bar("exporting", total, "events");
-    match output {
+    let written = match output {
         None => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            write_sessions(&ledger, &heads, &mut out, &bar)?;
+            let written = write_sessions(&ledger, &heads, &mut out, &bar)?;
             out.flush()?;
             bar.finish();
+            written
         }
         Some(path) => {
             let mut file = NewFile::create(path)?;
@@ -66,33 +64,95 @@ pub(super) fn export_all(
             file.finish()?;
             bar.finish();
             eprintln!(
-                "wrote {} ({written} event(s) of {} session(s))",
+                "wrote {} ({} event(s) of {} session(s))",
                 path.display(),
+                written.events,
                 heads.len()
             );
+            written
         }
+    };
+    if written.left_out.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let mut report = String::from("left out of the export (damaged; every event before each cut is exported):\n");
+    for cut in &written.left_out {
+        report.push_str(&format!("  {cut}\n"));
+    }
+    eprint!("{report}");
+    bail!(
+        "{} session(s) of {} are damaged and were exported only up to the damage; \
+         `reasoning-ledger verify` lists the damage, `reasoning-ledger recover --to NEW_DIR` \
+         salvages what verifies",
+        written.left_out.len(),
+        ledger.path().display()
+    )
 }
 
-/// Every event of `heads`' sessions as JSONL lines, read a chunk at a time; returns how
-/// many.
+/// What `export --all` wrote: how many events, and what it left out (one line a session).
+struct Written {
+    events: u64,
+    left_out: Vec<String>,
+}
+
+/// Every event of `heads`' sessions as JSONL lines, streamed. Each event is checked as it
+/// goes (seq, chain, hash): a session is written up to its first event that does not
+/// read or verify, and the rest of it is named in [`Written::left_out`], so a backup never
+/// holds a damaged event as if it were sound and one damaged session stops no other.
 fn write_sessions(
     ledger: &Ledger,
     heads: &[SessionHead],
     out: &mut impl Write,
     bar: &Progress,
-) -> anyhow::Result<u64> {
-    let mut written = 0u64;
+) -> anyhow::Result<Written> {
+    let mut written = Written {
+        events: 0,
+        left_out: Vec::new(),
+    };
+    let mut line = Vec::new();
     for head in heads {
-        let mut from = 1;
-        while from <= head.seq {
-            let to = head.seq.min(from + EXPORT_ALL_CHUNK_EVENTS - 1);
-            let events = ledger.events(head.session, from, to)?;
-            out.write_all(export::jsonl(&events).as_bytes())?;
-            bar.inc(events.len() as u64);
-            written += events.len() as u64;
-            from = to + 1;
+        let mut expected_seq = 1;
+        let mut prev = crate::event::GENESIS_HASH.to_string();
+        let mut problem: Option<String> = None;
+        let mut failed_write: Option<std::io::Error> = None;
+        let scanned = ledger.for_each_event(head.session, 1, head.seq, |event| {
+            if event.seq != expected_seq {
+                problem = Some(format!("event seq {expected_seq} is missing"));
+                return false;
+            }
+            if event.prev != prev || event.computed_hash() != event.hash {
+                problem = Some(format!("event seq {expected_seq} does not verify"));
+                return false;
+            }
+            line.clear();
+            serde_json::to_writer(&mut line, &event).expect("events serialize");
+            line.push(b'\n');
+            if let Err(error) = out.write_all(&line) {
+                failed_write = Some(error);
+                return false;
+            }
+            prev = event.hash;
+            expected_seq += 1;
+            bar.inc(1);
+            written.events += 1;
+            true
+        });
+        if let Some(error) = failed_write {
+            return Err(error.into());
+        }
+        let problem = match (problem, scanned) {
+            (Some(problem), _) => Some(problem),
+            (None, Err(error)) => Some(format!("after seq {}: {error}", expected_seq - 1)),
+            (None, Ok(())) if expected_seq <= head.seq => {
+                Some(format!("its head says seq {} but the events end at {}", head.seq, expected_seq - 1))
+            }
+            (None, Ok(())) => None,
+        };
+        if let Some(problem) = problem {
+            written.left_out.push(format!(
+                "session {}: {problem}; events {expected_seq}..={} left out",
+                head.session, head.seq
+            ));
         }
     }
     Ok(written)

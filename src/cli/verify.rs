@@ -23,7 +23,25 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
                 .with_context(|| format!("no session {id:?}"))?;
             vec![ledger.verify_session(session)?]
         }
-        None => verify_all_with_progress(&ledger)?,
+        None => {
+            let bar = Progress::bar("verifying", 0, "sessions");
+            let check = ledger.check_all(|done, total| {
+                bar.set_total(total as u64);
+                bar.set(done as u64);
+            })?;
+            bar.finish();
+            if check.is_damaged() {
+                stdout_write(&damage_report(&ledger, &check))?;
+                bail!(
+                    "the ledger {} is damaged (above: what, and what to do)",
+                    ledger.path().display()
+                );
+            }
+            if let Some(finding) = check.findings.into_iter().next() {
+                return Err(finding.error.into());
+            }
+            check.verified
+        }
     };
     let events: u64 = verified.iter().map(|v| v.events).sum();
     let mut report = format!(
@@ -38,6 +56,41 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         report.push('\n');
     }
     stdout_write(&report)
+}
+
+/// What `verify` prints for a damaged ledger: every finding, what is intact, what to do.
+fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
+    let mut text = format!("damaged: {}\n", ledger.path().display());
+    for finding in &check.structure {
+        text.push_str(&format!("  structure: {finding}\n"));
+    }
+    for finding in &check.findings {
+        let range = match finding.error.first_bad_seq() {
+            Some(first) if first <= finding.last_seq => format!(
+                " (events {first}..={} of {} cannot be trusted)",
+                finding.last_seq, finding.last_seq
+            ),
+            _ => String::new(),
+        };
+        text.push_str(&format!("  {}{range}\n", finding.error));
+    }
+    if let Some(orphans) = &check.orphans {
+        text.push_str(&format!("  {orphans}\n"));
+    }
+    let events: u64 = check.verified.iter().map(|v| v.events).sum();
+    text.push_str(&format!(
+        "intact: {} session(s), {events} event(s) verified; {} session(s) damaged\n",
+        check.verified.len(),
+        check.findings.len()
+    ));
+    text.push_str(
+        "what to do: this process wrote nothing to it, and servers stop writing to a ledger \
+         once they find damage. `reasoning-ledger recover --to NEW_DIR` copies every event \
+         whose hash verifies (from ledger.redb and ledger.wal, wherever it lies) into a new \
+         ledger and reports what it cut; then use --data-dir NEW_DIR. Keep the damaged \
+         files until you have checked the new ledger.\n",
+    );
+    text
 }
 
 /// How far the vectors reach, when embeddings are configured (`None` otherwise: the

@@ -21,7 +21,7 @@ use super::analyzer::{ANALYZER_NAME, analyzer};
 use super::query::{ParsedQuery, Unit};
 use super::{Cursor, Documents, RecallError, SearchAnswer, SearchRequest};
 use crate::event::{Event, Payload, SessionId};
-use crate::store::Ledger;
+use crate::store::{Ledger, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -522,6 +522,10 @@ fn validate(
     Ok(Ok(()))
 }
 
+/// Events that cannot be read which one catch-up of the index skips before it stops (a
+/// damaged page of the positions index can make every later one unreadable).
+const MAX_UNREADABLE_EVENTS: usize = 64;
+
 /// Texts of a payload the index holds.
 pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
     match payload {
@@ -589,6 +593,11 @@ impl<'l> Indexer<'l> {
     }
 
     /// Applies every event after the checkpoint, committing every `commit_every` events.
+    ///
+    /// An event that cannot be read (damage, which the ledger records and `verify` lists)
+    /// is skipped: the index goes on with the next position, so one damaged event does
+    /// not stop every search. After [`MAX_UNREADABLE_EVENTS`] of them in one catch-up the
+    /// rest is left for later and searches answer from what is indexed.
     fn apply_from(
         &mut self,
         writer: &mut IndexWriter<TantivyDocument>,
@@ -597,9 +606,12 @@ impl<'l> Indexer<'l> {
     ) -> Result<(), RecallError> {
         let mut failed = None;
         let mut since_commit = 0;
-        let from = self.checkpoint.position + 1;
-        self.ledger
-            .for_each_event_from_position(from, |positioned| {
+        let mut from = self.checkpoint.position + 1;
+        let mut unreadable = 0;
+        loop {
+            let mut last_read = from - 1;
+            let scanned = self.ledger.for_each_event_from_position(from, |positioned| {
+                last_read = positioned.position;
                 let step = self
                     .document(positioned.position, &positioned.event)
                     .and_then(|doc| match doc {
@@ -624,7 +636,24 @@ impl<'l> Indexer<'l> {
                     }
                 }
                 true
-            })?;
+            });
+            match scanned {
+                Err(error @ (StoreError::Corrupt(_) | StoreError::Damaged { .. })) => {
+                    unreadable += 1;
+                    let position = last_read + 1;
+                    if unreadable > MAX_UNREADABLE_EVENTS {
+                        tracing::warn!(position, %error, "the ledger is damaged here: the search index stops before it");
+                        break;
+                    }
+                    tracing::warn!(position, %error, "an event the search index cannot read is left out");
+                    from = position + 1;
+                }
+                other => {
+                    other?;
+                    break;
+                }
+            }
+        }
         failed.map_or(Ok(()), Err)
     }
 

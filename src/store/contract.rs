@@ -192,6 +192,13 @@ pub trait ReadView {
     /// Events with a position `>= from`, in position order, whole, until `visit` returns
     /// false.
     fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError>;
+
+    /// Walks the storage's own structure (every table, every row) and says what cannot be
+    /// read or does not agree, one finding a line; empty when it is sound. The default (a
+    /// database that checks its own pages) finds nothing.
+    fn check_structure(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// The exclusive write transaction. Dropping it without [`WriteView::commit`] aborts it.

@@ -70,7 +70,7 @@ impl Damage {
         let detail = detail.into();
         let mut ledger = lock(&self.0.ledger);
         if ledger.is_none() {
-            tracing::error!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes in this process");
+            tracing::debug!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes in this process");
             *ledger = Some(detail);
         }
     }
@@ -85,7 +85,7 @@ impl Damage {
         if self.0.scope == DamageScope::Ledger {
             self.found(format!("session {session}: {detail}"));
         } else {
-            tracing::error!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
+            tracing::debug!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
         }
     }
 
@@ -157,6 +157,11 @@ fn install_quiet_hook() {
                     .map(|l| format!(" at {}:{}", short_path(l.file()), l.line()))
                     .unwrap_or_default();
                 let message = payload_text(info.payload());
+                // With RUST_BACKTRACE set, where it happened, for whoever debugs the engine.
+                let trace = std::backtrace::Backtrace::capture();
+                if trace.status() == std::backtrace::BacktraceStatus::Captured {
+                    tracing::debug!(%message, %trace, "contained a panic of the storage engine");
+                }
                 CONTAINED_PANIC.with(|last| *last.borrow_mut() = Some(format!("{message}{place}")));
             } else {
                 previous(info);
@@ -187,6 +192,20 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Runs `call`; a panic inside it is returned as its message (and place), printed by no
+/// panic hook. The one place a panic of the storage engine is caught.
+pub(crate) fn catch_quietly<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    install_quiet_hook();
+    CONTAINING.with(|depth| depth.set(depth.get() + 1));
+    let outcome = catch_unwind(AssertUnwindSafe(call));
+    CONTAINING.with(|depth| depth.set(depth.get() - 1));
+    outcome.map_err(|panic| {
+        CONTAINED_PANIC
+            .with(|last| last.borrow_mut().take())
+            .unwrap_or_else(|| payload_text(&*panic))
+    })
+}
+
 /// Runs `call`, a call into storage; a panic inside it (the storage engine meeting bytes
 /// it cannot read) becomes [`StoreError::Damaged`] naming `what` was being done, recorded
 /// in `damage`. No panic message reaches stderr. An error `call` returns that says the
@@ -196,11 +215,7 @@ pub(crate) fn contain<T>(
     what: impl FnOnce() -> String,
     call: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    install_quiet_hook();
-    CONTAINING.with(|depth| depth.set(depth.get() + 1));
-    let outcome = catch_unwind(AssertUnwindSafe(call));
-    CONTAINING.with(|depth| depth.set(depth.get() - 1));
-    match outcome {
+    match catch_quietly(call) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => {
             if matches!(error, StoreError::Damaged { .. }) {
@@ -208,13 +223,9 @@ pub(crate) fn contain<T>(
             }
             Err(error)
         }
-        Err(panic) => {
-            let message = CONTAINED_PANIC
-                .with(|last| last.borrow_mut().take())
-                .unwrap_or_else(|| payload_text(&*panic));
+        Err(message) => {
             let detail = format!(
-                "{} cannot be read while {} (the storage engine stopped: {message})",
-                damage.label(),
+                "the storage engine stopped on bytes it cannot read while {} ({message})",
                 what()
             );
             damage.found(detail.clone());
@@ -340,6 +351,14 @@ impl<V: ReadView> ReadView for Contained<V> {
             &self.damage,
             || format!("reading events from position {from}"),
             || self.view.scan_positions(from, visit),
+        )
+    }
+
+    fn check_structure(&self) -> Result<Vec<String>, StoreError> {
+        contain(
+            &self.damage,
+            || "walking its tables".into(),
+            || self.view.check_structure(),
         )
     }
 }

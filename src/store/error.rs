@@ -114,6 +114,13 @@ pub enum OpenError {
     },
     #[error("cannot open the ledger at {label}: {source}")]
     Store { label: String, source: BackendError },
+    /// The storage engine stopped on damaged bytes while opening the file.
+    #[error(
+        "the ledger {path} is damaged: {detail}. It was left as it is; `reasoning-ledger \
+         recover --to NEW_DIR` copies every intact event (of the file and of the redo log \
+         beside it) into a new ledger"
+    )]
+    Damaged { path: PathBuf, detail: String },
     #[error("cannot create the ledger {path}")]
     Create {
         path: PathBuf,
@@ -222,8 +229,24 @@ impl VerifyError {
         matches!(self, VerifyError::StaleSummary { .. })
     }
 
+    /// The first seq this finding says cannot be trusted, where it names one.
+    pub fn first_bad_seq(&self) -> Option<u64> {
+        match self {
+            VerifyError::Undecodable { seq, .. }
+            | VerifyError::WrongSession { seq, .. }
+            | VerifyError::BrokenChain { seq, .. }
+            | VerifyError::HashMismatch { seq, .. } => Some(*seq),
+            VerifyError::Gap { expected, .. } => Some(*expected),
+            VerifyError::FirstEventNotStart { .. } => Some(1),
+            _ => None,
+        }
+    }
+
     /// The session this finding is about, if it is one session's.
     pub fn session(&self) -> Option<SessionId> {
+        if let VerifyError::Storage(StoreError::Damaged { .. }) = self {
+            return None;
+        }
         match self {
             VerifyError::NoHead { session }
             | VerifyError::Undecodable { session, .. }

@@ -67,6 +67,37 @@ pub struct VerifiedSession {
     pub events: u64,
 }
 
+/// What [`Ledger::check_all`] found.
+#[derive(Debug, Default)]
+pub struct LedgerCheck {
+    /// What the storage's own structure check found (a table that cannot be read).
+    pub structure: Vec<String>,
+    /// The sessions that verified.
+    pub verified: Vec<VerifiedSession>,
+    /// The sessions that did not, each with its first problem.
+    pub findings: Vec<SessionFinding>,
+    /// Events stored under no session (checked when every session verified).
+    pub orphans: Option<VerifyError>,
+}
+
+impl LedgerCheck {
+    /// Whether anything is damaged (a stale summary alone is not damage).
+    pub fn is_damaged(&self) -> bool {
+        !self.structure.is_empty()
+            || self.orphans.is_some()
+            || self.findings.iter().any(|f| !f.error.is_fixable())
+    }
+}
+
+/// One session that did not verify: its first problem, and its head's last seq (the events
+/// from the problem on cannot be trusted).
+#[derive(Debug)]
+pub struct SessionFinding {
+    pub session: SessionId,
+    pub last_seq: u64,
+    pub error: VerifyError,
+}
+
 /// An event with its ledger-wide position.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PositionedEvent {
@@ -449,6 +480,58 @@ impl Ledger {
             });
         }
         Ok(out)
+    }
+
+    /// Checks the whole ledger and goes on past damage: the storage's own structure
+    /// ([`ReadView::check_structure`]), then every session it can reach (each in a read of
+    /// its own, so one that cannot be read does not stop the others), then whether the
+    /// sessions account for every event. Every finding is recorded as damage (fixable
+    /// ones, a stale summary, aside). `Err` only when the sessions cannot even be listed.
+    pub fn check_all(
+        &self,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<LedgerCheck, StoreError> {
+        let mut check = LedgerCheck::default();
+        match self.read().and_then(|view| view.check_structure()) {
+            Ok(found) => check.structure = found,
+            Err(error) => check.structure.push(error.to_string()),
+        }
+        let heads = self.read()?.heads()?;
+        let mut sessions: Vec<(SessionId, u64)> =
+            heads.iter().map(|h| (h.session, h.seq)).collect();
+        sessions.sort();
+        for (done, (session, last_seq)) in sessions.iter().enumerate() {
+            let verified = self
+                .read()
+                .map_err(VerifyError::from)
+                .and_then(|view| verify_in(&*view, *session));
+            match verified {
+                Ok(verified) => check.verified.push(verified),
+                Err(error) => {
+                    self.note_verify_error(&error);
+                    check.findings.push(SessionFinding {
+                        session: *session,
+                        last_seq: *last_seq,
+                        error,
+                    });
+                }
+            }
+            progress(done + 1, sessions.len());
+        }
+        if check.findings.is_empty() {
+            let total = self.read()?.event_count()?;
+            let counted: u64 = check.verified.iter().map(|v| v.events).sum();
+            if total != counted {
+                check.orphans = Some(VerifyError::OrphanEvents {
+                    expected: counted,
+                    found: total,
+                });
+            }
+        }
+        for finding in &check.structure {
+            self.damage.found(finding.clone());
+        }
+        Ok(check)
     }
 
     /// Folds every session again and rewrites each head whose stored summary differs from

@@ -32,7 +32,7 @@ use super::writer::WriterHandle;
 use super::{OpenError, StoreError};
 use client::{Conn, ConnectError, Pool, RemoteRead, RemoteWrite};
 use std::path::{Path, PathBuf};
-use super::damage::Damage;
+use super::damage::{Damage, DamageScope, contain};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -182,7 +182,7 @@ fn acquire(path: &Path, socket: &Path, writer: Option<WriterHandle>) -> Result<M
     let deadline = Instant::now() + REACH_LIMIT;
     let mut pause = Duration::from_micros(100);
     loop {
-        match open::open_file(path).map_err(Acquire::Open)? {
+        match open_contained(path).map_err(Acquire::Open)? {
             Opened::Held(handle) => {
                 let local = Arc::new(RedbBackend::new(handle));
                 let server = writer.map(|writer| listen(socket, &local, writer));
@@ -210,6 +210,36 @@ fn acquire(path: &Path, socket: &Path, writer: Option<WriterHandle>) -> Result<M
                 }
             },
         }
+    }
+}
+
+/// [`open::open_file`], with a panic of redb on a damaged file (while it checks, opens or
+/// recovers it) contained: an error naming the file, which is left as it is.
+fn open_contained(path: &Path) -> Result<Opened, OpenError> {
+    let damage = Damage::new(DamageScope::Ledger, path.display().to_string());
+    let mut refused = None;
+    let opened = contain(
+        &damage,
+        || "opening it".into(),
+        || match open::open_file(path) {
+            Ok(opened) => Ok(opened),
+            Err(error) => {
+                refused = Some(error);
+                Err(StoreError::WriterGone)
+            }
+        },
+    );
+    match (opened, refused) {
+        (Ok(opened), _) => Ok(opened),
+        (Err(_), Some(error)) => Err(error),
+        (Err(StoreError::Damaged { detail, .. }), None) => Err(OpenError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        }),
+        (Err(error), None) => Err(OpenError::Store {
+            label: path.display().to_string(),
+            source: Arc::new(error),
+        }),
     }
 }
 

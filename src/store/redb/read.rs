@@ -6,7 +6,10 @@
 //! rule decides (a missing head is `None` here; what it means is the store facade's).
 
 use super::store_error;
-use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, POSITIONS, session_key, session_of};
+use super::tables::{
+    self, ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, session_key, session_of,
+};
+use crate::store::damage::catch_quietly;
 use crate::event::{Event, EventId, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
 use crate::store::{SessionHead, StoreError, codec};
@@ -242,5 +245,65 @@ impl ReadView for RedbRead {
             return Ok(());
         };
         scan_positions(&positions, &events, from, visit)
+    }
+
+    /// Reads every row of every table, each table on its own (a table whose pages cannot
+    /// be read is one finding, and the others are still walked), then compares the
+    /// indexes' sizes with the events table's.
+    fn check_structure(&self) -> Result<Vec<String>, StoreError> {
+        let mut findings = Vec::new();
+        let mut rows = std::collections::BTreeMap::new();
+        let mut walk = |name: &'static str, count: &dyn Fn() -> Result<u64, StoreError>| {
+            match catch_quietly(count) {
+                Ok(Ok(n)) => {
+                    rows.insert(name, n);
+                }
+                Ok(Err(error)) => findings.push(format!("table {name}: {error}")),
+                Err(message) => findings.push(format!(
+                    "table {name}: a page cannot be read ({message})"
+                )),
+            }
+        };
+        walk("events", &|| self.walk(EVENTS));
+        walk("heads", &|| self.walk(HEADS));
+        walk("event_ids", &|| self.walk(EVENT_IDS));
+        walk("aliases", &|| self.walk(ALIASES));
+        walk("positions", &|| self.walk(POSITIONS));
+        walk("meta", &|| self.walk(META));
+        if let (Some(events), Some(ids)) = (rows.get("events"), rows.get("event_ids"))
+            && events != ids
+        {
+            findings.push(format!(
+                "table event_ids holds {ids} row(s) for {events} event(s)"
+            ));
+        }
+        if let (Some(events), Some(positions)) = (rows.get("events"), rows.get("positions"))
+            && *positions > *events
+        {
+            findings.push(format!(
+                "table positions holds {positions} row(s) for {events} event(s)"
+            ));
+        }
+        Ok(findings)
+    }
+}
+
+impl RedbRead {
+    /// Reads every key and value of `table` (their bytes, decoding nothing of ours); the
+    /// rows it holds.
+    fn walk<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+        &self,
+        table: TableDefinition<K, V>,
+    ) -> Result<u64, StoreError> {
+        let Some(table) = self.open(table)? else {
+            return Ok(0);
+        };
+        let mut rows = 0;
+        for row in table.iter().map_err(store_error)? {
+            let (key, value) = row.map_err(store_error)?;
+            std::hint::black_box((K::as_bytes(&key.value()).as_ref().len(), V::as_bytes(&value.value()).as_ref().len()));
+            rows += 1;
+        }
+        Ok(rows)
     }
 }
