@@ -43,14 +43,26 @@ pub(super) fn export_all(
         );
     }
     let ledger = open_existing(settings)?;
-    let mut heads = ledger.heads()?;
-    heads.sort_by_key(|head| head.session);
+    let heads = ledger.heads()?;
+    // A session whose head row cannot be read is exported from its events alone (to the
+    // end of its chain): its events are what a backup keeps.
+    let mut sessions: Vec<(SessionId, Option<u64>)> = heads
+        .iter()
+        .map(|head| (head.session, Some(head.seq)))
+        .collect();
+    sessions.extend(
+        ledger
+            .undecodable_heads()?
+            .into_iter()
+            .map(|(session, _)| (session, None)),
+    );
+    sessions.sort();
     let total: u64 = heads.iter().map(|head| head.seq).sum();
     let bar = Progress::bar("exporting", total, "events");
     let written = match output {
         None => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let written = write_sessions(&ledger, &heads, &mut out, &bar)?;
+            let written = write_sessions(&ledger, &sessions, &mut out, &bar)?;
             out.flush()?;
             bar.finish();
             written
@@ -58,7 +70,7 @@ pub(super) fn export_all(
         Some(path) => {
             let mut file = NewFile::create(path)?;
             let mut out = std::io::BufWriter::new(&mut file);
-            let written = write_sessions(&ledger, &heads, &mut out, &bar)?;
+            let written = write_sessions(&ledger, &sessions, &mut out, &bar)?;
             out.flush()?;
             drop(out);
             file.finish()?;
@@ -67,7 +79,7 @@ pub(super) fn export_all(
                 "wrote {} ({} event(s) of {} session(s))",
                 path.display(),
                 written.events,
-                heads.len()
+                sessions.len()
             );
             written
         }
@@ -75,7 +87,9 @@ pub(super) fn export_all(
     if written.left_out.is_empty() {
         return Ok(());
     }
-    let mut report = String::from("left out of the export (damaged; every event before each cut is exported):\n");
+    let mut report = String::from(
+        "left out of the export (damaged; every event before each cut is exported):\n",
+    );
     for cut in &written.left_out {
         report.push_str(&format!("  {cut}\n"));
     }
@@ -95,13 +109,14 @@ struct Written {
     left_out: Vec<String>,
 }
 
-/// Every event of `heads`' sessions as JSONL lines, streamed. Each event is checked as it
+/// Every event of `sessions` (each up to its head's seq; without a readable head, to the
+/// end of its chain) as JSONL lines, streamed. Each event is checked as it
 /// goes (seq, chain, hash): a session is written up to its first event that does not
 /// read or verify, and the rest of it is named in [`Written::left_out`], so a backup never
 /// holds a damaged event as if it were sound and one damaged session stops no other.
 fn write_sessions(
     ledger: &Ledger,
-    heads: &[SessionHead],
+    sessions: &[(SessionId, Option<u64>)],
     out: &mut impl Write,
     bar: &Progress,
 ) -> anyhow::Result<Written> {
@@ -110,12 +125,12 @@ fn write_sessions(
         left_out: Vec::new(),
     };
     let mut line = Vec::new();
-    for head in heads {
+    for &(session, last_seq) in sessions {
         let mut expected_seq = 1;
         let mut prev = crate::event::GENESIS_HASH.to_string();
         let mut problem: Option<String> = None;
         let mut failed_write: Option<std::io::Error> = None;
-        let scanned = ledger.for_each_event(head.session, 1, head.seq, |event| {
+        let scanned = ledger.for_each_event(session, 1, last_seq.unwrap_or(u64::MAX), |event| {
             if event.seq != expected_seq {
                 problem = Some(format!("event seq {expected_seq} is missing"));
                 return false;
@@ -143,16 +158,22 @@ fn write_sessions(
         let problem = match (problem, scanned) {
             (Some(problem), _) => Some(problem),
             (None, Err(error)) => Some(format!("after seq {}: {error}", expected_seq - 1)),
-            (None, Ok(())) if expected_seq <= head.seq => {
-                Some(format!("its head says seq {} but the events end at {}", head.seq, expected_seq - 1))
-            }
-            (None, Ok(())) => None,
+            (None, Ok(())) => match last_seq {
+                Some(last) if expected_seq <= last => Some(format!(
+                    "its head says seq {last} but the events end at {}",
+                    expected_seq - 1
+                )),
+                _ => None,
+            },
         };
         if let Some(problem) = problem {
-            written.left_out.push(format!(
-                "session {}: {problem}; events {expected_seq}..={} left out",
-                head.session, head.seq
-            ));
+            let rest = match last_seq {
+                Some(last) => format!("events {expected_seq}..={last} left out"),
+                None => format!("events from seq {expected_seq} on left out"),
+            };
+            written
+                .left_out
+                .push(format!("session {session}: {problem}; {rest}"));
         }
     }
     Ok(written)

@@ -78,6 +78,9 @@ pub(super) fn serve(
     let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let ledger = open(settings)?;
+    for finding in ledger.scrub_on_start() {
+        tracing::error!(ledger = %ledger.path().display(), %finding, "the ledger is damaged: this server takes no writes (`reasoning-ledger verify` lists the damage, `recover --to NEW_DIR` salvages it)");
+    }
     let one_thread = http.is_none() && settings.store.is_none();
     let runtime = if one_thread {
         stdio_runtime()?

@@ -16,8 +16,20 @@ pub(super) fn sessions(
     };
     let ledger = open_existing(settings)?;
     let (rows, next) = query::list_sessions(&ledger, kind, None, None, limit)?;
+    // Sessions this process found damaged: a head row that does not decode is not in
+    // `rows`; one whose events were found damaged is marked in them.
+    let unreadable = ledger.undecodable_heads()?;
+    let damaged = ledger.damage().damaged_sessions();
     if json {
-        let answer = query::sessions_answer(&rows, next);
+        let mut answer = query::sessions_answer(&rows, next);
+        if !unreadable.is_empty() {
+            answer["damaged"] = unreadable
+                .iter()
+                .map(|(session, detail)| {
+                    serde_json::json!({"sessionId": session.to_string(), "error": format!("its head row cannot be read ({detail})")})
+                })
+                .collect();
+        }
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
     let mut text = String::new();
@@ -30,6 +42,11 @@ pub(super) fn sessions(
         ));
         for head in &rows {
             let s = &head.summary;
+            let status = if damaged.contains_key(&head.session) {
+                "damaged"
+            } else {
+                s.status()
+            };
             text.push_str(&format!(
                 "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
                 head.session.to_string(),
@@ -37,11 +54,16 @@ pub(super) fn sessions(
                 head.seq,
                 s.thoughts,
                 s.branches.len(),
-                s.status(),
+                status,
                 crate::event::format_time(s.updated_at),
                 s.title.replace(['\n', '\r'], " ")
             ));
         }
+    }
+    for (session, detail) in &unreadable {
+        text.push_str(&format!(
+            "{session}  damaged: its head row cannot be read ({detail}); `reasoning-ledger verify` lists the damage\n"
+        ));
     }
     stdout_write(&text)
 }

@@ -72,7 +72,14 @@ fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
             ),
             _ => String::new(),
         };
-        text.push_str(&format!("  {}{range}\n", finding.error));
+        let what = match &finding.error {
+            crate::store::VerifyError::Storage(crate::store::StoreError::Damaged {
+                detail,
+                ..
+            }) => format!("session {}: {detail}", finding.session),
+            error => error.to_string(),
+        };
+        text.push_str(&format!("  {what}{range}\n"));
     }
     if let Some(orphans) = &check.orphans {
         text.push_str(&format!("  {orphans}\n"));

@@ -547,10 +547,12 @@ pub(crate) fn title_repeats_first_event(
 ) -> Result<bool, crate::store::StoreError> {
     let stem = title.trim_end_matches('…').trim();
     let mut repeats = false;
-    ledger.for_each_event_to_fold(session, 2, 2, |event| {
+    let read = ledger.for_each_event_to_fold(session, 2, 2, |event| {
         repeats = texts(&event.payload).iter().any(|t| t.contains(stem));
         false
-    })?;
+    });
+    read.map(Some)
+        .or_else(crate::store::StoreError::skip_damage)?;
     Ok(repeats)
 }
 
@@ -610,33 +612,35 @@ impl<'l> Indexer<'l> {
         let mut unreadable = 0;
         loop {
             let mut last_read = from - 1;
-            let scanned = self.ledger.for_each_event_from_position(from, |positioned| {
-                last_read = positioned.position;
-                let step = self
-                    .document(positioned.position, &positioned.event)
-                    .and_then(|doc| match doc {
-                        Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
-                        None => Ok(()),
-                    });
-                if let Err(error) = step {
-                    failed = Some(error);
-                    return false;
-                }
-                self.checkpoint.position = positioned.position;
-                self.checkpoint.hash = positioned.event.hash.clone();
-                since_commit += 1;
-                if commit_every.is_some_and(|every| since_commit >= every) {
-                    since_commit = 0;
-                    if let Err(error) = self.commit(writer) {
+            let scanned = self
+                .ledger
+                .for_each_event_from_position(from, |positioned| {
+                    last_read = positioned.position;
+                    let step = self
+                        .document(positioned.position, &positioned.event)
+                        .and_then(|doc| match doc {
+                            Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
+                            None => Ok(()),
+                        });
+                    if let Err(error) = step {
                         failed = Some(error);
                         return false;
                     }
-                    if let Some(progress) = progress.as_mut() {
-                        progress(positioned.position);
+                    self.checkpoint.position = positioned.position;
+                    self.checkpoint.hash = positioned.event.hash.clone();
+                    since_commit += 1;
+                    if commit_every.is_some_and(|every| since_commit >= every) {
+                        since_commit = 0;
+                        if let Err(error) = self.commit(writer) {
+                            failed = Some(error);
+                            return false;
+                        }
+                        if let Some(progress) = progress.as_mut() {
+                            progress(positioned.position);
+                        }
                     }
-                }
-                true
-            });
+                    true
+                });
             match scanned {
                 Err(error @ (StoreError::Corrupt(_) | StoreError::Damaged { .. })) => {
                     unreadable += 1;
@@ -866,7 +870,11 @@ fn run_search(
         let Ok(session) = session_text.parse::<SessionId>() else {
             continue;
         };
-        let Some(event) = ledger.events(session, seq, seq)?.into_iter().next() else {
+        let read = ledger
+            .events(session, seq, seq)
+            .map(|events| events.into_iter().next())
+            .or_else(StoreError::skip_damage)?;
+        let Some(event) = read else {
             continue;
         };
         let text = texts(&event.payload).join("\n");

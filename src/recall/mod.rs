@@ -528,11 +528,11 @@ fn semantic_matches(
     let mut heads = Heads::default();
     let mut matches = Vec::with_capacity(near.len());
     for found in near {
-        let Some(event) = ledger
-            .events(found.session, found.seq, found.seq)?
-            .into_iter()
-            .next()
-        else {
+        let read = ledger
+            .events(found.session, found.seq, found.seq)
+            .map(|events| events.into_iter().next())
+            .or_else(StoreError::skip_damage)?;
+        let Some(event) = read else {
             continue;
         };
         let text = index::texts(&event.payload).join("\n");
@@ -644,7 +644,8 @@ impl<'l> Documents<'l> {
             None => {
                 let kind = self
                     .ledger
-                    .head(event.session)?
+                    .head(event.session)
+                    .or_else(StoreError::skip_damage)?
                     .map_or(SessionKind::THINKING, |h| h.summary.kind);
                 self.kinds.insert(event.session, kind);
                 kind
@@ -673,7 +674,8 @@ impl Heads {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.seen.entry(session) {
             slot.insert(
                 ledger
-                    .head(session)?
+                    .head(session)
+                    .or_else(StoreError::skip_damage)?
                     .map(|h| (h.summary.title, h.summary.kind)),
             );
         }

@@ -145,8 +145,15 @@ pub trait ReadView {
     /// The head of one session.
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError>;
 
-    /// Every head, in no particular order.
+    /// Every head, in no particular order. A head row that does not decode is left out
+    /// (and named by [`ReadView::undecodable_heads`]).
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError>;
+
+    /// The sessions whose head row does not decode, with why. The default (a backend whose
+    /// `heads` fails on such a row instead) finds none.
+    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// The session an alias names (aliases are recorded by `session_started`).
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError>;

@@ -13,8 +13,8 @@
 //! damaged. A database that checks its own pages (PostgreSQL) stops writes only to the
 //! sessions whose rows are damaged ([`DamageScope::Session`]).
 
-use super::contract::{Decode, PositionVisitor, ReadView, RowVisitor, WriteView};
 use super::contract::AppendPlan;
+use super::contract::{Decode, PositionVisitor, ReadView, RowVisitor, WriteView};
 use super::{SessionHead, StoreError};
 use crate::event::{Event, EventId, SessionId};
 use std::cell::{Cell, RefCell};
@@ -266,6 +266,19 @@ impl<V: ReadView> ReadView for Contained<V> {
             || "listing the sessions".into(),
             || self.view.heads(),
         )
+    }
+
+    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+        let found = contain(
+            &self.damage,
+            || "reading the sessions' heads".into(),
+            || self.view.undecodable_heads(),
+        )?;
+        for (session, detail) in &found {
+            self.damage
+                .found_in(*session, format!("its head row cannot be read ({detail})"));
+        }
+        Ok(found)
     }
 
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {

@@ -58,6 +58,24 @@ impl StoreError {
         }
     }
 
+    /// Whether this says the ledger is damaged (an event that does not decode, bytes the
+    /// storage engine cannot read): a reader that can go on without the one thing it
+    /// asked for (a search hit, a title) skips it instead of failing.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, StoreError::Corrupt(_) | StoreError::Damaged { .. })
+    }
+
+    /// `Ok(None)` for damage (see [`StoreError::is_damage`], logged), any other error as
+    /// it is: for a read that may be left out.
+    pub(crate) fn skip_damage<T>(self) -> Result<Option<T>, StoreError> {
+        if self.is_damage() {
+            tracing::warn!(error = %self, "left out: it cannot be read");
+            Ok(None)
+        } else {
+            Err(self)
+        }
+    }
+
     /// The backend's error underneath, if any.
     pub fn source_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {
@@ -165,6 +183,8 @@ pub enum AppendError {
 pub enum VerifyError {
     #[error("session {session}: no head record")]
     NoHead { session: SessionId },
+    #[error("session {session}: its head row cannot be read ({detail})")]
+    UnreadableHead { session: SessionId, detail: String },
     #[error("session {session}: event seq {seq} cannot be decoded")]
     Undecodable { session: SessionId, seq: u64 },
     #[error("session {session}: expected event seq {expected}, found seq {found} (a gap)")]
@@ -249,6 +269,7 @@ impl VerifyError {
         }
         match self {
             VerifyError::NoHead { session }
+            | VerifyError::UnreadableHead { session, .. }
             | VerifyError::Undecodable { session, .. }
             | VerifyError::Gap { session, .. }
             | VerifyError::WrongSession { session, .. }

@@ -46,6 +46,11 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 /// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
 pub const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
+/// Largest ledger file whose structure a server walks when it starts
+/// ([`Ledger::scrub_on_start`]): a few milliseconds of reads; a bigger ledger is checked by
+/// `verify`, and its damage is found by the reads and writes that meet it.
+pub const SCRUB_ON_START_MAX_BYTES: u64 = 32 << 20;
+
 /// The head of a session: its last seq and hash, the ledger-wide position of its last
 /// event, and the summary folded up to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -296,6 +301,11 @@ impl Ledger {
         self.read()?.heads()
     }
 
+    /// The sessions whose head row cannot be read (left out of [`Ledger::heads`]), with why.
+    pub fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+        self.read()?.undecodable_heads()
+    }
+
     /// Finds a session by its id or by an alias recorded when it started.
     pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         resolve_in(&*self.read()?, text)
@@ -482,6 +492,27 @@ impl Ledger {
         Ok(out)
     }
 
+    /// Walks the storage's own structure (every table's pages, decoding nothing) when the
+    /// ledger file is at most [`SCRUB_ON_START_MAX_BYTES`], recording what it finds as
+    /// damage, so a server that opens a damaged file refuses writes from its first call
+    /// instead of appending beside a page it never read. Returns what was found.
+    pub fn scrub_on_start(&self) -> Vec<String> {
+        let small =
+            std::fs::metadata(&*self.path).is_ok_and(|meta| meta.len() <= SCRUB_ON_START_MAX_BYTES);
+        if !small {
+            return Vec::new();
+        }
+        let found = match self.read().and_then(|view| view.check_structure()) {
+            Ok(found) => found,
+            Err(error) if error.is_damage() => vec![error.to_string()],
+            Err(_) => Vec::new(),
+        };
+        for finding in &found {
+            self.damage.found(finding.clone());
+        }
+        found
+    }
+
     /// Checks the whole ledger and goes on past damage: the storage's own structure
     /// ([`ReadView::check_structure`]), then every session it can reach (each in a read of
     /// its own, so one that cannot be read does not stop the others), then whether the
@@ -497,6 +528,13 @@ impl Ledger {
             Err(error) => check.structure.push(error.to_string()),
         }
         let heads = self.read()?.heads()?;
+        for (session, detail) in self.undecodable_heads()? {
+            check.findings.push(SessionFinding {
+                session,
+                last_seq: 0,
+                error: VerifyError::UnreadableHead { session, detail },
+            });
+        }
         let mut sessions: Vec<(SessionId, u64)> =
             heads.iter().map(|h| (h.session, h.seq)).collect();
         sessions.sort();

@@ -46,6 +46,7 @@ mod common;
 mod compat;
 mod conformance;
 mod context;
+mod damage;
 mod durability;
 mod exports;
 mod faults_files;

@@ -109,7 +109,11 @@ impl RedbBackend {
     /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
     pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
         let damage = self.damage();
-        let txn = contain(damage, || "beginning a read".into(), || self.handle.begin_read())?;
+        let txn = contain(
+            damage,
+            || "beginning a read".into(),
+            || self.handle.begin_read(),
+        )?;
         Ok(Box::new(Contained::new(RedbRead { txn }, damage.clone())))
     }
 
@@ -117,7 +121,11 @@ impl RedbBackend {
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let damage = self.damage();
         damage.check_write(None)?;
-        contain(damage, || "beginning a write".into(), || self.begin_write_view())
+        contain(
+            damage,
+            || "beginning a write".into(),
+            || self.begin_write_view(),
+        )
     }
 
     fn begin_write_view(&self) -> Result<Box<dyn WriteView>, StoreError> {

@@ -9,9 +9,9 @@ use super::store_error;
 use super::tables::{
     self, ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, session_key, session_of,
 };
-use crate::store::damage::catch_quietly;
 use crate::event::{Event, EventId, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
+use crate::store::damage::catch_quietly;
 use crate::store::{SessionHead, StoreError, codec};
 use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
@@ -30,11 +30,32 @@ impl<T: ReadableTable<u128, &'static [u8]>> HeadRows for T {}
 pub(super) trait Locations<K: ::redb::Key + 'static>: ReadableTable<K, (u128, u64)> {}
 impl<K: ::redb::Key + 'static, T: ReadableTable<K, (u128, u64)>> Locations<K> for T {}
 
+/// Every head row that decodes (one that does not is left out here and named by
+/// [`undecodable_heads`], so one damaged row does not hide every session).
 pub(super) fn heads(heads: &impl HeadRows) -> Result<Vec<SessionHead>, StoreError> {
     let mut out = Vec::new();
     for row in heads.iter().map_err(store_error)? {
-        let (_, value) = row.map_err(store_error)?;
-        out.push(tables::decode_head(value.value())?);
+        let (key, value) = row.map_err(store_error)?;
+        match tables::decode_head(value.value()) {
+            Ok(head) => out.push(head),
+            Err(error) => {
+                tracing::warn!(session = %session_of(key.value()), %error, "a session's head row cannot be read")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The sessions whose head row does not decode, with why.
+pub(super) fn undecodable_heads(
+    heads: &impl HeadRows,
+) -> Result<Vec<(SessionId, String)>, StoreError> {
+    let mut out = Vec::new();
+    for row in heads.iter().map_err(store_error)? {
+        let (key, value) = row.map_err(store_error)?;
+        if let Err(error) = tables::decode_head(value.value()) {
+            out.push((session_of(key.value()), error.to_string()));
+        }
     }
     Ok(out)
 }
@@ -184,6 +205,13 @@ impl ReadView for RedbRead {
         }
     }
 
+    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+        match self.open(HEADS)? {
+            Some(rows) => undecodable_heads(&rows),
+            None => Ok(Vec::new()),
+        }
+    }
+
     fn alias(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         match self.open(ALIASES)? {
             Some(aliases) => alias(&aliases, text),
@@ -253,17 +281,18 @@ impl ReadView for RedbRead {
     fn check_structure(&self) -> Result<Vec<String>, StoreError> {
         let mut findings = Vec::new();
         let mut rows = std::collections::BTreeMap::new();
-        let mut walk = |name: &'static str, count: &dyn Fn() -> Result<u64, StoreError>| {
-            match catch_quietly(count) {
+        let mut walk =
+            |name: &'static str, count: &dyn Fn() -> Result<u64, StoreError>| match catch_quietly(
+                count,
+            ) {
                 Ok(Ok(n)) => {
                     rows.insert(name, n);
                 }
                 Ok(Err(error)) => findings.push(format!("table {name}: {error}")),
-                Err(message) => findings.push(format!(
-                    "table {name}: a page cannot be read ({message})"
-                )),
-            }
-        };
+                Err(message) => {
+                    findings.push(format!("table {name}: a page cannot be read ({message})"))
+                }
+            };
         walk("events", &|| self.walk(EVENTS));
         walk("heads", &|| self.walk(HEADS));
         walk("event_ids", &|| self.walk(EVENT_IDS));
@@ -301,7 +330,10 @@ impl RedbRead {
         let mut rows = 0;
         for row in table.iter().map_err(store_error)? {
             let (key, value) = row.map_err(store_error)?;
-            std::hint::black_box((K::as_bytes(&key.value()).as_ref().len(), V::as_bytes(&value.value()).as_ref().len()));
+            std::hint::black_box((
+                K::as_bytes(&key.value()).as_ref().len(),
+                V::as_bytes(&value.value()).as_ref().len(),
+            ));
             rows += 1;
         }
         Ok(rows)
