@@ -9,8 +9,12 @@
 //! has only the statement shapes the renderer writes, one node per thought and one edge
 //! per graph edge. The checks panic on a violation (that is how a fuzzer sees it).
 //!
-//! Must not: touch a ledger, the network or the file system (a fuzz target runs
-//! millions of times), or be used by the server.
+//! The ledger file target ([`fuzz_ledger_file`]) holds the store to DESIGN §15 for any
+//! bytes at `ledger.redb`: opening, checking, reading and exporting end with an answer,
+//! never a panic, and a ledger found damaged takes no write.
+//!
+//! Must not: touch the network, or the file system beyond the one temporary directory a
+//! ledger file target's input is written to, or be used by the server.
 
 use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId, SessionKind};
 use crate::export::family::renders;
@@ -656,6 +660,54 @@ pub fn fuzz_mermaid(data: &[u8]) {
     check_render(&tree_from_bytes(data));
 }
 
+/// The ledger file target: `data` as `ledger.redb` in a directory of its own, opened,
+/// checked as `verify` does, every session read whole and exported as JSONL; when the
+/// check finds damage, a write is refused. Panics only when one of those panics outside
+/// the store's containment or a write goes through after damage was found.
+pub fn fuzz_ledger_file(data: &[u8]) {
+    use crate::event::NewEvent;
+    use crate::store::Ledger;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join(crate::store::LEDGER_FILE_NAME), data)
+        .expect("the input written");
+    let Ok(ledger) = Ledger::open_existing(dir.path()) else {
+        return;
+    };
+    let damaged = match ledger.check_all(|_, _| {}) {
+        Ok(check) => check.is_damaged(),
+        Err(_) => true,
+    };
+    if let Ok(heads) = ledger.heads() {
+        for head in heads {
+            if let Ok(events) = ledger.events(head.session, 1, head.seq) {
+                let _ = crate::export::jsonl(&events);
+            }
+            let _ = crate::query::load_tree(&ledger, &head, None);
+        }
+    }
+    let _ = ledger.undecodable_heads();
+    let _ = ledger.events_from_position(1, 100);
+    if damaged {
+        let session = SessionId::generate();
+        let written = ledger.write_blocking(move |txn| {
+            txn.append(
+                session,
+                0,
+                vec![NewEvent::new(Payload::SessionStarted {
+                    kind: SessionKind::THINKING,
+                    title: "fuzz".into(),
+                    aliases: Vec::new(),
+                })],
+            )
+            .map(drop)
+        });
+        assert!(
+            !matches!(written, Ok(Ok(()))),
+            "a write went through after the check found damage"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -733,6 +785,35 @@ mod tests {
             qa_tools > 0,
             "the inputs reach verification steps with tools"
         );
+    }
+
+    /// Damaged copies of the checked-in ledger of every family the smoke test tries.
+    const LEDGER_SMOKE_INPUTS: usize = 120;
+
+    #[test]
+    fn the_ledger_file_target_holds_over_damaged_copies_of_a_real_ledger() {
+        let original = std::fs::read("tests/fixtures/ledger-v2/ledger.redb").unwrap();
+        let mut rng = XorShift(0xD1B5_4A32_D192_ED03);
+        fuzz_ledger_file(&original);
+        fuzz_ledger_file(&[]);
+        for _ in 0..LEDGER_SMOKE_INPUTS {
+            let mut bytes = original.clone();
+            match rng.next() % 4 {
+                0 => bytes.truncate(rng.next() as usize % original.len()),
+                1 => {
+                    let at = rng.next() as usize % bytes.len();
+                    bytes[at] ^= 1 << (rng.next() % 8);
+                }
+                _ => {
+                    let at = rng.next() as usize % bytes.len();
+                    let len = (1 + rng.next() as usize % 256).min(bytes.len() - at);
+                    for byte in &mut bytes[at..at + len] {
+                        *byte = rng.next() as u8;
+                    }
+                }
+            }
+            fuzz_ledger_file(&bytes);
+        }
     }
 
     #[test]

@@ -522,10 +522,6 @@ fn validate(
     Ok(Ok(()))
 }
 
-/// Events that cannot be read which one catch-up of the index skips before it stops (a
-/// damaged page of the positions index can make every later one unreadable).
-const MAX_UNREADABLE_EVENTS: usize = 64;
-
 /// Texts of a payload the index holds.
 pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
     match payload {
@@ -598,7 +594,7 @@ impl<'l> Indexer<'l> {
     ///
     /// An event that cannot be read (damage, which the ledger records and `verify` lists)
     /// is skipped: the index goes on with the next position, so one damaged event does
-    /// not stop every search. After [`MAX_UNREADABLE_EVENTS`] of them in one catch-up the
+    /// not stop every search. After [`crate::store::MAX_UNREADABLE_EVENTS`] of them in one catch-up the
     /// rest is left for later and searches answer from what is indexed.
     fn apply_from(
         &mut self,
@@ -608,56 +604,37 @@ impl<'l> Indexer<'l> {
     ) -> Result<(), RecallError> {
         let mut failed = None;
         let mut since_commit = 0;
-        let mut from = self.checkpoint.position + 1;
-        let mut unreadable = 0;
-        loop {
-            let mut last_read = from - 1;
-            let scanned = self
-                .ledger
-                .for_each_event_from_position(from, |positioned| {
-                    last_read = positioned.position;
-                    let step = self
-                        .document(positioned.position, &positioned.event)
-                        .and_then(|doc| match doc {
-                            Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
-                            None => Ok(()),
-                        });
-                    if let Err(error) = step {
+        let from = self.checkpoint.position + 1;
+        self.ledger.for_each_readable_event_from_position(
+            from,
+            crate::store::MAX_UNREADABLE_EVENTS,
+            |positioned| {
+                let step = self
+                    .document(positioned.position, &positioned.event)
+                    .and_then(|doc| match doc {
+                        Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
+                        None => Ok(()),
+                    });
+                if let Err(error) = step {
+                    failed = Some(error);
+                    return false;
+                }
+                self.checkpoint.position = positioned.position;
+                self.checkpoint.hash = positioned.event.hash.clone();
+                since_commit += 1;
+                if commit_every.is_some_and(|every| since_commit >= every) {
+                    since_commit = 0;
+                    if let Err(error) = self.commit(writer) {
                         failed = Some(error);
                         return false;
                     }
-                    self.checkpoint.position = positioned.position;
-                    self.checkpoint.hash = positioned.event.hash.clone();
-                    since_commit += 1;
-                    if commit_every.is_some_and(|every| since_commit >= every) {
-                        since_commit = 0;
-                        if let Err(error) = self.commit(writer) {
-                            failed = Some(error);
-                            return false;
-                        }
-                        if let Some(progress) = progress.as_mut() {
-                            progress(positioned.position);
-                        }
+                    if let Some(progress) = progress.as_mut() {
+                        progress(positioned.position);
                     }
-                    true
-                });
-            match scanned {
-                Err(error @ (StoreError::Corrupt(_) | StoreError::Damaged { .. })) => {
-                    unreadable += 1;
-                    let position = last_read + 1;
-                    if unreadable > MAX_UNREADABLE_EVENTS {
-                        tracing::warn!(position, %error, "the ledger is damaged here: the search index stops before it");
-                        break;
-                    }
-                    tracing::warn!(position, %error, "an event the search index cannot read is left out");
-                    from = position + 1;
                 }
-                other => {
-                    other?;
-                    break;
-                }
-            }
-        }
+                true
+            },
+        )?;
         failed.map_or(Ok(()), Err)
     }
 

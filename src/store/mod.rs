@@ -72,6 +72,20 @@ pub struct VerifiedSession {
     pub events: u64,
 }
 
+/// Events that cannot be read which one catch-up of a search index skips before it stops
+/// ([`Ledger::for_each_readable_event_from_position`]; a damaged page of the positions
+/// index can make every later one unreadable).
+pub const MAX_UNREADABLE_EVENTS: usize = 64;
+
+/// The events [`Ledger::for_each_readable_event_from_position`] could not read.
+#[derive(Debug, Default)]
+pub struct Unreadable {
+    /// Their positions, in order.
+    pub positions: Vec<u64>,
+    /// Whether the walk ended at its limit of them (the rest is left for later).
+    pub ended_early: bool,
+}
+
 /// What [`Ledger::check_all`] found.
 #[derive(Debug, Default)]
 pub struct LedgerCheck {
@@ -410,6 +424,47 @@ impl Ledger {
         self.read()?.scan_positions(from, &mut |position, event| {
             visit(PositionedEvent { position, event })
         })
+    }
+
+    /// [`Ledger::for_each_event_from_position`] that goes on past damage: an event that
+    /// cannot be read (its row does not decode, or the storage engine cannot read it; the
+    /// damage is recorded) is skipped, and the walk goes on at the next position. After
+    /// `max_unreadable` of them the walk ends there (a damaged page of the positions
+    /// index can make every later one unreadable). Returns the positions skipped, and
+    /// whether it ended early. For derived data (search indexes) that must not stop at
+    /// one damaged event; other errors end the walk with the error.
+    pub fn for_each_readable_event_from_position(
+        &self,
+        from: u64,
+        max_unreadable: usize,
+        mut visit: impl FnMut(PositionedEvent) -> bool,
+    ) -> Result<Unreadable, StoreError> {
+        let mut unreadable = Unreadable::default();
+        let mut from = from;
+        loop {
+            let mut last_read = from.saturating_sub(1);
+            let mut stopped = false;
+            let walked = self.for_each_event_from_position(from, |positioned| {
+                last_read = positioned.position;
+                let go_on = visit(positioned);
+                stopped = !go_on;
+                go_on
+            });
+            match walked {
+                Err(error) if error.is_damage() && !stopped => {
+                    let position = last_read + 1;
+                    if unreadable.positions.len() >= max_unreadable {
+                        tracing::warn!(position, %error, "the ledger is damaged here: left for later");
+                        unreadable.ended_early = true;
+                        return Ok(unreadable);
+                    }
+                    tracing::warn!(position, %error, "an event that cannot be read is left out");
+                    unreadable.positions.push(position);
+                    from = position + 1;
+                }
+                other => return other.map(|()| unreadable),
+            }
+        }
     }
 
     /// Up to `limit` events at position `from` or later, in position order: cross-session

@@ -18,6 +18,7 @@ mod common;
 
 mod actor_pg;
 mod bench;
+mod damage_pg;
 mod doctor;
 mod local_embed;
 mod local_model;

@@ -137,37 +137,42 @@ impl PgBackend {
             let mut rows: Vec<Row> = Vec::new();
             let mut failed: Option<RecallError> = None;
             let mut applied = indexed;
-            ledger.for_each_event_from_position(indexed + 1, |positioned| {
-                if positioned.position > last {
-                    return false;
-                }
-                let event = &positioned.event;
-                match documents.searchable(event) {
-                    Ok(Some(searchable)) => rows.push(Row {
-                        position: to_i64(positioned.position),
-                        session: session_key(event.session).to_vec(),
-                        seq: to_i64(event.seq),
-                        kind: searchable.kind.as_str().to_string(),
-                        event_type: event.payload.type_name().to_string(),
-                        at: to_i64(event.at),
-                        folded: analyzer::folded(&searchable.text),
-                        body: searchable.text,
-                    }),
-                    Ok(None) => {}
-                    Err(error) => {
+            let max_unreadable = crate::store::MAX_UNREADABLE_EVENTS;
+            ledger.for_each_readable_event_from_position(
+                indexed + 1,
+                max_unreadable,
+                |positioned| {
+                    if positioned.position > last {
+                        return false;
+                    }
+                    let event = &positioned.event;
+                    match documents.searchable(event) {
+                        Ok(Some(searchable)) => rows.push(Row {
+                            position: to_i64(positioned.position),
+                            session: session_key(event.session).to_vec(),
+                            seq: to_i64(event.seq),
+                            kind: searchable.kind.as_str().to_string(),
+                            event_type: event.payload.type_name().to_string(),
+                            at: to_i64(event.at),
+                            folded: analyzer::folded(&searchable.text),
+                            body: searchable.text,
+                        }),
+                        Ok(None) => {}
+                        Err(error) => {
+                            failed = Some(error.into());
+                            return false;
+                        }
+                    }
+                    applied = positioned.position;
+                    if rows.len() >= INSERT_BATCH_ROWS
+                        && let Err(error) = insert(&mut txn, &mut rows)
+                    {
                         failed = Some(error.into());
                         return false;
                     }
-                }
-                applied = positioned.position;
-                if rows.len() >= INSERT_BATCH_ROWS
-                    && let Err(error) = insert(&mut txn, &mut rows)
-                {
-                    failed = Some(error.into());
-                    return false;
-                }
-                true
-            })?;
+                    true
+                },
+            )?;
             if let Some(error) = failed {
                 return Err(error);
             }
