@@ -31,11 +31,7 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
             })?;
             bar.finish();
             if check.is_damaged() {
-                stdout_write(&damage_report(&ledger, &check))?;
-                bail!(
-                    "the ledger {} is damaged (above: what, and what to do)",
-                    ledger.path().display()
-                );
+                bail!("{}", damage_report(&ledger, &check).trim_end());
             }
             if let Some(finding) = check.findings.into_iter().next() {
                 return Err(finding.error.into());
@@ -60,7 +56,7 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
 
 /// What `verify` prints for a damaged ledger: every finding, what is intact, what to do.
 fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
-    let mut text = format!("damaged: {}\n", ledger.path().display());
+    let mut text = format!("the ledger {} is damaged:\n", ledger.path().display());
     for finding in &check.structure {
         text.push_str(&format!("  structure: {finding}\n"));
     }
@@ -77,6 +73,9 @@ fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
                 detail,
                 ..
             }) => format!("session {}: {detail}", finding.session),
+            error @ crate::store::VerifyError::SummaryMismatch { .. } => {
+                format!("{error} (`reasoning-ledger verify --rebuild` folds it again)")
+            }
             error => error.to_string(),
         };
         text.push_str(&format!("  {what}{range}\n"));

@@ -519,8 +519,26 @@ pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
             ..
         })
     ));
-    // A summary that does not match its log: damage, which a rebuild also mends.
-    put_head(&ledger, head.clone());
+    // Refused for the session (a database) or for the whole ledger (a file).
+    let session = head.session;
+    let refused =
+        ledger.write_blocking(move |txn| txn.append(session, 3, vec![thought("after", 4)]));
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Damaged { .. })
+                | Ok(Err(AppendError::Storage(StoreError::Damaged { .. })))
+        ),
+        "a session found damaged takes no write: {refused:?}"
+    );
+    // A summary that does not match its log: damage, which a rebuild mends (it stops no
+    // write: the rebuild is one).
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
     let mut wrong = head.clone();
     wrong.summary.thoughts += 5;
     put_head(&ledger, wrong);
@@ -556,12 +574,12 @@ pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
             vec![first],
         ),
     );
+    // A rebuild leaves a log that does not fold alone.
+    assert!(ledger.rebuild_summaries().unwrap().is_empty());
     assert!(matches!(
         ledger.verify_session(session),
         Err(VerifyError::FirstEventNotStart { .. })
     ));
-    // A rebuild leaves a log that does not fold alone.
-    assert!(ledger.rebuild_summaries().unwrap().is_empty());
 
     // No head at all.
     assert!(matches!(

@@ -83,7 +83,12 @@ impl Damage {
             .entry(session)
             .or_insert_with(|| detail.clone());
         if self.0.scope == DamageScope::Ledger {
-            self.found(format!("session {session}: {detail}"));
+            let prefix = format!("session {session}");
+            if detail.starts_with(&prefix) {
+                self.found(detail);
+            } else {
+                self.found(format!("{prefix}: {detail}"));
+            }
         } else {
             tracing::debug!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
         }

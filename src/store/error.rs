@@ -249,6 +249,15 @@ impl VerifyError {
         matches!(self, VerifyError::StaleSummary { .. })
     }
 
+    /// Whether this finding stops writes (see [`super::damage`]): not derived state that
+    /// a rebuild mends, which is itself a write (a stale or differing summary).
+    pub fn stops_writes(&self) -> bool {
+        !matches!(
+            self,
+            VerifyError::StaleSummary { .. } | VerifyError::SummaryMismatch { .. }
+        )
+    }
+
     /// The first seq this finding says cannot be trusted, where it names one.
     pub fn first_bad_seq(&self) -> Option<u64> {
         match self {

@@ -506,7 +506,7 @@ impl Ledger {
 
     /// Records what a failed check says is damaged (derived state out of date is not).
     fn note_verify_error(&self, error: &VerifyError) {
-        if error.is_fixable() {
+        if !error.stops_writes() {
             return;
         }
         match (error.session(), error) {

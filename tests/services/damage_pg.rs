@@ -73,8 +73,8 @@ async fn a_damaged_row_is_named_left_out_and_stops_writes_to_its_session_only() 
     );
 
     let verify = cli(&schema.url, dir.path(), &["verify"]);
-    assert_eq!(verify.status.code(), Some(1), "{}", stdout(&verify));
-    let report = stdout(&verify);
+    assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+    let report = stderr(&verify);
     for damaged in [&thinking.0, &planning.0] {
         assert!(
             report.contains(damaged.as_str()),

@@ -246,6 +246,23 @@ impl Ops<'_> {
         })
     }
 
+    fn check_structure(&mut self) -> Remote<Vec<String>> {
+        self.ask(&Request::CheckStructure, |r| match r {
+            Response::Findings(found) => Ok(found),
+            other => Err(protocol(other)),
+        })
+    }
+
+    fn undecodable_heads(&mut self) -> Remote<Vec<(SessionId, String)>> {
+        self.ask(&Request::UndecodableHeads, |r| match r {
+            Response::Undecodable(found) => Ok(found
+                .into_iter()
+                .map(|(s, why)| (SessionId(ulid::Ulid(s)), why))
+                .collect()),
+            other => Err(protocol(other)),
+        })
+    }
+
     fn heads(&mut self) -> Remote<Vec<SessionHead>> {
         self.ask(&Request::Heads, |r| match r {
             Response::Heads(heads) => heads.iter().map(|h| super::serve::decode_head(h)).collect(),
@@ -445,6 +462,18 @@ impl Drop for RemoteRead {
 impl ReadView for RemoteRead {
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.call(&mut |v| v.head(session), &mut |ops| ops.head(session))
+    }
+
+    fn check_structure(&self) -> Result<Vec<String>, StoreError> {
+        self.call(&mut |v| v.check_structure(), &mut |ops| {
+            ops.check_structure()
+        })
+    }
+
+    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+        self.call(&mut |v| v.undecodable_heads(), &mut |ops| {
+            ops.undecodable_heads()
+        })
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {

@@ -301,6 +301,10 @@ fn answer_read(view: &dyn ReadView, request: Request, stream: &mut UnixStream) -
                 Response::HeadAndEvents(head.as_ref().map(head_bytes), rows_of(events))
             }),
         Request::EventCount => view.event_count().map(Response::Count),
+        Request::CheckStructure => view.check_structure().map(Response::Findings),
+        Request::UndecodableHeads => view.undecodable_heads().map(|found| {
+            Response::Undecodable(found.into_iter().map(|(s, why)| (s.0.0, why)).collect())
+        }),
         Request::LastPosition => view.last_position().map(Response::Position),
         Request::ScanSession {
             session,

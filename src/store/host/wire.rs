@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// Version of this protocol, exchanged first on every connection: a client and a host of
 /// different builds refuse each other instead of misreading frames.
-pub(crate) const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame either side accepts (a batch of events, a page of rows): a larger length
 /// prefix is a broken or hostile peer, and the connection is closed.
@@ -80,6 +80,11 @@ pub(crate) enum Request {
     },
     /// Ends the write, writing nothing; answered once the group is over.
     Abort,
+    /// The storage's structure check ([`crate::store::contract::ReadView::check_structure`]):
+    /// answered [`Response::Findings`].
+    CheckStructure,
+    /// The sessions whose head row does not decode: answered [`Response::Undecodable`].
+    UndecodableHeads,
 }
 
 /// One write of a client's transaction, sent with its commit.
@@ -130,6 +135,10 @@ pub(crate) enum Response {
     },
     Done,
     Failed(WireError),
+    /// What a structure check found, one finding a line.
+    Findings(Vec<String>),
+    /// Sessions whose head row does not decode, with why.
+    Undecodable(Vec<(u128, String)>),
 }
 
 /// A [`StoreError`] on the wire: its kind and its message.
