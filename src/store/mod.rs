@@ -25,6 +25,7 @@ pub(crate) mod host;
 pub(crate) mod postgres;
 mod redb;
 pub mod rules;
+pub(crate) mod salvage;
 pub mod watch;
 pub mod writer;
 
