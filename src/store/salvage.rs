@@ -22,6 +22,18 @@ use std::path::{Path, PathBuf};
 /// elsewhere (JSON text inside a payload) is not tried.
 const JSON_ROW_START: &[u8] = b"{\"id\":\"";
 
+/// The bytes a session's head row starts with (JSON, `session` first). A head does not
+/// verify itself: what it names (its last seq) only tells the report how many events a
+/// session had, never what they were.
+const HEAD_ROW_START: &[u8] = b"{\"session\":\"";
+
+/// What the scan reads of a head row.
+#[derive(serde::Deserialize)]
+struct HeadHint {
+    session: SessionId,
+    seq: u64,
+}
+
 /// Why a data directory could not be scanned.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SalvageError {
@@ -47,14 +59,18 @@ pub(crate) struct SourceReport {
     pub(crate) copies: u64,
     /// Rows that decoded but whose hash does not verify (damaged, or not this event).
     pub(crate) unverified: u64,
+    /// Offsets where a decoder panicked (caught, and the offset skipped); none expected.
+    pub(crate) panics: u64,
+    /// Head rows read (current or stale): they name how far a session went.
+    pub(crate) heads: u64,
 }
 
-/// The verified events found in any number of byte slices, one copy of each.
+/// The verified events found in any number of byte slices, one copy of each, and the
+/// highest seq any head row names per session.
 #[derive(Default)]
 pub(crate) struct Scan {
     events: HashMap<EventId, Event>,
-    /// Decoders that panicked on some bytes (caught; counted so tests can see it).
-    panics: u64,
+    heads: BTreeMap<SessionId, u64>,
 }
 
 impl Scan {
@@ -62,68 +78,71 @@ impl Scan {
         Scan::default()
     }
 
-    /// Looks for an event row at every offset of `bytes`; keeps each one whose hash
-    /// verifies. After a verified row the scan goes on past its end (rows do not overlap;
-    /// a row quoted inside a verified event's text is not a row of the ledger).
+    /// Looks for an event row (and a head row) at every offset of `bytes`; keeps each
+    /// event whose hash verifies. After a verified row the scan goes on past its end (rows
+    /// do not overlap; a row quoted inside a verified event's text is not a row of the
+    /// ledger).
     pub(crate) fn bytes(&mut self, bytes: &[u8], report: &mut SourceReport) {
         let mut at = 0;
         while at < bytes.len() {
-            let candidate = match bytes[at] {
-                codec::BINARY_ROW_V1 | codec::BINARY_ROW_V2 | codec::BINARY_ROW_ACTOR => true,
-                b'{' => bytes[at..].starts_with(JSON_ROW_START),
-                _ => false,
-            };
-            if !candidate {
-                at += 1;
-                continue;
-            }
             let rest = &bytes[at..];
-            let decoded = match catch_unwind(AssertUnwindSafe(|| codec::decode_event_at(rest))) {
-                Ok(decoded) => decoded,
-                Err(_) => {
-                    self.panics += 1;
-                    at += 1;
-                    continue;
+            let len = match rest[0] {
+                codec::BINARY_ROW_V1 | codec::BINARY_ROW_V2 | codec::BINARY_ROW_ACTOR => {
+                    self.event_at(rest, report)
                 }
+                b'{' if rest.starts_with(JSON_ROW_START) => self.event_at(rest, report),
+                b'{' if rest.starts_with(HEAD_ROW_START) => self.head_at(rest, report),
+                _ => None,
             };
-            let Ok((event, len)) = decoded else {
-                at += 1;
-                continue;
-            };
-            if event.computed_hash() != event.hash {
-                report.unverified += 1;
-                at += 1;
-                continue;
-            }
-            if self.events.contains_key(&event.id) {
-                report.copies += 1;
-            } else {
-                report.found += 1;
-                self.events.insert(event.id, event);
-            }
-            at += len.max(1);
+            at += len.unwrap_or(1).max(1);
         }
     }
 
-    /// How many verified events were found.
-    pub(crate) fn len(&self) -> usize {
-        self.events.len()
+    /// The event row at the start of `rest`, kept if it verifies: its length then.
+    fn event_at(&mut self, rest: &[u8], report: &mut SourceReport) -> Option<usize> {
+        let decoded = match catch_unwind(AssertUnwindSafe(|| codec::decode_event_at(rest))) {
+            Ok(decoded) => decoded,
+            Err(_) => {
+                report.panics += 1;
+                return None;
+            }
+        };
+        let (event, len) = decoded.ok()?;
+        if event.computed_hash() != event.hash {
+            report.unverified += 1;
+            return None;
+        }
+        if self.events.contains_key(&event.id) {
+            report.copies += 1;
+        } else {
+            report.found += 1;
+            self.events.insert(event.id, event);
+        }
+        Some(len)
     }
 
-    /// How many times a decoder panicked (caught) on the bytes scanned.
-    pub(crate) fn panics(&self) -> u64 {
-        self.panics
+    /// The head row at the start of `rest`, if it reads as one: its length then.
+    fn head_at(&mut self, rest: &[u8], report: &mut SourceReport) -> Option<usize> {
+        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<HeadHint>();
+        let head = values.next()?.ok()?;
+        report.heads += 1;
+        let seq = self.heads.entry(head.session).or_default();
+        *seq = (*seq).max(head.seq);
+        Some(values.byte_offset())
     }
 
-    /// The verified events found, in no particular order.
-    pub(crate) fn into_events(self) -> Vec<Event> {
-        self.events.into_values().collect()
+    /// The verified events found (in no particular order), and the highest seq a head
+    /// row names per session.
+    pub(crate) fn finish(self) -> (Vec<Event>, BTreeMap<SessionId, u64>) {
+        (self.events.into_values().collect(), self.heads)
     }
 }
 
-/// What a data directory's files gave: every verified event, and a report per file.
+/// What a data directory's files gave: every verified event, the highest seq a head row
+/// names per session, and a report per file.
 pub(crate) struct Found {
     pub(crate) events: Vec<Event>,
+    pub(crate) heads: BTreeMap<SessionId, u64>,
     pub(crate) sources: Vec<SourceReport>,
 }
 
@@ -155,8 +174,10 @@ pub(crate) fn salvage_dir(data_dir: &Path) -> Result<Found, SalvageError> {
             dir: data_dir.to_path_buf(),
         });
     }
+    let (events, heads) = scan.finish();
     Ok(Found {
-        events: scan.into_events(),
+        events,
+        heads,
         sources,
     })
 }
@@ -171,7 +192,11 @@ pub(crate) struct SessionSalvage {
     /// The verified events not on that chain (beyond its first gap, or another event at a
     /// seq the chain holds), by seq.
     pub(crate) beyond: Vec<Event>,
-    /// Seqs up to the highest one found with no verified event at all, as ranges.
+    /// The highest seq a head row names (a row that does not verify itself), if one was
+    /// read.
+    pub(crate) head_seq: Option<u64>,
+    /// Seqs with no verified event at all, up to the highest one found or named by a head
+    /// row, as ranges.
     pub(crate) missing: Vec<(u64, u64)>,
 }
 
@@ -191,9 +216,13 @@ impl SessionSalvage {
 /// Groups `events` by session and keeps each session's longest verified chain: seq 1 a
 /// `session_started` whose `prev` is [`GENESIS_HASH`], each next seq one whose `prev` is
 /// the hash before it (of several events at one seq, the one with the longest chain after
-/// it). Sessions in id order.
-pub(crate) fn chains(events: Vec<Event>) -> Vec<SessionSalvage> {
-    let mut sessions: BTreeMap<SessionId, BTreeMap<u64, Vec<Event>>> = BTreeMap::new();
+/// it). `heads`: the highest seq a head row names per session (a session known only from
+/// its head is reported lost). Sessions in id order.
+pub(crate) fn chains(events: Vec<Event>, heads: &BTreeMap<SessionId, u64>) -> Vec<SessionSalvage> {
+    let mut sessions: BTreeMap<SessionId, BTreeMap<u64, Vec<Event>>> = heads
+        .keys()
+        .map(|session| (*session, BTreeMap::new()))
+        .collect();
     for event in events {
         sessions
             .entry(event.session)
@@ -204,11 +233,15 @@ pub(crate) fn chains(events: Vec<Event>) -> Vec<SessionSalvage> {
     }
     sessions
         .into_iter()
-        .map(|(session, by_seq)| chain_of(session, by_seq))
+        .map(|(session, by_seq)| chain_of(session, by_seq, heads.get(&session).copied()))
         .collect()
 }
 
-fn chain_of(session: SessionId, mut by_seq: BTreeMap<u64, Vec<Event>>) -> SessionSalvage {
+fn chain_of(
+    session: SessionId,
+    mut by_seq: BTreeMap<u64, Vec<Event>>,
+    head_seq: Option<u64>,
+) -> SessionSalvage {
     for events in by_seq.values_mut() {
         events.sort_by_key(|e| e.id);
     }
@@ -261,6 +294,9 @@ fn chain_of(session: SessionId, mut by_seq: BTreeMap<u64, Vec<Event>>) -> Sessio
         }
         expected = expected.max(seq.saturating_add(1));
     }
+    if let Some(head) = head_seq.filter(|head| *head >= expected) {
+        missing.push((expected, head));
+    }
     let mut kept = Vec::with_capacity(chain.len());
     let mut beyond = Vec::new();
     for events in by_seq.into_values() {
@@ -276,6 +312,7 @@ fn chain_of(session: SessionId, mut by_seq: BTreeMap<u64, Vec<Event>>) -> Sessio
         session,
         kept,
         beyond,
+        head_seq,
         missing,
     }
 }
@@ -344,6 +381,10 @@ mod tests {
         (scan, report)
     }
 
+    fn events_of(scan: Scan) -> Vec<Event> {
+        scan.finish().0
+    }
+
     #[test]
     fn random_bytes_and_damaged_rows_never_panic_and_never_verify() {
         let mut noise = Noise(0x5eed);
@@ -355,9 +396,9 @@ mod tests {
                     *b %= 4;
                 }
             }
-            let (scan, _) = scan(&bytes);
-            assert_eq!(scan.len(), 0);
-            assert_eq!(scan.panics(), 0);
+            let (scan, report) = scan(&bytes);
+            assert_eq!(report.panics, 0);
+            assert!(events_of(scan).is_empty());
         }
         // Real rows of every encoding this scan reads, each byte of each one changed.
         let events = session(3);
@@ -375,11 +416,11 @@ mod tests {
                     }
                     let mut damaged = row.clone();
                     damaged[at] = value;
-                    let (scan, _) = scan(&damaged);
-                    assert_eq!(scan.panics(), 0, "row byte {at} = {value}");
+                    let (scan, report) = scan(&damaged);
+                    assert_eq!(report.panics, 0, "row byte {at} = {value}");
                     // What verifies is the original event (a byte outside its row's fields
                     // cannot change it), never a different one.
-                    for event in scan.into_events() {
+                    for event in events_of(scan) {
                         assert!(originals.contains(&event), "row byte {at} = {value}");
                     }
                 }
@@ -398,9 +439,18 @@ mod tests {
         bytes.extend(serde_json::to_vec(&events[1]).unwrap());
         bytes.extend(noise.bytes(5));
         bytes.extend(codec::encode_event(&events[1]));
+        // A head row (JSON; it does not verify itself), and an older one of the session.
+        for seq in [3, 2] {
+            let head = serde_json::json!({"session": events[0].session, "seq": seq,
+                "hash": events[1].hash, "summary": {"kind": "thinking", "parts": [{"x": 1}]},
+                "position": 4});
+            bytes.extend(noise.bytes(3));
+            bytes.extend(serde_json::to_vec(&head).unwrap());
+        }
         let (scan, report) = scan(&bytes);
-        assert_eq!((report.found, report.copies), (2, 1));
-        let mut found = scan.into_events();
+        assert_eq!((report.found, report.copies, report.heads), (2, 1, 2));
+        let (mut found, heads) = scan.finish();
+        assert_eq!(heads, BTreeMap::from([(events[0].session, 3)]));
         found.sort_by_key(|e| e.seq);
         assert_eq!(found, events);
         assert_eq!(
@@ -424,7 +474,7 @@ mod tests {
         let flip = starts[2] + 40;
         bytes[flip] ^= 0x20;
         let (scan, _) = scan(&bytes);
-        let mut seqs: Vec<u64> = scan.into_events().iter().map(|e| e.seq).collect();
+        let mut seqs: Vec<u64> = events_of(scan).iter().map(|e| e.seq).collect();
         seqs.sort();
         assert_eq!(seqs, [1, 2, 4, 5]);
     }
@@ -434,7 +484,7 @@ mod tests {
         let events = session(6);
         let mut found: Vec<Event> = events.clone();
         found.remove(3); // seq 4
-        let salvaged = chains(found);
+        let salvaged = chains(found, &BTreeMap::new());
         assert_eq!(salvaged.len(), 1);
         let one = &salvaged[0];
         assert_eq!(one.kept, events[..3]);
@@ -443,7 +493,7 @@ mod tests {
         assert_eq!(one.missing, [(4, 4)]);
 
         // No start: nothing kept, everything beyond.
-        let headless = chains(events[1..].to_vec());
+        let headless = chains(events[1..].to_vec(), &BTreeMap::new());
         assert!(!headless[0].started());
         assert_eq!(headless[0].beyond.len(), 5);
         assert_eq!(headless[0].missing, [(1, 1)]);
@@ -458,14 +508,30 @@ mod tests {
         fork.hash = fork.computed_hash();
         let mut found = events.clone();
         found.push(fork.clone());
-        let forked = chains(found);
+        let forked = chains(found, &BTreeMap::new());
         assert_eq!(forked[0].kept, events);
         assert_eq!(forked[0].beyond, [fork]);
         assert!(forked[0].missing.is_empty());
 
         // A complete session is kept whole.
-        let whole = chains(events.clone());
+        let whole = chains(events.clone(), &BTreeMap::new());
         assert_eq!(whole[0].kept, events);
         assert_eq!(whole[0].cut_at(), None);
+
+        // The last event lost: only a head row tells; a session known only by its head
+        // is lost whole.
+        let other = SessionId::generate();
+        let heads = BTreeMap::from([(events[0].session, 6), (other, 3)]);
+        let tail = chains(events[..5].to_vec(), &heads);
+        assert_eq!(tail.len(), 2);
+        let (one, only_head) = if tail[0].session == other {
+            (&tail[1], &tail[0])
+        } else {
+            (&tail[0], &tail[1])
+        };
+        assert_eq!((one.kept.len(), one.cut_at()), (5, None));
+        assert_eq!(one.missing, [(6, 6)]);
+        assert!(!only_head.started());
+        assert_eq!(only_head.missing, [(1, 3)]);
     }
 }
