@@ -117,7 +117,10 @@ impl Tally {
 /// DIR must not be the data directory, nor hold a ledger (nor its redo log).
 fn check_target(from: &Path, to: &Path) -> anyhow::Result<()> {
     if to.is_file() {
-        bail!("recover --to {}: that is a file, not a directory", to.display());
+        bail!(
+            "recover --to {}: that is a file, not a directory",
+            to.display()
+        );
     }
     if let (Ok(a), Ok(b)) = (from.canonicalize(), to.canonicalize())
         && a == b
@@ -348,11 +351,8 @@ impl Report<'_> {
                 );
             }
             if !session.missing.is_empty() {
-                let ranges: Vec<String> = session
-                    .missing
-                    .iter()
-                    .map(|&(a, b)| range(a, b))
-                    .collect();
+                let ranges: Vec<String> =
+                    session.missing.iter().map(|&(a, b)| range(a, b)).collect();
                 let found_to = session
                     .kept
                     .iter()

@@ -1,7 +1,8 @@
 //! The bytes of an `events` row: compact binary (postcard) for the rows this build writes,
 //! JSON for rows written by earlier builds.
 //!
-//! Owns: how an [`Event`] becomes a row and back. A binary row this build writes starts
+//! Owns: how an [`Event`] becomes a row and back (also a row found among other bytes, with
+//! its length: [`decode_event_at`], for salvage). A binary row this build writes starts
 //! with [`BINARY_ROW_V2`] (core payloads inline, a family's payload as its tag and its
 //! family codec's bytes), or with [`BINARY_ROW_ACTOR`] when the event has an actor (the
 //! actor, then the same body): an event without one is stored exactly as before, and a

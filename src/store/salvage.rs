@@ -112,11 +112,12 @@ impl Scan {
             report.unverified += 1;
             return None;
         }
-        if self.events.contains_key(&event.id) {
-            report.copies += 1;
-        } else {
-            report.found += 1;
-            self.events.insert(event.id, event);
+        match self.events.entry(event.id) {
+            std::collections::hash_map::Entry::Occupied(_) => report.copies += 1,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                report.found += 1;
+                slot.insert(event);
+            }
         }
         Some(len)
     }
@@ -275,7 +276,10 @@ fn chain_of(
     });
     if let Some(start) = start {
         chain.push(start);
-        let mut hash = by_seq[&1].iter().find(|e| e.id == start).map(|e| e.hash.clone());
+        let mut hash = by_seq[&1]
+            .iter()
+            .find(|e| e.id == start)
+            .map(|e| e.hash.clone());
         let mut seq = 1;
         while let (Some(prev), Some(next)) = (hash.take(), by_seq.get(&(seq + 1))) {
             let Some(id) = longest(&mut next.iter().filter(|e| e.prev == prev)) else {
@@ -340,7 +344,15 @@ mod tests {
                     }
                 };
                 let id = EventId::generate();
-                let hash = event_hash(&prev, &id, &session, seq, 1_700_000_000_000 + seq, 1, &payload);
+                let hash = event_hash(
+                    &prev,
+                    &id,
+                    &session,
+                    seq,
+                    1_700_000_000_000 + seq,
+                    1,
+                    &payload,
+                );
                 let event = Event {
                     id,
                     session,

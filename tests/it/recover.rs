@@ -66,7 +66,11 @@ fn recover(damaged: &Path, new: &Path, context: &str) -> Recovered {
         "{context}: {}",
         stderr(&out)
     );
-    assert_eq!(files(damaged), before, "{context}: the damaged ledger was written");
+    assert_eq!(
+        files(damaged),
+        before,
+        "{context}: the damaged ledger was written"
+    );
     let report = stdout(&out);
     assert!(
         report.contains("the damaged ledger was only read, and left untouched"),
@@ -122,7 +126,9 @@ fn an_undamaged_ledger_is_recovered_whole_and_byte_for_byte() {
     assert!(recovered.beyond.is_empty());
     // Sessions in id order, each in seq order: the fixture's own ledger.jsonl.
     let want: Vec<String> = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_DIR).join("ledger.jsonl"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(FIXTURE_DIR)
+            .join("ledger.jsonl"),
     )
     .unwrap()
     .lines()
@@ -131,10 +137,9 @@ fn an_undamaged_ledger_is_recovered_whole_and_byte_for_byte() {
     assert_eq!(recovered.kept, want);
     assert_eq!(recovered.kept.len(), lines.len());
     assert!(
-        recovered.report.contains(&format!(
-            "kept: 6 session(s), {} event(s)",
-            lines.len()
-        )),
+        recovered
+            .report
+            .contains(&format!("kept: 6 session(s), {} event(s)", lines.len())),
         "{}",
         recovered.report
     );
@@ -144,14 +149,25 @@ fn an_undamaged_ledger_is_recovered_whole_and_byte_for_byte() {
         let before = files(to);
         let refused = cli(dir.path(), &["recover", "--to", to.to_str().unwrap()]);
         assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
-        assert!(stderr(&refused).contains("recover --to"), "{}", stderr(&refused));
+        assert!(
+            stderr(&refused).contains("recover --to"),
+            "{}",
+            stderr(&refused)
+        );
         assert_eq!(files(to), before);
     }
     // Nothing to salvage where there is no ledger.
     let empty = data_dir();
-    let nothing = cli(empty.path(), &["recover", "--to", new.path().join("n2").to_str().unwrap()]);
+    let nothing = cli(
+        empty.path(),
+        &["recover", "--to", new.path().join("n2").to_str().unwrap()],
+    );
     assert_eq!(nothing.status.code(), Some(1));
-    assert!(stderr(&nothing).contains("nothing to salvage"), "{}", stderr(&nothing));
+    assert!(
+        stderr(&nothing).contains("nothing to salvage"),
+        "{}",
+        stderr(&nothing)
+    );
 }
 
 #[test]
@@ -321,9 +337,9 @@ async fn acknowledged_records_in_the_redo_log_are_salvaged_past_a_damaged_one() 
         let seq = damaged_thought + 1;
         assert_eq!(recovered.code, 1);
         assert!(
-            recovered
-                .report
-                .contains(&format!("first gap at seq {seq} (no verified event at seq {seq})")),
+            recovered.report.contains(&format!(
+                "first gap at seq {seq} (no verified event at seq {seq})"
+            )),
             "{}",
             recovered.report
         );
