@@ -378,8 +378,7 @@ impl Report<'_> {
             .sessions
             .iter()
             .flat_map(|s| &s.missing)
-            .map(|&(a, b)| b - a + 1)
-            .sum();
+            .fold(0u64, |sum, &(a, b)| sum.saturating_add(b - a + 1));
         let _ = writeln!(
             out,
             "total: {} verified event(s) found, {} kept in the new ledger, {} in {BEYOND_GAPS_FILE}; \

@@ -249,7 +249,7 @@ fn chain_of(
     // The length of the longest chain from each event on, from the highest seq down.
     let mut length: HashMap<EventId, u64> = HashMap::new();
     for (seq, events) in by_seq.iter().rev() {
-        let next = by_seq.get(&(seq + 1));
+        let next = seq.checked_add(1).and_then(|next| by_seq.get(&next));
         for event in events {
             let after = next
                 .into_iter()
@@ -280,8 +280,11 @@ fn chain_of(
             .iter()
             .find(|e| e.id == start)
             .map(|e| e.hash.clone());
-        let mut seq = 1;
-        while let (Some(prev), Some(next)) = (hash.take(), by_seq.get(&(seq + 1))) {
+        let mut seq: u64 = 1;
+        while let Some(prev) = hash.take() {
+            let Some(next) = seq.checked_add(1).and_then(|next| by_seq.get(&next)) else {
+                break;
+            };
             let Some(id) = longest(&mut next.iter().filter(|e| e.prev == prev)) else {
                 break;
             };
@@ -298,8 +301,9 @@ fn chain_of(
         }
         expected = expected.max(seq.saturating_add(1));
     }
-    if let Some(head) = head_seq.filter(|head| *head >= expected) {
-        missing.push((expected, head));
+    let highest = by_seq.keys().next_back().copied().unwrap_or(0);
+    if let Some(head) = head_seq.filter(|head| *head > highest) {
+        missing.push((highest + 1, head));
     }
     let mut kept = Vec::with_capacity(chain.len());
     let mut beyond = Vec::new();
@@ -545,5 +549,20 @@ mod tests {
         assert_eq!(one.missing, [(6, 6)]);
         assert!(!only_head.started());
         assert_eq!(only_head.missing, [(1, 3)]);
+
+        // Seqs at the ends of the range (verified: anyone can hash) break nothing.
+        let mut ends = events.clone();
+        for seq in [0, u64::MAX - 1, u64::MAX] {
+            let mut odd = events[1].clone();
+            odd.id = EventId::generate();
+            odd.seq = seq;
+            odd.hash = odd.computed_hash();
+            ends.push(odd);
+        }
+        let heads = BTreeMap::from([(events[0].session, u64::MAX)]);
+        let ends = chains(ends, &heads);
+        assert_eq!(ends[0].kept, events);
+        assert_eq!(ends[0].beyond.len(), 3);
+        assert_eq!(ends[0].missing, [(7, u64::MAX - 2)]);
     }
 }
