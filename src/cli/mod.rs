@@ -1,6 +1,6 @@
 //! The command line: arguments parsed once into validated settings, then one
 //! file per subcommand (mini-redis style): `serve`, `sessions`, `show`, `export`, `replay`,
-//! `search`, `reindex`, `verify`, `import`, `demo`, `copy`, `doctor`, `token`,
+//! `search`, `reindex`, `verify`, `import`, `demo`, `copy`, `recover`, `doctor`, `token`,
 //! `completions` and `man` (and `ui`, served by [`crate::ui`]).
 //!
 //! Owns: clap definitions, data-directory resolution, exit codes (0 ok, 1 error, 2 usage)
@@ -25,6 +25,7 @@ mod demo;
 mod doctor;
 mod export_cmd;
 mod import;
+mod recover;
 mod reindex;
 mod replay;
 mod search;
@@ -40,6 +41,7 @@ use demo::demo;
 use doctor::doctor;
 use export_cmd::{export_all, export_cmd};
 use import::import;
+use recover::recover;
 use reindex::reindex;
 use replay::replay;
 use search::search;
@@ -228,6 +230,12 @@ pub(crate) enum Command {
         /// Where to: postgres://… or a directory (its ledger.redb)
         #[arg(long, value_name = "URL|DIR")]
         to: String,
+    },
+    /// Salvage a damaged ledger: every event whose hash verifies (in ledger.redb and ledger.wal, wherever it lies) into a new ledger in DIR; never touches the damaged one
+    Recover {
+        /// A new directory (or one without a ledger) for the new ledger, its salvage-report.txt and salvage-beyond-gaps.jsonl (the events a session could not keep past a gap)
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
     },
 }
 
@@ -495,6 +503,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo => demo(&settings),
         Command::Copy { to } => copy(&settings, &to),
+        Command::Recover { to } => recover(&settings, &to),
         Command::Token { command } => token(&settings, command),
         Command::Doctor => doctor(&settings),
         Command::Completions { shell } => completions(shell),

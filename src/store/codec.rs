@@ -1,7 +1,8 @@
 //! The bytes of an `events` row: compact binary (postcard) for the rows this build writes,
 //! JSON for rows written by earlier builds.
 //!
-//! Owns: how an [`Event`] becomes a row and back. A binary row this build writes starts
+//! Owns: how an [`Event`] becomes a row and back (also a row found among other bytes, with
+//! its length: [`decode_event_at`], for salvage). A binary row this build writes starts
 //! with [`BINARY_ROW_V2`] (core payloads inline, a family's payload as its tag and its
 //! family codec's bytes), or with [`BINARY_ROW_ACTOR`] when the event has an actor (the
 //! actor, then the same body): an event without one is stored exactly as before, and a
@@ -197,17 +198,41 @@ fn corrupt(what: impl std::fmt::Display) -> StoreError {
 /// A row of any encoding, building `fields` of a binary one (JSON rows decode whole).
 fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
     match row.first() {
-        Some(&BINARY_ROW_V2) => decode_v2(&row[1..], fields),
-        Some(&BINARY_ROW_ACTOR) => {
-            let (actor, body): (&str, _) = postcard::take_from_bytes(&row[1..]).map_err(corrupt)?;
-            let mut event = decode_v2(body, fields)?;
-            event.actor = Some(actor.to_string());
-            Ok(event)
-        }
-        Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields),
         Some(b'{') => {
             serde_json::from_slice(row).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
         }
+        _ => decode_binary(row, fields).map(|(event, _)| event),
+    }
+}
+
+/// The event in the row that starts `bytes`, whatever follows it, and the row's length
+/// in bytes: for a scan of bytes that hold rows among other data (`store::salvage`). A
+/// JSON row is its first JSON value.
+pub(crate) fn decode_event_at(bytes: &[u8]) -> Result<(Event, usize), StoreError> {
+    if bytes.first() == Some(&b'{') {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<Event>();
+        return match values.next() {
+            Some(Ok(event)) => Ok((event, values.byte_offset())),
+            Some(Err(e)) => Err(StoreError::Corrupt(format!("event: {e}"))),
+            None => Err(StoreError::Corrupt("empty event row".into())),
+        };
+    }
+    let (event, rest) = decode_binary(bytes, DecodeFields::All)?;
+    Ok((event, bytes.len() - rest.len()))
+}
+
+/// A binary row at the start of `row`, building `fields`: the event and the bytes after
+/// the row.
+fn decode_binary(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
+    match row.first() {
+        Some(&BINARY_ROW_V2) => decode_v2(&row[1..], fields),
+        Some(&BINARY_ROW_ACTOR) => {
+            let (actor, body): (&str, _) = postcard::take_from_bytes(&row[1..]).map_err(corrupt)?;
+            let (mut event, rest) = decode_v2(body, fields)?;
+            event.actor = Some(actor.to_string());
+            Ok((event, rest))
+        }
+        Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields),
         Some(other) => Err(StoreError::Corrupt(format!(
             "event row of unknown format (first byte 0x{other:02x})"
         ))),
@@ -215,9 +240,11 @@ fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
     }
 }
 
-/// The body of a version 2 row (after its first byte), building `fields`.
-fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
-    let stored: StoredEvent<'_, StoredPayload<'_>> = postcard::from_bytes(body).map_err(corrupt)?;
+/// The body of a version 2 row (after its first byte), building `fields`; and the bytes
+/// after it.
+fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
+    let (stored, rest): (StoredEvent<'_, StoredPayload<'_>>, _) =
+        postcard::take_from_bytes(body).map_err(corrupt)?;
     let (stored, payload) = stored.split();
     let payload = match payload {
         StoredPayload::SessionStarted {
@@ -242,12 +269,12 @@ fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
             Payload::from_json(stored.schema, json).map_err(corrupt)?
         }
     };
-    stored.build(payload, fields)
+    Ok((stored.build(payload, fields)?, rest))
 }
 
 /// A version 1 row (after its first byte): the envelope, the closed enum's variant and
-/// its fields, the hashes, read one after the other.
-fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
+/// its fields, the hashes, read one after the other; and the bytes after them.
+fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
     let (head, rest): (StoredEnvelopeHead, _) = postcard::take_from_bytes(row).map_err(corrupt)?;
     let (variant, rest): (u32, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
     let (payload, rest) = match variant {
@@ -270,7 +297,7 @@ fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
             (Payload::Family(payload), rest)
         }
     };
-    let hashes: StoredHashes<'_> = postcard::from_bytes(rest).map_err(corrupt)?;
+    let (hashes, rest): (StoredHashes<'_>, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
     let envelope = StoredEvent {
         id: head.id,
         session: head.session,
@@ -281,7 +308,7 @@ fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
         prev: hashes.prev,
         hash: hashes.hash,
     };
-    envelope.build(payload, fields)
+    Ok((envelope.build(payload, fields)?, rest))
 }
 
 fn started(kind: &str, title: &str, aliases: Vec<&str>) -> Result<Payload, StoreError> {

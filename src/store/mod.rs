@@ -6,7 +6,8 @@
 //! ([`rules::plan_append`]: expected seq, all-or-nothing, idempotent by event id, start
 //! event, aliases, hash chain), the group-commit writer thread ([`writer`]), redb as one
 //! backend (`redb`, private: nothing outside this module names a redb type) and the
-//! ledger host that shares a redb file between processes ([`host`]). Must not:
+//! ledger host that shares a redb file between processes ([`host`]), and salvage: the
+//! events of a damaged file found by their own hashes in its bytes (`salvage`). Must not:
 //! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
 //! beside each head, write to stdout, or rewrite a committed event.
 //!
@@ -25,6 +26,7 @@ pub(crate) mod host;
 pub(crate) mod postgres;
 mod redb;
 pub mod rules;
+pub(crate) mod salvage;
 pub mod watch;
 pub mod writer;
 

@@ -31,9 +31,11 @@
 //! for byte), `oauth` (`serve --http` with OAuth access tokens against an issuer served
 //! on loopback: who gets in, metadata, key rotation), `host` (issue 23: two servers and the
 //! CLI through the ledger host, takeover after a clean exit and after kill -9, stale and
-//! foreign sockets) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
+//! foreign sockets), `firsthour` (issue 24: the demo's tour of every family, risks as plain
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
-//! interrupted copy or import resuming). Storage faults (crash at every sync point, I/O
+//! interrupted copy or import resuming) and `recover` (issue 32: `recover --to`, every 4 KiB
+//! page of the fixture damaged in turn, acknowledged redo-log records past a damaged
+//! one). Storage faults (crash at every sync point, I/O
 //! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
 //! `StorageBackend`.
 
@@ -65,6 +67,7 @@ mod qa;
 mod recall;
 mod recall_semantic;
 mod recall_set;
+mod recover;
 mod sampling;
 mod surface;
 mod thinking;
