@@ -670,6 +670,19 @@ pub fn fuzz_ledger_file(data: &[u8]) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join(crate::store::LEDGER_FILE_NAME), data)
         .expect("the input written");
+    // Salvage first: it reads the bytes as they are, before any open could touch them.
+    if let Ok(found) = crate::store::salvage::salvage_dir(dir.path()) {
+        let chains = crate::store::salvage::chains(found.events, &found.heads);
+        for chain in &chains {
+            let mut prev = GENESIS_HASH.to_string();
+            for (n, event) in chain.kept.iter().enumerate() {
+                assert_eq!(event.seq, n as u64 + 1, "a kept chain is gapless");
+                assert_eq!(event.prev, prev, "a kept chain chains");
+                assert_eq!(event.computed_hash(), event.hash, "a kept event verifies");
+                prev = event.hash.clone();
+            }
+        }
+    }
     let Ok(ledger) = Ledger::open_existing(dir.path()) else {
         return;
     };

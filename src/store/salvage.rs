@@ -15,7 +15,6 @@
 use super::codec;
 use crate::event::{Event, EventId, GENESIS_HASH, Payload, SessionId};
 use std::collections::{BTreeMap, HashMap};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 /// The bytes a JSON row of an earlier build starts with (serde wrote `id` first): a `{`
@@ -100,7 +99,7 @@ impl Scan {
 
     /// The event row at the start of `rest`, kept if it verifies: its length then.
     fn event_at(&mut self, rest: &[u8], report: &mut SourceReport) -> Option<usize> {
-        let decoded = match catch_unwind(AssertUnwindSafe(|| codec::decode_event_at(rest))) {
+        let decoded = match super::damage::catch_quietly(|| codec::decode_event_at(rest)) {
             Ok(decoded) => decoded,
             Err(_) => {
                 report.panics += 1;
