@@ -20,6 +20,7 @@ use crate::event::{Event, EventId, SessionId};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
 /// What a damaged event or page stops.
@@ -36,6 +37,8 @@ pub(crate) enum DamageScope {
 pub(crate) struct Damage(Arc<DamageInner>);
 
 struct DamageInner {
+    /// Set once anything is found: the write path's check is one load until then.
+    any: AtomicBool,
     scope: DamageScope,
     /// The ledger's name in messages (its path, or a URL without credentials).
     label: String,
@@ -52,6 +55,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Damage {
     pub(crate) fn new(scope: DamageScope, label: impl Into<String>) -> Damage {
         Damage(Arc::new(DamageInner {
+            any: AtomicBool::new(false),
             scope,
             label: label.into(),
             ledger: Mutex::new(None),
@@ -69,6 +73,7 @@ impl Damage {
     pub(crate) fn found(&self, detail: impl Into<String>) {
         let detail = detail.into();
         let mut ledger = lock(&self.0.ledger);
+        self.0.any.store(true, Ordering::Release);
         if ledger.is_none() {
             tracing::debug!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes in this process");
             *ledger = Some(detail);
@@ -78,17 +83,13 @@ impl Damage {
     /// Damage in one session (an event that does not decode or verify): stops writes to
     /// that session, and to the whole ledger when the scope is [`DamageScope::Ledger`].
     pub(crate) fn found_in(&self, session: SessionId, detail: impl Into<String>) {
-        let detail = detail.into();
+        let detail = in_session(session, detail.into());
         lock(&self.0.sessions)
             .entry(session)
             .or_insert_with(|| detail.clone());
+        self.0.any.store(true, Ordering::Release);
         if self.0.scope == DamageScope::Ledger {
-            let prefix = format!("session {session}");
-            if detail.starts_with(&prefix) {
-                self.found(detail);
-            } else {
-                self.found(format!("{prefix}: {detail}"));
-            }
+            self.found(detail);
         } else {
             tracing::debug!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
         }
@@ -107,6 +108,9 @@ impl Damage {
     /// Whether a write to `session` (or any write, with `None`) may go ahead: the error
     /// to answer instead when damage stops it.
     pub(crate) fn check_write(&self, session: Option<SessionId>) -> Result<(), StoreError> {
+        if !self.0.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
         if let Some(detail) = self.ledger_damage() {
             return Err(StoreError::Damaged {
                 ledger: self.0.label.clone(),
@@ -118,7 +122,7 @@ impl Damage {
         {
             return Err(StoreError::Damaged {
                 ledger: self.0.label.clone(),
-                detail: format!("session {session}: {detail}"),
+                detail: detail.clone(),
             });
         }
         Ok(())
@@ -138,6 +142,16 @@ impl Damage {
             }
             _ => self.found(detail),
         }
+    }
+}
+
+/// `detail` as a finding about `session`: prefixed with it unless it names it already.
+fn in_session(session: SessionId, detail: String) -> String {
+    let prefix = format!("session {session}");
+    if detail.starts_with(&prefix) {
+        detail
+    } else {
+        format!("{prefix}: {detail}")
     }
 }
 
@@ -415,5 +429,49 @@ impl<V: WriteView> WriteView for Contained<V> {
         let Contained { view, damage } = *self;
         let view: Box<V> = Box::new(view);
         contain(&damage, || "aborting a write".into(), || view.abort())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_contain_is_an_error_naming_what_was_done_and_stops_writes() {
+        let damage = Damage::new(DamageScope::Ledger, "test.redb");
+        assert!(damage.check_write(None).is_ok());
+        let answer: Result<(), StoreError> = contain(
+            &damage,
+            || "reading a page".into(),
+            || unreachable!("a damaged page"),
+        );
+        let Err(StoreError::Damaged { ledger, detail }) = answer else {
+            panic!("{answer:?}");
+        };
+        assert_eq!(ledger, "test.redb");
+        assert!(detail.contains("while reading a page"), "{detail}");
+        assert!(detail.contains("a damaged page"), "{detail}");
+        assert!(detail.contains("damage.rs"), "where it happened: {detail}");
+        assert!(damage.check_write(None).is_err());
+        // A panic outside any containment still reaches the hook there was before.
+        assert!(std::panic::catch_unwind(|| panic!("a bug")).is_err());
+    }
+
+    #[test]
+    fn a_damaged_session_stops_its_own_writes_on_a_database_and_every_write_on_a_file() {
+        let one = SessionId::generate();
+        let other = SessionId::generate();
+        let database = Damage::new(DamageScope::Session, "postgres://db");
+        database.found_in(one, "event seq 2 cannot be decoded");
+        assert!(database.check_write(Some(one)).is_err());
+        assert!(database.check_write(Some(other)).is_ok());
+        assert!(database.check_write(None).is_ok());
+        let file = Damage::new(DamageScope::Ledger, "ledger.redb");
+        file.found_in(one, format!("session {one}: event seq 2 cannot be decoded"));
+        let Err(StoreError::Damaged { detail, .. }) = file.check_write(Some(other)) else {
+            panic!("a damaged file takes no write");
+        };
+        assert_eq!(detail.matches("session").count(), 1, "{detail}");
+        assert_eq!(file.damaged_sessions().len(), 1);
     }
 }
