@@ -239,9 +239,9 @@ fn run(
         // A panic outside any job (in redb, or after the commit) must not stop every later
         // write: the group's callers get `WriterGone` (their replies are dropped), the
         // uncommitted transaction is aborted by its drop, and the thread goes on.
-        if let Err(panic) =
-            catch_unwind(AssertUnwindSafe(|| commit_group(&*backend, commits, damage, group)))
-        {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| {
+            commit_group(&*backend, commits, damage, group)
+        })) {
             tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
         }
     }

@@ -17,10 +17,16 @@
 //! redo log record, syncs it, and commits redb without a sync ([`wal`]); a record that
 //! does not fit in the log commits with a sync instead (a checkpoint), as does
 //! [`Backend::idle`].
+//!
+//! A ledger this process may read but not write (permission denied, a read-only file
+//! system) is opened by the read-only commands over [`overlay`] ([`open::open_read_only`]):
+//! its backend refuses every write ([`StoreError::ReadOnly`]), never checkpoints and
+//! never touches its log.
 
 #[cfg(test)]
 mod fault;
 pub(crate) mod open;
+mod overlay;
 mod read;
 mod tables;
 pub(crate) mod wal;
@@ -62,6 +68,31 @@ impl Ledger {
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
         let backend = super::host::HostBackend::open(path)?;
         Ok(Ledger::with_backend(backend, path))
+    }
+
+    /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be
+    /// written here (permission denied, a read-only file system), it is opened for reading
+    /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
+    pub fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
+        match Ledger::open_file(path) {
+            Err(error) => match open::write_denied(&error) {
+                Some(why) => Ledger::open_file_read_only(path, &why),
+                None => Err(error),
+            },
+            opened => opened,
+        }
+    }
+
+    /// Opens the ledger file at `path` for reading only, writing nothing to disk (no
+    /// checkpoint, no lock, no socket, no file beside it): its redo log's pending records
+    /// are applied in memory. Every write is refused ([`StoreError::ReadOnly`]). `why`
+    /// says why it may not be written here.
+    pub fn open_file_read_only(path: &Path, why: &str) -> Result<Ledger, OpenError> {
+        let handle = open::open_read_only(path, why)?;
+        let note = handle.read_only().map(|r| r.note.clone());
+        let mut ledger = Ledger::with_backend(RedbBackend::new(handle), path);
+        ledger.read_only = note.map(Arc::from);
+        Ok(ledger)
     }
 
     /// Opens the ledger over any redb storage backend, with the same settings and rules as
@@ -109,7 +140,11 @@ impl RedbBackend {
     /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
     pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
         let damage = self.damage();
-        let txn = contain(damage, || "beginning a read".into(), || self.handle.begin_read())?;
+        let txn = contain(
+            damage,
+            || "beginning a read".into(),
+            || self.handle.begin_read(),
+        )?;
         Ok(Box::new(Contained::new(RedbRead { txn }, damage.clone())))
     }
 
@@ -117,7 +152,17 @@ impl RedbBackend {
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let damage = self.damage();
         damage.check_write(None)?;
-        contain(damage, || "beginning a write".into(), || self.begin_write_view())
+        if let Some(read_only) = self.handle.read_only() {
+            return Err(StoreError::ReadOnly {
+                ledger: self.handle.label().to_string(),
+                why: read_only.why.clone(),
+            });
+        }
+        contain(
+            damage,
+            || "beginning a write".into(),
+            || self.begin_write_view(),
+        )
     }
 
     fn begin_write_view(&self) -> Result<Box<dyn WriteView>, StoreError> {
@@ -142,7 +187,7 @@ impl RedbBackend {
     /// Commits with a sync if records were written to the log since the last one, so the
     /// log starts again at its beginning (a checkpoint).
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
-        if !self.handle.log().lock().needs_checkpoint() {
+        if self.handle.read_only().is_some() || !self.handle.log().lock().needs_checkpoint() {
             return Ok(());
         }
         let txn = self.handle.begin_write()?;
@@ -183,8 +228,8 @@ impl Drop for RedbBackend {
     /// to replay (a failure leaves it as it is: the next open replays it).
     fn drop(&mut self) {
         // A damaged ledger is left exactly as it is: no checkpoint, and its log keeps every
-        // record (`recover` reads them).
-        if self.damage().ledger_damage().is_some() {
+        // record (`recover` reads them). A read-only one is never written.
+        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
@@ -222,7 +267,7 @@ impl Backend for RedbBackend {
     }
 
     fn idle(&self) {
-        if self.damage().ledger_damage().is_some() {
+        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
