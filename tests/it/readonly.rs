@@ -24,9 +24,12 @@ const READER_UID: u32 = 65534;
 /// Size of the redo log's header: its first record starts here.
 const LOG_HEADER_BYTES: usize = 4096;
 
-/// Every entry under `dir`: (bytes, or none for what is not a regular file; mtime in
-/// nanoseconds; mode; owner).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Option<Vec<u8>>, i128, u32, u32)> {
+/// What is compared of one entry of the data directory: its bytes (none for what is not a
+/// regular file), mtime in nanoseconds, mode and owner.
+type Entry = (Option<Vec<u8>>, i128, u32, u32);
+
+/// Every entry under `dir`, `dir` included.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Entry> {
     let mut out = BTreeMap::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(path) = pending.pop() {

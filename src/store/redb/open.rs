@@ -294,10 +294,10 @@ pub(crate) fn write_denied(error: &OpenError) -> Option<String> {
         const EROFS: i32 = 30;
         match (error.kind(), error.raw_os_error()) {
             (std::io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(EROFS)) => {
-                Some(format!("its file system is read-only ({error})"))
+                Some("its file system is read-only".to_string())
             }
             (std::io::ErrorKind::PermissionDenied, _) | (_, Some(EACCES | EPERM)) => {
-                Some(format!("this user may not write it ({error})"))
+                Some("this user may not write it".to_string())
             }
             _ => None,
         }

@@ -151,7 +151,7 @@ impl StorageBackend for Overlay {
         if len < layer.len {
             let cut = len.div_ceil(BLOCK_BYTES);
             layer.blocks.retain(|index, _| *index < cut);
-            if len % BLOCK_BYTES != 0 {
+            if !len.is_multiple_of(BLOCK_BYTES) {
                 // The block the storage now ends in: zeros after the end, so growing again
                 // shows zeros there.
                 let within = (len % BLOCK_BYTES) as usize;

@@ -1023,7 +1023,8 @@ pub(crate) fn recover(
             txn.abort().map_err(store_error)?;
         }
         let (first, highest) = damage.lsn_range();
-        tracing::error!(
+        // The open reports it (the handle's damage at open, said once by the ledger).
+        tracing::debug!(
             log = %wal.path().display(),
             offset = damage.offset,
             lsn = damage.lsn,
