@@ -8,7 +8,9 @@
 //! update lock (`index/update.lock`: one process updates at a time, across processes;
 //! the others wait for it, then read), and searching it (two tiers, filters, pages,
 //! snippets). Must not: write to the ledger, or answer from an index behind the ledger
-//! (every search first applies the tail after the checkpoint).
+//! (every search first applies the tail after the checkpoint), or write beside a ledger
+//! that may not be written here ([`TantivyRecall::temporary`]: the index is kept in a
+//! temporary directory instead, from a copy of the one beside it).
 //!
 //! A document per event with text: `body` (the event's texts, analysed), `kind` (the
 //! session's kind), `session`, `seq`, `position`, `at`. A session's title is the text

@@ -121,6 +121,18 @@ pub enum OpenError {
         problem: String,
         advice: String,
     },
+    /// A command that records was given a ledger this process may not write.
+    #[error(
+        "the ledger {path} may not be written here: {why} ({cause}). Recording needs write \
+         access; the read-only commands (sessions, show, export, replay, search, verify, ui) \
+         still read it"
+    )]
+    NotWritable {
+        path: PathBuf,
+        why: String,
+        /// The open's own error.
+        cause: String,
+    },
     /// A ledger this process may not write cannot be read either: why.
     #[error("cannot read the ledger {path} here: {why}")]
     ReadOnly { path: PathBuf, why: String },

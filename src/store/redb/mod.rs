@@ -65,7 +65,21 @@ impl Ledger {
     ///
     /// The process that holds the file is its host (see [`crate::store::host`]); another
     /// one reaches it through that host, with the same answers.
+    ///
+    /// A ledger this process may not write (permission denied, a read-only file system)
+    /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
+        Ledger::open_file_writable(path).map_err(|error| match open::write_denied(&error) {
+            Some(denied) => OpenError::NotWritable {
+                path: path.to_path_buf(),
+                why: denied.why,
+                cause: denied.io,
+            },
+            None => error,
+        })
+    }
+
+    fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
         let backend = super::host::HostBackend::open(path)?;
         Ok(Ledger::with_backend(backend, path))
     }
@@ -74,9 +88,9 @@ impl Ledger {
     /// written here (permission denied, a read-only file system), it is opened for reading
     /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
     pub fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
-        match Ledger::open_file(path) {
+        match Ledger::open_file_writable(path) {
             Err(error) => match open::write_denied(&error) {
-                Some(why) => Ledger::open_file_read_only(path, &why),
+                Some(denied) => Ledger::open_file_read_only(path, &denied.why),
                 None => Err(error),
             },
             opened => opened,
@@ -519,6 +533,48 @@ mod tests {
         append_one(&ledger, session, "second");
         assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);
         assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_ledger_opened_read_only_applies_its_log_in_memory_refuses_writes_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let session = SessionId::generate();
+        let ledger = Ledger::open_file(&path).unwrap();
+        for text in ["one", "two", "three"] {
+            append_one(&ledger, session, text);
+        }
+        // A crash image taken now: the commits after the first are in the log only.
+        let copy = tempfile::tempdir().unwrap();
+        let copied = copy.path().join("ledger.redb");
+        std::fs::copy(&path, &copied).unwrap();
+        std::fs::copy(wal::log_path(&path), wal::log_path(&copied)).unwrap();
+        drop(ledger);
+        let files = |dir: &Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
+            let mut files: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name(), std::fs::read(e.path()).unwrap())
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let before = files(copy.path());
+        {
+            let ledger = Ledger::open_file_read_only(&copied, "a test says so").unwrap();
+            let note = ledger.read_only().expect("read-only");
+            assert!(note.contains("a test says so"), "{note}");
+            assert!(note.contains("applied in memory"), "{note}");
+            assert_eq!(ledger.head(session).unwrap().unwrap().seq, 4);
+            assert_eq!(ledger.verify_all().unwrap().len(), 1);
+            let refused = ledger
+                .write_blocking(move |txn| txn.append(session, 4, Vec::new()))
+                .unwrap_err();
+            assert!(matches!(refused, StoreError::ReadOnly { .. }), "{refused}");
+        }
+        assert_eq!(files(copy.path()), before, "nothing was written or created");
     }
 
     #[test]

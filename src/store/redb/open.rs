@@ -283,27 +283,39 @@ fn open_error(error: WalError) -> OpenError {
     }
 }
 
+/// Why an open failed only because the ledger may not be written here.
+pub(crate) struct WriteDenied {
+    /// In words: "this user may not write it", "its file system is read-only".
+    pub(crate) why: String,
+    /// The system's error.
+    pub(crate) io: String,
+}
+
 /// Why an open failed only because the ledger may not be written here, if it did: an
 /// I/O error anywhere in its chain saying permission denied (`EACCES`, `EPERM`) or a
 /// read-only file system (`EROFS`). A read-only command then opens it with
 /// [`open_read_only`].
-pub(crate) fn write_denied(error: &OpenError) -> Option<String> {
-    fn io_cause(error: &std::io::Error) -> Option<String> {
+pub(crate) fn write_denied(error: &OpenError) -> Option<WriteDenied> {
+    fn io_cause(error: &std::io::Error) -> Option<WriteDenied> {
         const EPERM: i32 = 1;
         const EACCES: i32 = 13;
         const EROFS: i32 = 30;
-        match (error.kind(), error.raw_os_error()) {
+        let why = match (error.kind(), error.raw_os_error()) {
             (std::io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(EROFS)) => {
-                Some("its file system is read-only".to_string())
+                "its file system is read-only"
             }
             (std::io::ErrorKind::PermissionDenied, _) | (_, Some(EACCES | EPERM)) => {
-                Some("this user may not write it".to_string())
+                "this user may not write it"
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        Some(WriteDenied {
+            why: why.to_string(),
+            io: error.to_string(),
+        })
     }
     /// The chain under a backend's error (an `Arc`, which `source()` looks through).
-    fn in_chain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    fn in_chain(error: &(dyn std::error::Error + 'static)) -> Option<WriteDenied> {
         let mut next = Some(error);
         while let Some(error) = next {
             if let Some(io) = error.downcast_ref::<std::io::Error>() {
