@@ -122,16 +122,14 @@ pub enum OpenError {
         advice: String,
     },
     /// A command that records was given a ledger this process may not write.
-    #[error(
-        "the ledger {path} may not be written here: {why} ({cause}). Recording needs write \
-         access; the read-only commands (sessions, show, export, replay, search, verify, ui) \
-         still read it"
-    )]
+    #[error("the ledger {path} may not be written here: {why} ({cause}). {advice}")]
     NotWritable {
         path: PathBuf,
         why: String,
-        /// The open's own error.
+        /// The system's error.
         cause: String,
+        /// What still works, and what to do.
+        advice: String,
     },
     /// A ledger this process may not write cannot be read either: why.
     #[error("cannot read the ledger {path} here: {why}")]

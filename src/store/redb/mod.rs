@@ -70,11 +70,25 @@ impl Ledger {
     /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
         Ledger::open_file_writable(path).map_err(|error| match open::write_denied(&error) {
-            Some(denied) => OpenError::NotWritable {
-                path: path.to_path_buf(),
-                why: denied.why,
-                cause: denied.io,
-            },
+            Some(denied) => {
+                let readable = std::fs::File::open(path).is_ok();
+                OpenError::NotWritable {
+                    path: path.to_path_buf(),
+                    why: if readable {
+                        denied.why
+                    } else {
+                        "this user may neither read nor write it".to_string()
+                    },
+                    cause: denied.io,
+                    advice: if readable {
+                        "Recording needs write access; the read-only commands (sessions, show, \
+                         export, replay, search, verify, ui) still read it"
+                            .to_string()
+                    } else {
+                        "Run as the user who owns it, or ask for access".to_string()
+                    },
+                }
+            }
             None => error,
         })
     }

@@ -297,14 +297,11 @@ pub(crate) struct WriteDenied {
 /// [`open_read_only`].
 pub(crate) fn write_denied(error: &OpenError) -> Option<WriteDenied> {
     fn io_cause(error: &std::io::Error) -> Option<WriteDenied> {
-        const EPERM: i32 = 1;
-        const EACCES: i32 = 13;
-        const EROFS: i32 = 30;
         let why = match (error.kind(), error.raw_os_error()) {
-            (std::io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(EROFS)) => {
+            (std::io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(libc::EROFS)) => {
                 "its file system is read-only"
             }
-            (std::io::ErrorKind::PermissionDenied, _) | (_, Some(EACCES | EPERM)) => {
+            (std::io::ErrorKind::PermissionDenied, _) | (_, Some(libc::EACCES | libc::EPERM)) => {
                 "this user may not write it"
             }
             _ => return None,
@@ -374,7 +371,16 @@ pub(crate) fn open_read_only(path: &Path, why: &str) -> Result<Handle, OpenError
             });
         }
     }
-    let state = match builder().open_read_only(path) {
+    let probed = builder().open_read_only(path);
+    if let Err(DatabaseError::Storage(StorageError::Io(error))) = &probed
+        && error.kind() == std::io::ErrorKind::PermissionDenied
+    {
+        return Err(OpenError::ReadOnly {
+            path: path.to_path_buf(),
+            why: format!("this user may not read it either ({error})"),
+        });
+    }
+    let state = match probed {
         Err(DatabaseError::DatabaseAlreadyOpen) => {
             return Err(OpenError::ReadOnly {
                 path: path.to_path_buf(),
