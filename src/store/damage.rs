@@ -13,8 +13,8 @@
 //! damaged. A database that checks its own pages (PostgreSQL) stops writes only to the
 //! sessions whose rows are damaged ([`DamageScope::Session`]).
 
-use super::contract::AppendPlan;
 use super::contract::{Decode, PositionVisitor, ReadView, RowVisitor, WriteView};
+use super::contract::AppendPlan;
 use super::{SessionHead, StoreError};
 use crate::event::{Event, EventId, SessionId};
 use std::cell::{Cell, RefCell};

@@ -26,13 +26,13 @@ mod tests;
 pub(crate) mod wire;
 
 use super::contract::{Backend, ReadView, WriteView};
-use super::damage::Damage;
 use super::redb::RedbBackend;
 use super::redb::open::{self, Opened};
 use super::writer::WriterHandle;
 use super::{OpenError, StoreError};
 use client::{Conn, ConnectError, Pool, RemoteRead, RemoteWrite};
 use std::path::{Path, PathBuf};
+use super::damage::Damage;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
