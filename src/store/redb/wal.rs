@@ -629,16 +629,19 @@ impl Wal {
         if !header_back || !records_back {
             // Keep the failed handle out of use: the new one stays, still marked failed.
             drop(previous);
-            return Err(io::Error::other(format!(
-                "after a failed write or sync, {} no longer reads back from disk what it \
-                 acknowledged ({})",
-                self.path.display(),
-                if header_back {
-                    "its records up to the last acknowledged one"
-                } else {
-                    "its header"
-                }
-            )));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "after a failed write or sync, its redo log {} no longer reads back from disk \
+                 what it acknowledged ({}); the log is not written again",
+                    self.path.display(),
+                    if header_back {
+                        "its records up to the last acknowledged one"
+                    } else {
+                        "its header"
+                    }
+                ),
+            ));
         }
         drop(previous);
         self.written = self.file.len()?;
@@ -707,7 +710,17 @@ impl Wal {
     /// handle again.
     pub(crate) fn write(&mut self, record: &[u8]) -> Result<(), StoreError> {
         self.check_writable().map_err(log_error)?;
-        self.reopen_if_failed().map_err(log_error)?;
+        self.reopen_if_failed().map_err(|error| {
+            // What it acknowledged is gone from the disk: damage, not a passing failure.
+            if error.kind() == io::ErrorKind::InvalidData {
+                StoreError::Damaged {
+                    ledger: self.path.with_extension("redb").display().to_string(),
+                    detail: error.to_string(),
+                }
+            } else {
+                log_error(error)
+            }
+        })?;
         let end = self.tail + record.len() as u64;
         self.holds_records = true;
         self.grow_to(end).map_err(log_error)?;
@@ -1700,8 +1713,12 @@ mod tests {
         assert!(wal.write(&record).is_err());
         let second = wal.scan().unwrap().records[0].end as usize;
         file.edit(|bytes| bytes[second + RECORD_HEAD_BYTES] ^= 1);
-        let refused = wal.write(&record).unwrap_err().to_string();
-        assert!(refused.contains("no longer reads back"), "{refused}");
+        let refused = wal.write(&record).unwrap_err();
+        assert!(matches!(refused, StoreError::Damaged { .. }), "{refused}");
+        assert!(
+            refused.to_string().contains("no longer reads back"),
+            "{refused}"
+        );
     }
 
     #[test]
