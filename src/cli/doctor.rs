@@ -255,7 +255,30 @@ fn is_writable(dir: &Path) -> bool {
 fn check_redb_ledger(report: &mut Report, dir: &Path) {
     const WHAT: &str = "ledger";
     match Ledger::open_existing(dir) {
-        Ok(ledger) => verify_summary(report, &ledger),
+        Ok(ledger) => {
+            if let Some(note) = ledger.read_only() {
+                report.with_fix(
+                    Level::Warn,
+                    WHAT,
+                    format!(
+                        "{note}. Reading commands work; `serve`, `import` and `verify --rebuild` \
+                         cannot record"
+                    ),
+                    "to record, run as the user who owns it (or give this user write access)",
+                );
+            }
+            // Damage the open found (a redo log record that does not read back with
+            // acknowledged ones after it): the ledger reads as the commits before it.
+            if let Some(detail) = ledger.damage().ledger_damage() {
+                report.fail(
+                    WHAT,
+                    format!("{} is damaged: {detail}", ledger.path().display()),
+                    "keep ledger.wal as it is; `reasoning-ledger recover --to NEW_DIR` copies \
+                     every intact event and the log's records into a new ledger",
+                );
+            }
+            verify_summary(report, &ledger)
+        }
         Err(OpenError::NoLedger { path }) => report.add(
             Level::Note,
             WHAT,
@@ -270,11 +293,20 @@ fn check_redb_ledger(report: &mut Report, dir: &Path) {
             "`reasoning-ledger recover --to NEW_DIR` copies every intact event into a new \
              ledger (the damaged one is left as it is), then use --data-dir NEW_DIR",
         ),
+        // The redo log, or a ledger that may not be written here and cannot be read
+        // either: the error says what it may hold and what to do; never "move it away".
+        Err(error @ (OpenError::RedoLog { .. } | OpenError::ReadOnly { .. })) => report.fail(
+            WHAT,
+            error.to_string(),
+            "do as the line above says; `reasoning-ledger recover --to NEW_DIR` copies what \
+             can be read into a new ledger",
+        ),
         Err(error) => report.fail(
             WHAT,
             format!("{}: {error}", dir.join(LEDGER_FILE_NAME).display()),
-            "if another build wrote it, use that build; if it is damaged, move it away and \
-             `import` your JSONL exports (or `copy --to` from a good copy)",
+            "if another build wrote it, use that build; if it is damaged, `reasoning-ledger \
+             recover --to NEW_DIR` copies every intact event into a new ledger (or `copy --to` \
+             from a good copy); keep the damaged file",
         ),
     }
 }

@@ -84,6 +84,14 @@ pub(super) fn export_all(
             written
         }
     };
+    let mut written = written;
+    if written.left_out.is_empty()
+        && let Some(detail) = ledger.damage().ledger_damage()
+    {
+        // Damage no session scan meets (the open's: redo log records it could not apply):
+        // the export holds every event that could be read, and says what it may lack.
+        written.left_out.push(detail);
+    }
     if written.left_out.is_empty() {
         return Ok(());
     }

@@ -543,7 +543,12 @@ fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
         };
     }
     match Ledger::open_existing(&settings.data_dir) {
-        Ok(ledger) => Ok(ledger),
+        Ok(ledger) => {
+            if let Some(note) = ledger.read_only() {
+                eprintln!("note: {note}");
+            }
+            Ok(ledger)
+        }
         Err(OpenError::NoLedger { path }) => {
             let default = match resolve_data_dir(None) {
                 Ok(dir) if dir == settings.data_dir => {

@@ -8,6 +8,13 @@ use std::io::IsTerminal;
 
 pub(super) fn reindex(settings: &Settings, embeddings: bool) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
+    if ledger.read_only().is_some() {
+        bail!(
+            "{} may not be written here, so no index or vectors can be kept beside it (a \
+             search builds its index in a temporary directory instead)",
+            ledger.path().display()
+        );
+    }
     let recall = Recall::for_ledger(&ledger);
     // Checked first: asking for embeddings with none configured rebuilds nothing.
     let semantic = match (embeddings, recall.semantic()) {

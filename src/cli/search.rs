@@ -74,6 +74,9 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
         cursor,
         mode,
     };
+    if let Some(note) = crate::recall::Recall::for_ledger(&ledger).index_note() {
+        eprintln!("note: {note}");
+    }
     let ranked = query::search::search_ranked(&ledger, &request)?;
     if args.json {
         let answer = ranked.to_json(&args.query);

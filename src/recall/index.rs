@@ -8,7 +8,9 @@
 //! update lock (`index/update.lock`: one process updates at a time, across processes;
 //! the others wait for it, then read), and searching it (two tiers, filters, pages,
 //! snippets). Must not: write to the ledger, or answer from an index behind the ledger
-//! (every search first applies the tail after the checkpoint).
+//! (every search first applies the tail after the checkpoint), or write beside a ledger
+//! that may not be written here ([`TantivyRecall::temporary`]: the index is kept in a
+//! temporary directory instead, from a copy of the one beside it).
 //!
 //! A document per event with text: `body` (the event's texts, analysed), `kind` (the
 //! session's kind), `session`, `seq`, `position`, `at`. A session's title is the text
@@ -154,6 +156,9 @@ pub(crate) struct TantivyRecall {
     open: Mutex<Option<Arc<Open>>>,
     /// One update at a time in this process (the lock file orders processes).
     updating: Mutex<()>,
+    /// The temporary directory `dir` is in, when the data directory may not be written
+    /// ([`TantivyRecall::temporary`]): removed with this.
+    _temporary: Option<tempfile::TempDir>,
 }
 
 /// An opened index.
@@ -181,7 +186,51 @@ impl TantivyRecall {
             dir: data_dir.join(INDEX_DIR),
             open: Mutex::new(None),
             updating: Mutex::new(()),
+            _temporary: None,
         }
+    }
+
+    /// The index of the ledger in `data_dir` when nothing may be written there (a ledger
+    /// opened read-only, a directory this user may not write): kept in a new temporary
+    /// directory (removed when this is dropped), starting from a copy of the files of
+    /// `<data dir>/index/` if there are any (read only: Tantivy itself would take a lock
+    /// file in them), so an index that is only behind is caught up rather than rebuilt.
+    /// Returns it and a sentence saying where it is.
+    pub(crate) fn temporary(data_dir: &Path) -> Result<(Self, String), RecallError> {
+        let temporary = tempfile::Builder::new()
+            .prefix("reasoning-ledger-index-")
+            .tempdir()
+            .map_err(|source| RecallError::Io {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let dir = temporary.path().join(INDEX_DIR);
+        let from = data_dir.join(INDEX_DIR).join(TANTIVY_DIR);
+        let copied = copy_index_files(&from, &dir.join(TANTIVY_DIR)).unwrap_or_else(|error| {
+            tracing::debug!(%error, "the search index beside the ledger was not copied");
+            0
+        });
+        let note = if copied > 0 {
+            format!(
+                "the search index is kept in {} for this command (a copy of {}, brought up to \
+                 the ledger's end there), not beside the ledger, which may not be written here",
+                dir.display(),
+                from.display()
+            )
+        } else {
+            format!(
+                "the search index is built in {} for this command (removed when it ends), not \
+                 beside the ledger, which may not be written here",
+                dir.display()
+            )
+        };
+        let recall = TantivyRecall {
+            dir,
+            open: Mutex::new(None),
+            updating: Mutex::new(()),
+            _temporary: Some(temporary),
+        };
+        Ok((recall, note))
     }
 
     fn tantivy_dir(&self) -> PathBuf {
@@ -411,6 +460,26 @@ impl TantivyRecall {
             fields,
         }))
     }
+}
+
+/// Copies the regular files of an index's Tantivy folder `from` (none of its lock files)
+/// into `to`, created; returns how many. Reads `from` only.
+fn copy_index_files(from: &Path, to: &Path) -> std::io::Result<usize> {
+    if !from.join("meta.json").is_file() {
+        return Ok(0);
+    }
+    std::fs::create_dir_all(to)?;
+    let mut copied = 0;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let lock = name.to_string_lossy().ends_with(".lock");
+        if entry.file_type()?.is_file() && !lock {
+            std::fs::copy(entry.path(), to.join(&name))?;
+            copied += 1;
+        }
+    }
+    Ok(copied)
 }
 
 /// The update lock: an exclusive lock on a file, held across processes until dropped.

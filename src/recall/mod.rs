@@ -32,7 +32,7 @@ use query::ParsedQuery;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use index::IndexState;
@@ -259,10 +259,29 @@ pub trait TextSearch: Send + Sync {
 
 /// The search of one ledger.
 pub(crate) struct Recall {
-    /// The Tantivy index of a redb ledger; `None` when the backend searches itself.
+    /// The Tantivy index of a redb ledger; `None` when the backend searches itself (or
+    /// when no index can be kept anywhere: `index_note` says why).
     index: Option<index::TantivyRecall>,
     /// Embeddings and vectors, when an endpoint is configured and the backend keeps them.
     semantic: Option<Arc<semantic::Semantic>>,
+    /// Where the index is when it is not beside the ledger (the data directory may not be
+    /// written here), or why there is none: said once by the command that searches.
+    index_note: Option<String>,
+}
+
+/// Whether this process may create files in `dir` (and in its `index/` folder, when that
+/// exists): asks the system (`access(2)`), creating nothing.
+fn may_write(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let writable = |path: &Path| {
+        let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+        unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+    };
+    let index = dir.join(index::INDEX_DIR);
+    writable(dir) && (!index.exists() || writable(&index))
 }
 
 /// Every [`Recall`] this process opened, by ledger path (most recent last).
@@ -280,14 +299,39 @@ impl Recall {
             open.push(entry);
             return recall;
         }
+        let data_dir = ledger.path().parent().unwrap_or(Path::new("."));
+        let mut index_note = None;
         let index = match ledger.text_search() {
             Some(_) => None,
-            None => Some(index::TantivyRecall::new(
-                ledger.path().parent().unwrap_or(std::path::Path::new(".")),
-            )),
+            // Nothing is written beside a ledger opened read-only, or in a directory this
+            // process may not write: the index is kept in a temporary directory.
+            None if ledger.read_only().is_some() || !may_write(data_dir) => {
+                match index::TantivyRecall::temporary(data_dir) {
+                    Ok((index, note)) => {
+                        index_note = Some(note);
+                        Some(index)
+                    }
+                    Err(error) => {
+                        index_note = Some(format!(
+                            "no search index can be kept: the ledger's directory may not be \
+                             written here and a temporary one cannot be made ({error})"
+                        ));
+                        None
+                    }
+                }
+            }
+            None => Some(index::TantivyRecall::new(data_dir)),
         };
-        let semantic = semantic::Semantic::for_ledger(ledger);
-        let recall = Arc::new(Recall { index, semantic });
+        // Vectors are kept beside the ledger too: none for a ledger opened read-only.
+        let semantic = match ledger.read_only() {
+            Some(_) => None,
+            None => semantic::Semantic::for_ledger(ledger),
+        };
+        let recall = Arc::new(Recall {
+            index,
+            semantic,
+            index_note,
+        });
         if open.len() >= MAX_OPEN_INDEXES {
             open.remove(0);
         }
@@ -298,6 +342,12 @@ impl Recall {
     /// The semantic side, when embeddings are configured for this ledger.
     pub(crate) fn semantic(&self) -> Option<&Arc<semantic::Semantic>> {
         self.semantic.as_ref()
+    }
+
+    /// Where the index is kept when it is not beside the ledger (the ledger's directory may
+    /// not be written here), or why there is none; `None` for the usual place.
+    pub(crate) fn index_note(&self) -> Option<&str> {
+        self.index_note.as_deref()
     }
 
     /// One page of matches for `request`, as of the ledger's end when called.
@@ -342,6 +392,12 @@ impl Recall {
             })
         };
         let Some(semantic) = &self.semantic else {
+            if ledger.read_only().is_some() {
+                return lexically(format!(
+                    "{} search needs the ledger's vectors, which are not kept for a ledger opened read-only; these are lexical matches",
+                    mode.as_str()
+                ));
+            }
             return lexically(format!(
                 "{} search needs an embeddings endpoint (REASONING_LEDGER_EMBEDDINGS_BASE_URL and _MODEL); these are lexical matches",
                 mode.as_str()
@@ -434,7 +490,11 @@ impl Recall {
         match (&self.index, ledger.text_search()) {
             (_, Some(backend)) => backend.search(ledger, request, parsed),
             (Some(index), None) => index.search(ledger, request, parsed),
-            (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
+            (None, None) => Err(RecallError::Stale(
+                self.index_note
+                    .clone()
+                    .unwrap_or_else(|| "no index for this ledger".into()),
+            )),
         }
     }
 

@@ -386,12 +386,16 @@ impl<V: ReadView> ReadView for Contained<V> {
         )
     }
 
+    /// The walk's findings, after the damage this process found before it (the open's: a
+    /// redo log record that cannot be replayed), which no walk of the tables shows.
     fn check_structure(&self) -> Result<Vec<String>, StoreError> {
-        contain(
+        let mut found: Vec<String> = self.damage.ledger_damage().into_iter().collect();
+        found.extend(contain(
             &self.damage,
             || "walking its tables".into(),
             || self.view.check_structure(),
-        )
+        )?);
+        Ok(found)
     }
 }
 

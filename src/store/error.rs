@@ -43,6 +43,12 @@ pub enum StoreError {
          `reasoning-ledger recover --to NEW_DIR` copies every intact event into a new ledger"
     )]
     Damaged { ledger: String, detail: String },
+    /// The ledger is opened for reading only: this process may not write it.
+    #[error(
+        "the ledger {ledger} is read-only here ({why}): nothing was recorded. Reading, \
+         searching and exporting work; to record, run as a user who may write it"
+    )]
+    ReadOnly { ledger: String, why: String },
 }
 
 impl StoreError {
@@ -125,6 +131,27 @@ pub enum OpenError {
          move it away to start a new ledger)"
     )]
     NotALedger { path: PathBuf, detail: String },
+    /// The ledger's redo log (`ledger.wal`) cannot be used: named as the log, saying what
+    /// it may hold and what to do.
+    #[error("{path}, the ledger's redo log, cannot be used: {problem} (left as it is; {advice})")]
+    RedoLog {
+        path: PathBuf,
+        problem: String,
+        advice: String,
+    },
+    /// A command that records was given a ledger this process may not write.
+    #[error("the ledger {path} may not be written here: {why} ({cause}). {advice}")]
+    NotWritable {
+        path: PathBuf,
+        why: String,
+        /// The system's error.
+        cause: String,
+        /// What still works, and what to do.
+        advice: String,
+    },
+    /// A ledger this process may not write cannot be read either: why.
+    #[error("cannot read the ledger {path} here: {why}")]
+    ReadOnly { path: PathBuf, why: String },
     #[error("cannot read {path}")]
     Unreadable {
         path: PathBuf,

@@ -137,6 +137,9 @@ pub struct Ledger {
     path: Arc<PathBuf>,
     /// What this process found damaged in the ledger (stops writes, see [`damage`]).
     damage: damage::Damage,
+    /// Set when the ledger is opened for reading only: what that open did (see
+    /// [`Ledger::open_file_read_only`]).
+    read_only: Option<Arc<str>>,
     /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
 }
@@ -209,7 +212,9 @@ impl Ledger {
 
     /// Opens `ledger.redb` inside `data_dir` only if it is there: never creates the
     /// directory or the file ([`OpenError::NoLedger`] when nothing is at the path). What is
-    /// there is opened and checked as [`Ledger::open`] does.
+    /// there is opened and checked as [`Ledger::open`] does; for the commands that only
+    /// read: a ledger this process may not write is opened for reading only
+    /// ([`Ledger::read_only`] says so).
     pub fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
         if data_dir.is_file() {
             return Err(OpenError::DataDirIsAFile {
@@ -221,7 +226,7 @@ impl Ledger {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 Err(OpenError::NoLedger { path })
             }
-            _ => Self::open_file(&path),
+            _ => Self::open_file_for_reading(&path),
         }
     }
 
@@ -243,6 +248,7 @@ impl Ledger {
             commits,
             path: Arc::new(label.to_path_buf()),
             damage,
+            read_only: None,
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
                 backend: closing,
@@ -258,6 +264,13 @@ impl Ledger {
     /// What this process found damaged in the ledger so far (see [`damage`]).
     pub(crate) fn damage(&self) -> &damage::Damage {
         &self.damage
+    }
+
+    /// Whether the ledger is opened for reading only (it may not be written here), and
+    /// then what its open did, in a sentence or two: every write is refused, and nothing
+    /// is written beside it (a search builds its index elsewhere).
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
     }
 
     /// The backend's own full-text search, if it has one (see [`crate::recall`]).

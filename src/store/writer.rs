@@ -283,7 +283,12 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, 
     let mut txn = match began {
         Ok(txn) => txn,
         Err(error) => {
-            tracing::error!(%error, "cannot begin a write transaction");
+            // A ledger opened read-only refuses by design: its callers are told, no more.
+            if matches!(error, StoreError::ReadOnly { .. }) {
+                tracing::debug!(%error, "a write to a ledger opened read-only");
+            } else {
+                tracing::error!(%error, "cannot begin a write transaction");
+            }
             for job in group {
                 job(None)(Err(error.clone()));
             }

@@ -3,7 +3,8 @@
 //! non-zero, and leave the file's bytes exactly as they were (never initialised, repaired
 //! or truncated). Covers an empty file, a truncated ledger, random bytes, files of other
 //! programs (SQLite, PNG, a redb database with other tables), a directory, and a ledger
-//! the user may not read or write.
+//! the user may not read (one they may read but not write is read without writing
+//! anything: issue 32, `readonly`).
 
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
@@ -215,11 +216,28 @@ async fn a_ledger_the_user_may_not_read_or_write_is_refused_untouched() {
     valid_ledger(dir.path()).await;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = dir.path().join(LEDGER);
-    // 0600: nobody may not read it; 0644: nobody may read but not write it.
-    for mode in [0o600, 0o644] {
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        assert_refused_untouched(dir.path(), "Permission denied", true);
+    // 0600: nobody may not read it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_refused_untouched(dir.path(), "Permission denied", true);
+    // 0644: nobody may read but not write it (issue 32): `serve` is refused, the read-only
+    // commands read it without writing anything (its log, 0600, holds nothing the ledger
+    // lacks after a clean close).
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let files_before = files(dir.path());
+    let served = run(dir.path(), &["serve"], true);
+    assert_eq!(served.status.code(), Some(1), "{}", stderr(&served));
+    assert!(
+        stderr(&served).contains("Permission denied"),
+        "{}",
+        stderr(&served)
+    );
+    for args in [&["sessions"][..], &["verify"]] {
+        let output = run(dir.path(), args, true);
+        let err = stderr(&output);
+        assert!(output.status.success(), "{args:?}: {err}");
+        assert!(err.contains("is read-only here"), "{args:?}: {err}");
     }
+    assert!(files(dir.path()) == files_before, "a file changed");
     // The owner still reads it.
     let output = cli(dir.path(), &["verify"]);
     assert!(output.status.success(), "{}", stderr(&output));

@@ -175,6 +175,8 @@ impl From<&StoreError> for WireError {
             StoreError::Damaged { ledger, detail } => {
                 WireError::Damaged(ledger.clone(), detail.clone())
             }
+            // A read-only ledger serves no one; its message travels whole all the same.
+            StoreError::ReadOnly { .. } => WireError::Backend(error.to_string()),
         }
     }
 }

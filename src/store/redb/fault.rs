@@ -113,6 +113,15 @@ struct State {
     space: Option<u64>,
     locks: Vec<Lock>,
     next_owner: u64,
+    /// Instances of the redo log an operation failed on: never to be written or synced
+    /// again (a failed `fdatasync` is not retried on its file descriptor).
+    failed_log_handles: HashSet<u64>,
+    /// Writes and syncs made on such an instance after its failure: (instance, kind).
+    used_after_failure: Vec<(u64, &'static str)>,
+    /// Instances of the redo log opened so far.
+    log_opens: usize,
+    /// The next sync of the redo log fails (EIO), once.
+    fail_next_log_sync: bool,
 }
 
 /// A simulated disk holding a ledger's two files. Clones share the disk.
@@ -146,6 +155,9 @@ impl Disk {
         let owner = {
             let mut state = self.state();
             state.next_owner += 1;
+            if file == LOG {
+                state.log_opens += 1;
+            }
             state.next_owner
         };
         DiskFile {
@@ -206,6 +218,19 @@ impl Disk {
 
     fn set_space(&self, bytes: Option<u64>) {
         self.state().space = bytes;
+    }
+
+    /// Writes and syncs of the redo log made on an instance after an operation on it failed.
+    fn log_used_after_failure(&self) -> Vec<(u64, &'static str)> {
+        self.state().used_after_failure.clone()
+    }
+
+    fn log_opens(&self) -> usize {
+        self.state().log_opens
+    }
+
+    fn fail_next_log_sync(&self) {
+        self.state().fail_next_log_sync = true;
     }
 }
 
@@ -286,6 +311,23 @@ impl std::fmt::Debug for DiskFile {
 }
 
 impl DiskFile {
+    /// Counts an I/O operation of this instance (see [`count_io`]); for the redo log, a
+    /// failure marks the instance failed, and a write or sync on a failed instance is
+    /// noted.
+    fn count(&self, state: &mut State, kind: &'static str) -> io::Result<()> {
+        if self.file == LOG
+            && matches!(kind, "write" | "sync_data")
+            && state.failed_log_handles.contains(&self.owner)
+        {
+            state.used_after_failure.push((self.owner, kind));
+        }
+        let counted = count_io(state, kind);
+        if counted.is_err() && self.file == LOG {
+            state.failed_log_handles.insert(self.owner);
+        }
+        counted
+    }
+
     fn conflicts(&self, state: &State, (start, end): (u64, u64), exclusive: bool) -> bool {
         state.locks.iter().any(|l| {
             l.owner != self.owner && l.start <= end && start <= l.end && (exclusive || l.exclusive)
@@ -358,6 +400,10 @@ impl LogFile for DiskFile {
     fn sync(&self) -> io::Result<()> {
         StorageBackend::sync_data(self)
     }
+
+    fn reopen(&self) -> io::Result<Box<dyn LogFile>> {
+        Ok(Box::new(self.disk.open(self.file)))
+    }
 }
 
 impl StorageBackend for DiskFile {
@@ -367,7 +413,7 @@ impl StorageBackend for DiskFile {
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let mut state = self.disk.state();
-        count_io(&mut state, "read")?;
+        self.count(&mut state, "read")?;
         let image = &state.image[self.file];
         let start = offset as usize;
         let end = start + out.len();
@@ -383,7 +429,7 @@ impl StorageBackend for DiskFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut state = self.disk.state();
-        count_io(&mut state, "set_len")?;
+        self.count(&mut state, "set_len")?;
         if !has_room(&state, self.file, len) {
             return Err(enospc());
         }
@@ -398,7 +444,11 @@ impl StorageBackend for DiskFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut state = self.disk.state();
-        count_io(&mut state, "sync_data")?;
+        self.count(&mut state, "sync_data")?;
+        if self.file == LOG && std::mem::take(&mut state.fail_next_log_sync) {
+            state.failed_log_handles.insert(self.owner);
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
         state.durable[self.file] = state.image[self.file].clone();
         state.ops.push(Op::Sync { file: self.file });
         Ok(())
@@ -406,7 +456,7 @@ impl StorageBackend for DiskFile {
 
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut state = self.disk.state();
-        count_io(&mut state, "write")?;
+        self.count(&mut state, "write")?;
         let end = offset + data.len() as u64;
         if !has_room(&state, self.file, end) {
             return Err(enospc());
@@ -784,7 +834,8 @@ fn crash_sweep(size: LogSize, without_log: bool) -> Sweep {
 
 /// Whether `op` writes a record at the log's start (not the zeros of a clear).
 fn is_record_at_log_start(op: &Op) -> bool {
-    matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, data } if data.iter().any(|b| *b != 0))
+    // A record's length is not zero (a clear's end mark has none).
+    matches!(op, Op::Write { file: LOG, offset: HEADER_BYTES, data } if data.len() >= 4 && data[..4] != [0; 4])
 }
 
 /// Waits until the ledger on `disk` let go of its files (the writer thread ended).
@@ -933,6 +984,12 @@ fn io_error_sweep(size: LogSize) {
                 if !outcome.contains("storage error") && !outcome.contains("full") {
                     failures.push(format!("{at}: unclear error {outcome:?}"));
                 }
+            }
+            let reused = disk.log_used_after_failure();
+            if !reused.is_empty() {
+                failures.push(format!(
+                    "{at}: the redo log was written or synced on a handle after it failed: {reused:?}"
+                ));
             }
             steps.push(after);
             outcomes.push(after_outcome);
@@ -1212,4 +1269,84 @@ fn a_ledger_file_put_back_from_a_copy_never_gets_the_records_of_a_later_history(
             "the copy put back beside the log of a later history that {when}"
         );
     }
+}
+
+#[test]
+fn a_failed_log_sync_fails_its_group_and_the_next_write_reopens_the_log_and_reads_it_back() {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let session = SessionId::generate();
+    let first = Step::new(session, 1, "before the failed sync")
+        .run(&ledger)
+        .unwrap()
+        .unwrap();
+    let opens = disk.log_opens();
+    disk.fail_next_log_sync();
+    let failed = Step::new(session, 2, "its sync fails").run(&ledger);
+    let error = failed.expect_err("a failed sync is never acknowledged");
+    assert!(error.to_string().contains("I/O error"), "{error}");
+    // The next group: the log is opened again (a new handle), what it acknowledged read
+    // back, and the record written and synced on the new handle only.
+    let after = Step::new(session, 2, "after the failed sync")
+        .run(&ledger)
+        .unwrap()
+        .unwrap();
+    assert_eq!(disk.log_opens(), opens + 1, "the log was opened again once");
+    assert_eq!(disk.log_used_after_failure(), Vec::new());
+    assert_eq!(after.head.seq, 3, "the failed append took no seq");
+    // A crash now keeps both acknowledged appends.
+    assert_eq!(
+        reopen_and_check(&disk.durable(), &[first, after], TEST_LOG),
+        Ok(2)
+    );
+    drop(ledger);
+}
+
+#[test]
+fn a_damaged_log_record_with_acknowledged_ones_after_it_stops_writes_and_the_log_is_kept() {
+    let disk = Disk::with_image(new_ledger_image());
+    let ledger = disk.open_ledger().unwrap();
+    let session = SessionId::generate();
+    let acked: Vec<Appended> = (1..=6)
+        .map(|n| {
+            Step::new(session, n, &format!("thought {n}"))
+                .run(&ledger)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    // Killed before a checkpoint: redb holds none of it, the log all of it.
+    let mut image = disk.durable();
+    drop(ledger);
+    assert_eq!(redb_event_count(&image), 0);
+    // The third record's payload damaged.
+    let mut at = HEADER_BYTES as usize;
+    for _ in 0..2 {
+        let len = u32::from_le_bytes(image[LOG][at..at + 4].try_into().unwrap()) as usize;
+        at += 20 + len;
+    }
+    for byte in &mut image[LOG][at + 20..at + 36] {
+        *byte ^= 0xa5;
+    }
+    let log_before = image[LOG].clone();
+    let damaged = Disk::with_image(image);
+    let ledger = damaged.open_ledger().unwrap();
+    // Reads show the two appends before the damage.
+    let stored = stored_events(&ledger).unwrap();
+    assert_eq!(stored, expected_after(&acked, 2));
+    // Every write is refused, naming the damage and how many records lie beyond it.
+    let refused = Step::new(session, 7, "refused").run(&ledger).unwrap_err();
+    let message = refused.to_string();
+    assert!(matches!(refused, StoreError::Damaged { .. }), "{message}");
+    assert!(message.contains("3 acknowledged record(s)"), "{message}");
+    assert!(message.contains("recover --to"), "{message}");
+    drop(ledger);
+    wait_until_closed(&damaged);
+    assert_eq!(damaged.image()[LOG], log_before, "the log is never written");
+    // Opened again: still damaged, still nothing written to the log.
+    let ledger = damaged.open_ledger().unwrap();
+    assert!(Step::new(session, 7, "refused").run(&ledger).is_err());
+    drop(ledger);
+    wait_until_closed(&damaged);
+    assert_eq!(damaged.image()[LOG], log_before);
 }

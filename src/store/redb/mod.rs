@@ -17,10 +17,16 @@
 //! redo log record, syncs it, and commits redb without a sync ([`wal`]); a record that
 //! does not fit in the log commits with a sync instead (a checkpoint), as does
 //! [`Backend::idle`].
+//!
+//! A ledger this process may read but not write (permission denied, a read-only file
+//! system) is opened by the read-only commands over [`overlay`] ([`open::open_read_only`]):
+//! its backend refuses every write ([`StoreError::ReadOnly`]), never checkpoints and
+//! never touches its log.
 
 #[cfg(test)]
 mod fault;
 pub(crate) mod open;
+mod overlay;
 mod read;
 mod tables;
 pub(crate) mod wal;
@@ -59,9 +65,62 @@ impl Ledger {
     ///
     /// The process that holds the file is its host (see [`crate::store::host`]); another
     /// one reaches it through that host, with the same answers.
+    ///
+    /// A ledger this process may not write (permission denied, a read-only file system)
+    /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
     pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
+        Ledger::open_file_writable(path).map_err(|error| match open::write_denied(&error) {
+            Some(denied) => {
+                let readable = std::fs::File::open(path).is_ok();
+                OpenError::NotWritable {
+                    path: path.to_path_buf(),
+                    why: if readable {
+                        denied.why
+                    } else {
+                        "this user may neither read nor write it".to_string()
+                    },
+                    cause: denied.io,
+                    advice: if readable {
+                        "Recording needs write access; the read-only commands (sessions, show, \
+                         export, replay, search, verify, ui) still read it"
+                            .to_string()
+                    } else {
+                        "Run as the user who owns it, or ask for access".to_string()
+                    },
+                }
+            }
+            None => error,
+        })
+    }
+
+    fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
         let backend = super::host::HostBackend::open(path)?;
         Ok(Ledger::with_backend(backend, path))
+    }
+
+    /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be
+    /// written here (permission denied, a read-only file system), it is opened for reading
+    /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
+    pub fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
+        match Ledger::open_file_writable(path) {
+            Err(error) => match open::write_denied(&error) {
+                Some(denied) => Ledger::open_file_read_only(path, &denied.why),
+                None => Err(error),
+            },
+            opened => opened,
+        }
+    }
+
+    /// Opens the ledger file at `path` for reading only, writing nothing to disk (no
+    /// checkpoint, no lock, no socket, no file beside it): its redo log's pending records
+    /// are applied in memory. Every write is refused ([`StoreError::ReadOnly`]). `why`
+    /// says why it may not be written here.
+    pub fn open_file_read_only(path: &Path, why: &str) -> Result<Ledger, OpenError> {
+        let handle = open::open_read_only(path, why)?;
+        let note = handle.read_only().map(|r| r.note.clone());
+        let mut ledger = Ledger::with_backend(RedbBackend::new(handle), path);
+        ledger.read_only = note.map(Arc::from);
+        Ok(ledger)
     }
 
     /// Opens the ledger over any redb storage backend, with the same settings and rules as
@@ -121,6 +180,12 @@ impl RedbBackend {
     pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
         let damage = self.damage();
         damage.check_write(None)?;
+        if let Some(read_only) = self.handle.read_only() {
+            return Err(StoreError::ReadOnly {
+                ledger: self.handle.label().to_string(),
+                why: read_only.why.clone(),
+            });
+        }
         contain(
             damage,
             || "beginning a write".into(),
@@ -150,7 +215,7 @@ impl RedbBackend {
     /// Commits with a sync if records were written to the log since the last one, so the
     /// log starts again at its beginning (a checkpoint).
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
-        if !self.handle.log().lock().needs_checkpoint() {
+        if self.handle.read_only().is_some() || !self.handle.log().lock().needs_checkpoint() {
             return Ok(());
         }
         let txn = self.handle.begin_write()?;
@@ -191,8 +256,8 @@ impl Drop for RedbBackend {
     /// to replay (a failure leaves it as it is: the next open replays it).
     fn drop(&mut self) {
         // A damaged ledger is left exactly as it is: no checkpoint, and its log keeps every
-        // record (`recover` reads them).
-        if self.damage().ledger_damage().is_some() {
+        // record (`recover` reads them). A read-only one is never written.
+        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
@@ -230,7 +295,7 @@ impl Backend for RedbBackend {
     }
 
     fn idle(&self) {
-        if self.damage().ledger_damage().is_some() {
+        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
@@ -482,6 +547,48 @@ mod tests {
         append_one(&ledger, session, "second");
         assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);
         assert_eq!(ledger.verify_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_ledger_opened_read_only_applies_its_log_in_memory_refuses_writes_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let session = SessionId::generate();
+        let ledger = Ledger::open_file(&path).unwrap();
+        for text in ["one", "two", "three"] {
+            append_one(&ledger, session, text);
+        }
+        // A crash image taken now: the commits after the first are in the log only.
+        let copy = tempfile::tempdir().unwrap();
+        let copied = copy.path().join("ledger.redb");
+        std::fs::copy(&path, &copied).unwrap();
+        std::fs::copy(wal::log_path(&path), wal::log_path(&copied)).unwrap();
+        drop(ledger);
+        let files = |dir: &Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
+            let mut files: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name(), std::fs::read(e.path()).unwrap())
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let before = files(copy.path());
+        {
+            let ledger = Ledger::open_file_read_only(&copied, "a test says so").unwrap();
+            let note = ledger.read_only().expect("read-only");
+            assert!(note.contains("a test says so"), "{note}");
+            assert!(note.contains("applied in memory"), "{note}");
+            assert_eq!(ledger.head(session).unwrap().unwrap().seq, 4);
+            assert_eq!(ledger.verify_all().unwrap().len(), 1);
+            let refused = ledger
+                .write_blocking(move |txn| txn.append(session, 4, Vec::new()))
+                .unwrap_err();
+            assert!(matches!(refused, StoreError::ReadOnly { .. }), "{refused}");
+        }
+        assert_eq!(files(copy.path()), before, "nothing was written or created");
     }
 
     #[test]

@@ -7,14 +7,19 @@
 //!
 //! Owns: [`Handle`] (the open database, its redo log, and how to open it again), [`open_file`] and
 //! `open_backend` (test builds: the same rules over a file path or any redb `StorageBackend`, which
-//! the fault-injection tests use). Must not: initialise, "repair" or write to an existing
+//! the fault-injection tests use), [`open_read_only`] (a ledger this process may read but not
+//! write: the database over [`super::overlay`], the log replayed into it in memory) and
+//! [`write_denied`] (whether an open failed only because the ledger may not be written
+//! here). Must not: initialise, "repair" or write to an existing
 //! file that is not our ledger (an empty, truncated or foreign file, or a redb file of
-//! another program, is refused before it is opened for writing), or hand out a database
+//! another program, is refused before it is opened for writing), write anything at all
+//! for a read-only open, or hand out a database
 //! handle that redb has latched as failed when a fresh open would work.
 
+use super::overlay::Overlay;
 use super::store_error;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS};
-use super::wal::{self, Log, Wal, WalError};
+use super::wal::{self, LedgerState, Log, Wal, WalError};
 use crate::store::{CACHE_SIZE_BYTES, OpenError, StoreError};
 use redb::backends::FileBackend;
 use redb::{
@@ -72,6 +77,18 @@ pub(crate) struct Handle {
     /// Damage the open found that leaves the ledger readable but must stop its writes
     /// (redo log records that cannot be replayed).
     damage_at_open: Option<String>,
+    /// Set when the ledger is opened for reading only ([`open_read_only`]): why (this user
+    /// may not write it, a read-only file system). Nothing is ever written to disk.
+    read_only: Option<ReadOnly>,
+}
+
+/// Why a handle is read-only, and what its open did.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadOnly {
+    /// Why the ledger may not be written here.
+    pub(crate) why: String,
+    /// What the open did instead, in a sentence or two (said once on stderr).
+    pub(crate) note: String,
 }
 
 impl Handle {
@@ -83,22 +100,29 @@ impl Handle {
         wal: Wal,
     ) -> Result<Handle, OpenError> {
         let log = Arc::new(Log::new(wal));
-        wal::recover(&db, &log, None).map_err(|source| OpenError::Store {
+        let damage = wal::recover(&db, &log, None).map_err(|source| OpenError::Store {
             label: label.display().to_string(),
             source: Arc::new(source),
         })?;
+        let damage_at_open = damage.map(|damage| damage.describe(log.lock().path()));
         Ok(Handle {
             current: RwLock::new(Some(Arc::new(db))),
             reopen,
             log,
             label: label.display().to_string(),
-            damage_at_open: None,
+            damage_at_open,
+            read_only: None,
         })
     }
 
     /// The file's name in messages.
     pub(crate) fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Why the ledger is opened for reading only, if it is.
+    pub(crate) fn read_only(&self) -> Option<&ReadOnly> {
+        self.read_only.as_ref()
     }
 
     /// Damage the open found that must stop every write (the ledger stays readable).
@@ -140,9 +164,21 @@ impl Handle {
         *current = None;
         drop(failed);
         let db = (self.reopen)().map_err(store_error)?;
-        // Only what was acknowledged: a record whose commit failed is not replayed.
-        let acknowledged = self.log.lock().last_lsn();
-        wal::recover(&db, &self.log, Some(acknowledged))?;
+        if self.read_only.is_some() {
+            // The database's writes were in memory: the log is applied to it again.
+            wal::replay_in_memory(&db, &self.log)?;
+        } else {
+            // Only what was acknowledged: a record whose commit failed is not replayed.
+            let acknowledged = self.log.lock().last_lsn();
+            if let Some(damage) = wal::recover(&db, &self.log, Some(acknowledged))? {
+                let detail = damage.describe(self.log.lock().path());
+                *current = Some(Arc::new(db));
+                return Err(StoreError::Damaged {
+                    ledger: self.label.clone(),
+                    detail,
+                });
+            }
+        }
         self.log.set_must_recover(false);
         let db = Arc::new(db);
         *current = Some(db.clone());
@@ -201,21 +237,21 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
                 });
             }
             Ok(_) => {
-                match builder().open_read_only(path) {
+                let state = match builder().open_read_only(path) {
                     Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
                     checked => check_existing(path, checked)?,
-                }
+                };
                 let db = match builder().open(path) {
                     Err(DatabaseError::DatabaseAlreadyOpen) => return Ok(Opened::HeldElsewhere),
                     opened => opened.map_err(database_error)?,
                 };
                 check_tables(path, &db)?;
-                let wal = wal::open_path(path, false).map_err(open_error)?;
+                let wal = wal::open_path(path, false, state).map_err(open_error)?;
                 return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    let wal = wal::open_path(path, true).map_err(open_error)?;
+                    let wal = wal::open_path(path, true, LedgerState::Clean).map_err(open_error)?;
                     return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
                 }
                 // Another process created it first: open theirs.
@@ -230,12 +266,201 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
     }
 }
 
-/// A redo log that cannot be opened, as the open of its ledger reports it.
+/// A redo log that cannot be opened, as the open of its ledger reports it: named as the
+/// log, never as a database.
 fn open_error(error: WalError) -> OpenError {
     match error {
-        WalError::NotALog { path, detail } => OpenError::NotALedger { path, detail },
+        WalError::Unreadable {
+            path,
+            problem,
+            advice,
+        } => OpenError::RedoLog {
+            path,
+            problem,
+            advice,
+        },
         WalError::Io { path, source } => OpenError::Unreadable { path, source },
     }
+}
+
+/// Why an open failed only because the ledger may not be written here.
+pub(crate) struct WriteDenied {
+    /// In words: "this user may not write it", "its file system is read-only".
+    pub(crate) why: String,
+    /// The system's error.
+    pub(crate) io: String,
+}
+
+/// Why an open failed only because the ledger may not be written here, if it did: an
+/// I/O error anywhere in its chain saying permission denied (`EACCES`, `EPERM`) or a
+/// read-only file system (`EROFS`). A read-only command then opens it with
+/// [`open_read_only`].
+pub(crate) fn write_denied(error: &OpenError) -> Option<WriteDenied> {
+    fn io_cause(error: &std::io::Error) -> Option<WriteDenied> {
+        let why = match (error.kind(), error.raw_os_error()) {
+            (std::io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(libc::EROFS)) => {
+                "its file system is read-only"
+            }
+            (std::io::ErrorKind::PermissionDenied, _) | (_, Some(libc::EACCES | libc::EPERM)) => {
+                "this user may not write it"
+            }
+            _ => return None,
+        };
+        Some(WriteDenied {
+            why: why.to_string(),
+            io: error.to_string(),
+        })
+    }
+    /// The chain under a backend's error (an `Arc`, which `source()` looks through).
+    fn in_chain(error: &(dyn std::error::Error + 'static)) -> Option<WriteDenied> {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return io_cause(io);
+            }
+            if let Some(redb::Error::Io(io)) = error.downcast_ref::<redb::Error>() {
+                return io_cause(io);
+            }
+            if let Some(store) = error.downcast_ref::<StoreError>() {
+                return store.source_error().and_then(|e| in_chain(e));
+            }
+            next = error.source();
+        }
+        None
+    }
+    match error {
+        OpenError::Database { source, .. } | OpenError::Store { source, .. } => in_chain(&**source),
+        OpenError::Unreadable { source, .. }
+        | OpenError::Create { source, .. }
+        | OpenError::DataDir { source, .. } => io_cause(source),
+        _ => None,
+    }
+}
+
+/// Opens the ledger file at `path` for reading only, writing nothing to disk: `why` says
+/// why it may not be written here (see [`write_denied`]).
+///
+/// The database is opened over an [`Overlay`] of the file: redb may recover a file a
+/// crashed writer left (in memory), and the records of the redo log it lacks are applied
+/// to it in memory ([`wal::replay_in_memory`]; the log is opened read-only). No lock is
+/// taken on the file beyond redb's read-only look at it first (which finds a live writer),
+/// no socket, no checkpoint, nothing created beside it. A log that cannot be read is
+/// reported precisely: after a clean close it holds nothing the ledger lacks (the ledger
+/// is read without it); otherwise the open fails saying why.
+pub(crate) fn open_read_only(path: &Path, why: &str) -> Result<Handle, OpenError> {
+    let database_error = |source: redb::Error| OpenError::Database {
+        path: path.to_path_buf(),
+        source: Arc::new(source),
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(OpenError::NotAFile {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(OpenError::NoLedger {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(source) => {
+            return Err(OpenError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    }
+    let probed = builder().open_read_only(path);
+    if let Err(DatabaseError::Storage(StorageError::Io(error))) = &probed
+        && error.kind() == std::io::ErrorKind::PermissionDenied
+    {
+        return Err(OpenError::ReadOnly {
+            path: path.to_path_buf(),
+            why: format!("this user may not read it either ({error})"),
+        });
+    }
+    let state = match probed {
+        Err(DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(OpenError::ReadOnly {
+                path: path.to_path_buf(),
+                why: format!(
+                    "{why}, and a running server holds it and writes it: it cannot be read \
+                     consistently from here while that server writes (stop the server, or \
+                     read it as the user the server runs as)"
+                ),
+            });
+        }
+        checked => check_existing(path, checked)?,
+    };
+    let file = path.to_path_buf();
+    let make = move || -> Result<Database, DatabaseError> {
+        builder().create_with_backend(Overlay::open(&file)?)
+    };
+    let db = make().map_err(|e| database_error(e.into()))?;
+    check_tables(path, &db)?;
+    let log_file = wal::log_path(path);
+    let (wal, unread) = match wal::open_path_read_only(path, state) {
+        Ok(wal) => (wal, None),
+        Err(WalError::Io { path: log, source }) if state == LedgerState::Clean => {
+            let wal = Wal::open_read_only(None, &log, state).map_err(open_error)?;
+            let unread = format!(
+                "{} cannot be read here ({source}); the ledger was closed cleanly, so it holds \
+                 nothing the ledger lacks",
+                log.display()
+            );
+            (wal, Some(unread))
+        }
+        Err(WalError::Io { path: log, source }) => {
+            return Err(OpenError::ReadOnly {
+                path: path.to_path_buf(),
+                why: format!(
+                    "{why}, and it was not closed cleanly (a server holding it was stopped or \
+                     killed), so its last commits may be only in its redo log {}, which cannot \
+                     be read here ({source}). Its owner can open it once (any command, e.g. \
+                     `reasoning-ledger sessions`), which writes them into the ledger file, or \
+                     make {} readable",
+                    log.display(),
+                    log.display()
+                ),
+            });
+        }
+        Err(error) => return Err(open_error(error)),
+    };
+    let log = Arc::new(Log::new(wal));
+    let store_open_error = |source: StoreError| OpenError::Store {
+        label: path.display().to_string(),
+        source: Arc::new(source),
+    };
+    let replayed = wal::replay_in_memory(&db, &log).map_err(store_open_error)?;
+    let mut note = format!(
+        "the ledger {} is read-only here ({why}): it is read without writing anything (no \
+         checkpoint, no lock, no socket, nothing created beside it)",
+        path.display()
+    );
+    if replayed.records > 0 {
+        note.push_str(&format!(
+            "; {} commit(s) pending in {} were applied in memory",
+            replayed.records,
+            log_file.display()
+        ));
+    }
+    for more in [replayed.skipped.clone(), unread].into_iter().flatten() {
+        note.push_str("; ");
+        note.push_str(&more);
+    }
+    let damage_at_open = replayed.damage.map(|damage| damage.describe(&log_file));
+    Ok(Handle {
+        current: RwLock::new(Some(Arc::new(db))),
+        reopen: Box::new(make),
+        log,
+        label: path.display().to_string(),
+        damage_at_open,
+        read_only: Some(ReadOnly {
+            why: why.to_string(),
+            note,
+        }),
+    })
 }
 
 /// A new temporary file in `path`'s directory, named after it (`.NAME.creating-…`): where a
@@ -397,9 +622,11 @@ pub(crate) fn open_backend<B: redb::StorageBackend>(
         .map_err(|e| database_error(redb::Error::Io(e)))?
         == 0;
     drop(probe);
-    if !empty {
-        check_existing(label, builder().open_read_only_with_backend(make()))?;
-    }
+    let state = if empty {
+        LedgerState::Clean
+    } else {
+        check_existing(label, builder().open_read_only_with_backend(make()))?
+    };
     let db = builder()
         .create_with_backend(make())
         .map_err(|e| database_error(e.into()))?;
@@ -409,7 +636,7 @@ pub(crate) fn open_backend<B: redb::StorageBackend>(
         check_tables(label, &db)?;
     }
     let reopen: Reopen = Box::new(move || builder().create_with_backend(make()));
-    let wal = wal::Wal::open(log, &wal::log_path(label), log_size).map_err(open_error)?;
+    let wal = wal::Wal::open(log, &wal::log_path(label), log_size, state).map_err(open_error)?;
     Handle::recovered(label, db, reopen, wal)
 }
 
@@ -418,14 +645,15 @@ pub(crate) fn open_backend<B: redb::StorageBackend>(
 /// redb file (empty, random, another format), a truncated one, or a redb file without our
 /// tables. A file a crashed writer left unclean cannot be opened read-only (redb wants to
 /// recover it first); it passes on to the writable open, where redb recovers it as after
-/// any crash and its tables are checked then.
+/// any crash and its tables are checked then. Returns how the file was left: closed
+/// cleanly, or not (what its redo log may hold).
 fn check_existing(
     path: &Path,
     opened: Result<ReadOnlyDatabase, DatabaseError>,
-) -> Result<(), OpenError> {
+) -> Result<LedgerState, OpenError> {
     match opened {
-        Ok(db) => check_tables(path, &db),
-        Err(DatabaseError::RepairAborted) => Ok(()),
+        Ok(db) => check_tables(path, &db).map(|()| LedgerState::Clean),
+        Err(DatabaseError::RepairAborted) => Ok(LedgerState::Unclean),
         Err(source) => Err(OpenError::Database {
             path: path.to_path_buf(),
             source: Arc::new(redb::Error::from(source)),
