@@ -146,13 +146,22 @@ pub trait ReadView {
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError>;
 
     /// Every head, in no particular order. A head row that does not decode is left out
-    /// (and named by [`ReadView::undecodable_heads`]).
+    /// (and named by [`ReadView::heads_and_undecodable`]).
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError>;
 
-    /// The sessions whose head row does not decode, with why. The default (a backend whose
-    /// `heads` fails on such a row instead) finds none.
+    /// [`ReadView::heads`], and the sessions whose head row does not decode (with why), in
+    /// one pass. The default (a backend whose `heads` fails on such a row instead) finds
+    /// none.
+    #[allow(clippy::type_complexity)]
+    fn heads_and_undecodable(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+        Ok((self.heads()?, Vec::new()))
+    }
+
+    /// The sessions whose head row does not decode, with why.
     fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
-        Ok(Vec::new())
+        Ok(self.heads_and_undecodable()?.1)
     }
 
     /// The session an alias names (aliases are recorded by `session_started`).

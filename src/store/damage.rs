@@ -279,25 +279,25 @@ impl<V: ReadView> ReadView for Contained<V> {
         )
     }
 
+    /// Every head that decodes; a head row that does not is recorded as its session's
+    /// damage on the way (a listing meets it; nothing is hidden silently).
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        contain(
-            &self.damage,
-            || "listing the sessions".into(),
-            || self.view.heads(),
-        )
+        Ok(self.heads_and_undecodable()?.0)
     }
 
-    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
-        let found = contain(
+    fn heads_and_undecodable(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+        let (heads, undecodable) = contain(
             &self.damage,
-            || "reading the sessions' heads".into(),
-            || self.view.undecodable_heads(),
+            || "listing the sessions".into(),
+            || self.view.heads_and_undecodable(),
         )?;
-        for (session, detail) in &found {
+        for (session, detail) in &undecodable {
             self.damage
                 .found_in(*session, format!("its head row cannot be read ({detail})"));
         }
-        Ok(found)
+        Ok((heads, undecodable))
     }
 
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {

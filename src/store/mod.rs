@@ -397,7 +397,7 @@ impl Ledger {
                 from_seq,
                 to_seq,
                 decode,
-                &mut |seq, decoded| match decoded {
+                &mut |seq, decoded| match decoded.and_then(|event| verified(decode, event)) {
                     Ok(event) => visit(event),
                     Err(error) => {
                         self.damage.note(
@@ -436,9 +436,25 @@ impl Ledger {
         from: u64,
         mut visit: impl FnMut(PositionedEvent) -> bool,
     ) -> Result<(), StoreError> {
-        self.read()?.scan_positions(from, &mut |position, event| {
-            visit(PositionedEvent { position, event })
-        })
+        let mut altered = None;
+        self.read()?
+            .scan_positions(
+                from,
+                &mut |position, event| match verified(Decode::Full, event) {
+                    Ok(event) => visit(PositionedEvent { position, event }),
+                    Err(error) => {
+                        altered = Some(error);
+                        false
+                    }
+                },
+            )?;
+        match altered {
+            Some(error) => {
+                self.damage.note(None, &error);
+                Err(error)
+            }
+            None => Ok(()),
+        }
     }
 
     /// [`Ledger::for_each_event_from_position`] that goes on past damage: an event that
@@ -700,6 +716,19 @@ fn fold_summary(
         },
     )?;
     Ok(summary.filter(|_| folds))
+}
+
+/// `event` as read whole, if it is what its hash says: a whole event whose content does
+/// not match its hash (bytes altered on disk into something that still decodes) is never
+/// handed out as sound. A fold's events (`Decode::ToFold`) carry no hash to check.
+fn verified(decode: Decode, event: Event) -> Result<Event, StoreError> {
+    if decode == Decode::Full && event.computed_hash() != event.hash {
+        return Err(StoreError::Corrupt(format!(
+            "event seq {} of session {} does not match its hash: its bytes were altered",
+            event.seq, event.session
+        )));
+    }
+    Ok(event)
 }
 
 /// [`Ledger::verify_session`] over any view.

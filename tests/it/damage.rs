@@ -134,6 +134,12 @@ fn a_damaged_page_never_panics_a_command_and_every_damaged_export_is_flagged_by_
             }
         }
     }
+    eprintln!(
+        "{} damaged copies: {damaged_exports} exports lack or differ from the original, \
+         {} of them not flagged by verify",
+        copies.len(),
+        unflagged.len()
+    );
     assert!(
         unflagged.is_empty(),
         "export --all differed but verify passed: {unflagged:?}"
@@ -176,6 +182,13 @@ fn says_damaged(result: &CallToolResult) -> bool {
     result.is_error == Some(true) && crate::common::text(result).contains("damaged")
 }
 
+/// A read's answer that met damage: an error naming it, or an event that does not decode.
+fn read_met_damage(result: &CallToolResult) -> bool {
+    let text = crate::common::text(result);
+    result.is_error == Some(true)
+        && (text.contains("damaged") || text.contains("cannot be decoded"))
+}
+
 #[tokio::test]
 async fn a_server_that_found_damage_accepts_no_write() {
     let original_dir = tempfile::tempdir().unwrap();
@@ -183,24 +196,29 @@ async fn a_server_that_found_damage_accepts_no_write() {
     let sessions =
         session_ids(&cli(original_dir.path(), &["export", "--all", "-f", "jsonl"]).stdout);
     let mut found = 0;
-    for copy in damaged_copies() {
+    let mut refused_to_start = 0;
+    // Damaged copies whose damage no read of the server met (a head row that does not
+    // decode, met by a listing, is recorded without failing it).
+    let mut unseen = Vec::new();
+    let copies = damaged_copies();
+    let cases = copies.len();
+    for copy in copies {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ledger.redb"), &copy.bytes).unwrap();
-        let structure_damaged = {
-            let out = cli(dir.path(), &["verify"]);
-            assert_answered(&copy.name, &["verify"], &out);
-            stderr(&out).contains("structure:")
-        };
+        let verify = cli(dir.path(), &["verify"]);
+        assert_answered(&copy.name, &["verify"], &verify);
+        let structure_damaged = stderr(&verify).contains("structure:");
         // The file as verify left it (verify writes nothing to a damaged ledger).
         let Some(client) = try_serve(dir.path()).await else {
+            refused_to_start += 1;
             continue;
         };
         let mut damage_seen = false;
-        damage_seen |= says_damaged(&call(&client, "list_sessions", json!({})).await);
+        damage_seen |= read_met_damage(&call(&client, "list_sessions", json!({})).await);
         for session in &sessions {
             for tool in ["get_history", "export_session"] {
                 let args = json!({"sessionId": session, "format": "json"});
-                damage_seen |= says_damaged(&call(&client, tool, args).await);
+                damage_seen |= read_met_damage(&call(&client, tool, args).await);
             }
         }
         let new_session = call(
@@ -216,6 +234,9 @@ async fn a_server_that_found_damage_accepts_no_write() {
                    "nextThoughtNeeded": false, "sessionId": sessions[0]}),
         )
         .await;
+        if !(damage_seen || structure_damaged) && verify.status.code() == Some(1) {
+            unseen.push(copy.name.clone());
+        }
         if damage_seen || structure_damaged {
             found += 1;
             for (what, answer) in [
@@ -232,5 +253,13 @@ async fn a_server_that_found_damage_accepts_no_write() {
         }
         client.cancel().await.ok();
     }
+    eprintln!(
+        "{cases} damaged copies: {refused_to_start} servers refused to start, {found} found \
+         damage and refused every write; damage no read met: {unseen:?}"
+    );
     assert!(found > 0, "some damage was found by a server");
+    assert!(
+        unseen.is_empty(),
+        "verify found damage that a server reading every session did not: {unseen:?}"
+    );
 }

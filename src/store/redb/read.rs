@@ -31,33 +31,27 @@ pub(super) trait Locations<K: ::redb::Key + 'static>: ReadableTable<K, (u128, u6
 impl<K: ::redb::Key + 'static, T: ReadableTable<K, (u128, u64)>> Locations<K> for T {}
 
 /// Every head row that decodes (one that does not is left out here and named by
-/// [`undecodable_heads`], so one damaged row does not hide every session).
+/// [`heads_and_undecodable`], so one damaged row does not hide every session).
 pub(super) fn heads(heads: &impl HeadRows) -> Result<Vec<SessionHead>, StoreError> {
-    let mut out = Vec::new();
+    Ok(heads_and_undecodable(heads)?.0)
+}
+
+/// Every head row that decodes, and the sessions whose head row does not, with why: one
+/// pass over the table.
+#[allow(clippy::type_complexity)]
+pub(super) fn heads_and_undecodable(
+    heads: &impl HeadRows,
+) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+    let mut decoded = Vec::new();
+    let mut undecodable = Vec::new();
     for row in heads.iter().map_err(store_error)? {
         let (key, value) = row.map_err(store_error)?;
         match tables::decode_head(value.value()) {
-            Ok(head) => out.push(head),
-            Err(error) => {
-                tracing::warn!(session = %session_of(key.value()), %error, "a session's head row cannot be read")
-            }
+            Ok(head) => decoded.push(head),
+            Err(error) => undecodable.push((session_of(key.value()), error.to_string())),
         }
     }
-    Ok(out)
-}
-
-/// The sessions whose head row does not decode, with why.
-pub(super) fn undecodable_heads(
-    heads: &impl HeadRows,
-) -> Result<Vec<(SessionId, String)>, StoreError> {
-    let mut out = Vec::new();
-    for row in heads.iter().map_err(store_error)? {
-        let (key, value) = row.map_err(store_error)?;
-        if let Err(error) = tables::decode_head(value.value()) {
-            out.push((session_of(key.value()), error.to_string()));
-        }
-    }
-    Ok(out)
+    Ok((decoded, undecodable))
 }
 
 pub(super) fn alias(
@@ -205,10 +199,12 @@ impl ReadView for RedbRead {
         }
     }
 
-    fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+    fn heads_and_undecodable(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
         match self.open(HEADS)? {
-            Some(rows) => undecodable_heads(&rows),
-            None => Ok(Vec::new()),
+            Some(rows) => heads_and_undecodable(&rows),
+            None => Ok((Vec::new(), Vec::new())),
         }
     }
 
