@@ -388,3 +388,68 @@ async fn a_redo_log_cut_below_its_header_after_a_clean_close_is_named_as_the_log
         "left as it is"
     );
 }
+
+/// Unmounts a bind mount when dropped (also when the test fails).
+struct BindMount(PathBuf);
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).output();
+    }
+}
+
+/// A ledger on a read-only file system (a read-only bind mount; as root, which CI is: a
+/// mount needs it): every read-only command reads it, with its pending records, and the
+/// mount is left as it was. Not run as another user: nobody may write there.
+#[tokio::test]
+async fn read_only_commands_read_a_ledger_on_a_read_only_mount() {
+    if !is_root() {
+        eprintln!("not root: a read-only mount needs root (CI runs this as root)");
+        return;
+    }
+    let source = data_dir();
+    let (sessions, texts) = pending_thoughts(source.path(), 2).await;
+    let target = tempfile::tempdir().unwrap();
+    let mount = |args: &[&str]| {
+        let out = std::process::Command::new("mount")
+            .args(args)
+            .output()
+            .expect("run mount");
+        assert!(out.status.success(), "mount {args:?}: {}", stderr(&out));
+    };
+    let (from, to) = (
+        source.path().to_str().unwrap(),
+        target.path().to_str().unwrap(),
+    );
+    mount(&["--bind", from, to]);
+    let _mounted = BindMount(target.path().to_path_buf());
+    mount(&["-o", "remount,ro,bind", to]);
+    assert!(std::fs::write(target.path().join("probe"), b"x").is_err());
+    let before = snapshot(target.path());
+    for args in [
+        vec!["sessions"],
+        vec!["show", sessions[0].as_str()],
+        vec!["replay", sessions[1].as_str()],
+        vec!["export", "--all", "--format", "jsonl"],
+        vec!["search", "zanzibar"],
+        vec!["verify"],
+    ] {
+        let out = cli(target.path(), &args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        if args[0] == "export" {
+            for text in &texts {
+                assert!(stdout(&out).contains(text.as_str()), "{}", stdout(&out));
+            }
+        }
+        assert!(
+            stderr(&out).contains("its file system is read-only"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        snapshot(target.path()),
+        before,
+        "nothing on the mount changed"
+    );
+}
