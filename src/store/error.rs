@@ -124,7 +124,11 @@ pub enum OpenError {
     },
     #[error("{path} is a directory, not a ledger file")]
     NotAFile { path: PathBuf },
-    #[error("cannot open the ledger {path} (left as it is; move it away to start a new ledger)")]
+    #[error(
+        "cannot open the ledger {path} (left as it is; if it holds your events, \
+         `reasoning-ledger recover --to NEW_DIR` salvages every one that verifies; move it \
+         away only to start a new, empty ledger)"
+    )]
     Database { path: PathBuf, source: BackendError },
     #[error(
         "{path} is a redb database but not a reasoning-ledger ledger: {detail} (left as it is; \
