@@ -95,6 +95,29 @@ impl LedgerServer {
         Self::with_context(ToolContext::new(ledger, log_thoughts), toolsets)
     }
 
+    /// The answer to a call of a tool this server does not list: where the tool is, when a
+    /// toolset of this build has it (the user only has to enable that toolset).
+    fn tool_not_found(name: &str) -> String {
+        let owner = Toolset::available().into_iter().find(|set| {
+            set.family().aliases.contains(&name) || set.tools().iter().any(|tool| tool.name == name)
+        });
+        match owner {
+            None => format!("Tool {name} not found"),
+            Some(set) => format!(
+                "Tool {name} not found: it is in the {set} toolset, which this server does not \
+             list. Start the server with `--toolsets {defaults},{set}` (or `--toolsets all`), or \
+             set {env}={defaults},{set}",
+                set = set.as_str(),
+                defaults = Toolset::default_sets()
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                env = crate::cli::TOOLSETS_ENV,
+            ),
+        }
+    }
+
     /// A server over a context shared with other connections of the process.
     pub(crate) fn with_context(ctx: Arc<ToolContext>, toolsets: Vec<Toolset>) -> Self {
         let mut tools = Vec::new();
@@ -172,10 +195,7 @@ impl LedgerServer {
     ) -> Result<CallToolResponse, McpError> {
         let received = Instant::now();
         let Some(route) = self.routes.get(name).copied() else {
-            return Err(McpError::invalid_params(
-                format!("Tool {name} not found"),
-                None,
-            ));
+            return Err(McpError::invalid_params(Self::tool_not_found(name), None));
         };
         if route.read_only {
             request.turn.release();

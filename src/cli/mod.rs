@@ -378,7 +378,11 @@ pub fn main() -> ExitCode {
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
-    let mut default = Targets::new().with_default(LevelFilter::WARN);
+    // rmcp warns of every error answer it sends ("response error"): the client already got
+    // the answer, so it is noise in the client's log; rmcp's errors still show.
+    let mut default = Targets::new()
+        .with_default(LevelFilter::WARN)
+        .with_target("rmcp::service", LevelFilter::ERROR);
     if format == LogFormat::Json {
         default = default.with_target(crate::http::metrics::CALL_LOG_TARGET, LevelFilter::INFO);
     }

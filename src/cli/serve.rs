@@ -77,7 +77,21 @@ pub(super) fn serve(
     };
     let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
         .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let existed = settings.store.is_some()
+        || settings
+            .data_dir
+            .join(crate::store::LEDGER_FILE_NAME)
+            .exists();
     let ledger = open(settings)?;
+    if http.is_none() {
+        // Which ledger this server records into: a mistyped --data-dir or
+        // REASONING_LEDGER_DIR shows here instead of silently starting a new, empty one.
+        eprintln!(
+            "reasoning-ledger: serving MCP over stdio on {}{}",
+            ledger.path().display(),
+            if existed { "" } else { " (a new ledger)" }
+        );
+    }
     for finding in ledger.scrub_on_start() {
         tracing::error!(ledger = %ledger.path().display(), %finding, "the ledger is damaged: this server takes no writes (`reasoning-ledger verify` lists the damage, `recover --to NEW_DIR` salvages it)");
     }

@@ -56,8 +56,9 @@ const MAX_OPEN_INDEXES: usize = 8;
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RecallError {
-    /// The query cannot be run; says how to write one.
-    #[error("{0}")]
+    /// The query cannot be run; says how to write one (transparent: said once, also in
+    /// an error chain).
+    #[error(transparent)]
     Query(#[from] QueryError),
     /// A `cursor` that no search answered with.
     #[error("{0:?} is not a cursor; pass nextCursor from the previous answer")]

@@ -670,3 +670,29 @@ async fn the_readme_toolset_table_is_what_toolsets_list_and_all_is_every_toolset
         stderr(&refused)
     );
 }
+
+/// Issue 35: a query the CLI cannot run is explained once, not once per error in its chain.
+#[test]
+fn a_query_error_is_said_once() {
+    let dir = data_dir();
+    let out = cli(
+        dir.path(),
+        &["import", "tests/fixtures/ledger-v2/ledger.jsonl"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (query, says) in [
+        ("", "the query is empty"),
+        ("-only -exclusions", "the query only excludes"),
+        ("\"unclosed", "quote"),
+    ] {
+        let out = cli(dir.path(), &["search", "--", query]);
+        assert_eq!(out.status.code(), Some(1), "{query:?}");
+        let said = stderr(&out);
+        assert!(said.contains(says), "{query:?}: {said}");
+        assert_eq!(
+            said.matches("-word to exclude").count(),
+            1,
+            "{query:?}: {said}"
+        );
+    }
+}

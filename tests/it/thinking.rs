@@ -657,7 +657,19 @@ async fn toolsets_flag_thinking_lists_only_thinking_tools() {
     match error {
         rmcp::ServiceError::McpError(e) => {
             assert_eq!(e.code.0, -32602);
-            assert_eq!(e.message, "Tool list_sessions not found");
+            // A tool of a toolset this server does not list: where it is, how to enable it.
+            assert!(
+                e.message
+                    .starts_with("Tool list_sessions not found: it is in the ledger toolset"),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("`--toolsets "), "{}", e.message);
+            assert!(
+                e.message.contains("REASONING_LEDGER_TOOLSETS="),
+                "{}",
+                e.message
+            );
         }
         other => panic!("expected a JSON-RPC error, got {other}"),
     }
@@ -724,7 +736,13 @@ async fn toolsets_env_variable_selects_the_ledger_toolset() {
         match try_call(&client, name, thought(1, 1, false, "t")).await {
             Err(rmcp::ServiceError::McpError(e)) => {
                 assert_eq!(e.code.0, -32602);
-                assert_eq!(e.message, format!("Tool {name} not found"));
+                assert!(
+                    e.message.starts_with(&format!(
+                        "Tool {name} not found: it is in the thinking toolset"
+                    )),
+                    "{}",
+                    e.message
+                );
             }
             other => panic!("{name}: expected a JSON-RPC error, got {other:?}"),
         }
@@ -1019,4 +1037,58 @@ async fn validation_errors_name_the_listed_tool_even_through_the_alias() {
         "{}",
         text(&result)
     );
+}
+
+/// Issue 35: a stdio server says on stderr which ledger it records into (and that it is
+/// new), and a client's mistake answered as an error is not logged again as a warning.
+#[tokio::test]
+async fn stdio_serve_names_its_ledger_and_logs_no_warning_for_an_answered_mistake() {
+    let dir = common::data_dir();
+    let (client, stderr) = spawn_with_stderr(dir.path(), Some("true")).await;
+    // A JSON-RPC error answer (rmcp logs those as a "response error" warning).
+    let refused = try_call(&client, "no_such_tool", json!({})).await;
+    assert!(refused.is_err());
+    let said = read_stderr(client, stderr).await;
+    let ledger = dir.path().join("ledger.redb");
+    assert!(
+        said.contains(&format!(
+            "serving MCP over stdio on {} (a new ledger)",
+            ledger.display()
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("response error"), "{said}");
+
+    let (client, stderr) = spawn_with_stderr(dir.path(), Some("true")).await;
+    let said = read_stderr(client, stderr).await;
+    assert!(
+        said.contains(&format!("serving MCP over stdio on {}\n", ledger.display())),
+        "an existing ledger is not called new: {said}"
+    );
+}
+
+/// Issue 35: a tool of a toolset this server does not list is named with its toolset and
+/// how to enable it.
+#[tokio::test]
+async fn a_tool_of_a_disabled_toolset_says_how_to_enable_it() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    match try_call(&client, "deep_planning", json!({})).await {
+        Err(rmcp::ServiceError::McpError(e)) => {
+            assert_eq!(e.code.0, -32602);
+            assert!(
+                e.message.contains("in the planning toolset"),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains(",planning`"), "{}", e.message);
+            assert!(e.message.contains("--toolsets all"), "{}", e.message);
+            assert!(
+                e.message.contains("REASONING_LEDGER_TOOLSETS="),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
 }
