@@ -503,13 +503,8 @@ impl ServerHandler for LedgerServer {
         ];
         for head in rows {
             let uri = format!("ledger://sessions/{}", head.session);
-            resources.push(
-                Resource::new(
-                    uri,
-                    format!("{} ({})", head.summary.title, head.summary.kind.as_str()),
-                )
-                .with_mime_type("application/json"),
-            );
+            resources
+                .push(Resource::new(uri, resource_name(&head)).with_mime_type("application/json"));
         }
         Ok(ListResourcesResult::with_all_items(resources))
     }
@@ -707,4 +702,15 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// A session's name in `resources/list`: its title and kind; a session whose title is
+/// empty (its first thought was `""`, which the reference server accepts too) is named by
+/// its id instead of a bare " (thinking)".
+fn resource_name(head: &crate::store::SessionHead) -> String {
+    let kind = head.summary.kind.as_str();
+    match head.summary.title.trim() {
+        "" => format!("untitled session {} ({kind})", head.session),
+        title => format!("{title} ({kind})"),
+    }
 }

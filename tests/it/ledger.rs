@@ -761,3 +761,26 @@ async fn search_finds_a_first_thought_once_not_again_through_the_title() {
     assert_eq!(found["matches"].as_array().unwrap().len(), 1, "{found}");
     assert_eq!(found["matches"][0]["eventType"], json!("thought_recorded"));
 }
+
+/// Issue 35: a session whose first thought is `""` (accepted, as by the reference server)
+/// is listed by its id, not as a bare " (thinking)".
+#[tokio::test]
+async fn a_session_with_an_empty_first_thought_is_named_by_its_id() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let answer = seq(&client, thought(1, 1, false, "")).await;
+    let session = answer["sessionId"].as_str().unwrap().to_string();
+    let resources = client.list_resources(None).await.expect("resources/list");
+    let value = serde_json::to_value(&resources).unwrap();
+    let listed = value["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["uri"].as_str().unwrap().ends_with(&session))
+        .expect("the session is listed")
+        .clone();
+    assert_eq!(
+        listed["name"],
+        json!(format!("untitled session {session} (thinking)"))
+    );
+}
