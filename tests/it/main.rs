@@ -71,6 +71,7 @@ mod recall_semantic;
 mod recall_set;
 mod recover;
 mod sampling;
+mod security;
 mod surface;
 mod thinking;
 mod ui;
