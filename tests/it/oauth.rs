@@ -36,7 +36,7 @@ const AUDIENCE: &str = "http://localhost:8765/mcp";
 const RESOURCE_METADATA: &str = "http://localhost:8765/.well-known/oauth-protected-resource/mcp";
 
 /// The static bearer token of these servers.
-const STATIC_TOKEN: &str = "oauth-static-token";
+const STATIC_TOKEN: &str = "oauth-static-token-of-at-least-32-characters";
 
 /// A 2048-bit RSA key (PKCS#1 DER, base64), made for these tests only: published in
 /// the test issuer's JWKS as `rsa-1`.
