@@ -221,3 +221,74 @@ async fn serve_http_refuses_token_files_others_may_read_and_short_tokens() {
         "{said}"
     );
 }
+
+// ---- no redirects from providers ----
+
+#[tokio::test]
+async fn a_provider_redirect_is_an_error_naming_it_and_nothing_reaches_the_target() {
+    use crate::llm::{LlmServer, Reply};
+    let target = LlmServer::start(vec![Reply::completion("from the redirect target")]).await;
+    let redirect = |path: &str| {
+        Reply::status(307, "").header("location", &format!("{}{path}", target.base_url))
+    };
+    let provider = LlmServer::start(vec![redirect("/chat/completions")]).await;
+    let dir = data_dir();
+    let client = spawn_agent(
+        dir.path(),
+        &[
+            ("REASONING_LEDGER_LLM_BASE_URL", provider.base_url.as_str()),
+            ("REASONING_LEDGER_LLM_MODEL", "loopback-model"),
+            ("REASONING_LEDGER_LLM_BACKOFF_MS", "5"),
+        ],
+        None,
+    )
+    .await;
+    let answer = call(
+        &client,
+        "chat_agent",
+        serde_json::json!({"input_text": "a prompt that must not travel"}),
+    )
+    .await;
+    let said = format!("{answer:?}");
+    let host = target
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1");
+    assert!(
+        said.contains(&format!("the provider answered a redirect (307) to {host}"))
+            && said.contains("redirects are not followed"),
+        "{said}"
+    );
+    assert!(!said.contains("from the redirect target"), "{said}");
+    assert_eq!(provider.received().len(), 1, "a redirect is not retried");
+    assert!(
+        target.received().is_empty(),
+        "the prompt was re-sent to the redirect's target"
+    );
+    client.cancel().await.unwrap();
+
+    // The embeddings endpoint: the same.
+    let embeddings = LlmServer::start(vec![redirect("/embeddings")]).await;
+    // (tokio's Command: the stub servers run on this test's one thread.)
+    let output = tokio::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["reindex", "--embeddings"])
+        .env_remove("REASONING_LEDGER_STORE")
+        .env("REASONING_LEDGER_EMBEDDINGS_BASE_URL", &embeddings.base_url)
+        .env("REASONING_LEDGER_EMBEDDINGS_MODEL", "stub")
+        .env("REASONING_LEDGER_EMBEDDINGS_BACKOFF_MS", "5")
+        .output()
+        .await
+        .unwrap();
+    let said = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("the provider answered a redirect (307) to {host}")),
+        "{said}"
+    );
+    assert!(
+        target.received().is_empty(),
+        "texts were re-sent to the redirect's target"
+    );
+}
