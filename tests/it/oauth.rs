@@ -639,6 +639,64 @@ async fn an_initialize_client_with_a_token_writes_a_thought() {
     assert_eq!(server.session_count().await, 1);
 }
 
+/// Issue 36: an OAuth subject is recorded as `oauth:<sub>`, so a token whose `sub` is
+/// `default` does not write as the shared bearer token's holder (`default`).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oauth_subject_named_like_a_bearer_token_writes_as_another_actor() {
+    let keys = Keys::new();
+    let issuer = Issuer::start(keys.jwks()).await;
+    let dir = data_dir();
+    let server = Server::start(dir.path(), &issuer).await;
+    let forged = jwt(&keys.rsa, Some("rsa-1"), &claims(&issuer.url, "default"));
+    for (bearer, text) in [
+        (STATIC_TOKEN.to_string(), "written with the shared token"),
+        (forged, "written with a token whose sub is default"),
+    ] {
+        let answer = server
+            .call(
+                Some(&bearer),
+                "sequentialthinking",
+                thought(1, 1, false, text),
+            )
+            .await;
+        assert!(answer.succeeded(), "{} {}", answer.status, answer.body);
+    }
+    let output = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["export", "--all", "-f", "jsonl"])
+        .env_remove("REASONING_LEDGER_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut actors: Vec<(String, String)> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["payload"]["thought"].is_string())
+        .map(|event| {
+            (
+                event["payload"]["thought"].as_str().unwrap().to_string(),
+                event["actor"].as_str().unwrap_or("(none)").to_string(),
+            )
+        })
+        .collect();
+    actors.sort();
+    assert_eq!(
+        actors,
+        [
+            (
+                "written with a token whose sub is default".into(),
+                "oauth:default".into()
+            ),
+            ("written with the shared token".into(), "default".into()),
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_protected_resource_metadata_is_public_and_names_the_issuer() {
     let keys = Keys::new();
