@@ -695,6 +695,25 @@ async fn an_oauth_subject_named_like_a_bearer_token_writes_as_another_actor() {
             ("written with the shared token".into(), "default".into()),
         ]
     );
+    // `import` says whose events a file brings in (a file's actors are only its claim).
+    let backup = dir.path().join("all.jsonl");
+    std::fs::write(&backup, &output.stdout).unwrap();
+    let other = data_dir();
+    let imported = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(other.path())
+        .arg("import")
+        .arg(&backup)
+        .env_remove("REASONING_LEDGER_STORE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(
+        said.contains("imported events written by: default (2), oauth:default (2)")
+            || said.contains("imported events written by: oauth:default (2), default (2)"),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -292,3 +292,30 @@ async fn a_provider_redirect_is_an_error_naming_it_and_nothing_reaches_the_targe
         "texts were re-sent to the redirect's target"
     );
 }
+
+// ---- import ----
+
+#[tokio::test]
+async fn import_applies_the_tool_call_text_limit_to_each_event() {
+    let dir = data_dir();
+    let client = spawn(dir.path()).await;
+    let session = one_thought_session(&client, "a short thought").await;
+    client.cancel().await.unwrap();
+    let exported = stdout(&cli(dir.path(), &["export", &session, "-f", "jsonl"]));
+    // A crafted file: the thought (and so the title) grown past what a tool call may
+    // record (1 MiB): refused at the first event holding it, before any hash check.
+    let huge = "x".repeat(1024 * 1024 + 1);
+    let crafted = exported.replace("a short thought", &huge);
+    let file = dir.path().join("crafted.jsonl");
+    std::fs::write(&file, crafted).unwrap();
+    let other = data_dir();
+    let output = cli(other.path(), &["import", file.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let said = stderr(&output);
+    assert!(
+        said.contains(":1: event seq 1 of session")
+            && said
+                .contains("holds a text of 1048577 bytes, over the 1048576 a tool call may record"),
+        "{said}"
+    );
+}
