@@ -607,6 +607,14 @@ mod tests {
     }
 
     #[test]
+    fn terminal_line_leaves_no_control_for_a_terminal() {
+        assert_eq!(
+            terminal_line("a\x1b]8;;https://x/\x07link\x1b]8;;\x07 b\u{9b}1m\x7f\r\nc *d*"),
+            "a\u{FFFD}]8;;https://x/\u{FFFD}link\u{FFFD}]8;;\u{FFFD} b\u{FFFD}1m\u{FFFD} c *d*"
+        );
+    }
+
+    #[test]
     fn document_has_header_thoughts_branches_and_anomalies() {
         let tree = sample_tree("plan");
         let doc = render(&tree);
