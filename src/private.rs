@@ -39,12 +39,14 @@ pub(crate) fn create_dir_all(path: &Path) -> std::io::Result<()> {
 
 /// A directory only this server writes (derived data: `index/`, `vectors/`): created
 /// [`PRIVATE_DIR_MODE`], and narrowed to it when an earlier build left it wider, so what
-/// libraries write inside is unreachable for other users.
+/// libraries write inside is unreachable for other users. One this user does not own (a
+/// data directory shared on purpose) is left as it is.
 pub(crate) fn own_dir(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     create_dir_all(path)?;
-    let mode = std::fs::metadata(path)?.permissions().mode();
-    if mode & 0o077 != 0 {
+    let meta = std::fs::metadata(path)?;
+    let mine = meta.uid() == rustix::process::geteuid().as_raw();
+    if mine && meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))?;
     }
     Ok(())
