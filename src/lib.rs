@@ -52,6 +52,7 @@ pub(crate) mod http;
 pub(crate) mod live;
 pub mod mcp_client;
 pub(crate) mod mcp_log;
+pub(crate) mod private;
 pub mod progress;
 pub mod projection;
 pub(crate) mod prompts;

@@ -436,6 +436,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         http_limits: HttpLimitArgs::default(),
         log_format: LogFormat::Text,
     });
+    // Private by default: what a command writes (the ledger, its index and vectors, token
+    // files, the booster's files) is this user's alone, whatever the umask; `completions`
+    // and `man` write files meant to be installed for everyone.
+    if !matches!(command, Command::Completions { .. } | Command::Man { .. }) {
+        crate::private::restrict_umask();
+    }
     match command {
         Command::Serve {
             toolsets,

@@ -12,11 +12,7 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
         head.session, tree.at_seq, head.seq
     );
     for event in &events {
-        let line = event
-            .payload
-            .text()
-            .unwrap_or("")
-            .replace(['\n', '\r'], " ");
+        let line = export::markdown::terminal_line(event.payload.text().unwrap_or(""));
         let line: String = line.chars().take(100).collect();
         text.push_str(&format!(
             "{:>5}  {}  {:<16}  {}\n",

@@ -98,7 +98,7 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
             found.seq,
             found.kind,
             found.score,
-            found.snippet.replace(['\n', '\r'], " ")
+            export::markdown::terminal_line(&found.snippet)
         ));
     }
     if answer.matches.is_empty() {

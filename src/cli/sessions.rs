@@ -56,7 +56,7 @@ pub(super) fn sessions(
                 s.branches.len(),
                 status,
                 crate::event::format_time(s.updated_at),
-                s.title.replace(['\n', '\r'], " ")
+                export::markdown::terminal_line(&s.title)
             ));
         }
     }

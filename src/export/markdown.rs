@@ -280,6 +280,24 @@ pub fn escape_inline(text: &str) -> String {
     out
 }
 
+/// Ledger text as one line for a terminal (the CLI's text output: `sessions`, `search`,
+/// `replay`): whitespace runs (newlines included) become one space and control and bidi
+/// characters ([`is_unsafe_char`]: C0, DEL, C1) become U+FFFD, so an ESC, BEL or OSC 8
+/// sequence a model wrote never reaches the terminal. No Markdown escaping.
+pub(crate) fn terminal_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.extend(
+            word.chars()
+                .map(|c| if is_unsafe_char(c) { REPLACEMENT } else { c }),
+        );
+    }
+    out
+}
+
 /// A code fence opened at the quote's left margin: its char and length.
 struct Fence {
     ch: char,
@@ -586,6 +604,14 @@ mod tests {
         assert_eq!(escape_inline("2024 was"), "2024 was");
         assert_eq!(escape_inline("x\0y\u{202E}"), "x\u{FFFD}y\u{FFFD}");
         assert_eq!(escape_inline("🧠"), "🧠");
+    }
+
+    #[test]
+    fn terminal_line_leaves_no_control_for_a_terminal() {
+        assert_eq!(
+            terminal_line("a\x1b]8;;https://x/\x07link\x1b]8;;\x07 b\u{9b}1m\x7f\r\nc *d*"),
+            "a\u{FFFD}]8;;https://x/\u{FFFD}link\u{FFFD}]8;;\u{FFFD} b\u{FFFD}1m\u{FFFD} c *d*"
+        );
     }
 
     #[test]

@@ -27,16 +27,29 @@ pub(crate) const TOKEN_FILE_NAME: &str = "http-token";
 /// Random bytes in a generated token (hex-encoded: twice as many characters).
 pub(crate) const TOKEN_BYTES: usize = 32;
 
+/// Fewest characters of a token given in [`TOKEN_ENV`]: shorter ones are refused (a
+/// generated token has 64).
+pub(crate) const MIN_TOKEN_CHARS: usize = 32;
+
 /// The token: [`TOKEN_ENV`] if set, else the one in the data directory's token file
 /// (generated the first time). Returns it and, for the file, its path.
 pub(super) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<PathBuf>)> {
     if let Ok(token) = std::env::var(TOKEN_ENV)
         && !token.trim().is_empty()
     {
-        return Ok((token.trim().to_string(), None));
+        let token = token.trim();
+        let chars = token.chars().count();
+        if chars < MIN_TOKEN_CHARS {
+            anyhow::bail!(
+                "{TOKEN_ENV} is {chars} characters long: a token must have at least {MIN_TOKEN_CHARS} \
+                 (make one with `openssl rand -hex 32`, or unset it to have one generated in {})",
+                data_dir.join(TOKEN_FILE_NAME).display()
+            );
+        }
+        return Ok((token.to_string(), None));
     }
     let path = data_dir.join(TOKEN_FILE_NAME);
-    match std::fs::read_to_string(&path) {
+    match read_secret(&path) {
         Ok(text) if !text.trim().is_empty() => return Ok((text.trim().to_string(), Some(path))),
         Ok(_) => anyhow::bail!(
             "{} is empty: remove it to have a new token generated, or set {TOKEN_ENV}",
@@ -47,7 +60,7 @@ pub(super) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<Path
             return Err(anyhow::Error::new(error).context(format!("reading {}", path.display())));
         }
     }
-    std::fs::create_dir_all(data_dir)
+    crate::private::create_dir_all(data_dir)
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
@@ -71,6 +84,17 @@ pub(super) fn load_token(data_dir: &Path) -> anyhow::Result<(String, Option<Path
             Err(anyhow::Error::new(error).context(format!("creating {}", path.display())))
         }
     }
+}
+
+/// A token file's text, refused (an error naming `chmod 600`) when group or others may
+/// read or write it.
+pub(super) fn read_secret(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    crate::private::check_secret_file(path, &file).map_err(std::io::Error::other)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The shared token, if there is one: [`TOKEN_ENV`]; else the token file, read or (when
@@ -115,6 +139,12 @@ impl Authenticator {
         }
         let named = NamedTokens::load(tokens_path)?;
         let has_named = named.path().exists();
+        if has_named {
+            let path = named.path();
+            let file =
+                std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+            crate::private::check_secret_file(path, &file)?;
+        }
         let (shared, shared_file) = load_default(data_dir, has_named)?;
         match (&shared, &shared_file) {
             (Some(_), Some(path)) => eprintln!(

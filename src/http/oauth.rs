@@ -8,7 +8,8 @@
 //! 401, and checking a JWT access token: an allow-listed asymmetric algorithm (never
 //! `none` or HMAC), a signature by a key of the issuer's JWKS ([`jwks`]), `iss`, `aud`
 //! (a string or an array), `exp` and `nbf` within [`CLOCK_SKEW_LEEWAY_SECS`]. A good
-//! token's `sub` (else `name`) is the actor the request writes as.
+//! token's `sub` (else `name`), behind [`OAUTH_ACTOR_PREFIX`], is the actor the request
+//! writes as: never a bearer token's name.
 //! Must not: accept a token it could not verify, use any key but the issuer's, or log a
 //! token.
 //!
@@ -38,6 +39,11 @@ pub(crate) const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
 /// The longest actor name (`sub` or `name`) taken from a token, in characters.
 pub(crate) const MAX_ACTOR_CHARS: usize = 256;
+
+/// What an OAuth subject is recorded behind (`oauth:<sub>`): bearer token names cannot
+/// hold a `:` (`tokens::valid_name`), so a token whose `sub` is `default` or a named
+/// token's name never writes as that token's holder.
+pub(crate) const OAUTH_ACTOR_PREFIX: &str = "oauth:";
 
 /// How long clients may cache the metadata document.
 const METADATA_MAX_AGE_SECS: u32 = 3600;
@@ -392,7 +398,8 @@ fn bearer_of<B>(request: &Request<B>) -> Option<&str> {
         })
 }
 
-/// `sub`, else `name`: trimmed, at most [`MAX_ACTOR_CHARS`], no control characters.
+/// `sub`, else `name`: trimmed, at most [`MAX_ACTOR_CHARS`], no control characters; behind
+/// [`OAUTH_ACTOR_PREFIX`].
 fn actor_of(claims: ActorClaims) -> Result<String, OAuthError> {
     [claims.sub, claims.name]
         .into_iter()
@@ -402,6 +409,7 @@ fn actor_of(claims: ActorClaims) -> Result<String, OAuthError> {
         .filter(|text| {
             text.chars().count() <= MAX_ACTOR_CHARS && !text.chars().any(char::is_control)
         })
+        .map(|text| format!("{OAUTH_ACTOR_PREFIX}{text}"))
         .ok_or(OAuthError::NoActor)
 }
 
@@ -501,9 +509,21 @@ mod tests {
             sub: sub.map(String::from),
             name: name.map(String::from),
         };
-        assert_eq!(actor_of(claims(Some("u-1"), Some("Ann"))).unwrap(), "u-1");
-        assert_eq!(actor_of(claims(Some(" "), Some("Ann"))).unwrap(), "Ann");
-        assert_eq!(actor_of(claims(None, Some("Ann"))).unwrap(), "Ann");
+        assert_eq!(
+            actor_of(claims(Some("u-1"), Some("Ann"))).unwrap(),
+            "oauth:u-1"
+        );
+        assert_eq!(
+            actor_of(claims(Some(" "), Some("Ann"))).unwrap(),
+            "oauth:Ann"
+        );
+        assert_eq!(actor_of(claims(None, Some("Ann"))).unwrap(), "oauth:Ann");
+        // A bearer token's name as `sub` is still another actor.
+        assert_eq!(
+            actor_of(claims(Some("default"), None)).unwrap(),
+            "oauth:default"
+        );
+        assert!(!crate::http::tokens::valid_name("oauth:default"));
         assert!(actor_of(claims(None, None)).is_err());
         assert!(actor_of(claims(Some("a\u{1b}[31m"), None)).is_err());
         assert!(actor_of(claims(Some(&"x".repeat(MAX_ACTOR_CHARS + 1)), None)).is_err());

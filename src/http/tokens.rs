@@ -170,7 +170,7 @@ fn lock(path: &Path) -> Result<ChangeLock, TokenError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     let lock_path = path.with_file_name(name);
-    let file = std::fs::OpenOptions::new()
+    let file = crate::private::file_options()
         .create(true)
         .truncate(false)
         .write(true)
@@ -212,7 +212,7 @@ pub(crate) fn add(path: &Path, name: &str) -> Result<String, TokenError> {
         return Err(TokenError::BadName(name.to_string()));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        crate::private::create_dir_all(dir).map_err(io(dir))?;
     }
     let _lock = lock(path)?;
     let mut file = read(path)?;

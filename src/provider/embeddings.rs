@@ -289,6 +289,14 @@ impl EmbeddingsClient {
         };
         let response = request.send().await.map_err(|e| network(&e))?;
         let status = response.status().as_u16();
+        if let Some(message) = super::http::redirect_message(&response) {
+            return Err(EmbeddingsError::Api {
+                provider,
+                status,
+                message: self.clean(&message),
+                retry_after_ms: None,
+            });
+        }
         let retry_after_ms = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)

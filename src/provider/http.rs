@@ -2,7 +2,7 @@
 //! `{base_url}/chat/completions` per attempt, retried on 429 and 5xx only.
 //!
 //! Owns: [`HttpProvider`] (a reqwest client with rustls over the ring provider, its
-//! per-attempt timeout), the request body, the answer's parsing, the retry loop
+//! per-attempt timeout, no redirect followed: a 3xx is an error naming it), the request body, the answer's parsing, the retry loop
 //! (at most [`super::config::MAX_RETRIES`] retries, exponential backoff about 1 s, 3 s,
 //! 7 s with ±25 % jitter, a `Retry-After` header or `error.retry_after` in the body
 //! honoured up to [`MAX_RETRY_AFTER`]), the classification of failures
@@ -45,7 +45,8 @@ struct AttemptOutcome {
 }
 
 /// The HTTP client a model endpoint is called through: `timeout` per attempt, connecting
-/// within `timeout` or `connect_cap`, whichever is shorter, our user agent.
+/// within `timeout` or `connect_cap`, whichever is shorter, our user agent, no redirect
+/// followed (a 3xx would re-send the prompt wherever it points: [`redirect_message`]).
 pub(crate) fn client(timeout: Duration, connect_cap: Duration) -> reqwest::Client {
     // rustls needs a process-wide crypto provider; ring builds lean. Installing twice is
     // harmless (the first stays).
@@ -54,11 +55,39 @@ pub(crate) fn client(timeout: Duration, connect_cap: Duration) -> reqwest::Clien
         .timeout(timeout)
         .connect_timeout(timeout.min(connect_cap))
         .user_agent(concat!("reasoning-ledger/", env!("CARGO_PKG_VERSION")))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap_or_else(|error| {
             tracing::error!("building the HTTP client failed ({error}); using defaults");
             reqwest::Client::new()
         })
+}
+
+/// A redirect answer (3xx) as the error it is, naming where it pointed: redirects are
+/// never followed, since the request (a prompt, texts to embed) would go to another host.
+/// `None` for any other status.
+pub(crate) fn redirect_message(response: &reqwest::Response) -> Option<String> {
+    let status = response.status();
+    if !status.is_redirection() {
+        return None;
+    }
+    let to = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|location| response.url().join(location).ok())
+        .and_then(|url| {
+            let host = url.host_str()?.to_string();
+            Some(match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            })
+        })
+        .unwrap_or_else(|| "an unnamed location".to_string());
+    Some(format!(
+        "the provider answered a redirect ({}) to {to}; redirects are not followed: set the endpoint's final URL",
+        status.as_u16()
+    ))
 }
 
 impl HttpProvider {
@@ -219,6 +248,17 @@ impl HttpProvider {
             }
         };
         let status = response.status().as_u16();
+        if let Some(message) = redirect_message(&response) {
+            return AttemptOutcome {
+                result: Err(ProviderError::Api {
+                    provider: self.config.name.clone(),
+                    status,
+                    message: self.clean(&message),
+                    retry_after_ms: None,
+                }),
+                status: Some(status),
+            };
+        }
         let header_retry_after = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)

@@ -350,7 +350,7 @@ impl TantivyRecall {
     }
 
     fn lock(&self) -> Result<UpdateLock, RecallError> {
-        std::fs::create_dir_all(&self.dir).map_err(|source| RecallError::Io {
+        crate::private::own_dir(&self.dir).map_err(|source| RecallError::Io {
             path: self.dir.clone(),
             source,
         })?;
@@ -419,10 +419,12 @@ impl TantivyRecall {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(RecallError::Io { path, source }),
         }
-        std::fs::create_dir_all(&path).map_err(|source| RecallError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        crate::private::own_dir(&self.dir)
+            .and_then(|()| crate::private::create_dir_all(&path))
+            .map_err(|source| RecallError::Io {
+                path: path.clone(),
+                source,
+            })?;
         let (schema, fields) = schema();
         let index = Index::create_in_dir(&path, schema)?;
         index.tokenizers().register(ANALYZER_NAME, analyzer());
@@ -468,7 +470,7 @@ fn copy_index_files(from: &Path, to: &Path) -> std::io::Result<usize> {
     if !from.join("meta.json").is_file() {
         return Ok(0);
     }
-    std::fs::create_dir_all(to)?;
+    crate::private::create_dir_all(to)?;
     let mut copied = 0;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -494,7 +496,7 @@ impl UpdateLock {
             path: path.to_path_buf(),
             source,
         };
-        let file = std::fs::OpenOptions::new()
+        let file = crate::private::file_options()
             .create(true)
             .truncate(false)
             .write(true)

@@ -202,7 +202,7 @@ impl Ledger {
                 path: data_dir.to_path_buf(),
             });
         }
-        std::fs::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
+        crate::private::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
             path: data_dir.to_path_buf(),
             source,
         })?;

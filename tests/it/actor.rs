@@ -16,7 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const REVOCATION_LIMIT: Duration = Duration::from_secs(10);
 
 /// The shared token of these servers.
-const SHARED: &str = "actor-shared-token";
+const SHARED: &str = "actor-shared-token-of-at-least-32-characters";
 
 /// A `serve --http` server on `dir` with every toolset.
 struct Server {

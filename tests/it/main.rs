@@ -34,10 +34,12 @@
 //! foreign sockets), `readonly` (issue 32: a ledger read as a user who may not write it, a
 //! damaged redo log refusing writes, a log cut below its header) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
-//! interrupted copy or import resuming) and `recover` (issue 32: `recover --to`, every 4 KiB
+//! interrupted copy or import resuming), `recover` (issue 32: `recover --to`, every 4 KiB
 //! page of the fixture damaged in turn, acknowledged redo-log records past a damaged
-//! one). Storage faults (crash at every sync point, I/O
-//! errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
+//! one) and `security` (issue 36, files and text: terminal escapes in the CLI's text
+//! output, modes under a permissive umask, token files and short tokens refused by
+//! `serve --http`, a provider's redirect, `import`'s text limit). Storage faults (crash
+//! at every sync point, I/O errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
 //! `StorageBackend`.
 
 mod actor;
@@ -71,6 +73,7 @@ mod recall_semantic;
 mod recall_set;
 mod recover;
 mod sampling;
+mod security;
 mod surface;
 mod thinking;
 mod ui;

@@ -36,7 +36,7 @@ const AUDIENCE: &str = "http://localhost:8765/mcp";
 const RESOURCE_METADATA: &str = "http://localhost:8765/.well-known/oauth-protected-resource/mcp";
 
 /// The static bearer token of these servers.
-const STATIC_TOKEN: &str = "oauth-static-token";
+const STATIC_TOKEN: &str = "oauth-static-token-of-at-least-32-characters";
 
 /// A 2048-bit RSA key (PKCS#1 DER, base64), made for these tests only: published in
 /// the test issuer's JWKS as `rsa-1`.
@@ -637,6 +637,83 @@ async fn an_initialize_client_with_a_token_writes_a_thought() {
         .unwrap();
     assert_eq!(structured(&result)["thoughtNumber"], json!(1));
     assert_eq!(server.session_count().await, 1);
+}
+
+/// Issue 36: an OAuth subject is recorded as `oauth:<sub>`, so a token whose `sub` is
+/// `default` does not write as the shared bearer token's holder (`default`).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oauth_subject_named_like_a_bearer_token_writes_as_another_actor() {
+    let keys = Keys::new();
+    let issuer = Issuer::start(keys.jwks()).await;
+    let dir = data_dir();
+    let server = Server::start(dir.path(), &issuer).await;
+    let forged = jwt(&keys.rsa, Some("rsa-1"), &claims(&issuer.url, "default"));
+    for (bearer, text) in [
+        (STATIC_TOKEN.to_string(), "written with the shared token"),
+        (forged, "written with a token whose sub is default"),
+    ] {
+        let answer = server
+            .call(
+                Some(&bearer),
+                "sequentialthinking",
+                thought(1, 1, false, text),
+            )
+            .await;
+        assert!(answer.succeeded(), "{} {}", answer.status, answer.body);
+    }
+    let output = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["export", "--all", "-f", "jsonl"])
+        .env_remove("REASONING_LEDGER_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut actors: Vec<(String, String)> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["payload"]["thought"].is_string())
+        .map(|event| {
+            (
+                event["payload"]["thought"].as_str().unwrap().to_string(),
+                event["actor"].as_str().unwrap_or("(none)").to_string(),
+            )
+        })
+        .collect();
+    actors.sort();
+    assert_eq!(
+        actors,
+        [
+            (
+                "written with a token whose sub is default".into(),
+                "oauth:default".into()
+            ),
+            ("written with the shared token".into(), "default".into()),
+        ]
+    );
+    // `import` says whose events a file brings in (a file's actors are only its claim).
+    let backup = dir.path().join("all.jsonl");
+    std::fs::write(&backup, &output.stdout).unwrap();
+    let other = data_dir();
+    let imported = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(other.path())
+        .arg("import")
+        .arg(&backup)
+        .env_remove("REASONING_LEDGER_STORE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(
+        said.contains("imported events written by: default (2), oauth:default (2)")
+            || said.contains("imported events written by: oauth:default (2), default (2)"),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 pub(crate) const ALL_TOOLSETS: &str = "thinking,ledger,planning,qa,booster,agent";
 
 /// A bearer token for the HTTP servers of these tests.
-pub(crate) const TOKEN: &str = "surface-token";
+pub(crate) const TOKEN: &str = "surface-token-of-at-least-32-characters";
 
 /// How long any one awaited message may take.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -648,11 +648,16 @@ async fn post(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_needs_the_bearer_token_and_writes_nothing_without_it() {
     let dir = data_dir();
-    let server = HttpServer::start(dir.path(), &[], Some("s3cret-token")).await;
+    let server = HttpServer::start(
+        dir.path(),
+        &[],
+        Some("s3cret-token-of-at-least-32-characters"),
+    )
+    .await;
     assert!(server.url.starts_with("http://127.0.0.1:") && server.url.ends_with("/mcp"));
     // rmcp's client with the token: the whole protocol works.
     let client = server
-        .client(Some("s3cret-token"))
+        .client(Some("s3cret-token-of-at-least-32-characters"))
         .await
         .expect("initialize with token");
     let result = call(
@@ -670,7 +675,11 @@ async fn http_needs_the_bearer_token_and_writes_nothing_without_it() {
     assert!(server.client(Some("wrong")).await.is_err());
     let write = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params":
         {"name": "sequentialthinking", "arguments": thought(1, 1, false, "sneaked in")}});
-    for token in [None, Some("wrong"), Some("s3cret-token-but-longer")] {
+    for token in [
+        None,
+        Some("wrong"),
+        Some("s3cret-token-of-at-least-32-characters-but-longer"),
+    ] {
         let response = post(&server.url, token, None, write.clone()).await;
         assert_eq!(response.status(), 401, "token {token:?}");
         assert_eq!(response.headers()["www-authenticate"], "Bearer");
@@ -680,7 +689,7 @@ async fn http_needs_the_bearer_token_and_writes_nothing_without_it() {
         {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let response = post(
         &server.url,
-        Some("s3cret-token"),
+        Some("s3cret-token-of-at-least-32-characters"),
         Some("http://evil.example"),
         initialize.clone(),
     )
@@ -692,7 +701,7 @@ async fn http_needs_the_bearer_token_and_writes_nothing_without_it() {
         .trim_end_matches("/mcp");
     let response = post(
         &server.url,
-        Some("s3cret-token"),
+        Some("s3cret-token-of-at-least-32-characters"),
         Some(&format!("http://localhost:{port}")),
         initialize,
     )
@@ -798,14 +807,19 @@ const SAMPLED: &str = "[Final Conclusion]\nSampled over HTTP.\nConfidence: 0.8";
 async fn sampling_reaches_an_http_client_in_both_protocol_generations() {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     let dir = data_dir();
-    let server = HttpServer::start(dir.path(), &["--toolsets", "agent,ledger"], Some("tok")).await;
+    let server = HttpServer::start(
+        dir.path(),
+        &["--toolsets", "agent,ledger"],
+        Some("sampling-token-of-at-least-32-characters"),
+    )
+    .await;
     for (generation, session) in [("initialize", "h1"), ("2026-07-28", "h2")] {
         let sampler = Sampler {
             answer: SAMPLED,
             asked: Default::default(),
         };
         let asked = sampler.asked.clone();
-        let transport = server.transport(Some("tok"));
+        let transport = server.transport(Some("sampling-token-of-at-least-32-characters"));
         let client = if generation == "initialize" {
             sampler.serve(transport).await.expect("initialize")
         } else {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-const TOKEN: &str = "load-test-token";
+const TOKEN: &str = "load-test-token-of-at-least-32-characters";
 
 /// Concurrent clients of the load run, each its own MCP session.
 const CLIENTS: usize = 64;

@@ -102,7 +102,7 @@ impl RedbVectors {
         if let Some(db) = held.as_ref() {
             return Ok(db.clone());
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| self.io(e))?;
+        crate::private::own_dir(&self.dir).map_err(|e| self.io(e))?;
         let db = Database::builder()
             .set_concurrency_mode(ConcurrencyMode::MultiWriter)
             .set_cache_size(CACHE_BYTES)
@@ -310,9 +310,9 @@ impl VectorStore for RedbVectors {
 
     fn try_lock(&self) -> Result<Option<EmbedLock>, RecallError> {
         use fs4::fs_std::FileExt;
-        std::fs::create_dir_all(&self.dir).map_err(|e| self.io(e))?;
+        crate::private::own_dir(&self.dir).map_err(|e| self.io(e))?;
         let path: &Path = &self.dir.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
+        let file = crate::private::file_options()
             .create(true)
             .truncate(false)
             .write(true)

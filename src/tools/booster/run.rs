@@ -462,7 +462,7 @@ pub(super) async fn solve(mut call: ToolCall) -> Result<CallToolResult, ToolErro
             ));
         }
         answer["outputPath"] = json!(requested);
-        answer["writtenTo"] = json!(path.display().to_string());
+        answer["writtenTo"] = json!(path.path().display().to_string());
     }
     let mut result = structured_result(answer);
     if tool == SOLVE_TEXT {
