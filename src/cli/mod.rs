@@ -270,7 +270,7 @@ pub(crate) struct HttpLimitArgs {
     /// With --http: live MCP sessions at most (beyond: initialize gets 503) [default: 256]
     #[arg(long, value_name = "N", requires = "http")]
     max_sessions: Option<usize>,
-    /// With --http: live MCP sessions per actor (token name or OAuth subject; beyond: 429) [default: 32]
+    /// With --http: live MCP sessions per actor (token name or OAuth subject; beyond: 429) [default: 64]
     #[arg(long, value_name = "N", requires = "http")]
     max_sessions_per_actor: Option<usize>,
     /// With --http: an MCP session with no request and no open stream for this long is ended [default: 60s]
