@@ -289,15 +289,35 @@ impl BoundedSessions {
         }
     }
 
+    fn is_expired(&self, entry: &Entry, now: Instant) -> bool {
+        entry.open == 0 && entry.idle_since + self.idle_timeout <= now
+    }
+
     /// The sessions idle for the timeout.
     fn expired(&self) -> Vec<SessionId> {
         let now = Instant::now();
         self.table()
             .live
             .iter()
-            .filter(|(_, entry)| entry.open == 0 && entry.idle_since + self.idle_timeout <= now)
+            .filter(|(_, entry)| self.is_expired(entry, now))
             .map(|(id, _)| id.clone())
             .collect()
+    }
+
+    /// Frees the slot of `id` if it is still idle for the timeout; says whether it did.
+    fn forget_if_idle(&self, id: &SessionId) -> bool {
+        let mut table = self.table();
+        let now = Instant::now();
+        if !table
+            .live
+            .get(id)
+            .is_some_and(|entry| self.is_expired(entry, now))
+        {
+            return false;
+        }
+        let entry = table.live.remove(id).expect("just found");
+        table.release(&entry.actor);
+        true
     }
 }
 
@@ -311,8 +331,12 @@ async fn reap(sessions: Weak<BoundedSessions>, every: Duration) {
             return;
         };
         for id in sessions.expired() {
+            // Checked again under the lock: a request may have come since.
+            if !sessions.forget_if_idle(&id) {
+                continue;
+            }
             tracing::debug!(session = %id, "MCP session ended: idle");
-            if let Err(error) = sessions.close_session(&id).await {
+            if let Err(error) = sessions.inner.close_session(&id).await {
                 tracing::debug!(%error, "ending an idle MCP session");
             }
         }
@@ -368,7 +392,7 @@ impl SessionManager for Sessions {
             .unwrap_or_default();
         if let Err(refusal) = sessions.take_slot(&actor) {
             metrics::session_refused(refusal.scope);
-            tracing::info!(actor = %actor, cap = refusal.cap, scope = refusal.scope.label(), "MCP session refused");
+            tracing::debug!(actor = %actor, cap = refusal.cap, scope = refusal.scope.label(), "MCP session refused");
             let _ = ADMISSION.try_with(|admission| admission.refused.set(Some(refusal)));
             return Err(SessionsError::Refused(refusal));
         }
