@@ -422,3 +422,72 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
     }
     out.push_str("</ul>\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::builder().uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn only_the_key_or_its_cookie_and_never_another_site() {
+        let access = Access::new(8000).unwrap();
+        assert_eq!(access.key.len(), KEY_BYTES * 2);
+        assert_ne!(access.key, Access::new(8000).unwrap().key, "a key per run");
+        let key = access.key.clone();
+        let cookie = format!("a=b; reasoning_ledger_ui_8000={key}");
+        let other_port = format!("reasoning_ledger_ui_8001={key}");
+        let cases: [(String, Vec<(&str, &str)>, Verdict); 9] = [
+            ("/".into(), vec![], Verdict::Unknown),
+            (format!("/?key={key}"), vec![], Verdict::Key),
+            (
+                format!("/sessions/x?part=content&key={key}"),
+                vec![("sec-fetch-site", "none")],
+                Verdict::Key,
+            ),
+            (format!("/?key={}", &key[1..]), vec![], Verdict::Unknown),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie)],
+                Verdict::Cookie,
+            ),
+            ("/".into(), vec![("cookie", &other_port)], Verdict::Unknown),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie), ("sec-fetch-site", "same-site")],
+                Verdict::CrossSite,
+            ),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie), ("origin", "null")],
+                Verdict::CrossSite,
+            ),
+            (
+                "/changes".into(),
+                vec![
+                    ("cookie", &cookie),
+                    ("sec-fetch-site", "same-origin"),
+                    ("origin", "http://localhost:8000"),
+                ],
+                Verdict::Cookie,
+            ),
+        ];
+        for (uri, headers, verdict) in cases {
+            assert_eq!(
+                access.check(&request(&uri, &headers)),
+                verdict,
+                "{uri} {headers:?}"
+            );
+        }
+        assert_eq!(
+            access.set_cookie(),
+            format!("reasoning_ledger_ui_8000={key}; Path=/; HttpOnly; SameSite=Strict")
+        );
+    }
+}
