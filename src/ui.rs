@@ -427,6 +427,9 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
 mod tests {
     use super::*;
 
+    /// A request's URI and headers, and what the view makes of it.
+    type Case<'a> = (String, Vec<(&'a str, &'a str)>, Verdict);
+
     fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
         let mut builder = Request::builder().uri(uri);
         for (name, value) in headers {
@@ -443,7 +446,7 @@ mod tests {
         let key = access.key.clone();
         let cookie = format!("a=b; reasoning_ledger_ui_8000={key}");
         let other_port = format!("reasoning_ledger_ui_8001={key}");
-        let cases: [(String, Vec<(&str, &str)>, Verdict); 9] = [
+        let cases: [Case; 9] = [
             ("/".into(), vec![], Verdict::Unknown),
             (format!("/?key={key}"), vec![], Verdict::Key),
             (
