@@ -261,7 +261,7 @@ pub(crate) struct HttpLimitArgs {
     /// With --http: on SIGTERM/SIGINT, how long calls in flight get to finish [default: 30s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
     drain_timeout: Option<std::time::Duration>,
-    /// With --http: connections one peer address may hold (more are closed at once) [default: 64]
+    /// With --http: connections one peer address may hold (more are closed at once) [default: 256]
     #[arg(long, value_name = "N", requires = "http")]
     max_connections_per_peer: Option<usize>,
     /// With --http: header and idle timeout of a connection that has not yet sent a valid token [default: 5s]
