@@ -546,6 +546,33 @@ mod tests {
         create("alice").await.unwrap();
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_reaper_ends_only_a_session_idle_for_the_timeout() {
+        let limits = HttpLimits {
+            session_idle_timeout: Duration::from_secs(60),
+            ..HttpLimits::default()
+        };
+        let sessions = Sessions(BoundedSessions::start(&limits));
+        let admission = Admission {
+            actor: "alice".into(),
+            refused: Cell::new(None),
+        };
+        let (id, _transport) = ADMISSION
+            .scope(admission, sessions.create_session())
+            .await
+            .unwrap();
+        // A call in flight for twice the timeout: never idle.
+        let call = sessions.0.open(&id);
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(sessions.0.live(), 1, "ended in the middle of a call");
+        drop(call);
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert_eq!(sessions.0.live(), 1, "ended before the timeout");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(sessions.0.live(), 0, "idle past the timeout");
+        assert!(!sessions.has_session(&id).await.unwrap());
+    }
+
     #[test]
     fn a_refusal_says_its_cap_and_how_to_raise_it() {
         let refusal = Refusal {
