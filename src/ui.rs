@@ -10,9 +10,17 @@
 //!   (a long poll over [`Ledger::watch`], which notices other processes' commits), or
 //!   after [`LONG_POLL`] with the position as it is.
 //!
+//! Every route answers only its owner: the address printed carries a per-run key
+//! ([`KEY_BYTES`] from `getrandom`, compared in constant time); the first request with it
+//! gets an HttpOnly, SameSite=Strict cookie (named after the port: cookies ignore ports),
+//! and a request with neither gets 401 and a body that says nothing of the ledger. A
+//! request another site's page makes (`Sec-Fetch-Site` other than `same-origin`/`none`, or
+//! another `Origin`) gets 403, so no page can time `/changes` (issue 36).
+//!
 //! Must not: write to the ledger, listen on anything but loopback, answer a request
 //! whose `Host` is not this server's own address (a page of another site cannot reach it
-//! through DNS rebinding), or put ledger text anywhere but escaped.
+//! through DNS rebinding), answer anything of the ledger without the key or its cookie
+//! (other local users reach 127.0.0.1 too), or put ledger text anywhere but escaped.
 
 use crate::export::html;
 use crate::export::svg::escape_xml_into;
@@ -38,6 +46,101 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Random bytes in the per-run key (hex in the address: twice as many characters).
+const KEY_BYTES: usize = 32;
+
+/// The query parameter carrying the key in the printed address.
+const KEY_PARAM: &str = "key";
+
+/// The answer to a request without the key or its cookie: nothing of the ledger.
+const UNAUTHORIZED_BODY: &str = "401 Unauthorized: open the address `reasoning-ledger ui` \
+    printed (it carries this run's key)\n";
+
+/// Who may read: the holder of this run's key (in the address) or of its cookie.
+struct Access {
+    key: String,
+    /// `reasoning_ledger_ui_PORT`.
+    cookie_name: String,
+    /// `http://127.0.0.1:PORT` and `http://localhost:PORT`.
+    origins: [String; 2],
+}
+
+/// What [`Access::check`] found.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// The cookie: served.
+    Cookie,
+    /// The key in the query: served, and the cookie set.
+    Key,
+    /// Neither: 401.
+    Unknown,
+    /// A request of another site's page: 403.
+    CrossSite,
+}
+
+impl Access {
+    fn new(port: u16) -> anyhow::Result<Access> {
+        let mut bytes = [0u8; KEY_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a key: {e}"))?;
+        Ok(Access {
+            key: bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            cookie_name: format!("reasoning_ledger_ui_{port}"),
+            origins: [
+                format!("http://127.0.0.1:{port}"),
+                format!("http://localhost:{port}"),
+            ],
+        })
+    }
+
+    fn matches(&self, given: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(given.as_bytes().ct_eq(self.key.as_bytes()))
+    }
+
+    fn check<B>(&self, request: &Request<B>) -> Verdict {
+        let headers = request.headers();
+        let header = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &http::HeaderValue| v.to_str().ok())
+        };
+        if header("sec-fetch-site").is_some_and(|site| site != "same-origin" && site != "none") {
+            return Verdict::CrossSite;
+        }
+        if header(header::ORIGIN.as_str())
+            .is_some_and(|origin| !self.origins.iter().any(|o| o == origin))
+        {
+            return Verdict::CrossSite;
+        }
+        let cookie = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| name == self.cookie_name && self.matches(value));
+        if cookie {
+            return Verdict::Cookie;
+        }
+        let key = request
+            .uri()
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter_map(|pair| pair.strip_prefix(KEY_PARAM)?.strip_prefix('='))
+            .any(|given| self.matches(given));
+        if key { Verdict::Key } else { Verdict::Unknown }
+    }
+
+    /// The cookie the key's first request sets.
+    fn set_cookie(&self) -> String {
+        format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            self.cookie_name, self.key
+        )
+    }
+}
 
 /// The list page's script: the search box hides the sessions whose row does not hold the
 /// text (kept when the live update replaces the list).
@@ -79,12 +182,15 @@ a{color:#1c7ed6}";
 pub(crate) async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     let address = listener.local_addr()?;
+    let access = Arc::new(Access::new(address.port())?);
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "reasoning-ledger ui: http://{address}/ (read-only view of {}; Ctrl-C stops it)",
+            "reasoning-ledger ui: http://{address}/?{KEY_PARAM}={} (read-only view of {}, \
+             for whoever has this address; Ctrl-C stops it)",
+            access.key,
             ledger.path().display()
         )?;
         out.flush()?;
@@ -97,10 +203,15 @@ pub(crate) async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
         let (stream, _) = listener.accept().await?;
         let ledger = ledger.clone();
         let hosts = hosts.clone();
+        let access = access.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let (ledger, hosts) = (ledger.clone(), hosts.clone());
-                async move { Ok::<_, Infallible>(respond(&request, ledger, &hosts).await.into_http()) }
+                let (ledger, hosts, access) = (ledger.clone(), hosts.clone(), access.clone());
+                async move {
+                    Ok::<_, Infallible>(
+                        respond(&request, ledger, &hosts, &access).await.into_http(),
+                    )
+                }
             });
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -120,6 +231,8 @@ struct Response {
     status: StatusCode,
     content_type: &'static str,
     body: String,
+    /// A `Set-Cookie` value.
+    cookie: Option<String>,
 }
 
 impl Response {
@@ -128,6 +241,7 @@ impl Response {
             status: StatusCode::OK,
             content_type,
             body,
+            cookie: None,
         }
     }
 
@@ -136,6 +250,14 @@ impl Response {
             status,
             content_type: "text/plain; charset=utf-8",
             body: format!("{status}\n"),
+            cookie: None,
+        }
+    }
+
+    fn unauthorized() -> Response {
+        Response {
+            body: UNAUTHORIZED_BODY.to_string(),
+            ..Response::error(StatusCode::UNAUTHORIZED)
         }
     }
 
@@ -151,6 +273,9 @@ impl Response {
         if !self.content_type.starts_with("text/html") {
             builder = builder.header(header::CONTENT_SECURITY_POLICY, "default-src 'none'");
         }
+        if let Some(cookie) = self.cookie {
+            builder = builder.header(header::SET_COOKIE, cookie);
+        }
         builder
             .body(Full::new(Bytes::from(self.body)))
             .expect("constant headers are valid")
@@ -158,7 +283,12 @@ impl Response {
 }
 
 /// Answers one request (hyper drops the body of a HEAD answer).
-async fn respond(request: &Request<Incoming>, ledger: Ledger, hosts: &[String]) -> Response {
+async fn respond(
+    request: &Request<Incoming>,
+    ledger: Ledger,
+    hosts: &[String],
+    access: &Access,
+) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -169,6 +299,19 @@ async fn respond(request: &Request<Incoming>, ledger: Ledger, hosts: &[String]) 
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return Response::error(StatusCode::METHOD_NOT_ALLOWED);
     }
+    let cookie = match access.check(request) {
+        Verdict::Cookie => None,
+        Verdict::Key => Some(access.set_cookie()),
+        Verdict::Unknown => return Response::unauthorized(),
+        Verdict::CrossSite => return Response::error(StatusCode::FORBIDDEN),
+    };
+    let mut response = answer(request, ledger).await;
+    response.cookie = cookie;
+    response
+}
+
+/// Answers an authorized request.
+async fn answer(request: &Request<Incoming>, ledger: Ledger) -> Response {
     let path = request.uri().path();
     let query = request.uri().query().unwrap_or("");
     let content_only = query.split('&').any(|pair| pair == "part=content");
@@ -278,4 +421,76 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
         );
     }
     out.push_str("</ul>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's URI and headers, and what the view makes of it.
+    type Case<'a> = (String, Vec<(&'a str, &'a str)>, Verdict);
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::builder().uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn only_the_key_or_its_cookie_and_never_another_site() {
+        let access = Access::new(8000).unwrap();
+        assert_eq!(access.key.len(), KEY_BYTES * 2);
+        assert_ne!(access.key, Access::new(8000).unwrap().key, "a key per run");
+        let key = access.key.clone();
+        let cookie = format!("a=b; reasoning_ledger_ui_8000={key}");
+        let other_port = format!("reasoning_ledger_ui_8001={key}");
+        let cases: [Case; 9] = [
+            ("/".into(), vec![], Verdict::Unknown),
+            (format!("/?key={key}"), vec![], Verdict::Key),
+            (
+                format!("/sessions/x?part=content&key={key}"),
+                vec![("sec-fetch-site", "none")],
+                Verdict::Key,
+            ),
+            (format!("/?key={}", &key[1..]), vec![], Verdict::Unknown),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie)],
+                Verdict::Cookie,
+            ),
+            ("/".into(), vec![("cookie", &other_port)], Verdict::Unknown),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie), ("sec-fetch-site", "same-site")],
+                Verdict::CrossSite,
+            ),
+            (
+                "/changes".into(),
+                vec![("cookie", &cookie), ("origin", "null")],
+                Verdict::CrossSite,
+            ),
+            (
+                "/changes".into(),
+                vec![
+                    ("cookie", &cookie),
+                    ("sec-fetch-site", "same-origin"),
+                    ("origin", "http://localhost:8000"),
+                ],
+                Verdict::Cookie,
+            ),
+        ];
+        for (uri, headers, verdict) in cases {
+            assert_eq!(
+                access.check(&request(&uri, &headers)),
+                verdict,
+                "{uri} {headers:?}"
+            );
+        }
+        assert_eq!(
+            access.set_cookie(),
+            format!("reasoning_ledger_ui_8000={key}; Path=/; HttpOnly; SameSite=Strict")
+        );
+    }
 }

@@ -261,6 +261,21 @@ pub(crate) struct HttpLimitArgs {
     /// With --http: on SIGTERM/SIGINT, how long calls in flight get to finish [default: 30s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
     drain_timeout: Option<std::time::Duration>,
+    /// With --http: connections one peer address may hold (more are closed at once) [default: 256]
+    #[arg(long, value_name = "N", requires = "http")]
+    max_connections_per_peer: Option<usize>,
+    /// With --http: header and idle timeout of a connection that has not yet sent a valid token [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    unauthenticated_timeout: Option<std::time::Duration>,
+    /// With --http: live MCP sessions at most (beyond: initialize gets 503) [default: 256]
+    #[arg(long, value_name = "N", requires = "http")]
+    max_sessions: Option<usize>,
+    /// With --http: live MCP sessions per actor (token name or OAuth subject; beyond: 429) [default: 64]
+    #[arg(long, value_name = "N", requires = "http")]
+    max_sessions_per_actor: Option<usize>,
+    /// With --http: an MCP session with no request and no open stream for this long is ended [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "http")]
+    session_idle_timeout: Option<std::time::Duration>,
     /// With --http: serve /metrics without the bearer token
     #[arg(long, requires = "http")]
     metrics_public: bool,
@@ -276,6 +291,19 @@ impl HttpLimitArgs {
             max_connections: self.max_connections.unwrap_or(defaults.max_connections),
             max_body_bytes: self.max_body_bytes.unwrap_or(defaults.max_body_bytes),
             drain_timeout: self.drain_timeout.unwrap_or(defaults.drain_timeout),
+            max_connections_per_peer: self
+                .max_connections_per_peer
+                .unwrap_or(defaults.max_connections_per_peer),
+            unauthenticated_timeout: self
+                .unauthenticated_timeout
+                .unwrap_or(defaults.unauthenticated_timeout),
+            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
+            max_sessions_per_actor: self
+                .max_sessions_per_actor
+                .unwrap_or(defaults.max_sessions_per_actor),
+            session_idle_timeout: self
+                .session_idle_timeout
+                .unwrap_or(defaults.session_idle_timeout),
         }
     }
 }

@@ -7,16 +7,20 @@
 //! phase gives it: the header-read timeout runs from the connection's start, or from the
 //! first byte of a later request, until the head is parsed; the idle timeout from the end
 //! of a response until the next byte; none while a request is served (its body has its own
-//! timeout, a response stream none); [`ClockedIo`], the socket reporting arrivals to its
-//! clock; [`InFlight`], the calls (every request but a `GET` stream) not yet answered.
+//! timeout, a response stream none); both shortened to the unauthenticated timeout until
+//! the connection has sent a request with a valid token; [`ClockedIo`], the socket
+//! reporting arrivals to its clock; [`PeerSlots`], the connections held per peer address;
+//! [`InFlight`], the calls (every request but a `GET` stream) not yet answered.
 //! Must not: cut a connection while one of its requests is being served, or touch MCP.
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, SizeHint};
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -38,6 +42,17 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1_024;
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Default of `--drain-timeout`: how long a shutdown waits for calls in flight.
 pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default of `--max-connections-per-peer`: connections one peer address may hold; more
+/// are closed at once. A quarter of [`DEFAULT_MAX_CONNECTIONS`]: one address cannot take
+/// every slot (issue 36: 1,030 idle connections from one client), while one host running
+/// many clients (a NAT, a CI machine, the team-load test's 64 MCP clients, each a `POST`
+/// connection, a `GET` stream and pooled spares: about 130–200) is still served whole.
+pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// Default of `--unauthenticated-timeout`: how long a connection that has not yet sent a
+/// request with a valid token may wait for its head or sit idle (then the normal header
+/// and idle timeouts apply). A real client sends its request at once after connecting;
+/// probes (`/healthz`) open a connection per check or come back within seconds.
+pub(crate) const DEFAULT_UNAUTHENTICATED_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The HTTP server's limits.
 #[derive(Clone, Debug)]
@@ -48,6 +63,11 @@ pub(crate) struct HttpLimits {
     pub max_connections: usize,
     pub max_body_bytes: usize,
     pub drain_timeout: Duration,
+    pub max_connections_per_peer: usize,
+    pub unauthenticated_timeout: Duration,
+    pub max_sessions: usize,
+    pub max_sessions_per_actor: usize,
+    pub session_idle_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -59,6 +79,11 @@ impl Default for HttpLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            unauthenticated_timeout: DEFAULT_UNAUTHENTICATED_TIMEOUT,
+            max_sessions: super::sessions::DEFAULT_MAX_SESSIONS,
+            max_sessions_per_actor: super::sessions::DEFAULT_MAX_SESSIONS_PER_ACTOR,
+            session_idle_timeout: super::sessions::DEFAULT_SESSION_IDLE_TIMEOUT,
         }
     }
 }
@@ -78,6 +103,8 @@ enum Phase {
 pub(super) struct ConnectionClock {
     phase: Mutex<Phase>,
     changed: Notify,
+    /// A request with a valid token came on it: the normal timeouts apply.
+    authenticated: AtomicBool,
 }
 
 impl ConnectionClock {
@@ -86,6 +113,7 @@ impl ConnectionClock {
         Arc::new(ConnectionClock {
             phase: Mutex::new(Phase::AwaitingHead(Instant::now())),
             changed: Notify::new(),
+            authenticated: AtomicBool::new(false),
         })
     }
 
@@ -121,11 +149,23 @@ impl ConnectionClock {
         }
     }
 
+    /// A request with a valid token arrived: the connection gets the normal timeouts.
+    pub(super) fn authenticated(&self) {
+        self.authenticated.store(true, Ordering::Relaxed);
+    }
+
     /// When the connection is to be closed unless its phase changes; `None` while busy.
     pub(super) fn deadline(&self, limits: &HttpLimits) -> Option<Instant> {
+        let short = |timeout: Duration| {
+            if self.authenticated.load(Ordering::Relaxed) {
+                timeout
+            } else {
+                timeout.min(limits.unauthenticated_timeout)
+            }
+        };
         match *self.phase() {
-            Phase::AwaitingHead(since) => Some(since + limits.header_timeout),
-            Phase::Idle(since) => Some(since + limits.idle_timeout),
+            Phase::AwaitingHead(since) => Some(since + short(limits.header_timeout)),
+            Phase::Idle(since) => Some(since + short(limits.idle_timeout)),
             Phase::Busy(_) => None,
         }
     }
@@ -202,6 +242,58 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ClockedIo<T> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+/// The connections held per peer address.
+#[derive(Default)]
+pub(super) struct PeerSlots {
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl PeerSlots {
+    /// A slot for a connection of `peer`, unless it holds `cap` already.
+    pub(super) fn take(self: &Arc<Self>, peer: IpAddr, cap: usize) -> Option<PeerSlot> {
+        // An IPv4 peer on a dual-stack socket is one address, however it is written.
+        let peer = peer.to_canonical();
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let count = held.entry(peer).or_default();
+        if *count >= cap {
+            if *count == 0 {
+                held.remove(&peer);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            slots: self.clone(),
+            peer,
+        })
+    }
+}
+
+/// One connection's slot among its peer's; freed when dropped.
+pub(super) struct PeerSlot {
+    slots: Arc<PeerSlots>,
+    peer: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .slots
+            .held
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(count) = held.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.peer);
+            }
+        }
     }
 }
 
@@ -287,6 +379,7 @@ mod tests {
             ..HttpLimits::default()
         };
         let clock = ConnectionClock::start();
+        clock.authenticated();
         let start = Instant::now();
         assert_eq!(clock.deadline(&limits), Some(start + limits.header_timeout));
         let guard = clock.request_started();
@@ -308,6 +401,49 @@ mod tests {
             Some(Instant::now() + limits.header_timeout),
             "a head's first byte starts the header timeout"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_without_a_valid_token_gets_the_short_timeout() {
+        let limits = HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            unauthenticated_timeout: Duration::from_secs(2),
+            ..HttpLimits::default()
+        };
+        let clock = ConnectionClock::start();
+        let start = Instant::now();
+        assert_eq!(
+            clock.deadline(&limits),
+            Some(start + Duration::from_secs(2))
+        );
+        drop(clock.request_started());
+        assert_eq!(
+            clock.deadline(&limits),
+            Some(Instant::now() + Duration::from_secs(2))
+        );
+        let guard = clock.request_started();
+        clock.authenticated();
+        drop(guard);
+        assert_eq!(
+            clock.deadline(&limits),
+            Some(Instant::now() + limits.idle_timeout)
+        );
+    }
+
+    #[test]
+    fn a_peer_holds_at_most_its_cap() {
+        let slots = Arc::new(PeerSlots::default());
+        let one: IpAddr = "127.0.0.2".parse().unwrap();
+        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        let other: IpAddr = "127.0.0.1".parse().unwrap();
+        let first = slots.take(one, 2).unwrap();
+        let _second = slots.take(mapped, 2).unwrap();
+        assert!(slots.take(one, 2).is_none());
+        let _third = slots.take(other, 2).unwrap();
+        drop(first);
+        assert!(slots.take(one, 2).is_some());
+        assert!(slots.take(one, 0).is_none());
     }
 
     #[tokio::test]

@@ -5,7 +5,8 @@
 //! builds them, and every hook is one `OnceLock` read that finds nothing), the hooks tool
 //! routing ([`call_finished`]) and the store's writer (its commit observer) call, and the
 //! rendering. Metrics: tool calls by tool and outcome, tool-call latency, group-commit
-//! latency, open connections, store reconnects. Must not: take a label from anything a
+//! latency, open connections, store reconnects, live MCP sessions, refused sessions and
+//! connections. Must not: take a label from anything a
 //! client chose (a tool name is a listed tool's or `unknown`), or block a call.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -39,6 +40,11 @@ struct CallLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabel {
+    scope: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabel {
     tool: String,
 }
@@ -51,6 +57,9 @@ pub(crate) struct Metrics {
     commit_seconds: Histogram,
     open_connections: Gauge,
     store_reconnects: Counter,
+    live_sessions: Gauge,
+    sessions_refused: Family<ScopeLabel, Counter>,
+    connections_refused: Counter,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -91,8 +100,30 @@ pub(super) fn install() -> &'static Metrics {
             "Dead store connections replaced by new ones (PostgreSQL)",
             store_reconnects.clone(),
         );
+        let live_sessions = Gauge::default();
+        registry.register(
+            "live_sessions",
+            "MCP sessions held (created by initialize, not yet closed or expired)",
+            live_sessions.clone(),
+        );
+        let sessions_refused = Family::<ScopeLabel, Counter>::default();
+        registry.register(
+            "sessions_refused",
+            "initialize requests refused at a session cap, by scope (overall: --max-sessions, \
+             actor: --max-sessions-per-actor)",
+            sessions_refused.clone(),
+        );
+        let connections_refused = Counter::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed at once: their peer address held --max-connections-per-peer",
+            connections_refused.clone(),
+        );
         Metrics {
             registry,
+            live_sessions,
+            sessions_refused,
+            connections_refused,
             calls,
             call_seconds,
             commit_seconds,
@@ -107,6 +138,34 @@ pub(super) fn install() -> &'static Metrics {
 fn observe_commit(took: Duration) {
     if let Some(metrics) = METRICS.get() {
         metrics.commit_seconds.observe(took.as_secs_f64());
+    }
+}
+
+/// The live MCP sessions are now `live`.
+pub(crate) fn sessions_live(live: usize) {
+    if let Some(metrics) = METRICS.get() {
+        metrics
+            .live_sessions
+            .set(i64::try_from(live).unwrap_or(i64::MAX));
+    }
+}
+
+/// An `initialize` was refused at a session cap.
+pub(crate) fn session_refused(scope: super::sessions::Scope) {
+    if let Some(metrics) = METRICS.get() {
+        metrics
+            .sessions_refused
+            .get_or_create(&ScopeLabel {
+                scope: scope.label(),
+            })
+            .inc();
+    }
+}
+
+/// A connection was closed at once: its peer held its share of connections.
+pub(crate) fn connection_refused() {
+    if let Some(metrics) = METRICS.get() {
+        metrics.connections_refused.inc();
     }
 }
 
@@ -195,6 +254,14 @@ mod tests {
         );
         assert!(
             text.contains("reasoning_ledger_store_reconnects_total"),
+            "{text}"
+        );
+        sessions_live(3);
+        session_refused(super::super::sessions::Scope::Actor);
+        let text = metrics.render(7);
+        assert!(text.contains("reasoning_ledger_live_sessions 3"), "{text}");
+        assert!(
+            text.contains("reasoning_ledger_sessions_refused_total{scope=\"actor\"} 1"),
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");

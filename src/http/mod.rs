@@ -1,11 +1,13 @@
 //! `serve --http ADDR`: MCP's streamable HTTP transport at `/mcp` (rmcp's
 //! `StreamableHttpService` over hyper), for remote clients of a shared server.
 //!
-//! Owns: where to listen (loopback unless an address is given), the accept loop, asking
+//! Owns: where to listen (loopback unless an address is given), the accept loop (a
+//! connection slot, then a slot among its peer address's, else it is closed at once), asking
 //! [`auth`] (and, with `--oauth-issuer`, [`oauth`]) about each request before it reaches
 //! MCP (a wrong or missing token gets 401 and nothing runs; a known token or a good access
-//! token names the request's [`crate::request::Actor`]), and the Host/Origin allow-lists
-//! rmcp enforces against DNS rebinding.
+//! token names the request's [`crate::request::Actor`], and gives its connection the normal
+//! timeouts), and the Host/Origin allow-lists rmcp enforces against DNS rebinding.
+//! Sessions are counted and capped in [`sessions`].
 //! Must not: let any request through without the token or a good access token, or write
 //! anything to stdout.
 //!
@@ -22,6 +24,7 @@ pub(crate) mod limits;
 pub(crate) mod metrics;
 mod oauth;
 pub(crate) mod ops;
+pub(crate) mod sessions;
 pub(crate) mod tokens;
 
 use crate::request::ToolContext;
@@ -37,11 +40,11 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 pub(crate) use limits::HttpLimits;
-use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
+use limits::{ClockedIo, ConnectionClock, Guarded, InFlight, PeerSlot, PeerSlots};
 pub(crate) use oauth::OAuthSettings;
 use ops::RequestId;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sessions::{BoundedSessions, Sessions};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -144,7 +147,9 @@ fn rmcp_config(
 
 /// What every connection's requests share.
 struct Shared {
-    service: StreamableHttpService<LedgerServer, LocalSessionManager>,
+    service: StreamableHttpService<LedgerServer, Sessions>,
+    /// The connections held per peer address.
+    peers: Arc<PeerSlots>,
     /// Who a bearer token is (named tokens, the shared `default` one).
     auth: Authenticator,
     /// `--oauth-issuer`: access tokens beside the bearer tokens.
@@ -178,6 +183,14 @@ pub(crate) async fn serve_http(
         "--max-connections {}: expected 1 or more",
         limits.max_connections
     );
+    anyhow::ensure!(
+        limits.max_connections_per_peer > 0,
+        "--max-connections-per-peer 0: expected 1 or more"
+    );
+    anyhow::ensure!(
+        limits.max_sessions > 0 && limits.max_sessions_per_actor > 0,
+        "--max-sessions and --max-sessions-per-actor: expected 1 or more"
+    );
     let auth = Authenticator::load(&settings.data_dir, settings.tokens.clone())?;
     let oauth = match settings.oauth.clone() {
         Some(oauth) => Some(oauth::OAuth::start(oauth).await?),
@@ -195,6 +208,7 @@ pub(crate) async fn serve_http(
     let factory_ledger = ledger.clone();
     // One completion index for every connection (and every stateless request).
     let completions = Arc::new(crate::prompts::complete::SessionIndex::default());
+    let sessions = BoundedSessions::start(&limits);
     let service = StreamableHttpService::new(
         move || {
             Ok(LedgerServer::with_context(
@@ -203,7 +217,7 @@ pub(crate) async fn serve_http(
             )
             .sharing_completions(completions.clone()))
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(Sessions(sessions)),
         config,
     );
     eprintln!(
@@ -212,6 +226,7 @@ pub(crate) async fn serve_http(
     );
     let shared = Arc::new(Shared {
         service,
+        peers: Arc::default(),
         auth,
         oauth,
         ledger,
@@ -230,7 +245,7 @@ pub(crate) async fn serve_http(
             _ = &mut shutdown => break,
             permit = shared.connections.clone().acquire_owned() => permit.expect("never closed"),
         };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -242,6 +257,16 @@ pub(crate) async fn serve_http(
                 }
             },
         };
+        // Beyond its peer's share, the connection is closed at once (its slot freed).
+        let Some(peer_slot) = shared
+            .peers
+            .take(peer.ip(), shared.limits.max_connections_per_peer)
+        else {
+            tracing::debug!(%peer, "connection closed: its address holds --max-connections-per-peer");
+            metrics::connection_refused();
+            drop(stream);
+            continue;
+        };
         // Answers go out as they are written: an SSE answer is several small writes, which
         // Nagle's algorithm would hold for the client's delayed ACK (about 40 ms each).
         if let Err(error) = stream.set_nodelay(true) {
@@ -250,7 +275,7 @@ pub(crate) async fn serve_http(
         tokio::spawn(serve_connection(
             stream,
             shared.clone(),
-            permit,
+            (permit, peer_slot),
             draining.clone(),
         ));
     }
@@ -290,11 +315,11 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// One connection: hyper's HTTP/1, closed by its clock's deadline (header or idle timeout),
-/// finished gracefully when `draining` fires. Holds its connection slot until closed.
+/// finished gracefully when `draining` fires. Holds its connection slots until closed.
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     shared: Arc<Shared>,
-    _slot: OwnedSemaphorePermit,
+    _slots: (OwnedSemaphorePermit, PeerSlot),
     draining: CancellationToken,
 ) {
     let clock = ConnectionClock::start();
@@ -304,12 +329,13 @@ async fn serve_connection(
         hyper::service::service_fn(move |request: Request<Incoming>| {
             let shared = shared.clone();
             let busy = clock.request_started();
+            let clock = clock.clone();
             async move {
                 // A `GET` is a stream the client holds open: not a call a drain waits for.
                 let call = (request.method() != hyper::Method::GET).then(|| shared.calls.enter());
                 let id = RequestId::new();
                 let header = hyper::header::HeaderValue::from_str(&id.0).expect("a ULID");
-                let mut response = route(&shared, request, id).await;
+                let mut response = route(&shared, &clock, request, id).await;
                 response
                     .headers_mut()
                     .insert(ops::REQUEST_ID_HEADER, header);
@@ -361,7 +387,12 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// One request: the probes, `/metrics`, then the token, then MCP with its body read within
 /// the body timeout and size limit.
-async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Response<Body> {
+async fn route(
+    shared: &Shared,
+    clock: &ConnectionClock,
+    request: Request<Incoming>,
+    id: RequestId,
+) -> Response<Body> {
     if let Some(metadata) = shared
         .oauth
         .as_ref()
@@ -404,12 +435,15 @@ async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Re
         );
         return response;
     };
+    // A valid token: the connection keeps the normal idle timeout from now on.
+    clock.authenticated();
     if path == ops::METRICS_PATH {
         return ops::metrics(shared.open_connections());
     }
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(id);
-    // The tool calls of this request record who sent it.
+    // The tool calls of this request record who sent it; a session it creates is its.
+    let owner = actor.0.to_string();
     parts.extensions.insert(actor);
     let limited = Limited::new(body, shared.limits.max_body_bytes);
     let body = match tokio::time::timeout(shared.limits.body_timeout, limited.collect()).await {
@@ -428,10 +462,13 @@ async fn route(shared: &Shared, request: Request<Incoming>, id: RequestId) -> Re
             );
         }
     };
-    shared
-        .service
-        .handle(Request::from_parts(parts, Full::new(body)))
-        .await
+    sessions::admitted(
+        &owner,
+        shared
+            .service
+            .handle(Request::from_parts(parts, Full::new(body))),
+    )
+    .await
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -31,7 +31,8 @@
 //! for byte), `oauth` (`serve --http` with OAuth access tokens against an issuer served
 //! on loopback: who gets in, metadata, key rotation), `host` (issue 23: two servers and the
 //! CLI through the ledger host, takeover after a clean exit and after kill -9, stale and
-//! foreign sockets), `readonly` (issue 32: a ledger read as a user who may not write it, a
+//! foreign sockets), `http_limits` (issue 36: session caps and expiry, a flood of idle
+//! connections from one peer, the unauthenticated timeout), `readonly` (issue 32: a ledger read as a user who may not write it, a
 //! damaged redo log refusing writes, a log cut below its header) and `firsthour` (issue 24: the demo's tour of every family, risks as plain
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
 //! interrupted copy or import resuming), `recover` (issue 32: `recover --to`, every 4 KiB
@@ -60,6 +61,7 @@ mod firsthour;
 mod fixture_ledger;
 mod host;
 mod hostile;
+mod http_limits;
 mod ledger;
 mod llm;
 mod oauth;

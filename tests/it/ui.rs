@@ -1,6 +1,7 @@
-//! `reasoning-ledger ui` over HTTP: the address it prints, the list and session pages,
-//! the refusals (another Host, another method, an unknown page), and `/changes` answering
-//! when another process appends. (The pages in a real browser: `.ci/browser-check`.)
+//! `reasoning-ledger ui` over HTTP: the address it prints (with this run's key), the list
+//! and session pages, the refusals (another Host, another method, an unknown page, no key
+//! or cookie, another site's request), and `/changes` answering when another process
+//! appends. (The pages in a real browser: `.ci/browser-check`.)
 
 use crate::common::{self, call, spawn, structured, thought};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,6 +13,8 @@ use std::time::{Duration, Instant};
 struct Ui {
     child: Child,
     port: u16,
+    /// This run's key, from the printed address.
+    key: String,
 }
 
 impl Drop for Ui {
@@ -35,22 +38,35 @@ fn start_ui(dir: &std::path::Path) -> Ui {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let re = regex::Regex::new(r"^reasoning-ledger ui: http://127\.0\.0\.1:(\d+)/ ").unwrap();
-    let port = re.captures(&line).unwrap_or_else(|| panic!("{line:?}"))[1]
-        .parse()
-        .unwrap();
-    Ui { child, port }
+    let re =
+        regex::Regex::new(r"^reasoning-ledger ui: http://127\.0\.0\.1:(\d+)/\?key=([0-9a-f]{64}) ")
+            .unwrap();
+    let captures = re.captures(&line).unwrap_or_else(|| panic!("{line:?}"));
+    let port = captures[1].parse().unwrap();
+    let key = captures[2].to_string();
+    Ui { child, port, key }
 }
 
-/// One request; returns (status line, headers with lowercased names, body).
-fn request(port: u16, method: &str, path: &str, host: &str) -> (String, String, String) {
+/// The cookie header of `ui`'s key.
+fn cookie(ui: &Ui) -> String {
+    format!("Cookie: reasoning_ledger_ui_{}={}\r\n", ui.port, ui.key)
+}
+
+/// One request with the key's cookie; returns (status line, headers with lowercased names,
+/// body).
+fn request(ui: &Ui, method: &str, path: &str, host: &str) -> (String, String, String) {
+    raw(ui.port, method, path, host, &cookie(ui))
+}
+
+/// One request with `extra` header lines.
+fn raw(port: u16, method: &str, path: &str, host: &str, extra: &str) -> (String, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -68,8 +84,8 @@ fn request(port: u16, method: &str, path: &str, host: &str) -> (String, String, 
     (status.to_string(), headers.join("\r\n"), body.to_string())
 }
 
-fn get(port: u16, path: &str) -> (String, String, String) {
-    request(port, "GET", path, &format!("127.0.0.1:{port}"))
+fn get(ui: &Ui, path: &str) -> (String, String, String) {
+    request(ui, "GET", path, &format!("127.0.0.1:{}", ui.port))
 }
 
 #[tokio::test]
@@ -85,12 +101,15 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
         .await,
     );
     let session = first["sessionId"].as_str().unwrap().to_string();
-    let ui = start_ui(dir.path());
+    let ui = std::sync::Arc::new(start_ui(dir.path()));
     let port = ui.port;
 
-    let (status, headers, list) = tokio::task::spawn_blocking(move || get(port, "/"))
-        .await
-        .unwrap();
+    let (status, headers, list) = tokio::task::spawn_blocking({
+        let ui = ui.clone();
+        move || get(&ui, "/")
+    })
+    .await
+    .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(
         headers.contains("content-type: text/html; charset=utf-8"),
@@ -105,9 +124,12 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
     assert!(list.contains("connect-src 'self'"));
 
     let path = format!("/sessions/{session}");
-    let (status, _, page) = tokio::task::spawn_blocking(move || get(port, &path))
-        .await
-        .unwrap();
+    let (status, _, page) = tokio::task::spawn_blocking({
+        let ui = ui.clone();
+        move || get(&ui, &path)
+    })
+    .await
+    .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(
         page.contains(
@@ -116,22 +138,28 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
     );
     assert!(page.contains("data-position=\""));
     let path = format!("/sessions/{session}?part=content");
-    let (_, _, content) = tokio::task::spawn_blocking(move || get(port, &path))
-        .await
-        .unwrap();
+    let (_, _, content) = tokio::task::spawn_blocking({
+        let ui = ui.clone();
+        move || get(&ui, &path)
+    })
+    .await
+    .unwrap();
     assert!(
         content.starts_with("<header>") && !content.contains("<script"),
         "{content}"
     );
 
-    let refused = tokio::task::spawn_blocking(move || {
-        [
-            request(port, "GET", "/", "evil.example:80").0,
-            request(port, "POST", "/", &format!("127.0.0.1:{port}")).0,
-            get(port, "/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV").0,
-            get(port, "/etc/passwd").0,
-            request(port, "GET", "/", &format!("localhost:{port}")).0,
-        ]
+    let refused = tokio::task::spawn_blocking({
+        let ui = ui.clone();
+        move || {
+            [
+                request(&ui, "GET", "/", "evil.example:80").0,
+                request(&ui, "POST", "/", &format!("127.0.0.1:{port}")).0,
+                get(&ui, "/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV").0,
+                get(&ui, "/etc/passwd").0,
+                request(&ui, "GET", "/", &format!("localhost:{port}")).0,
+            ]
+        }
     })
     .await
     .unwrap();
@@ -175,6 +203,7 @@ async fn changes_answers_when_another_process_appends() {
     drop(client);
     let ui = start_ui(dir.path());
     let port = ui.port;
+    let cookie = cookie(&ui);
     // The ledger's position now: two events (start and the thought). A long poll for what
     // comes after it, sent here and read in the background.
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -184,7 +213,7 @@ async fn changes_answers_when_another_process_appends() {
     let client_port = stream.local_addr().unwrap().port();
     write!(
         stream,
-        "GET /changes?after=2 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        "GET /changes?after=2 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{cookie}Connection: close\r\n\r\n"
     )
     .unwrap();
     let started = Instant::now();
@@ -221,4 +250,98 @@ async fn changes_answers_when_another_process_appends() {
     // Well before LONG_POLL (25 s), when it would answer anyway.
     assert!(waited < Duration::from_secs(20), "{waited:?}");
     drop(other);
+}
+
+#[tokio::test]
+async fn the_ui_answers_only_the_holder_of_its_key_or_cookie() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    call(
+        &client,
+        "sequentialthinking",
+        thought(1, 1, false, "a secret title"),
+    )
+    .await;
+    drop(client);
+    let ui = start_ui(dir.path());
+    let (port, key) = (ui.port, ui.key.clone());
+    let host = format!("127.0.0.1:{port}");
+    let checks = tokio::task::spawn_blocking(move || {
+        let none = |path: &str| raw(port, "GET", path, &host, "");
+        let anonymous = [none("/"), none("/changes?after=0"), none("/?key=00")];
+        let with_key = raw(port, "GET", &format!("/?key={key}"), &host, "");
+        let jar = format!("Cookie: other=1; reasoning_ledger_ui_{port}={key}\r\n");
+        let with_cookie = raw(port, "GET", "/", &host, &jar);
+        let wrong_cookie = raw(
+            port,
+            "GET",
+            "/",
+            &host,
+            &format!("Cookie: reasoning_ledger_ui_{port}=00{}\r\n", &key[2..]),
+        );
+        let cross_site = raw(
+            port,
+            "GET",
+            "/changes?after=0",
+            &host,
+            &format!("{jar}Sec-Fetch-Site: cross-site\r\n"),
+        );
+        let same_site = raw(
+            port,
+            "GET",
+            "/changes?after=0",
+            &host,
+            &format!("{jar}Sec-Fetch-Site: same-site\r\nOrigin: http://127.0.0.1:1\r\n"),
+        );
+        let other_origin = raw(
+            port,
+            "GET",
+            "/changes?after=0",
+            &host,
+            &format!("{jar}Origin: https://evil.example\r\n"),
+        );
+        let own_origin = raw(
+            port,
+            "GET",
+            "/changes?after=0",
+            &host,
+            &format!("{jar}Sec-Fetch-Site: same-origin\r\nOrigin: http://{host}\r\n"),
+        );
+        (
+            anonymous,
+            with_key,
+            with_cookie,
+            wrong_cookie,
+            [cross_site, same_site, other_origin],
+            own_origin,
+        )
+    });
+    let (anonymous, with_key, with_cookie, wrong_cookie, cross, own_origin) = checks.await.unwrap();
+    for (status, _, body) in anonymous.iter().chain([&wrong_cookie]) {
+        assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+        assert!(
+            !body.contains("secret") && !body.contains("session") && !body.contains("<"),
+            "{body}"
+        );
+    }
+    let (status, headers, body) = with_key;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("a secret title"), "{body}");
+    assert!(
+        headers.contains(&format!(
+            "set-cookie: reasoning_ledger_ui_{port}={}; Path=/; HttpOnly; SameSite=Strict",
+            ui.key
+        )),
+        "{headers}"
+    );
+    let (status, headers, body) = with_cookie;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("a secret title"));
+    assert!(!headers.contains("set-cookie"), "{headers}");
+    for (status, _, body) in cross {
+        assert_eq!(status, "HTTP/1.1 403 Forbidden");
+        assert_eq!(body, "403 Forbidden\n");
+    }
+    // The ledger's position, at once: an event was written before the ui started.
+    assert_eq!(own_origin.0, "HTTP/1.1 200 OK");
 }

@@ -212,12 +212,13 @@ async function ui(bin, data, shots) {
   const first = await appendThought(bin, data, 'first thought, before the ui <img src=x onerror="window.__pwned=1">');
   const server = spawn(bin, ['--data-dir', data, 'ui', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   children.add(server);
-  const base = await new Promise((resolvePromise, reject) => {
+  const { base, address } = await new Promise((resolvePromise, reject) => {
     let out = '';
     server.stdout.on('data', (chunk) => {
       out += chunk;
-      const match = /http:\/\/127\.0\.0\.1:\d+\//.exec(out);
-      if (match) resolvePromise(match[0]);
+      // The address carries this run's key: the first page sets the cookie the rest use.
+      const match = /(http:\/\/127\.0\.0\.1:\d+\/)\?key=[0-9a-f]+/.exec(out);
+      if (match) resolvePromise({ base: match[1], address: match[0] });
     });
     server.on('exit', (code) => reject(new Error(`ui exited ${code}`)));
     setTimeout(() => reject(new Error('ui printed no address in 20 s')), 20000);
@@ -226,7 +227,11 @@ async function ui(bin, data, shots) {
   const browser = await launch();
   try {
     const { page, incidents } = await guardedPage(browser, (u) => u.startsWith(origin));
-    await page.goto(base, { waitUntil: 'load' });
+    // Without the key: 401, and nothing of the ledger.
+    const refused = await page.goto(base, { waitUntil: 'load' });
+    assertEqual(refused.status(), 401, 'ui: without the key');
+    if ((await page.content()).includes(first.sessionId)) fail('ui: a page without the key shows the ledger');
+    await page.goto(address, { waitUntil: 'load' });
     await page.waitForSelector(`a[href="/sessions/${first.sessionId}"]`, { timeout: 10000 });
     // The session list's search.
     await page.locator('#search').fill('no such text anywhere');

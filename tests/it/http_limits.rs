@@ -1,0 +1,393 @@
+//! Issue 36's floods against `serve --http`, bounded in count and time, on loopback only:
+//! `initialize` beyond the session caps (429 per actor, 503 overall, `Retry-After`, a slot
+//! freed by DELETE or by the idle expiry), one peer address holding idle connections while
+//! another's authorized call is answered within a second, and an unauthenticated
+//! connection closed after the short timeout while an authenticated one stays.
+
+use crate::common::{bin, cli, data_dir, stderr, stdout};
+use serde_json::{Value, json};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// How long any one awaited thing may take.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The shared (`default`) token of these servers.
+const SHARED: &str = "http-limits-shared-token-0123456789abcdef";
+
+/// A `serve --http 127.0.0.1:0` server with `args`.
+struct Server {
+    _child: tokio::process::Child,
+    url: String,
+    addr: SocketAddr,
+}
+
+impl Server {
+    async fn start(dir: &Path, args: &[&str]) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut command = tokio::process::Command::new(bin());
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--http", "127.0.0.1:0"])
+            .args(args)
+            .env("DISABLE_THOUGHT_LOGGING", "true")
+            .env("REASONING_LEDGER_TOKEN", SHARED)
+            .env_remove("REASONING_LEDGER_TOOLSETS")
+            .env_remove("REASONING_LEDGER_STORE")
+            .env_remove("REASONING_LEDGER_TOKENS")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn http server");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = tokio::time::timeout(PATIENCE, lines.next_line())
+                .await
+                .expect("the server says where it listens")
+                .unwrap()
+                .expect("the server is running");
+            if let Some(start) = line.find("http://") {
+                break line[start..].split_whitespace().next().unwrap().to_string();
+            }
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .parse()
+            .unwrap();
+        Server {
+            _child: child,
+            url,
+            addr,
+        }
+    }
+
+    /// An `initialize` with `token`: the status, the session id, the `Retry-After`, the
+    /// body.
+    async fn initialize(&self, token: &str) -> (u16, Option<String>, Option<String>, String) {
+        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"}
+        }});
+        let response = tokio::time::timeout(
+            PATIENCE,
+            reqwest::Client::new()
+                .post(self.url.as_str())
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("authorization", format!("Bearer {token}"))
+                .body(message.to_string())
+                .send(),
+        )
+        .await
+        .expect("an answer in time")
+        .expect("http");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let (session, retry) = (header("mcp-session-id"), header("retry-after"));
+        let status = response.status().as_u16();
+        (status, session, retry, response.text().await.unwrap())
+    }
+
+    /// A session that must be admitted.
+    async fn session(&self, token: &str) -> String {
+        let (status, session, _, body) = self.initialize(token).await;
+        assert_eq!(status, 200, "{body}");
+        session.expect("a session id")
+    }
+
+    async fn delete(&self, token: &str, session: &str) -> u16 {
+        reqwest::Client::new()
+            .delete(self.url.as_str())
+            .header("authorization", format!("Bearer {token}"))
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .expect("http")
+            .status()
+            .as_u16()
+    }
+
+    async fn metrics(&self) -> String {
+        let url = self.url.replace("/mcp", "/metrics");
+        reqwest::Client::new()
+            .get(url)
+            .header("authorization", format!("Bearer {SHARED}"))
+            .send()
+            .await
+            .expect("http")
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+fn add_token(dir: &Path, name: &str) -> String {
+    let output = cli(dir, &["token", "add", name]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output).trim().to_string()
+}
+
+/// The refusal's JSON-RPC error.
+fn refusal(body: &str) -> Value {
+    let body: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON: {body}"));
+    body["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_beyond_the_session_caps_is_refused_until_a_slot_is_freed() {
+    let dir = data_dir();
+    let bob = add_token(dir.path(), "bob");
+    let server = Server::start(
+        dir.path(),
+        &["--max-sessions-per-actor", "4", "--max-sessions", "6"],
+    )
+    .await;
+    let mut shared = Vec::new();
+    for _ in 0..4 {
+        shared.push(server.session(SHARED).await);
+    }
+    let (status, session, retry, body) = server.initialize(SHARED).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(session, None);
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    let error = refusal(&body);
+    assert_eq!(error["data"]["cap"], 4, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions-per-actor"),
+        "{error}"
+    );
+
+    // Another token still gets in.
+    let bob_first = server.session(&bob).await;
+    // A DELETE frees its slot.
+    let status = server.delete(SHARED, &shared.remove(0)).await;
+    assert!((200..300).contains(&status), "{status}");
+    shared.push(server.session(SHARED).await);
+
+    // 4 + 1 live; the sixth fills the server; the seventh meets the overall cap.
+    server.session(&bob).await;
+    let (status, _, retry, body) = server.initialize(&bob).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(retry.is_some());
+    let error = refusal(&body);
+    assert_eq!(error["data"]["cap"], 6, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions "),
+        "{error}"
+    );
+    assert_eq!(server.delete(&bob, &bob_first).await / 100, 2);
+    server.session(&bob).await;
+
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("reasoning_ledger_live_sessions 6"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("reasoning_ledger_sessions_refused_total{scope=\"actor\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("reasoning_ledger_sessions_refused_total{scope=\"overall\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_expires_and_frees_its_slot() {
+    let dir = data_dir();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--max-sessions-per-actor",
+            "1",
+            "--session-idle-timeout",
+            "1s",
+        ],
+    )
+    .await;
+    let first = server.session(SHARED).await;
+    let (status, _, _, body) = server.initialize(SHARED).await;
+    assert_eq!(status, 429, "{body}");
+    let start = Instant::now();
+    loop {
+        let (status, _, _, body) = server.initialize(SHARED).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 429, "{body}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the idle session never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The expired session is gone: 404, so its client initializes again.
+    let gone = reqwest::Client::new()
+        .post(server.url.as_str())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {SHARED}"))
+        .header("mcp-session-id", first)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
+}
+
+/// A connection from `from` to `to` (Linux routes all of 127/8 to lo).
+async fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(IpAddr::V4(from), 0))?;
+    socket.connect(to).await
+}
+
+/// Reads one response (its head and `Content-Length` body) from `stream`.
+async fn read_response(stream: &mut tokio::net::TcpStream) -> String {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buffer).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("a response in time")
+            .expect("read");
+        assert!(n > 0, "closed before a whole response: {text}");
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_holding_idle_connections_leaves_room_for_another() {
+    let dir = data_dir();
+    // Without the per-peer cap, 32 idle connections of the flood would hold every slot.
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--max-connections",
+            "32",
+            "--max-connections-per-peer",
+            "16",
+            "--unauthenticated-timeout",
+            "60s",
+        ],
+    )
+    .await;
+    let flood_peer = Ipv4Addr::new(127, 0, 0, 2);
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        let Ok(mut stream) = connect_from(flood_peer, server.addr).await else {
+            continue;
+        };
+        // As in the issue: one probe, then idle (its answer unread).
+        let _ = stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await;
+        flood.push(stream);
+    }
+    let start = Instant::now();
+    let mut stream = connect_from(Ipv4Addr::LOCALHOST, server.addr)
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SHARED}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(1), read_response(&mut stream))
+        .await
+        .expect("the authorized call is answered within a second");
+    let took = start.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let refused: u64 = answer
+        .lines()
+        .find_map(|line| line.strip_prefix("reasoning_ledger_connections_refused_total "))
+        .expect("the refused counter")
+        .parse()
+        .unwrap();
+    assert!(refused >= 84, "{refused} refused");
+    eprintln!(
+        "flood of {} idle connections from {flood_peer}: an authorized call answered in {took:?}",
+        flood.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_without_a_valid_token_is_closed_after_the_short_timeout() {
+    let dir = data_dir();
+    let server = Server::start(dir.path(), &["--unauthenticated-timeout", "1s"]).await;
+    let mut anonymous = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    anonymous
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(
+        read_response(&mut anonymous)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let idle_since = Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), anonymous.read_to_end(&mut rest))
+        .await
+        .expect("closed within the short timeout");
+    assert!(read.is_ok() || rest.is_empty());
+    let held = idle_since.elapsed();
+    assert!(
+        held >= Duration::from_millis(800) && held < Duration::from_secs(5),
+        "{held:?}"
+    );
+
+    // An authenticated connection keeps the normal idle timeout (60 s).
+    let mut known = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let metrics = format!(
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SHARED}\r\n\r\n"
+    );
+    known.write_all(metrics.as_bytes()).await.unwrap();
+    assert!(read_response(&mut known).await.starts_with("HTTP/1.1 200"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    known
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_response(&mut known).await.starts_with("HTTP/1.1 200"));
+}
