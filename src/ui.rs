@@ -14,6 +14,7 @@
 //! whose `Host` is not this server's own address (a page of another site cannot reach it
 //! through DNS rebinding), or put ledger text anywhere but escaped.
 
+use crate::export::counted;
 use crate::export::html;
 use crate::export::svg::escape_xml_into;
 use crate::query;
@@ -266,13 +267,12 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
         }
         let _ = writeln!(
             out,
-            "</a><div class=\"meta\">{} · {} · {} thoughts · {} branches · {} events · updated {} \
-             · {}</div></li>",
+            "</a><div class=\"meta\">{} · {} · {} · {} · {} · updated {} · {}</div></li>",
             s.kind.as_str(),
             s.status(),
-            s.thoughts,
-            s.branches.len(),
-            head.seq,
+            counted(s.thoughts as usize, "thought", "thoughts"),
+            counted(s.branches.len(), "branch id", "branch ids"),
+            counted(head.seq as usize, "event", "events"),
             crate::event::format_time(s.updated_at),
             head.session
         );
