@@ -1320,5 +1320,8 @@ async fn a_plain_string_risk_renders_without_a_dangling_arrow() {
         page.contains("<div class=\"meta\">risk: Stale results → Short TTL</div>"),
         "{page}"
     );
-    assert!(!page.contains("→ </div>") && !page.contains("→</div>"), "{page}");
+    assert!(
+        !page.contains("→ </div>") && !page.contains("→</div>"),
+        "{page}"
+    );
 }
