@@ -248,10 +248,10 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
 fn list_content_into(out: &mut String, heads: &[SessionHead]) {
     let _ = write!(
         out,
-        "<header><h1>reasoning-ledger · {} sessions</h1><label>Search <input id=\"search\" \
+        "<header><h1>reasoning-ledger · {}</h1><label>Search <input id=\"search\" \
          type=\"search\" placeholder=\"title, kind, id\" autocomplete=\"off\"></label></header>\n\
          <ul id=\"sessions\">\n",
-        heads.len()
+        counted(heads.len(), "session", "sessions")
     );
     for head in heads {
         let s = &head.summary;
