@@ -22,6 +22,7 @@
 //! through DNS rebinding), answer anything of the ledger without the key or its cookie
 //! (other local users reach 127.0.0.1 too), or put ledger text anywhere but escaped.
 
+use crate::export::counted;
 use crate::export::html;
 use crate::export::svg::escape_xml_into;
 use crate::query;
@@ -390,10 +391,10 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
 fn list_content_into(out: &mut String, heads: &[SessionHead]) {
     let _ = write!(
         out,
-        "<header><h1>reasoning-ledger · {} sessions</h1><label>Search <input id=\"search\" \
+        "<header><h1>reasoning-ledger · {}</h1><label>Search <input id=\"search\" \
          type=\"search\" placeholder=\"title, kind, id\" autocomplete=\"off\"></label></header>\n\
          <ul id=\"sessions\">\n",
-        heads.len()
+        counted(heads.len(), "session", "sessions")
     );
     for head in heads {
         let s = &head.summary;
@@ -409,13 +410,12 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
         }
         let _ = writeln!(
             out,
-            "</a><div class=\"meta\">{} · {} · {} thoughts · {} branches · {} events · updated {} \
-             · {}</div></li>",
+            "</a><div class=\"meta\">{} · {} · {} · {} · {} · updated {} · {}</div></li>",
             s.kind.as_str(),
             s.status(),
-            s.thoughts,
-            s.branches.len(),
-            head.seq,
+            counted(s.thoughts as usize, "thought", "thoughts"),
+            counted(s.branches.len(), "branch id", "branch ids"),
+            counted(head.seq as usize, "event", "events"),
             crate::event::format_time(s.updated_at),
             head.session
         );

@@ -108,7 +108,9 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
     },
-    /// List sessions, newest first
+    /// List sessions, newest first. BRANCH IDS counts the branch ids a session has: its
+    /// thinking or qa branches and a plan's approaches (what evaluate_branch and
+    /// compare_branches take); `show` counts the thought branches only
     Sessions {
         /// Print JSON ({"sessions": [...]}, as list_sessions answers) instead of a table
         #[arg(long)]

@@ -37,8 +37,8 @@ pub(super) fn sessions(
         text.push_str(&format!("no sessions in {}\n", ledger.path().display()));
     } else {
         text.push_str(&format!(
-            "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
-            "SESSION", "KIND", "EVENTS", "THOUGHTS", "BRANCHES", "STATUS", "UPDATED", "TITLE"
+            "{:<26}  {:<8}  {:>6}  {:>8}  {:>10}  {:<8}  {:<24}  {}\n",
+            "SESSION", "KIND", "EVENTS", "THOUGHTS", "BRANCH IDS", "STATUS", "UPDATED", "TITLE"
         ));
         for head in &rows {
             let s = &head.summary;
@@ -47,8 +47,12 @@ pub(super) fn sessions(
             } else {
                 s.status()
             };
+            // BRANCH IDS: the summary's branch ids (a thinking or qa branch, a plan's
+            // approach: every id `evaluate_branch`/`compare_branches` take), the JSON's
+            // `branches`. `show`'s "branches" are the thought tree's branches only, so a
+            // plan with two approaches lists 2 here and "No branches." there.
             text.push_str(&format!(
-                "{:<26}  {:<8}  {:>6}  {:>8}  {:>8}  {:<8}  {:<24}  {}\n",
+                "{:<26}  {:<8}  {:>6}  {:>8}  {:>10}  {:<8}  {:<24}  {}\n",
                 head.session.to_string(),
                 s.kind.as_str(),
                 head.seq,

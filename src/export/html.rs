@@ -21,6 +21,7 @@
 //! dims their nodes (every node of that event).
 
 use crate::event::format_time;
+use crate::export::counted;
 use crate::export::picture::{Entry, Mark, Node, Picture};
 use crate::export::svg::{self, escape_xml_into, node_kind};
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
@@ -278,7 +279,11 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
         );
     }
     if !tree.anomalies.is_empty() {
-        let _ = write!(out, " · {} anomalies: ", tree.anomalies.len());
+        let _ = write!(
+            out,
+            " · {}: ",
+            counted(tree.anomalies.len(), "anomaly", "anomalies")
+        );
         for (index, anomaly) in tree.anomalies.iter().enumerate() {
             if index > 0 {
                 out.push_str("; ");
@@ -585,6 +590,28 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// The header counts anomalies in words: "1 anomaly", never "1 anomalies".
+    #[test]
+    fn the_header_counts_one_anomaly_in_the_singular() {
+        use crate::projection::fixtures::{recorded, seq_thought, tree_with_aliases};
+        let tree = tree_with_aliases(
+            "one anomaly",
+            crate::event::SessionKind::THINKING,
+            Vec::new(),
+            vec![
+                recorded(seq_thought("first", 1, 2)),
+                recorded(crate::tools::thinking::SequentialThought {
+                    revises_thought: Some(42),
+                    ..seq_thought("revises a thought that is not there", 2, 2)
+                }),
+            ],
+        );
+        assert_eq!(tree.anomalies.len(), 1);
+        let page = render(&tree);
+        assert!(page.contains(" · 1 anomaly: "), "{page}");
+        assert!(!page.contains("1 anomalies"));
     }
 
     #[test]

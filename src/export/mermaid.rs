@@ -15,6 +15,7 @@
 //! and edge counts with the projection's), or name a family. The only extra node is the
 //! placeholder of a tree without thoughts or family nodes, id [`EMPTY_NODE_ID`].
 
+use crate::export::counted;
 use crate::export::family::renders;
 use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
@@ -65,11 +66,6 @@ pub(crate) const CLASS_DEFS: [(&str, &str); 5] = [
     (CLASS_ANOMALY, "stroke:#e03131,stroke-width:3px"),
     (CLASS_EMPTY, "fill:#f8f9fa,stroke:#adb5bd,color:#868e96"),
 ];
-
-/// `count` and its noun, singular for exactly one ("1 branch", "0 branches", "2 branches").
-fn counted(count: usize, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
-}
 
 /// Renders the tree as a Mermaid flowchart.
 pub fn render(tree: &ThoughtTree) -> String {

@@ -116,6 +116,12 @@ pub fn truncate(text: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
     out
 }
 
+/// `count` and its noun, singular for exactly one ("1 branch", "0 branches", "2 branches"):
+/// every count a person reads (Mermaid's comment, the `ui`'s list, the recall prompt).
+pub(crate) fn counted(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// Renders the tree (or, for JSONL, the events it was folded from).
 pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
     match format {

@@ -439,8 +439,12 @@ fn recall_prompt(ledger: &Ledger, topic: &str) -> Result<GetPromptResult, Prompt
         "sessions": sessions,
         "matches": matches,
     });
-    Ok(GetPromptResult::new(messages(instructions, data))
-        .with_description(format!("Past work on the topic ({} matches)", hits.len())))
+    Ok(
+        GetPromptResult::new(messages(instructions, data)).with_description(format!(
+            "Past work on the topic ({})",
+            crate::export::counted(hits.len(), "match", "matches")
+        )),
+    )
 }
 
 // ---------------------------------------------------------------------------------------

@@ -34,7 +34,14 @@ async fn sessions_show_search_and_replay_read_the_ledger() {
     let rows = &listed["sessions"];
     assert_eq!(rows[0]["sessionId"], json!(session));
     assert_eq!(rows[0]["thoughts"], json!(2));
-    assert!(stdout(&cli(dir.path(), &["sessions"])).contains(&session));
+    let table = stdout(&cli(dir.path(), &["sessions"]));
+    assert!(table.contains(&session));
+    // The column says what it counts (branch ids: a plan's approaches too, which `show`'s
+    // "branches" leave out).
+    assert!(
+        table.lines().next().unwrap().contains(" BRANCH IDS "),
+        "{table}"
+    );
     assert!(stdout(&cli(dir.path(), &["show", &session])).contains("second thought"));
     let found = stdout(&cli(dir.path(), &["search", "NEEDLE", "--json"]));
     assert!(

@@ -1292,3 +1292,36 @@ async fn two_processes_write_one_plan_at_the_same_time() {
     let out = common::cli(dir.path(), &["verify"]);
     assert!(out.status.success(), "{}", common::stderr(&out));
 }
+
+/// A risk given as a plain string is drawn as that string: the page's detail line is
+/// `risk: <text>`, never `risk: <text> →` with nothing after the arrow; a risk with a
+/// mitigation keeps its arrow.
+#[tokio::test]
+async fn a_plain_string_risk_renders_without_a_dangling_arrow() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    let plan = plan_to_evaluate(&client).await;
+    let mut args = finalize_args("markdown");
+    args["sessionId"] = json!(plan);
+    args["risks"] = json!([
+        "Redis goes down at night",
+        {"description": "Stale results", "mitigation": "Short TTL"}
+    ]);
+    ok(&dp(&client, args).await);
+    client.cancel().await.unwrap();
+    let out = common::cli(dir.path(), &["export", &plan, "--format", "html"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let page = common::stdout(&out);
+    assert!(
+        page.contains("<div class=\"meta\">risk: Redis goes down at night</div>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<div class=\"meta\">risk: Stale results → Short TTL</div>"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("→ </div>") && !page.contains("→</div>"),
+        "{page}"
+    );
+}

@@ -618,6 +618,14 @@ async fn check_prompts(label: &str, conn: &mut Conn, kinds: &Kinds) {
             .unwrap(),
     );
     assert!(none["matches"].as_array().unwrap().is_empty());
+    // The description counts the matches in words a person reads: "1 match", "2 matches".
+    let count = data["matches"].as_array().unwrap().len();
+    let noun = if count == 1 { "match" } else { "matches" };
+    assert_eq!(
+        recall["description"],
+        json!(format!("Past work on the topic ({count} {noun})")),
+        "{label}"
+    );
     // plan: resumes the open plan for the same problem, starts a new one otherwise.
     let plan = data_of(
         &conn

@@ -122,6 +122,12 @@ async fn the_ui_serves_the_list_and_pages_and_refuses_the_rest() {
         "{list}"
     );
     assert!(list.contains("connect-src 'self'"));
+    assert!(list.contains("reasoning-ledger · 1 session</h1>"), "{list}");
+    // Counts in words: one thought, no branch ids, two events (start + thought).
+    assert!(
+        list.contains("· 1 thought · 0 branch ids · 2 events · updated "),
+        "{list}"
+    );
 
     let path = format!("/sessions/{session}");
     let (status, _, page) = tokio::task::spawn_blocking({

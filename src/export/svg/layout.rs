@@ -14,6 +14,8 @@ use std::collections::HashMap;
 /// Width and height of a node box.
 pub const NODE_W: u32 = 240;
 pub const NODE_H: u32 = 46;
+/// A node box's corner radius (`rx`), in px.
+pub(crate) const NODE_RADIUS: u32 = 6;
 /// Distance between the left edges of two columns.
 pub(super) const COL_W: u32 = 290;
 /// Distance between the tops of two rows.

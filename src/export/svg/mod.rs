@@ -35,12 +35,13 @@ use crate::export::mermaid::{anomaly_seq, cut_into, is_revision};
 use crate::export::picture::{At, Mark, Picture, Span};
 use crate::projection::tree::{EdgeKind, ThoughtNode, ThoughtTree};
 use layout::{
-    COL_W, Heading, MARGIN, TOP, back_path, blocked, detour_path, down_path, layout, node_x,
-    node_y, occupancy,
+    COL_W, Heading, MARGIN, NODE_RADIUS, TOP, back_path, blocked, detour_path, down_path, layout,
+    node_x, node_y, occupancy,
 };
 pub use layout::{NODE_H, NODE_W};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use style::{ANOMALY_STROKE, ANOMALY_STROKE_WIDTH};
 pub use style::{KINDS, NodeKind, node_kind, stylesheet};
 
 /// Most characters of thought text drawn in a node (the full text is in its `<title>`).
@@ -238,7 +239,7 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
         push_escaped_cut(out, &mut scratch, &node.title, TITLE_MAX_CHARS);
         let _ = write!(
             out,
-            "</title><rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"6\"/>\
+            "</title><rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"{NODE_RADIUS}\"/>\
              <text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} #{seq}</tspan> ",
             x + 8,
             y + 18,
@@ -363,8 +364,14 @@ fn write_node(
     out.push_str("</title>");
     let _ = write!(
         out,
-        "<rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"6\"/>\
-         <text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} {}",
+        "<rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"{NODE_RADIUS}\"/>"
+    );
+    if anomaly {
+        push_anomaly_outline(out, x, y);
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} {}",
         x + 8,
         y + 18,
         kind.marker,
@@ -391,6 +398,31 @@ fn write_node(
         out.push_str("</a>");
     }
     out.push('\n');
+}
+
+/// The red outline of an anomaly, drawn over the node's box whatever its kind's style
+/// (a revision's orange dashes, a branch's green): a `<path>` with the outline's own
+/// stroke, which no kind's `.k-… rect` rule reaches. The stylesheet's `.anomaly rect`
+/// rule comes before the kinds' and loses to them; reordering it would change the bytes
+/// of every picture, the `ledger-v2` fixture's included (tests/it/fixture_ledger.rs).
+fn push_anomaly_outline(out: &mut String, x: u32, y: u32) {
+    let r = NODE_RADIUS;
+    let (right, bottom) = (x + NODE_W, y + NODE_H);
+    let _ = write!(
+        out,
+        "<path class=\"anomaly-outline\" d=\"M{} {y}H{}A{r} {r} 0 0 1 {right} {}V{}A{r} {r} 0 0 1 {} {bottom}\
+         H{}A{r} {r} 0 0 1 {x} {}V{}A{r} {r} 0 0 1 {} {y}Z\" fill=\"none\" stroke=\"{ANOMALY_STROKE}\" \
+         stroke-width=\"{ANOMALY_STROKE_WIDTH}\"/>",
+        x + r,
+        right - r,
+        y + r,
+        bottom - r,
+        right - r,
+        x + r,
+        bottom - r,
+        y + r,
+        x + r,
+    );
 }
 
 /// Ends a node's opening tag: with ` data-actor="NAME"` (escaped) when the event that
@@ -1314,6 +1346,69 @@ pub(crate) mod tests {
             }
             assert!(straight > 0);
         }
+    }
+
+    /// An anomaly that is also a revision keeps the revision's fill but is outlined in red
+    /// (docs/src/pictures.md): the outline is drawn over the box, after it, with the
+    /// anomaly's own stroke, which no kind's `.k-… rect` rule reaches (a `<path>`).
+    #[test]
+    fn an_anomalous_revision_is_outlined_in_red_over_its_revision_style() {
+        let tree = tree_with_aliases(
+            "anomalies",
+            SessionKind::THINKING,
+            Vec::new(),
+            vec![
+                recorded(seq_thought("first", 1, 3)),
+                recorded(SequentialThought {
+                    is_revision: Some(true),
+                    revises_thought: Some(42),
+                    ..seq_thought("revises a thought that is not there", 2, 3)
+                }),
+                recorded(seq_thought("plain", 3, 3)),
+            ],
+        );
+        let svg = render(&tree);
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let nodes: Vec<roxmltree::Node> = doc
+            .descendants()
+            .filter(|n| n.attribute("data-seq").is_some() && n.has_tag_name("g"))
+            .collect();
+        fn outline<'a, 'i>(g: roxmltree::Node<'a, 'i>) -> Option<roxmltree::Node<'a, 'i>> {
+            g.children()
+                .find(|c| c.attribute("class") == Some("anomaly-outline"))
+        }
+        let flagged: Vec<roxmltree::Node> = nodes
+            .iter()
+            .copied()
+            .filter(|g| outline(*g).is_some())
+            .collect();
+        assert_eq!(flagged.len(), 1, "{svg}");
+        let g = flagged[0];
+        let classes: Vec<&str> = g.attribute("class").unwrap().split(' ').collect();
+        assert!(
+            classes.contains(&"k-revision") && classes.contains(&"anomaly"),
+            "{classes:?}"
+        );
+        let path = outline(g).unwrap();
+        assert_eq!(path.attribute("stroke"), Some(ANOMALY_STROKE));
+        assert_eq!(path.attribute("fill"), Some("none"));
+        assert_eq!(
+            path.attribute("stroke-width"),
+            Some(ANOMALY_STROKE_WIDTH.to_string().as_str())
+        );
+        // Drawn after (over) the box, which keeps the revision's fill.
+        let order: Vec<&str> = g
+            .children()
+            .filter(|c| c.is_element())
+            .map(|c| c.tag_name().name())
+            .collect();
+        let rect = order.iter().position(|t| *t == "rect").unwrap();
+        let over = order.iter().position(|t| *t == "path").unwrap();
+        assert!(rect < over, "{order:?}");
+        // No kind's rule can reach the outline: every kind styles `rect`s only.
+        assert!(!stylesheet().contains(" path{") && !stylesheet().contains(" path,"));
+        // The other thoughts have no outline.
+        assert!(nodes.iter().filter(|g| outline(**g).is_none()).count() >= 2);
     }
 
     #[test]

@@ -9,6 +9,12 @@ pub use crate::export::picture::NodeKind;
 use crate::projection::tree::ThoughtNode;
 use std::fmt::Write as _;
 
+/// An anomaly's outline colour: red, over any kind's stroke ([`super::write_node`] draws
+/// it as the node's own outline, so no kind's style can override it).
+pub(crate) const ANOMALY_STROKE: &str = "#e03131";
+/// An anomaly's outline width, in px.
+pub(crate) const ANOMALY_STROKE_WIDTH: u32 = 3;
+
 /// The kinds of thought the core draws (a family's thoughts may be drawn as one of its
 /// own kinds through a [`Mark`]).
 pub const KINDS: &[NodeKind] = &[
@@ -55,18 +61,18 @@ pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
 /// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
 /// edges, anomalies, replay and filter classes), shared with the HTML page.
 pub fn stylesheet() -> String {
-    let mut css = String::from(
-        ".node rect{stroke-width:1.5}\
-         .node text{font:12px sans-serif;fill:#212529}\
-         .node .head{font-weight:bold}\
-         .anomaly rect{stroke:#e03131;stroke-width:3}\
-         .edge{fill:none;stroke:#495057;stroke-width:1.5}\
-         .e-revises{stroke:#e8590c;stroke-dasharray:6 4}\
-         .e-branches_from{stroke:#2f9e44}\
-         .lane,.heading{font:bold 13px sans-serif;fill:#343a40}\
-         .sub{font:12px sans-serif;fill:#868e96}\
-         .later,.was{display:none}\
-         .dim{opacity:.2}",
+    let mut css = format!(
+        ".node rect{{stroke-width:1.5}}\
+         .node text{{font:12px sans-serif;fill:#212529}}\
+         .node .head{{font-weight:bold}}\
+         .anomaly rect{{stroke:{ANOMALY_STROKE};stroke-width:{ANOMALY_STROKE_WIDTH}}}\
+         .edge{{fill:none;stroke:#495057;stroke-width:1.5}}\
+         .e-revises{{stroke:#e8590c;stroke-dasharray:6 4}}\
+         .e-branches_from{{stroke:#2f9e44}}\
+         .lane,.heading{{font:bold 13px sans-serif;fill:#343a40}}\
+         .sub{{font:12px sans-serif;fill:#868e96}}\
+         .later,.was{{display:none}}\
+         .dim{{opacity:.2}}",
     );
     for kind in KINDS {
         let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);

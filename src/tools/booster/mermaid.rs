@@ -12,7 +12,7 @@
 
 use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
-use crate::export::{Ellipsis, truncate};
+use crate::export::{Ellipsis, counted, truncate};
 use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Via};
@@ -93,11 +93,14 @@ pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
     // Generated values only: a ULID and counts.
     let _ = writeln!(
         out,
-        "{INDENT}%% reasoning-ledger session {} (booster), at seq {}: {chosen} thoughts, {edges} edges, 0 branches; {} iterations, {candidates} candidates, {} backtracks",
+        "{INDENT}%% reasoning-ledger session {} (booster), at seq {}: {}, {}, 0 branches; {}, {}, {}",
         tree.session,
         tree.at_seq,
-        state.iterations.len(),
-        state.backtracks
+        counted(chosen, "thought", "thoughts"),
+        counted(edges, "edge", "edges"),
+        counted(state.iterations.len(), "iteration", "iterations"),
+        counted(candidates, "candidate", "candidates"),
+        counted(state.backtracks as usize, "backtrack", "backtracks")
     );
     for (class, style) in CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");

@@ -13,6 +13,7 @@
 //! projection, or put text anywhere but in a [`Span`], a title or an entry (the renderers
 //! escape them: candidates are model output).
 
+use crate::export::counted;
 use crate::export::picture::{
     At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, short,
 };
@@ -192,8 +193,10 @@ fn candidates(iteration: &Iteration, picture: &mut Picture) -> Vec<NodeId> {
                 details.push((
                     "model output",
                     format!(
-                        "{} chars · parser {} · {} parsed",
-                        output.response_chars, output.parser, output.parsed
+                        "{} · parser {} · {} parsed",
+                        counted(output.response_chars as usize, "char", "chars"),
+                        output.parser,
+                        output.parsed
                     ),
                 ));
                 if let Some(error) = &output.error {
@@ -206,7 +209,8 @@ fn candidates(iteration: &Iteration, picture: &mut Picture) -> Vec<NodeId> {
             }
             Entry {
                 meta: format!(
-                    "candidates_scored · iteration {i} · {count} candidates · {source} · scorer {}",
+                    "candidates_scored · iteration {i} · {} · {source} · scorer {}",
+                    counted(count, "candidate", "candidates"),
                     iteration.scorer
                 ),
                 text: String::new(),
@@ -270,8 +274,8 @@ fn beam(iteration: &Iteration, ids: &[NodeId], picture: &mut Picture) {
         kind: &BEAM,
         place: beside(iteration),
         head: vec![Span::text(format!(
-            "beam · {} heads · stalled {:.2} → {:.2}",
-            beam.heads.len(),
+            "beam · {} · stalled {:.2} → {:.2}",
+            counted(beam.heads.len(), "head", "heads"),
             beam.last_total,
             beam.best_total
         ))],
@@ -282,9 +286,9 @@ fn beam(iteration: &Iteration, ids: &[NodeId], picture: &mut Picture) {
         title: heads.join("\n"),
         entry: Some(Entry {
             meta: format!(
-                "beam_rolled_out · iteration {} · {} heads",
+                "beam_rolled_out · iteration {} · {}",
                 iteration.iteration,
-                beam.heads.len()
+                counted(beam.heads.len(), "head", "heads")
             ),
             text: String::new(),
             details,
@@ -353,7 +357,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             text: vec![Span::text(hints.join("; "))],
             title: hints.join("\n"),
             entry: Some(Entry {
-                meta: format!("hints_added · {} hints", hints.len()),
+                meta: format!("hints_added · {}", counted(hints.len(), "hint", "hints")),
                 text: String::new(),
                 details: hints.iter().map(|h| ("hint", h.clone())).collect(),
             }),

@@ -8,6 +8,7 @@
 //! Markdown escaper or the Mermaid label escaper. Must not: read the store, or change a
 //! projection.
 
+use crate::export::counted;
 use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
@@ -367,10 +368,10 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
     let mut out = String::from("flowchart TD\n");
     let _ = writeln!(
         out,
-        "{INDENT}%% reasoning-ledger session {} plan, at seq {}: 0 thoughts, {} edges, 0 branches",
+        "{INDENT}%% reasoning-ledger session {} plan, at seq {}: 0 thoughts, {}, 0 branches",
         tree.session,
         tree.at_seq,
-        plan_edges(tree)
+        counted(plan_edges(tree), "edge", "edges")
     );
     write_plan_class_defs(&mut out);
     write_plan_nodes(&mut out, tree);

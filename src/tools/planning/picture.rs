@@ -274,10 +274,13 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 ));
             }
             for risk in &item.risks {
-                details.push((
-                    "risk",
-                    format!("{} → {}", risk.description, risk.mitigation),
-                ));
+                // A risk given as a plain string has no mitigation: no arrow to nothing.
+                let text = if risk.mitigation.trim().is_empty() {
+                    risk.description.clone()
+                } else {
+                    format!("{} → {}", risk.description, risk.mitigation)
+                };
+                details.push(("risk", text));
             }
             for assumption in &item.assumptions {
                 details.push(("assumption", assumption.clone()));
