@@ -117,7 +117,63 @@ pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(redb_store::VECTORS_DIR);
-    Some(Arc::new(redb_store::RedbVectors::new(dir)))
+    Some(Arc::new(ContainedVectors(redb_store::RedbVectors::new(
+        dir,
+    ))))
+}
+
+/// A vector store in a redb file, with a panic of redb on a damaged page (it assumes a
+/// sound file) contained: the call fails as the vector store failing, which a search
+/// answers lexically with a note and the embedder retries later. Vectors are derived data:
+/// deleting `vectors/` (or `reindex --embeddings`) makes them again.
+struct ContainedVectors<S>(S);
+
+impl<S> ContainedVectors<S> {
+    fn call<T>(&self, call: impl FnOnce(&S) -> Result<T, RecallError>) -> Result<T, RecallError> {
+        crate::store::damage::catch_quietly(|| call(&self.0)).unwrap_or_else(|message| {
+            Err(RecallError::Vectors(format!(
+                "its file is damaged ({message}); it is derived data: delete the vectors \
+                 folder beside the ledger, or run `reasoning-ledger reindex --embeddings`"
+            )))
+        })
+    }
+}
+
+impl<S: VectorStore> VectorStore for ContainedVectors<S> {
+    fn checkpoint(&self, model: &str) -> Result<Option<VectorCheckpoint>, RecallError> {
+        self.call(|store| store.checkpoint(model))
+    }
+
+    fn put(
+        &self,
+        model: &str,
+        vectors: &[EventVector],
+        checkpoint: &VectorCheckpoint,
+    ) -> Result<(), RecallError> {
+        self.call(|store| store.put(model, vectors, checkpoint))
+    }
+
+    fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Vec<Nearest>, RecallError> {
+        self.call(|store| store.nearest(model, query, k, filter))
+    }
+
+    fn count(&self, model: &str) -> Result<u64, RecallError> {
+        self.call(|store| store.count(model))
+    }
+
+    fn clear(&self, model: &str) -> Result<(), RecallError> {
+        self.call(|store| store.clear(model))
+    }
+
+    fn try_lock(&self) -> Result<Option<EmbedLock>, RecallError> {
+        self.call(|store| store.try_lock())
+    }
 }
 
 /// The session kind a vector row stored: a kind this build does not know (a family

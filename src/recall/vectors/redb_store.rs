@@ -378,4 +378,41 @@ mod tests {
                 .is_empty()
         );
     }
+
+    /// Issue 32: whatever bytes the vectors file holds, the store (as `open_store` hands it
+    /// out, contained) answers: a value or an error, never a panic.
+    #[test]
+    fn a_damaged_vectors_file_fails_its_calls_without_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(VECTORS_DIR);
+        {
+            let store = RedbVectors::new(folder.clone());
+            let checkpoint = VectorCheckpoint {
+                position: 200,
+                hash: "h".into(),
+                dimensions: 2,
+            };
+            let batch: Vec<EventVector> = (1..=200).map(|p| vector(p, &[p as f32, 1.0])).collect();
+            store.put("m", &batch, &checkpoint).unwrap();
+        }
+        let file = folder.join(VECTORS_FILE);
+        let original = std::fs::read(&file).unwrap();
+        let mut failed = 0;
+        for page in 1..original.len() / 4096 {
+            let mut bytes = original.clone();
+            for byte in &mut bytes[page * 4096..page * 4096 + 64] {
+                *byte ^= 0xFF;
+            }
+            std::fs::write(&file, &bytes).unwrap();
+            let store = super::super::ContainedVectors(RedbVectors::new(folder.clone()));
+            let filter = VectorFilter::default();
+            let answers = [
+                store.count("m").map(drop),
+                store.checkpoint("m").map(drop),
+                store.nearest("m", &[1.0, 0.0], 5, &filter).map(drop),
+            ];
+            failed += answers.iter().filter(|a| a.is_err()).count();
+        }
+        assert!(failed > 0, "the damage was met");
+    }
 }
