@@ -181,7 +181,17 @@ a{color:#1c7ed6}";
 /// Binds 127.0.0.1:`port` (0: a free port), prints the address, and serves until the
 /// process is stopped.
 pub(crate) async fn run(ledger: Ledger, port: u16) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|error| {
+            anyhow::Error::new(error).context(match port {
+                0 => "cannot listen on 127.0.0.1".to_string(),
+                port => format!(
+                    "cannot listen on 127.0.0.1:{port} (another program may hold that port: pick \
+                 another with --port, or leave it out for a free one)"
+                ),
+            })
+        })?;
     let address = listener.local_addr()?;
     let access = Arc::new(Access::new(address.port())?);
     {

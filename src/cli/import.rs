@@ -87,8 +87,14 @@ pub(super) fn import(settings: &Settings, file: &Path) -> anyhow::Result<()> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let event: Event = serde_json::from_slice(&line)
-            .with_context(|| format!("{}:{number}: not an exported event", file.display()))?;
+        let event: Event = serde_json::from_slice(&line).with_context(|| {
+            format!(
+                "{}:{number}: not an exported event (import reads the JSONL export, one event \
+                 a line: `export ID --format jsonl` or `export --all --format jsonl`; a `json` \
+                 export is the folded tree, which cannot be imported)",
+                file.display()
+            )
+        })?;
         for text in [event.payload.text(), event.payload.search_extra()]
             .into_iter()
             .flatten()

@@ -156,6 +156,7 @@ pub(crate) enum Command {
     /// Search every session's text, ranked (through the index beside the ledger)
     Search {
         /// Words (ranked, every-word matches first; case, accents and English inflections fold), "a quoted phrase", -word to exclude
+        #[arg(allow_hyphen_values = true)]
         text: String,
         /// Print JSON ({"query", "matches", "nextCursor"?}, as search_history answers) instead of lines
         #[arg(long)]

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// Characters of an event's text `replay` shows on its line (a longer one ends in `…`;
+/// the whole text is in the tree below).
+const REPLAY_LINE_CHARS: usize = 100;
+
 pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
@@ -13,7 +17,7 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
     );
     for event in &events {
         let line = export::markdown::terminal_line(event.payload.text().unwrap_or(""));
-        let line: String = line.chars().take(100).collect();
+        let line = export::truncate(&line, REPLAY_LINE_CHARS, export::Ellipsis::Within);
         text.push_str(&format!(
             "{:>5}  {}  {:<16}  {}\n",
             event.seq,

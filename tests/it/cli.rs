@@ -703,3 +703,58 @@ fn a_query_error_is_said_once() {
         );
     }
 }
+
+/// Issue 35: a query that starts with `-word` works as written; `replay` marks a cut line
+/// with `…`; `import` of a `json` export says it reads the JSONL export.
+#[test]
+fn a_leading_exclusion_a_cut_replay_line_and_a_json_import_say_what_they_do() {
+    let dir = data_dir();
+    let out = cli(
+        dir.path(),
+        &["import", "tests/fixtures/ledger-v2/ledger.jsonl"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let excluded = cli(dir.path(), &["search", "-zebra the"]);
+    assert!(excluded.status.success(), "{}", stderr(&excluded));
+    let plain = cli(dir.path(), &["search", "the"]);
+    assert_eq!(stdout(&excluded), stdout(&plain), "nothing says zebra");
+
+    let listed: serde_json::Value =
+        serde_json::from_str(&stdout(&cli(dir.path(), &["sessions", "--json"]))).unwrap();
+    let mut cut = 0;
+    for session in listed["sessions"].as_array().unwrap() {
+        let id = session["sessionId"].as_str().unwrap();
+        let replayed = stdout(&cli(dir.path(), &["replay", id]));
+        // After the header and a blank line: `{seq:>5}  {time}  {type:<16}  {text}`.
+        for line in replayed.lines().skip(2).take_while(|l| !l.is_empty()) {
+            let mut parts = line.trim_start().splitn(3, "  ");
+            let (_seq, _time) = (parts.next(), parts.next());
+            let rest = parts.next().unwrap_or("");
+            let text = rest
+                .split_once(' ')
+                .map_or("", |(_type, text)| text.trim_start());
+            assert!(text.chars().count() <= 100, "{line}");
+            if text.chars().count() == 100 {
+                assert!(text.ends_with('…'), "a cut line says so: {line}");
+                cut += 1;
+            }
+        }
+    }
+    assert!(cut > 0, "the fixture has thoughts over 100 characters");
+
+    let json = dir.path().join("one.json");
+    let id = listed["sessions"][0]["sessionId"].as_str().unwrap();
+    let exported = cli(
+        dir.path(),
+        &["export", id, "-f", "json", "-o", json.to_str().unwrap()],
+    );
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let refused = cli(dir.path(), &["import", json.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("import reads the JSONL export"),
+        "{}",
+        stderr(&refused)
+    );
+}

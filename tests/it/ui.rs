@@ -351,3 +351,21 @@ async fn the_ui_answers_only_the_holder_of_its_key_or_cookie() {
     // The ledger's position, at once: an event was written before the ui started.
     assert_eq!(own_origin.0, "HTTP/1.1 200 OK");
 }
+
+/// Issue 35: `ui --port P` on a port another program holds says which port, and what to do.
+#[test]
+fn a_taken_port_is_named() {
+    let dir = crate::common::data_dir();
+    let out = crate::common::cli(
+        dir.path(),
+        &["import", "tests/fixtures/ledger-v2/ledger.jsonl"],
+    );
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port().to_string();
+    let out = crate::common::cli(dir.path(), &["ui", "--port", &port]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = crate::common::stderr(&out);
+    assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+    assert!(said.contains("--port"), "{said}");
+}
