@@ -349,7 +349,7 @@ fn verify_summary(report: &mut Report, ledger: &Ledger) {
             Level::Warn,
             WHAT,
             format!(
-                "{}: a session summary was written by another build",
+                "{}: a session summary was written by another build or differs from its log",
                 ledger.path().display()
             ),
             "reasoning-ledger verify --rebuild",

@@ -73,7 +73,7 @@ fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
                 detail,
                 ..
             }) => format!("session {}: {detail}", finding.session),
-            error @ crate::store::VerifyError::SummaryMismatch { .. } => {
+            error if !error.stops_writes() => {
                 format!("{error} (`reasoning-ledger verify --rebuild` folds it again)")
             }
             error => error.to_string(),

@@ -102,11 +102,12 @@ pub struct LedgerCheck {
 }
 
 impl LedgerCheck {
-    /// Whether anything is damaged (a stale summary alone is not damage).
+    /// Whether anything is damaged: what stops writes. A summary that is stale or differs
+    /// from its log is derived state, mended by `verify --rebuild`, not damage.
     pub fn is_damaged(&self) -> bool {
         !self.structure.is_empty()
             || self.orphans.is_some()
-            || self.findings.iter().any(|f| !f.error.is_fixable())
+            || self.findings.iter().any(|f| f.error.stops_writes())
     }
 }
 
@@ -654,6 +655,9 @@ impl Ledger {
         }
         for finding in &check.structure {
             self.damage.found(finding.clone());
+        }
+        if let Some(orphans) = &check.orphans {
+            self.damage.found(orphans.to_string());
         }
         Ok(check)
     }
