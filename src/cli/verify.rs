@@ -90,8 +90,8 @@ fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
         check.findings.len()
     ));
     text.push_str(
-        "what to do: this process wrote nothing to it, and servers stop writing to a ledger \
-         once they find damage. `reasoning-ledger recover --to NEW_DIR` copies every event \
+        "what to do: nothing more is written to it by a process that found the damage (this \
+         one, or a server). `reasoning-ledger recover --to NEW_DIR` copies every event \
          whose hash verifies (from ledger.redb and ledger.wal, wherever it lies) into a new \
          ledger and reports what it cut; then use --data-dir NEW_DIR. Keep the damaged \
          files until you have checked the new ledger.\n",
