@@ -438,20 +438,21 @@ impl Ledger {
         mut visit: impl FnMut(PositionedEvent) -> bool,
     ) -> Result<(), StoreError> {
         let mut altered = None;
-        self.read()?
-            .scan_positions(
-                from,
-                &mut |position, event| match verified(Decode::Full, event) {
-                    Ok(event) => visit(PositionedEvent { position, event }),
-                    Err(error) => {
-                        altered = Some(error);
-                        false
-                    }
-                },
-            )?;
+        self.read()?.scan_positions(from, &mut |position, event| {
+            let session = event.session;
+            match verified(Decode::Full, event) {
+                Ok(event) => visit(PositionedEvent { position, event }),
+                Err(error) => {
+                    altered = Some((session, error));
+                    false
+                }
+            }
+        })?;
         match altered {
-            Some(error) => {
-                self.damage.note(None, &error);
+            // The session's damage: on a database that checks its own pages, it stops
+            // writes to that session only.
+            Some((session, error)) => {
+                self.damage.note(Some(session), &error);
                 Err(error)
             }
             None => Ok(()),
