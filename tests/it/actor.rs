@@ -7,7 +7,6 @@ use crate::surface::{ALL_TOOLSETS, http_messages, meta_2026};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// How long any one awaited thing may take.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -45,18 +44,7 @@ impl Server {
             command.env("REASONING_LEDGER_TOKEN", token);
         }
         let mut child = command.spawn().expect("spawn http server");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .expect("the server says where it listens")
-                .unwrap()
-                .expect("the server is running");
-            if let Some(start) = line.find("http://") {
-                break line[start..].split_whitespace().next().unwrap().to_string();
-            }
-        };
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = crate::common::http_url_from_stderr(&mut child, PATIENCE).await;
         Server { _child: child, url }
     }
 

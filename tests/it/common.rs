@@ -327,3 +327,26 @@ pub(crate) fn matched_sessions(answer: &Value) -> Vec<String> {
         .map(|m| m["sessionId"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The MCP address a `serve --http` child prints on stderr (the first `http://…` word), read
+/// within `patience`; the rest of its stderr is drained in the background.
+pub(crate) async fn http_url_from_stderr(
+    child: &mut tokio::process::Child,
+    patience: std::time::Duration,
+) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = loop {
+        let line = tokio::time::timeout(patience, lines.next_line())
+            .await
+            .expect("the server says where it listens")
+            .unwrap()
+            .expect("the server is running");
+        if let Some(start) = line.find("http://") {
+            break line[start..].split_whitespace().next().unwrap().to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
+}

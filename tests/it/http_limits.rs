@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long any one awaited thing may take.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -44,18 +44,7 @@ impl Server {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         let mut child = command.spawn().expect("spawn http server");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .expect("the server says where it listens")
-                .unwrap()
-                .expect("the server is running");
-            if let Some(start) = line.find("http://") {
-                break line[start..].split_whitespace().next().unwrap().to_string();
-            }
-        };
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = crate::common::http_url_from_stderr(&mut child, PATIENCE).await;
         let addr = url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")

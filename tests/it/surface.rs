@@ -126,18 +126,7 @@ impl HttpServer {
             .kill_on_drop(true);
         clean_env(&mut command, env);
         let mut child = command.spawn().expect("spawn http server");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .expect("the server says where it listens")
-                .unwrap()
-                .expect("the server is running");
-            if let Some(start) = line.find("http://") {
-                break line[start..].split_whitespace().next().unwrap().to_string();
-            }
-        };
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = crate::common::http_url_from_stderr(&mut child, PATIENCE).await;
         HttpServer { _child: child, url }
     }
 

@@ -9,7 +9,6 @@ use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 
 /// How long the server may take to say where it listens.
 const START_LIMIT: Duration = Duration::from_secs(30);
@@ -34,18 +33,7 @@ async fn start(dir: &Path, url: &str) -> (tokio::process::Child, String) {
         command.env_remove(var);
     }
     let mut child = command.spawn().expect("spawn http server");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = tokio::time::timeout(START_LIMIT, lines.next_line())
-            .await
-            .expect("the server says where it listens")
-            .unwrap()
-            .expect("the server is running");
-        if let Some(start) = line.find("http://") {
-            break line[start..].split_whitespace().next().unwrap().to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = crate::common::http_url_from_stderr(&mut child, START_LIMIT).await;
     (child, url)
 }
 
