@@ -3,7 +3,8 @@
 //! Owns: the one entry point the tools and the CLI call ([`Recall::for_ledger`], then
 //! [`Recall::search`], [`Recall::related`], [`Recall::reindex`], [`Recall::state`]), the
 //! request and answer shapes ([`SearchRequest`], [`SearchAnswer`], [`Match`],
-//! [`Related`], [`Cursor`]), the query language ([`query`]), the analyser ([`analyzer`]),
+//! [`Related`], [`Cursor`]; matches grouped by session on request), the query language
+//! ([`query`]), the analyser ([`analyzer`]), hybrid mode's fusion ([`fusion`]),
 //! the redb ledger's Tantivy index ([`index`]) and the contract a backend that searches
 //! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
 //! `store::postgres::search`). Must not: write to the ledger, or answer from an index

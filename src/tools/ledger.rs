@@ -102,7 +102,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SEARCH_HISTORY,
             None,
-            "Search words, \"phrase\", -word; mode lexical|semantic|hybrid",
+            "Words \"phrase\" -word; mode lexical|semantic|hybrid",
             json!({"type": "object", "properties": {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),

@@ -638,6 +638,30 @@ async fn relevance_set(store: Store<'_>, backend: &str) {
             ranks[2]
         ));
     }
+    // Grouped by session, hybrid names each session once, in the order its best match
+    // has (sessions that score alike: newest first), each with its rankers.
+    let query = "people kept getting signed out";
+    let ask = |args: Value| {
+        let client = &client;
+        async move { structured(&call(client, "search_history", args).await) }
+    };
+    let grouped = ask(json!({"query": query, "mode": "hybrid", "bySession": true})).await;
+    let ungrouped = ask(json!({"query": query, "mode": "hybrid", "limit": 100})).await;
+    let sessions = common::matched_sessions(&grouped);
+    let mut unique = sessions.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), sessions.len(), "{grouped}");
+    assert_eq!(sessions.len(), DEPTH, "{grouped}");
+    let all = common::matched_sessions(&ungrouped);
+    assert_eq!(sessions[0], all[0], "{grouped}");
+    assert!(sessions.iter().all(|s| all.contains(s)), "{grouped}");
+    for found in grouped["matches"].as_array().unwrap() {
+        assert!(
+            found["rankers"].as_array().is_some_and(|r| !r.is_empty()),
+            "{grouped}"
+        );
+    }
     client.cancel().await.unwrap();
 
     let mut table = format!(
