@@ -462,15 +462,14 @@ impl Recall {
         parsed: &ParsedQuery,
         mode: SearchMode,
     ) -> Result<RankedAnswer, RecallError> {
-        let request = request.clone();
         if mode == SearchMode::Lexical {
             return Ok(RankedAnswer {
-                answer: self.lexical(ledger, &request, &parsed)?,
+                answer: self.lexical(ledger, request, parsed)?,
                 ..RankedAnswer::default()
             });
         }
         let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
-            let answer = self.lexical(ledger, &request, &parsed)?;
+            let answer = self.lexical(ledger, request, parsed)?;
             Ok(RankedAnswer {
                 rankers: vec![vec![LEXICAL]; answer.matches.len()],
                 answer,
@@ -525,14 +524,14 @@ impl Recall {
                 cursor: Some(Cursor { bound, offset: 0 }),
                 ..request.clone()
             };
-            self.lexical(ledger, &deep, &parsed)?.matches
+            self.lexical(ledger, &deep, parsed)?.matches
         } else {
             Vec::new()
         };
-        let semantic_matches = semantic_matches(ledger, &near, &parsed)?;
+        let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
         // Each lexical match weighs as much as it holds of the query's content words.
-        let weight = fusion::LexicalWeight::new(&parsed);
+        let weight = fusion::LexicalWeight::new(parsed);
         let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
         for found in &lexical {
             let text = match_text(ledger, found)?;
