@@ -182,6 +182,9 @@ pub(crate) enum Command {
         /// lexical, semantic or hybrid (default: hybrid when embeddings are configured, else lexical)
         #[arg(long)]
         mode: Option<String>,
+        /// One match per session (its best; newest first among equals); --limit and --cursor count sessions
+        #[arg(long)]
+        by_session: bool,
     },
     /// Rebuild the search index from the ledger
     Reindex {
@@ -521,6 +524,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             until,
             cursor,
             mode,
+            by_session,
         } => search(
             &settings,
             search::SearchArgs {
@@ -533,6 +537,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 until,
                 cursor,
                 mode,
+                by_session,
             },
         ),
         Command::Reindex { embeddings } => reindex(&settings, embeddings),

@@ -3,7 +3,8 @@
 //! Owns: the one entry point the tools and the CLI call ([`Recall::for_ledger`], then
 //! [`Recall::search`], [`Recall::related`], [`Recall::reindex`], [`Recall::state`]), the
 //! request and answer shapes ([`SearchRequest`], [`SearchAnswer`], [`Match`],
-//! [`Related`], [`Cursor`]), the query language ([`query`]), the analyser ([`analyzer`]),
+//! [`Related`], [`Cursor`]; matches grouped by session on request), the query language
+//! ([`query`]), the analyser ([`analyzer`]), hybrid mode's fusion ([`fusion`]),
 //! the redb ledger's Tantivy index ([`index`]) and the contract a backend that searches
 //! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
 //! `store::postgres::search`). Must not: write to the ledger, or answer from an index
@@ -21,6 +22,7 @@
 //! and memory stay as they were) and shared by every call of the process.
 
 pub(crate) mod analyzer;
+pub(crate) mod fusion;
 pub(crate) mod index;
 pub(crate) mod query;
 pub(crate) mod semantic;
@@ -52,6 +54,12 @@ pub(crate) const RELATED_ENV: &str = "REASONING_LEDGER_RELATED";
 pub(crate) const MAX_RELATED: usize = 20;
 /// Indexes one process keeps open (one per data directory it searched).
 const MAX_OPEN_INDEXES: usize = 8;
+/// Matches read per session wanted when a search groups by session (a session's several
+/// matches take several places of the ranking).
+const GROUPED_HITS_PER_SESSION: usize = 5;
+/// Most matches a search grouped by session reads (the sessions beyond them are not
+/// offered).
+const MAX_GROUPED_HITS: usize = 1_000;
 
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +132,9 @@ pub struct SearchRequest {
     pub cursor: Option<Cursor>,
     /// Which ranking(s) (`None`: hybrid when embeddings are configured, else lexical).
     pub mode: Option<SearchMode>,
+    /// One match per session (its best; newest session first among equal scores); the
+    /// cursor and limit count sessions.
+    pub by_session: bool,
 }
 
 /// Which ranking a search uses.
@@ -133,7 +144,8 @@ pub enum SearchMode {
     Lexical,
     /// The embeddings' nearest events.
     Semantic,
-    /// Both, fused by reciprocal rank.
+    /// Both, fused by reciprocal rank, each lexical match weighed by how much of the
+    /// query's content words it holds ([`fusion`]).
     Hybrid,
 }
 
@@ -378,14 +390,86 @@ impl Recall {
         } else {
             SearchMode::Lexical
         });
+        if request.by_session {
+            return self.by_session(ledger, &request, &parsed, mode);
+        }
+        self.ranked_page(ledger, &request, &parsed, mode)
+    }
+
+    /// [`Recall::search_ranked`] grouped by session: the ranking read deep enough for
+    /// the page's sessions (at most [`MAX_GROUPED_HITS`] matches), each session's first
+    /// match kept in its place, sessions whose best matches score alike newest first.
+    fn by_session(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+        mode: SearchMode,
+    ) -> Result<RankedAnswer, RecallError> {
+        let (offset, bound) = match request.cursor {
+            Some(cursor) => (cursor.offset, cursor.bound),
+            None => (0, ledger.last_position()?),
+        };
+        let wanted = offset + request.limit + 1;
+        let deep = SearchRequest {
+            limit: (wanted * GROUPED_HITS_PER_SESSION).min(MAX_GROUPED_HITS),
+            cursor: Some(Cursor { bound, offset: 0 }),
+            by_session: false,
+            ..request.clone()
+        };
+        let ranked = self.ranked_page(ledger, &deep, parsed, mode)?;
+        let mut rankers = ranked.rankers.into_iter();
+        let mut groups: Vec<(Match, Vec<&'static str>)> = Vec::new();
+        for found in ranked.answer.matches {
+            let found_rankers = rankers.next().unwrap_or_default();
+            if !groups.iter().any(|(m, _)| m.session_id == found.session_id) {
+                groups.push((found, found_rankers));
+            }
+        }
+        // Among equal scores (a run of them in rank order), the newest session first.
+        let mut from = 0;
+        while from < groups.len() {
+            let score = groups[from].0.score;
+            let to = from
+                + groups[from..]
+                    .iter()
+                    .take_while(|(m, _)| m.score == score)
+                    .count();
+            groups[from..to].sort_by(|a, b| b.0.at.cmp(&a.0.at));
+            from = to;
+        }
+        let next_cursor = (groups.len() > offset + request.limit).then(|| Cursor {
+            bound,
+            offset: offset + request.limit,
+        });
+        let mut answer = RankedAnswer {
+            note: ranked.note,
+            ..RankedAnswer::default()
+        };
+        for (found, found_rankers) in groups.into_iter().skip(offset).take(request.limit) {
+            answer.answer.matches.push(found);
+            answer.rankers.push(found_rankers);
+        }
+        answer.answer.next_cursor = next_cursor;
+        Ok(answer)
+    }
+
+    /// One page of `request` (its limit taken as it is) in `mode`.
+    fn ranked_page(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+        mode: SearchMode,
+    ) -> Result<RankedAnswer, RecallError> {
         if mode == SearchMode::Lexical {
             return Ok(RankedAnswer {
-                answer: self.lexical(ledger, &request, &parsed)?,
+                answer: self.lexical(ledger, request, parsed)?,
                 ..RankedAnswer::default()
             });
         }
         let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
-            let answer = self.lexical(ledger, &request, &parsed)?;
+            let answer = self.lexical(ledger, request, parsed)?;
             Ok(RankedAnswer {
                 rankers: vec![vec![LEXICAL]; answer.matches.len()],
                 answer,
@@ -440,16 +524,22 @@ impl Recall {
                 cursor: Some(Cursor { bound, offset: 0 }),
                 ..request.clone()
             };
-            self.lexical(ledger, &deep, &parsed)?.matches
+            self.lexical(ledger, &deep, parsed)?.matches
         } else {
             Vec::new()
         };
-        let semantic_matches = semantic_matches(ledger, &near, &parsed)?;
+        let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
-        let lexical_keys: Vec<semantic::Key> = lexical.iter().map(key).collect();
-        let semantic_keys: Vec<semantic::Key> = semantic_matches.iter().map(key).collect();
-        let fused = semantic::fuse(&lexical_keys, &semantic_keys);
-        let mut by_key: HashMap<semantic::Key, Match> = HashMap::new();
+        // Each lexical match weighs as much as it holds of the query's content words.
+        let weight = fusion::LexicalWeight::new(parsed);
+        let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
+        for found in &lexical {
+            let text = match_text(ledger, found)?;
+            lexical_keys.push((key(found), weight.of(&text)));
+        }
+        let semantic_keys: Vec<fusion::Key> = semantic_matches.iter().map(key).collect();
+        let fused = fusion::fuse(&lexical_keys, &semantic_keys);
+        let mut by_key: HashMap<fusion::Key, Match> = HashMap::new();
         for found in semantic_matches.into_iter().chain(lexical) {
             // The lexical match (its snippet marks the words) replaces the semantic one.
             by_key.insert(key(&found), found);
@@ -459,19 +549,18 @@ impl Recall {
             offset: offset + request.limit,
         });
         let mut answer = RankedAnswer::default();
-        for (key, score, by_words, by_meaning) in fused.into_iter().skip(offset).take(request.limit)
-        {
-            let Some(mut found) = by_key.remove(&key) else {
+        for fused in fused.into_iter().skip(offset).take(request.limit) {
+            let Some(mut found) = by_key.remove(&fused.key) else {
                 continue;
             };
             if mode == SearchMode::Hybrid {
-                found.score = round_score(score);
+                found.score = round_score(fused.score);
             }
             let mut rankers = Vec::new();
-            if by_words {
+            if fused.by_words {
                 rankers.push(LEXICAL);
             }
-            if by_meaning {
+            if fused.by_meaning {
                 rankers.push(SEMANTIC);
             }
             answer.answer.matches.push(found);
@@ -571,6 +660,18 @@ impl Recall {
         }
         Ok(related)
     }
+}
+
+/// The searchable text of a match's event (empty when it cannot be read).
+fn match_text(ledger: &Ledger, found: &Match) -> Result<String, RecallError> {
+    let Ok(session) = found.session_id.parse::<SessionId>() else {
+        return Ok(String::new());
+    };
+    let read = ledger
+        .events(session, found.seq, found.seq)
+        .map(|events| events.into_iter().next())
+        .or_else(StoreError::skip_damage)?;
+    Ok(read.map_or_else(String::new, |event| index::texts(&event.payload).join("\n")))
 }
 
 /// The matches of the nearest events (score: cosine similarity; snippet: the start of
