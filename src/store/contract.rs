@@ -105,17 +105,11 @@ pub trait Backend: Send + Sync + 'static {
     /// it now. The default does nothing.
     fn idle(&self) {}
 
-    /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
-    /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).
-    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
-        None
-    }
-
-    /// The backend's own store of vectors, if it has one (PostgreSQL's); `None`: the
-    /// store beside the ledger file ([`crate::recall::vectors`]). Crate-internal: the
-    /// vector store is not part of the library's interface.
+    /// The PostgreSQL database the ledger is kept in, if it is (see
+    /// [`super::postgres::Database`]): recall keeps its search and vectors there
+    /// (`crate::recall::postgres`); `None`: beside the ledger file.
     #[allow(private_interfaces)]
-    fn vector_store(&self) -> Option<std::sync::Arc<dyn crate::recall::vectors::VectorStore>> {
+    fn database(&self) -> Option<super::postgres::Database> {
         None
     }
 }

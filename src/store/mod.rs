@@ -274,14 +274,10 @@ impl Ledger {
         self.read_only.as_deref()
     }
 
-    /// The backend's own full-text search, if it has one (see [`crate::recall`]).
-    pub(crate) fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
-        self.backend.text_search()
-    }
-
-    /// The backend's own vector store, if it has one (see [`crate::recall::vectors`]).
-    pub(crate) fn vector_store(&self) -> Option<Arc<dyn crate::recall::vectors::VectorStore>> {
-        self.backend.vector_store()
+    /// The PostgreSQL database this ledger is kept in, if it is: the one capability the
+    /// store hands to recall's PostgreSQL search and vectors (`crate::recall::postgres`).
+    pub(crate) fn database(&self) -> Option<postgres::Database> {
+        self.backend.database()
     }
 
     /// Runs `job` inside the next group-commit write transaction and returns its result

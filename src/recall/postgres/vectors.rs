@@ -2,8 +2,9 @@
 //! same database, so every server of the team searches the same vectors and one of them
 //! embeds at a time.
 //!
-//! Owns: [`MIGRATION`] (`ledger_vectors`, one row per (model, position) with the filter
-//! columns and the vector as little-endian f32s, the portable form every server can read;
+//! Owns: what is kept in the tables of schema version 3 (made by the store's schema:
+//! `ledger_vectors`, one row per (model, position) with the filter columns and the vector
+//! as little-endian f32s, the portable form every server can read;
 //! `ledger_vector_checkpoints`, model → [`VectorCheckpoint`] as JSON), [`PgVectors`] and
 //! its two ways to search:
 //! - **pgvector** (the `vector` extension is installed, or can be: `CREATE EXTENSION IF
@@ -22,12 +23,8 @@
 //!
 //! The embed lock is a session-level advisory lock of this schema, held by one connection
 //! for as long as the [`EmbedLock`] lives. Must not: write a ledger table, or let a
-//! `postgres` type out of this backend.
+//! `postgres` type out of this module.
 
-use super::connect::{Pool, blocking};
-use super::error::query_error;
-use super::read::{session_key, session_of, to_i64};
-use super::schema::{quote_ident, quote_literal};
 use crate::recall::RecallError;
 use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
@@ -35,26 +32,14 @@ use crate::recall::vectors::{
     decode_values, encode_values, stored_kind,
 };
 use crate::store::StoreError;
+use crate::store::postgres::database::{
+    Database, blocking, query_error, quote_ident, quote_literal, session_key, session_of, to_i64,
+};
 use postgres::Client;
 use postgres::types::ToSql;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// Migration 3: the vectors (semantic recall). Renumber if another migration lands first.
-pub(crate) const MIGRATION: &str = "
-    CREATE TABLE ledger_vectors (
-        model text NOT NULL,
-        position bigint NOT NULL,
-        session bytea NOT NULL,
-        seq bigint NOT NULL,
-        at bigint NOT NULL,
-        kind text NOT NULL,
-        vector bytea NOT NULL,
-        PRIMARY KEY (model, position)
-    );
-    CREATE TABLE ledger_vector_checkpoints (model text PRIMARY KEY, checkpoint text NOT NULL);
-";
 
 /// The extension's name.
 const EXTENSION: &str = "vector";
@@ -93,7 +78,7 @@ enum Search {
 
 /// The vectors of one PostgreSQL ledger.
 pub(crate) struct PgVectors {
-    pool: Arc<Pool>,
+    database: Database,
     search: OnceLock<Search>,
     /// HNSW indexes this process made or found, by name.
     indexes: Mutex<HashSet<String>>,
@@ -215,9 +200,9 @@ impl Drop for HeldLock {
 }
 
 impl PgVectors {
-    pub(super) fn new(pool: Arc<Pool>) -> Self {
+    pub(crate) fn new(database: Database) -> Self {
         PgVectors {
-            pool,
+            database,
             search: OnceLock::new(),
             indexes: Mutex::new(HashSet::new()),
             filled: Mutex::new(false),
@@ -232,7 +217,7 @@ impl PgVectors {
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, RecallError>,
     ) -> Result<T, RecallError> {
-        let mut pooled = self.pool.client().map_err(vectors_error)?;
+        let mut pooled = self.database.client().map_err(vectors_error)?;
         let result = blocking(|| f(pooled.get()));
         if result.is_err() {
             pooled.discard();
@@ -745,7 +730,9 @@ impl VectorStore for PgVectors {
             .take();
         let mut client = match kept {
             Some(client) if !client.is_closed() => client,
-            _ => blocking(|| self.pool.target.connect())
+            _ => self
+                .database
+                .connect()
                 .map_err(|e| RecallError::Vectors(e.to_string()))?,
         };
         let taken: bool = blocking(|| {
@@ -937,9 +924,7 @@ mod tests {
             .batch_execute(&format!("TRUNCATE {HNSW_TABLE}"))
             .unwrap();
         // A new server's store (its own pool, nothing cached).
-        let target = Arc::new(super::super::connect::Target::parse(url).unwrap());
-        let first = target.connect().unwrap();
-        let later_vectors = PgVectors::new(Arc::new(Pool::new(target, first)));
+        let later_vectors = PgVectors::new(Database::open_for_tests(url));
         let nearest = |store: &PgVectors| -> Vec<u64> {
             store
                 .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())

@@ -106,11 +106,8 @@ pub(crate) trait VectorStore: Send + Sync {
 /// The vector store of `ledger`: the backend's own (PostgreSQL's tables), else a redb
 /// file in its data directory; `None` on a backend with a search but no vector store.
 pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
-    if let Some(store) = ledger.vector_store() {
-        return Some(store);
-    }
-    if ledger.text_search().is_some() {
-        return None;
+    if let Some(store) = super::postgres::vector_store(ledger) {
+        return Some(Arc::new(store));
     }
     let dir = ledger
         .path()
