@@ -47,7 +47,7 @@ pub(crate) use database::Database;
 pub(crate) use error::PgError;
 
 use super::contract::{Backend, CommitSignal, ReadView, WriteView};
-use super::{Ledger, OpenError, StoreError};
+use super::{Ledger, OpenError, OpenMode, StoreError};
 use append::PgWrite;
 use connect::{Pool, Target, blocking};
 use read::PgRead;
@@ -96,21 +96,27 @@ impl PgBackend {
     }
 }
 
+/// Opens the ledger in the PostgreSQL database at `url` (its line in
+/// [`super::open::URL_BACKENDS`]): with [`OpenMode::Create`] its tables are created when
+/// missing (the commands that record); else only a ledger whose tables are there
+/// ([`OpenError::NoLedger`] otherwise).
+pub(crate) fn open(url: &str, mode: OpenMode) -> Result<Ledger, OpenError> {
+    let backend = blocking(|| PgBackend::open(url, mode == OpenMode::Create))?;
+    let label = redact_url(url);
+    Ok(Ledger::with_backend(backend, Path::new(&label)))
+}
+
 impl Ledger {
     /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
     /// missing (the commands that record).
     pub fn open_postgres(url: &str) -> Result<Ledger, OpenError> {
-        let backend = blocking(|| PgBackend::open(url, true))?;
-        let label = redact_url(url);
-        Ok(Ledger::with_backend(backend, Path::new(&label)))
+        open(url, OpenMode::Create)
     }
 
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
     pub fn open_postgres_existing(url: &str) -> Result<Ledger, OpenError> {
-        let backend = blocking(|| PgBackend::open(url, false))?;
-        let label = redact_url(url);
-        Ok(Ledger::with_backend(backend, Path::new(&label)))
+        open(url, OpenMode::Existing)
     }
 }
 
