@@ -42,6 +42,26 @@ pub enum Decode {
     ToFold,
 }
 
+/// Builds an event of a stored row's bytes (the codec's, as much as a [`Decode`] asks).
+pub(crate) type RowDecoder = fn(&[u8]) -> Result<Event, StoreError>;
+
+impl Decode {
+    /// What every backend's session scan does first: `None` when `from_seq..=to_seq` is
+    /// empty or reversed (nothing is visited), else the codec that builds this much of a
+    /// stored row.
+    pub(crate) fn scan(self, from_seq: u64, to_seq: u64) -> Option<RowDecoder> {
+        (from_seq <= to_seq).then_some(self.decoder())
+    }
+
+    /// The codec that builds this much of a stored row.
+    pub(crate) fn decoder(self) -> RowDecoder {
+        match self {
+            Decode::Full => super::codec::decode_event,
+            Decode::ToFold => super::codec::decode_event_to_fold,
+        }
+    }
+}
+
 /// Visits one stored row of a session scan: the seq it is stored under and the event it
 /// decodes to (or why it does not). Returns false to stop the scan.
 pub type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bool + 'v;

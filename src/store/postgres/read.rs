@@ -169,12 +169,8 @@ impl ReadView for PgRead<'_> {
         decode: Decode,
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
+        let Some(decode) = decode.scan(from_seq, to_seq) else {
             return Ok(());
-        }
-        let decode = match decode {
-            Decode::Full => codec::decode_event,
-            Decode::ToFold => codec::decode_event_to_fold,
         };
         let key = session_key(session);
         let mut from = to_i64(from_seq);
