@@ -28,8 +28,8 @@
 use crate::recall::RecallError;
 use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
-    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
-    decode_values, encode_values, stored_kind,
+    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, best,
+    check_dimensions, cosine, decode_values, encode_values, rescored_for, stored_kind,
 };
 use crate::store::StoreError;
 use crate::store::postgres::database::{
@@ -50,12 +50,6 @@ const HNSW_TABLE: &str = "ledger_vectors_hnsw";
 /// First key of the embed lock's advisory lock (the second is the schema's hash):
 /// "rlvec" in ASCII.
 const EMBED_LOCK_CLASS: i32 = 0x726c_7665;
-
-/// Candidates rescored per match asked for, without pgvector (as a redb ledger's store).
-const RESCORE_PER_MATCH: usize = 10;
-
-/// Fewest candidates rescored without pgvector (small stores are searched exactly).
-const MIN_RESCORED: usize = 256;
 
 /// The HNSW search's candidate list (`hnsw.ef_search`) per match asked for; pgvector's
 /// default is 40 in all.
@@ -155,16 +149,6 @@ fn filter_sql(filter: &VectorFilter, params: &mut Vec<Box<dyn ToSql + Sync>>) ->
         push("v.position <= ?", Box::new(to_i64(bound)));
     }
     sql
-}
-
-fn sorted(mut found: Vec<Nearest>, k: usize) -> Vec<Nearest> {
-    found.sort_by(|a, b| {
-        b.similarity
-            .total_cmp(&a.similarity)
-            .then(b.position.cmp(&a.position))
-    });
-    found.truncate(k);
-    found
 }
 
 /// A row's (position, session, seq).
@@ -408,9 +392,9 @@ impl PgVectors {
         if found.len() < k && *filter != VectorFilter::default() {
             // The index gave its ef_search nearest and the filter kept fewer than k:
             // the admitted rows, exactly (`+ 0`: an order the index cannot serve).
-            return Ok(sorted(run(client, &format!("({distance}) + 0"))?, k));
+            return Ok(best(run(client, &format!("({distance}) + 0"))?, k));
         }
-        Ok(sorted(found, k))
+        Ok(best(found, k))
     }
 
     /// Without pgvector: the sign bits in memory, brought up to the table's end, and the
@@ -452,7 +436,7 @@ impl PgVectors {
                 &bytes,
             );
         }
-        let wanted = (k * RESCORE_PER_MATCH).max(MIN_RESCORED);
+        let wanted = rescored_for(k);
         let candidates = index.candidates(query, wanted, filter);
         let entries: HashMap<u64, (crate::event::SessionId, u64)> = candidates
             .iter()
@@ -484,7 +468,7 @@ impl PgVectors {
                 })
             })
             .collect();
-        Ok(sorted(found, k))
+        Ok(best(found, k))
     }
 }
 
@@ -663,13 +647,7 @@ impl VectorStore for PgVectors {
             let Some(checkpoint) = Self::read_checkpoint(client, model)? else {
                 return Ok(Vec::new());
             };
-            if checkpoint.dimensions as usize != query.len() {
-                return Err(RecallError::Vectors(format!(
-                    "the query's vector has {} dimensions, the stored ones {}",
-                    query.len(),
-                    checkpoint.dimensions
-                )));
-            }
+            check_dimensions(query, &checkpoint)?;
             match &search {
                 Search::Pgvector { schema }
                     if self.is_ready(client, model, checkpoint.dimensions)? =>

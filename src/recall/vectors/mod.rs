@@ -192,6 +192,43 @@ pub(crate) fn decode_values(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// Candidates the sign bits hand to exact rescoring per match asked for (both stores).
+pub(crate) const RESCORE_PER_MATCH: usize = 10;
+
+/// Fewest candidates rescored (small stores are searched exactly).
+pub(crate) const MIN_RESCORED: usize = 256;
+
+/// How many candidates the sign bits hand to exact rescoring for `k` matches.
+pub(crate) fn rescored_for(k: usize) -> usize {
+    (k * RESCORE_PER_MATCH).max(MIN_RESCORED)
+}
+
+/// Refuses a query whose vector is not as long as the stored ones.
+pub(crate) fn check_dimensions(
+    query: &[f32],
+    checkpoint: &VectorCheckpoint,
+) -> Result<(), RecallError> {
+    if checkpoint.dimensions as usize != query.len() {
+        return Err(RecallError::Vectors(format!(
+            "the query's vector has {} dimensions, the stored ones {}",
+            query.len(),
+            checkpoint.dimensions
+        )));
+    }
+    Ok(())
+}
+
+/// The `k` best of `found`: most similar first, the later position first among equals.
+pub(crate) fn best(mut found: Vec<Nearest>, k: usize) -> Vec<Nearest> {
+    found.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(b.position.cmp(&a.position))
+    });
+    found.truncate(k);
+    found
+}
+
 /// Cosine similarity of two vectors of one length (0 when either is all zeros).
 pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let (mut dot, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);
