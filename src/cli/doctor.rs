@@ -254,7 +254,7 @@ fn is_writable(dir: &Path) -> bool {
 
 fn check_redb_ledger(report: &mut Report, dir: &Path) {
     const WHAT: &str = "ledger";
-    match Ledger::open_existing(dir) {
+    match Ledger::open_at(&Location::DataDir(dir.to_path_buf()), OpenMode::Existing) {
         Ok(ledger) => {
             if let Some(note) = ledger.read_only() {
                 report.with_fix(
@@ -374,7 +374,7 @@ fn check_store(report: &mut Report, url: &str) {
     if let Ok(state) = crate::store::postgres::tls_state(url) {
         check_tls(report, &state);
     }
-    match Ledger::open_postgres_existing(url) {
+    match Ledger::open_at(&Location::Url(url.to_string()), OpenMode::Existing) {
         Ok(ledger) => {
             report.add(
                 Level::Ok,

@@ -7,7 +7,7 @@
 //! ([`query`]), the analyser ([`analyzer`]), hybrid mode's fusion ([`fusion`]),
 //! the redb ledger's Tantivy index ([`index`]) and the contract a backend that searches
 //! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
-//! `store::postgres::search`). Must not: write to the ledger, or answer from an index
+//! [`postgres`], with its vectors). Must not: write to the ledger, or answer from an index
 //! that lags the ledger (the tail after its checkpoint is applied first).
 //!
 //! Why Tantivy: BM25 with English stemming, phrase queries, snippets and mmap'd segments
@@ -24,6 +24,7 @@
 pub(crate) mod analyzer;
 pub(crate) mod fusion;
 pub(crate) mod index;
+pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod semantic;
 pub(crate) mod vectors;
@@ -63,7 +64,7 @@ const MAX_GROUPED_HITS: usize = 1_000;
 
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RecallError {
+pub(crate) enum RecallError {
     /// The query cannot be run; says how to write one (transparent: said once, also in
     /// an error chain).
     #[error(transparent)]
@@ -91,13 +92,13 @@ pub enum RecallError {
 /// Where the next page starts: the ledger position the first page saw (later events are
 /// left out, so pages do not shift) and how many hits came before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     pub bound: u64,
     pub offset: usize,
 }
 
 impl Cursor {
-    pub fn parse(text: &str) -> Result<Cursor, RecallError> {
+    pub(crate) fn parse(text: &str) -> Result<Cursor, RecallError> {
         let bad = || RecallError::Cursor(text.to_string());
         let (bound, offset) = text.trim().split_once('.').ok_or_else(bad)?;
         let cursor = Cursor {
@@ -119,7 +120,7 @@ impl std::fmt::Display for Cursor {
 
 /// One search.
 #[derive(Clone, Debug, Default)]
-pub struct SearchRequest {
+pub(crate) struct SearchRequest {
     pub query: String,
     /// Matches per page (1..=[`MAX_LIMIT`]).
     pub limit: usize,
@@ -139,7 +140,7 @@ pub struct SearchRequest {
 
 /// Which ranking a search uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SearchMode {
+pub(crate) enum SearchMode {
     /// The index's words (BM25).
     Lexical,
     /// The embeddings' nearest events.
@@ -153,7 +154,7 @@ impl SearchMode {
     /// The modes' names, as the tool and the CLI take them.
     pub(crate) const NAMES: &'static str = "lexical, semantic or hybrid";
 
-    pub fn parse(text: &str) -> Option<SearchMode> {
+    pub(crate) fn parse(text: &str) -> Option<SearchMode> {
         match text.trim().to_ascii_lowercase().as_str() {
             "lexical" => Some(SearchMode::Lexical),
             "semantic" => Some(SearchMode::Semantic),
@@ -162,7 +163,7 @@ impl SearchMode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SearchMode::Lexical => "lexical",
             SearchMode::Semantic => "semantic",
@@ -210,7 +211,7 @@ impl RankedAnswer {
 /// One match.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Match {
+pub(crate) struct Match {
     pub session_id: String,
     pub seq: u64,
     /// The session's kind.
@@ -227,7 +228,7 @@ pub struct Match {
 
 /// A page of matches, best first.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct SearchAnswer {
+pub(crate) struct SearchAnswer {
     pub matches: Vec<Match>,
     pub next_cursor: Option<Cursor>,
 }
@@ -235,7 +236,7 @@ pub struct SearchAnswer {
 impl SearchAnswer {
     /// The one shape of an answer (`search_history` adds its note, `search --json`
     /// prints it): `{"query", "matches", "nextCursor"?}`.
-    pub fn to_json(&self, query: &str) -> Value {
+    pub(crate) fn to_json(&self, query: &str) -> Value {
         let mut answer = json!({"query": query, "matches": self.matches});
         if let Some(cursor) = self.next_cursor {
             answer["nextCursor"] = json!(cursor.to_string());
@@ -256,7 +257,7 @@ pub(crate) struct Related {
 
 /// A backend that searches its own ledger (PostgreSQL's full-text search): the same
 /// request, filters and answer as the Tantivy index.
-pub trait TextSearch: Send + Sync {
+pub(crate) trait TextSearch: Send + Sync {
     /// One page of matches, the backend's own index first brought up to the ledger's end.
     fn search(
         &self,
@@ -314,7 +315,7 @@ impl Recall {
         }
         let data_dir = ledger.path().parent().unwrap_or(Path::new("."));
         let mut index_note = None;
-        let index = match ledger.text_search() {
+        let index = match postgres::text_search(ledger) {
             Some(_) => None,
             // Nothing is written beside a ledger opened read-only, or in a directory this
             // process may not write: the index is kept in a temporary directory.
@@ -577,7 +578,7 @@ impl Recall {
         request: &SearchRequest,
         parsed: &ParsedQuery,
     ) -> Result<SearchAnswer, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.search(ledger, request, parsed),
             (Some(index), None) => index.search(ledger, request, parsed),
             (None, None) => Err(RecallError::Stale(
@@ -594,7 +595,7 @@ impl Recall {
         ledger: &Ledger,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.reindex(ledger),
             (Some(index), None) => index.reindex(ledger, progress),
             (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
@@ -603,7 +604,7 @@ impl Recall {
 
     /// Whether the index agrees with the ledger (for `verify`); builds nothing.
     pub(crate) fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.state(ledger),
             (Some(index), None) => index.state(ledger),
             (None, None) => Ok(IndexState::Missing),
