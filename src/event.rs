@@ -77,6 +77,7 @@ impl FromStr for SessionId {
 }
 
 pub mod family;
+pub mod summary;
 
 pub use family::{CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec};
 

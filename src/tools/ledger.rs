@@ -36,6 +36,7 @@ pub static FAMILY: Family = Family {
     call,
     kinds: &[],
     codec: None,
+    folds: &[],
     picture: None,
     render: None,
 };

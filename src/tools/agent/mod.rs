@@ -76,6 +76,7 @@ pub static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BranchNodeCreated>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&render::RENDER),
 };

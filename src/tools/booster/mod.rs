@@ -87,6 +87,7 @@ pub static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
 };

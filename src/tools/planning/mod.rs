@@ -30,9 +30,9 @@ use super::{
     CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
     tool_definition, writing_annotations,
 };
+use crate::event::summary::SessionSummary;
 use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind, format_time};
 use crate::export;
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
@@ -67,6 +67,7 @@ pub static FAMILY: Family = Family {
         label: "Plan",
     }],
     codec: Some(&payload::PLANNING_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::PlanningEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&document::RENDER),
 };

@@ -69,6 +69,7 @@ pub static FAMILY: Family = Family {
         label: "QA session",
     }],
     codec: Some(&payload::QA_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::QaStepRecorded>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&node::RENDER),
 };

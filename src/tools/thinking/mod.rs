@@ -50,6 +50,7 @@ pub static FAMILY: Family = Family {
         },
     ],
     codec: Some(&payload::THINKING_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::ThinkingEvent>::NEW],
     picture: None,
     render: None,
 };
