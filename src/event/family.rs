@@ -303,15 +303,18 @@ where
     Ok(Box::new(part))
 }
 
+/// How a summary part reads back from the stored summary's fields it declared.
+pub type ReadPart = fn(
+    serde_json::Map<String, serde_json::Value>,
+) -> Result<Box<dyn SummaryPart>, serde_json::Error>;
+
 /// The fields a codec's payloads add to a stored summary, and how they read back (usually
 /// [`read_part`]).
 pub struct SummaryFields {
     /// The JSON keys of its [`SummaryPart`].
     pub keys: &'static [&'static str],
     /// Its part from those fields.
-    pub read: fn(
-        serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Box<dyn SummaryPart>, serde_json::Error>,
+    pub read: ReadPart,
 }
 
 /// The common codec: events of one schema whose row is its JSON text (a family

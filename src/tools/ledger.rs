@@ -39,6 +39,8 @@ pub static FAMILY: Family = Family {
     folds: &[],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 pub const LIST_SESSIONS: &str = "list_sessions";

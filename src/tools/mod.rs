@@ -150,6 +150,19 @@ pub struct Family {
     /// What it adds to the Markdown and Mermaid exports, if anything: see
     /// [`crate::export::family`].
     pub render: Option<&'static dyn crate::export::family::FamilyRender>,
+    /// The prompts it offers (listed where their tool is on: [`crate::prompts`]).
+    pub(crate) prompts: &'static [&'static dyn crate::prompts::FamilyPrompt],
+    /// What `doctor` checks of its own files in the data directory, if anything.
+    pub doctor: Option<&'static dyn DoctorCheck>,
+}
+
+/// A check `doctor` runs for a family over the data directory (its own files there: the
+/// qa family's workflow templates).
+pub trait DoctorCheck: Sync {
+    /// What the report's lines name ("qa workflows").
+    fn what(&self) -> &'static str;
+    /// Every problem found under `data_dir`, each with its fix: each fails the check.
+    fn problems(&self, data_dir: &std::path::Path) -> Vec<(String, &'static str)>;
 }
 
 /// Every registered session kind.

@@ -56,6 +56,8 @@ pub static FAMILY: Family = Family {
     ],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 fn tools() -> Vec<rmcp::model::Tool> {

@@ -79,6 +79,8 @@ pub static FAMILY: Family = Family {
     folds: &[&crate::projection::family::FoldOf::<payload::BranchNodeCreated>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&render::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// Environment variable choosing the suggestions' language: `zh` for the original's

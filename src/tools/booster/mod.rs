@@ -90,6 +90,8 @@ pub static FAMILY: Family = Family {
     folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// The tools of this family, as listed (`usage` first).

@@ -16,6 +16,7 @@ pub mod document;
 mod parse;
 pub mod payload;
 pub mod picture;
+mod plan_prompt;
 pub mod prompt;
 mod read;
 pub mod state;
@@ -70,6 +71,8 @@ pub static FAMILY: Family = Family {
     folds: &[&crate::projection::family::FoldOf::<payload::PlanningEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&document::RENDER),
+    prompts: &[&plan_prompt::PLAN_PROMPT],
+    doctor: None,
 };
 
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";

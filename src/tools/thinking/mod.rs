@@ -53,6 +53,8 @@ pub static FAMILY: Family = Family {
     folds: &[&crate::projection::family::FoldOf::<payload::ThinkingEvent>::NEW],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 fn call(call: ToolCall) -> CallFuture {
