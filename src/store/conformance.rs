@@ -16,9 +16,9 @@ use super::contract::AppendPlan;
 use super::{
     AppendError, Appended, Ledger, Location, OpenMode, SessionHead, StoreError, VerifyError,
 };
+use crate::event::summary::SUMMARY_VERSION;
 use crate::event::{Event, NewEvent, Payload, SessionId, SessionKind};
 use crate::projection::fixtures;
-use crate::projection::summary::SUMMARY_VERSION;
 use std::time::Duration;
 
 /// A fresh, empty ledger for one case, and a way to open another handle on the same

@@ -36,8 +36,8 @@ pub(crate) use open::{Location, OpenMode};
 pub use watch::Watch;
 pub use writer::{AppendTxn, Appended};
 
+use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
 use crate::event::{Event, GENESIS_HASH, SessionId};
-use crate::projection::summary::{SUMMARY_VERSION, SessionSummary};
 use contract::{Backend, CommitSignal, Decode, ReadView};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -38,8 +38,11 @@ pub static FAMILY: Family = Family {
     call,
     kinds: &[],
     codec: None,
+    folds: &[],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 pub const LIST_SESSIONS: &str = "list_sessions";
