@@ -1,6 +1,6 @@
 //! Verification workflows as data, and the pure recommendation computed from them.
 //!
-//! Owns: the template format ([`Template`], JSON: README "Workflow templates"), the
+//! Owns: the template format ([`Template`], JSON: the book's "Workflow templates"), the
 //! built-in templates (`data/workflows/*.json`, compiled in), loading user templates
 //! from `<data dir>/workflows/*.json` ([`Workflows::load`]: a malformed file is reported
 //! with its path, line and column, and the others keep working), routing a thought to a
@@ -655,11 +655,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_example_template_parses() {
-        let readme = include_str!("../../../README.md");
-        let section = readme
-            .split_once("**Workflow templates.**")
-            .expect("README documents the template format")
+    fn the_book_example_template_parses() {
+        let book = include_str!("../../../docs/src/tools.md");
+        let section = book
+            .split_once("<!-- ANCHOR: workflow-template -->")
+            .expect("the tools chapter documents the template format")
             .1;
         let example = section
             .split_once("```json\n")
