@@ -44,7 +44,7 @@ const TASK_TEMPLATES: [Template; 12] = [
         outcomes: ["complete list", "gap found"],
     },
     Template {
-        text: "Does '{c}' rule out any way of dealing with the {a}? Cross those off first.",
+        text: "Does '{c}' rule out any way of dealing with the {a}? Set those aside first.",
         check: "If an option breaks '{c}', record it as ruled out; otherwise keep it.",
         outcomes: ["ruled out", "still open"],
     },
