@@ -57,6 +57,10 @@ const SPAN_SPACE: char = '\u{a0}';
 /// Length and width of an arrowhead, in px: well within the gap between two rows
 /// (`ROW_H - NODE_H`), whatever the width of the line it ends.
 const ARROW_PX: u32 = 8;
+// Checked when built: a head fits twice in the gap between two rows, and every line of
+// a node's text inside its box (the heading line at 18 px, then the text lines).
+const _: () = assert!(ARROW_PX * 2 <= layout::ROW_H - NODE_H);
+const _: () = assert!(NODE_H >= 18 + TEXT_LINES as u32 * LINE_H);
 /// Most characters of thought text in a node's `<title>` tooltip.
 pub const TITLE_MAX_CHARS: usize = 600;
 /// Most characters of a branch id or a session title drawn.
@@ -500,8 +504,7 @@ fn push_wrapped(out: &mut String, scratch: &mut String, text: &str, x: u32, y: u
 fn wrap_at(text: &str, max_chars: usize) -> (&str, &str) {
     let mut count = 0;
     let mut end = 0;
-    let mut words = text.split_whitespace().peekable();
-    while let Some(word) = words.next() {
+    for word in text.split_whitespace() {
         let needed = usize::from(count > 0) + word.chars().count();
         if count > 0 && count + needed > max_chars {
             break;
@@ -1487,14 +1490,6 @@ pub(crate) mod tests {
     /// its `<tspan>`, and the header counts in the singular for one.
     #[test]
     fn arrowheads_fit_the_gap_text_wraps_spaces_survive_and_counts_agree() {
-        assert!(
-            ARROW_PX * 2 <= layout::ROW_H - NODE_H,
-            "a head fits twice in the gap"
-        );
-        assert!(
-            NODE_H >= 18 + TEXT_LINES as u32 * LINE_H,
-            "every line inside the box"
-        );
         let long = "Question: why does our nightly export write an empty file on some nights, \
                     and only before the deadline of six in the morning, never after it?";
         let tree = build(events_of(
