@@ -23,7 +23,7 @@
 use crate::event::format_time;
 use crate::export::counted;
 use crate::export::picture::{Entry, Mark, Node, Picture};
-use crate::export::svg::{self, escape_xml_into, node_kind};
+use crate::export::svg::{self, escape_xml_into, node_kind, push_actor};
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -394,17 +394,6 @@ fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry, actor
     }
     write_details(out, &entry.details);
     out.push_str("</li>\n");
-}
-
-/// Ends an item's opening tag: with ` data-actor="NAME"` (escaped) when its event names
-/// who wrote it.
-fn push_actor(out: &mut String, actor: Option<&str>) {
-    if let Some(actor) = actor {
-        out.push_str(" data-actor=\"");
-        escape_xml_into(out, actor);
-        out.push('"');
-    }
-    out.push('>');
 }
 
 /// ` · by NAME` in an item's meta line, when its event names who wrote it.

@@ -458,9 +458,9 @@ fn push_anomaly_outline(out: &mut String, x: u32, y: u32) {
     );
 }
 
-/// Ends a node's opening tag: with ` data-actor="NAME"` (escaped) when the event that
-/// drew it names who wrote it.
-fn push_actor(out: &mut String, actor: Option<&str>) {
+/// Ends a node's (or the HTML page's item's) opening tag: with ` data-actor="NAME"`
+/// (escaped) when the event that drew it names who wrote it.
+pub(crate) fn push_actor(out: &mut String, actor: Option<&str>) {
     if let Some(actor) = actor {
         out.push_str(" data-actor=\"");
         escape_xml_into(out, actor);
