@@ -115,9 +115,9 @@ pub(crate) enum Command {
         /// Print JSON ({"sessions": [...]}, as list_sessions answers) instead of a table
         #[arg(long)]
         json: bool,
-        /// Only sessions of this kind (thinking, think)
-        #[arg(long)]
-        kind: Option<String>,
+        /// Only sessions of these kinds (repeatable or comma-separated, as `search --kind`)
+        #[arg(long, value_name = "KIND")]
+        kind: Vec<String>,
         /// At most this many
         #[arg(long, default_value_t = 50)]
         limit: usize,

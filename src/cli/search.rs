@@ -18,16 +18,11 @@ pub(super) struct SearchArgs {
     pub by_session: bool,
 }
 
-pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
-    if args.limit == 0 || args.limit > crate::recall::MAX_LIMIT {
-        bail!(
-            "--limit {}: expected 1..={}",
-            args.limit,
-            crate::recall::MAX_LIMIT
-        );
-    }
+/// The session kinds of `--kind` flags, each repeatable or comma-separated (`search` and
+/// `sessions` read them alike); none means every kind.
+pub(super) fn kinds_arg(flags: &[String]) -> anyhow::Result<Vec<SessionKind>> {
     let mut kinds = Vec::new();
-    for name in args.kinds.iter().flat_map(|k| k.split(',')) {
+    for name in flags.iter().flat_map(|k| k.split(',')) {
         let name = name.trim();
         if name.is_empty() {
             continue;
@@ -39,6 +34,18 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
             )
         })?);
     }
+    Ok(kinds)
+}
+
+pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
+    if args.limit == 0 || args.limit > crate::recall::MAX_LIMIT {
+        bail!(
+            "--limit {}: expected 1..={}",
+            args.limit,
+            crate::recall::MAX_LIMIT
+        );
+    }
+    let kinds = kinds_arg(&args.kinds)?;
     let time = |flag: &str, text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref()
             .map(|t| parse_time(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))

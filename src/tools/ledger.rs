@@ -150,7 +150,7 @@ pub fn tools() -> Vec<Tool> {
 async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
 ) -> Result<R, ToolError> {
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(super::args::carry(f))
         .await
         .map_err(|e| ToolError::Panicked {
             tool: "ledger read".into(),
@@ -246,7 +246,7 @@ fn call_list_sessions(
     finish(tool, args)?;
     let (rows, next) = query::list_sessions(
         ledger,
-        kind,
+        kind.as_slice(),
         text.as_deref(),
         before.as_deref(),
         limit as usize,
@@ -387,6 +387,7 @@ fn search_request(
 
 /// A time bound: RFC 3339, or milliseconds since the epoch as a number or digits.
 fn time_arg(raw: &Map<String, Value>, args: &mut Args<'_>, name: &'static str) -> Option<u64> {
+    super::args::note_read(&[name]);
     let value = raw.get(name)?;
     let parsed = match value {
         Value::Number(n) => match n.as_u64() {

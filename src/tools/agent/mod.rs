@@ -201,6 +201,7 @@ fn number(
     min: f64,
     max: f64,
 ) -> Option<f64> {
+    super::args::note_read(&[name]);
     let value = raw.get(name)?;
     let parsed = match value {
         Value::Number(n) => n.as_f64(),
@@ -248,7 +249,7 @@ fn find_session(ledger: &Ledger, session_id: &str) -> Result<Option<SessionHead>
 async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
 ) -> Result<R, ToolError> {
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(super::args::carry(f))
         .await
         .map_err(|e| ToolError::Panicked {
             tool: "agent read".into(),

@@ -228,6 +228,7 @@ fn task_arg(args: &mut Args<'_>) -> Option<String> {
 }
 
 fn config_arg(args: &mut Args<'_>, raw: &Map<String, Value>) -> Config {
+    super::args::note_read(&["config"]);
     match parse_config(raw.get("config")) {
         Ok(config) => config,
         Err(problems) => {

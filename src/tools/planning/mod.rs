@@ -175,7 +175,7 @@ fn call(call: ToolCall) -> CallFuture {
 pub(crate) async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
 ) -> Result<R, ToolError> {
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(super::args::carry(f))
         .await
         .map_err(|e| ToolError::Panicked {
             tool: "planning read".into(),

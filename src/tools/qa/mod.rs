@@ -155,6 +155,7 @@ fn lookup<'a>(
     raw: &'a Map<String, Value>,
     names: &[&'static str],
 ) -> Option<(&'static str, &'a Value)> {
+    super::args::note_read(names);
     names
         .iter()
         .find_map(|name| raw.get(*name).map(|value| (*name, value)))
@@ -365,6 +366,7 @@ fn parse_tool(value: &Value, path: &str, problems: &mut Vec<String>) -> Option<T
             .into_iter()
             .map(|p| format!("{prefix}{p}")),
     );
+    super::args::note_read(&["confidence"]);
     let confidence = match raw.get("confidence") {
         None => {
             problems.push(format!(
