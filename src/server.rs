@@ -13,14 +13,14 @@ use crate::query;
 use crate::request::arrival::{Arrival, ArrivalOrder};
 use crate::request::{Request, ToolCall, ToolContext};
 use crate::store::Ledger;
-use crate::tools::{ToolError, Toolset};
+use crate::tools::{ToolError, Toolset, args};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    ContentBlock as Content, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -202,6 +202,10 @@ impl LedgerServer {
         }
         mcp_log::tool_call(name, &arguments);
         let scope = mcp_log::current_scope();
+        let keys: Map<String, Value> = arguments
+            .keys()
+            .map(|key| (key.clone(), Value::Null))
+            .collect();
         let call = ToolCall {
             ctx: self.ctx.clone(),
             name: name.to_string(),
@@ -209,19 +213,25 @@ impl LedgerServer {
             received,
             request,
         };
-        let task = tokio::spawn(mcp_log::in_scope(scope, (route.set.family().call)(call)));
-        let outcome = match task.await {
-            Ok(outcome) => outcome,
-            Err(join_error) => Err(ToolError::Panicked {
-                tool: name.to_string(),
-                message: join_error.to_string(),
-            }),
+        let task = tokio::spawn(mcp_log::in_scope(
+            scope,
+            args::recording((route.set.family().call)(call)),
+        ));
+        let (outcome, read) = match task.await {
+            Ok((outcome, read)) => (outcome, read),
+            Err(join_error) => (
+                Err(ToolError::Panicked {
+                    tool: name.to_string(),
+                    message: join_error.to_string(),
+                }),
+                Default::default(),
+            ),
         };
         let took = received.elapsed();
         if took >= SLOW_CALL {
             tracing::info!(tool = name, ms = took.as_millis() as u64, "slow tool call");
         }
-        Ok(match outcome {
+        let answer = match outcome {
             Ok(result) => result,
             Err(error) => {
                 if !matches!(
@@ -232,7 +242,24 @@ impl LedgerServer {
                 }
                 error.into_result().into()
             }
-        })
+        };
+        Ok(
+            match args::ignored_arguments(&keys, &self.schema_properties(name), &read) {
+                Some(note) => with_note(answer, note),
+                None => answer,
+            },
+        )
+    }
+
+    /// The top-level property names of tool `name`'s input schema (none for an alias).
+    fn schema_properties(&self, name: &str) -> Vec<&str> {
+        self.tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .and_then(|tool| tool.input_schema.get("properties"))
+            .and_then(Value::as_object)
+            .map(|properties| properties.keys().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     fn ledger(&self) -> &Ledger {
@@ -302,12 +329,10 @@ fn parse_resource_uri(uri: &str) -> Option<ResourcePath<'_>> {
     let rest = rest.strip_prefix('/')?;
     match rest.split_once('/') {
         None => Some(ResourcePath::Session(rest, Format::Json)),
-        Some((id, "mermaid")) => Some(ResourcePath::Session(id, Format::Mermaid)),
-        Some((id, "markdown")) => Some(ResourcePath::Session(id, Format::Markdown)),
-        Some((id, "jsonl")) => Some(ResourcePath::Session(id, Format::Jsonl)),
-        Some((id, "svg")) => Some(ResourcePath::Session(id, Format::Svg)),
-        Some((id, "html")) => Some(ResourcePath::Session(id, Format::Html)),
-        Some(_) => None,
+        // The JSON export is the session's own URI, never `/json`.
+        Some((id, name)) => Format::named(name)
+            .filter(|format| *format != Format::Json)
+            .map(|format| ResourcePath::Session(id, format)),
     }
 }
 
@@ -490,7 +515,7 @@ impl ServerHandler for LedgerServer {
     ) -> Result<ListResourcesResult, McpError> {
         let ledger = self.ledger().clone();
         let rows = tokio::task::spawn_blocking(move || {
-            query::list_sessions(&ledger, None, None, None, LISTED_SESSION_RESOURCES)
+            query::list_sessions(&ledger, &[], None, None, LISTED_SESSION_RESOURCES)
         })
         .await
         .map_err(|e| McpError::internal_error(e.to_string(), None))?
@@ -689,7 +714,28 @@ impl LedgerServer {
     }
 }
 
-/// Serves MCP over stdin/stdout until the client closes stdin. Lines over
+/// A token cancelled on the first SIGTERM or SIGINT (logged): what ends a stdio server as
+/// a closed stdin does (many clients stop their servers with SIGTERM when a window
+/// closes).
+fn stop_on_signal() -> std::io::Result<CancellationToken> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let why = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!("{why}: answering the calls already read, then stopping");
+        stopped.cancel();
+    });
+    Ok(stop)
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or the process gets
+/// SIGTERM or SIGINT ([`stop_on_signal`]). Lines over
 /// [`MAX_LINE_BYTES`] and lines that are not JSON-RPC are answered by the transport
 /// ([`crate::transport`]) and never reach a handler.
 pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
@@ -698,7 +744,8 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
         std::io::stdout(),
         Some(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout())),
         MAX_LINE_BYTES,
-    )?;
+    )?
+    .stop_on(stop_on_signal()?);
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())
@@ -712,5 +759,17 @@ fn resource_name(head: &crate::store::SessionHead) -> String {
     match head.summary.title.trim() {
         "" => format!("untitled session {} ({kind})", head.session),
         title => format!("{title} ({kind})"),
+    }
+}
+
+/// `answer` with `note` (the arguments it ignored) as one more text block: the answer
+/// itself, its structured content included, is unchanged.
+fn with_note(answer: CallToolResponse, note: String) -> CallToolResponse {
+    match answer {
+        CallToolResponse::Complete(mut result) => {
+            result.content.push(Content::text(format!("note: {note}")));
+            CallToolResponse::Complete(result)
+        }
+        other => other,
     }
 }

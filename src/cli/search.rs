@@ -15,18 +15,14 @@ pub(super) struct SearchArgs {
     pub until: Option<String>,
     pub cursor: Option<String>,
     pub mode: Option<String>,
+    pub by_session: bool,
 }
 
-pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
-    if args.limit == 0 || args.limit > crate::recall::MAX_LIMIT {
-        bail!(
-            "--limit {}: expected 1..={}",
-            args.limit,
-            crate::recall::MAX_LIMIT
-        );
-    }
+/// The session kinds of `--kind` flags, each repeatable or comma-separated (`search` and
+/// `sessions` read them alike); none means every kind.
+pub(super) fn kinds_arg(flags: &[String]) -> anyhow::Result<Vec<SessionKind>> {
     let mut kinds = Vec::new();
-    for name in args.kinds.iter().flat_map(|k| k.split(',')) {
+    for name in flags.iter().flat_map(|k| k.split(',')) {
         let name = name.trim();
         if name.is_empty() {
             continue;
@@ -38,6 +34,18 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
             )
         })?);
     }
+    Ok(kinds)
+}
+
+pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
+    if args.limit == 0 || args.limit > crate::recall::MAX_LIMIT {
+        bail!(
+            "--limit {}: expected 1..={}",
+            args.limit,
+            crate::recall::MAX_LIMIT
+        );
+    }
+    let kinds = kinds_arg(&args.kinds)?;
     let time = |flag: &str, text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref()
             .map(|t| parse_time(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
@@ -73,6 +81,7 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
         until,
         cursor,
         mode,
+        by_session: args.by_session,
     };
     if let Some(note) = crate::recall::Recall::for_ledger(&ledger).index_note() {
         eprintln!("note: {note}");

@@ -5,17 +5,12 @@ use super::*;
 pub(super) fn sessions(
     settings: &Settings,
     json: bool,
-    kind: Option<String>,
+    kind: Vec<String>,
     limit: usize,
 ) -> anyhow::Result<()> {
-    let kind = match kind {
-        Some(text) => Some(SessionKind::parse(&text).with_context(|| {
-            format!("unknown kind {text:?}: use {}", crate::tools::kind_names())
-        })?),
-        None => None,
-    };
+    let kinds = super::search::kinds_arg(&kind)?;
     let ledger = open_existing(settings)?;
-    let (rows, next) = query::list_sessions(&ledger, kind, None, None, limit)?;
+    let (rows, next) = query::list_sessions(&ledger, &kinds, None, None, limit)?;
     // Sessions this process found damaged: a head row that does not decode is not in
     // `rows`; one whose events were found damaged is marked in them.
     let unreadable = ledger.undecodable_heads()?;

@@ -23,7 +23,7 @@
 use crate::event::format_time;
 use crate::export::counted;
 use crate::export::picture::{Entry, Mark, Node, Picture};
-use crate::export::svg::{self, escape_xml_into, node_kind};
+use crate::export::svg::{self, escape_xml_into, node_kind, push_actor};
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -153,8 +153,8 @@ h1{font-size:18px;margin:0 0 4px;overflow:hidden;text-overflow:ellipsis;white-sp
 .controls{display:flex;flex-wrap:wrap;gap:16px;align-items:center;margin-top:6px}\
 #replay{width:320px}\
 main{display:flex;align-items:flex-start}\
-#picture-pane{flex:3;overflow:auto;max-height:calc(100vh - 100px);border-right:1px solid #dee2e6}\
-#thoughts-pane{flex:2;overflow:auto;max-height:calc(100vh - 100px);padding:0 12px}\
+#picture-pane{flex:0 1 auto;max-width:calc(100% - 320px);overflow:auto;max-height:calc(100vh - 100px);border-right:1px solid #dee2e6}\
+#thoughts-pane{flex:1 1 320px;min-width:320px;overflow:auto;max-height:calc(100vh - 100px);padding:0 12px}\
 #thoughts{list-style:none;padding:0;margin:8px 0}\
 #thoughts li{border:1px solid #dee2e6;border-radius:6px;padding:6px 8px;margin:6px 0}\
 #thoughts li:target{outline:3px solid #7048e8}\
@@ -260,15 +260,30 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
     escape_xml_into(out, tree.title());
     out.push_str("</h1>\n<div class=\"meta\">");
     let summary = tree.summary.as_ref();
+    let picture = Picture::of(tree);
     let _ = write!(
         out,
-        "{} · {} · session {} · {} thoughts · {} branches · {} events",
+        "{} · {} · session {}",
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         summary.map_or("unknown", |s| s.status()),
         tree.session,
-        tree.order.len(),
-        tree.branches.len(),
-        tree.at_seq,
+    );
+    // What the session has: thoughts, and the families' nodes (a plan has no thoughts).
+    if !tree.order.is_empty() || picture.nodes.is_empty() {
+        let _ = write!(
+            out,
+            " · {} · {}",
+            counted(tree.order.len(), "thought", "thoughts"),
+            counted(tree.branches.len(), "branch", "branches"),
+        );
+    }
+    if !picture.nodes.is_empty() {
+        let _ = write!(out, " · {}", counted(picture.nodes.len(), "node", "nodes"));
+    }
+    let _ = write!(
+        out,
+        " · {}",
+        counted(tree.at_seq as usize, "event", "events")
     );
     if let Some(summary) = summary {
         let _ = write!(
@@ -301,7 +316,6 @@ pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
          <main>\n<section id=\"picture-pane\">\n",
         last = tree.at_seq
     );
-    let picture = Picture::of(tree);
     svg::render_into(out, tree, &picture, svg::Options { embedded: true });
     out.push_str("</section>\n<section id=\"thoughts-pane\">\n<ol id=\"thoughts\">\n");
     // Thoughts and the families' listed nodes, merged in event order.
@@ -380,17 +394,6 @@ fn write_entry(out: &mut String, index: usize, node: &Node, entry: &Entry, actor
     }
     write_details(out, &entry.details);
     out.push_str("</li>\n");
-}
-
-/// Ends an item's opening tag: with ` data-actor="NAME"` (escaped) when its event names
-/// who wrote it.
-fn push_actor(out: &mut String, actor: Option<&str>) {
-    if let Some(actor) = actor {
-        out.push_str(" data-actor=\"");
-        escape_xml_into(out, actor);
-        out.push('"');
-    }
-    out.push('>');
 }
 
 /// ` · by NAME` in an item's meta line, when its event names who wrote it.

@@ -462,13 +462,20 @@ async fn route(
             );
         }
     };
-    sessions::admitted(
+    let closing = parts.method == hyper::Method::DELETE;
+    let mut response = sessions::admitted(
         &owner,
         shared
             .service
             .handle(Request::from_parts(parts, Full::new(body))),
     )
-    .await
+    .await;
+    // rmcp answers a closed session 202; clients expect 200 or 204 (the Python SDK logs
+    // "Session termination failed: 202" on every disconnect).
+    if closing && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -59,14 +59,14 @@ fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
 
 /// Every session, newest first.
 pub fn all_sessions(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
-    Ok(list_sessions(ledger, None, None, None, usize::MAX)?.0)
+    Ok(list_sessions(ledger, &[], None, None, usize::MAX)?.0)
 }
 
 /// Sessions newest first (by the position of their last event, then id), filtered, after
 /// `before`; at most `limit`, with the cursor of the next page when there is one.
 pub fn list_sessions(
     ledger: &Ledger,
-    kind: Option<SessionKind>,
+    kinds: &[SessionKind],
     query: Option<&str>,
     before: Option<&str>,
     limit: usize,
@@ -85,7 +85,7 @@ pub fn list_sessions(
     let mut rows: Vec<SessionHead> = Vec::new();
     for h in heads
         .into_iter()
-        .filter(|h| kind.is_none_or(|k| h.summary.kind == k))
+        .filter(|h| kinds.is_empty() || kinds.contains(&h.summary.kind))
         .filter(|h| past.is_none_or(|cursor| newest_key(h) < cursor))
     {
         let wanted = match &query {

@@ -6,6 +6,8 @@
 //! true, "false" is never true, 1.5 is not an integer, null is not a value.
 
 use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 /// Largest integer accepted for counts and seqs: JavaScript's largest safe integer, so
 /// every value round-trips through any JSON client.
@@ -75,6 +77,110 @@ pub fn described(mut schema: Value, description: &str) -> Value {
     schema
 }
 
+// ---- Arguments nobody read ----
+//
+// Unknown keys are accepted (clients add their own), but the answer says which were
+// ignored, and the name meant where one is close. Every name a parser looks up through
+// [`Args`] (or [`note_read`]) is recorded for the call in flight; the server compares the
+// call's keys with those and with the tool's schema ([`ignored_arguments`]) and adds the
+// note to the answer. Nothing of this is in `tools/list`.
+
+/// The names the parsers of the call in flight looked up.
+type ReadNames = Arc<Mutex<BTreeSet<&'static str>>>;
+
+tokio::task_local! {
+    static READ: ReadNames;
+}
+
+/// Farthest edit distance at which an ignored key is taken for a misspelt name.
+const MAX_SUGGESTION_DISTANCE: usize = 2;
+
+/// Records that a parser looked `names` up (the canonical name and its spellings): keys
+/// of those names are not reported as ignored. Outside [`recording`], nothing.
+pub(crate) fn note_read(names: &[&'static str]) {
+    let _ = READ.try_with(|read| {
+        read.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(names.iter().copied())
+    });
+}
+
+/// Runs `call` recording the argument names its parsers look up; returns its output and
+/// those names.
+pub(crate) async fn recording<F: std::future::Future>(
+    call: F,
+) -> (F::Output, BTreeSet<&'static str>) {
+    let read = ReadNames::default();
+    let output = READ.scope(read.clone(), call).await;
+    let names = std::mem::take(&mut *read.lock().unwrap_or_else(|e| e.into_inner()));
+    (output, names)
+}
+
+/// `f`, made to record into the call in flight when run on another thread
+/// (`spawn_blocking`): the recording is task-local and does not cross by itself.
+pub(crate) fn carry<R>(f: impl FnOnce() -> R) -> impl FnOnce() -> R {
+    let read = READ.try_with(Arc::clone).ok();
+    move || match read {
+        Some(read) => READ.sync_scope(read, f),
+        None => f(),
+    }
+}
+
+/// The note for the keys of `arguments` that are neither in `known` (the schema's
+/// properties) nor among the names the parsers `read`: each named, with the name meant
+/// where one is close (case, `_`, or a couple of letters off). None when all were read.
+pub(crate) fn ignored_arguments(
+    arguments: &Map<String, Value>,
+    known: &[&str],
+    read: &BTreeSet<&'static str>,
+) -> Option<String> {
+    let candidates: BTreeSet<&str> = known.iter().copied().chain(read.iter().copied()).collect();
+    let notes: Vec<String> = arguments
+        .keys()
+        .filter(|key| !candidates.contains(key.as_str()))
+        .map(|key| match closest(key, &candidates) {
+            Some(meant) => format!("ignored argument `{key}` (did you mean `{meant}`?)"),
+            None => format!("ignored argument `{key}` (this tool does not read it)"),
+        })
+        .collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// The candidate closest to `key`: the same but for case and `_`, else within
+/// [`MAX_SUGGESTION_DISTANCE`] edits (of a name longer than that).
+fn closest<'c>(key: &str, candidates: &BTreeSet<&'c str>) -> Option<&'c str> {
+    let folded = |s: &str| s.replace('_', "").to_lowercase();
+    let key_folded = folded(key);
+    if let Some(same) = candidates.iter().find(|c| folded(c) == key_folded) {
+        return Some(same);
+    }
+    candidates
+        .iter()
+        .filter(|c| c.chars().count() > MAX_SUGGESTION_DISTANCE)
+        .map(|c| (edit_distance(&key_folded, &folded(c)), *c))
+        .filter(|(distance, _)| *distance <= MAX_SUGGESTION_DISTANCE)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Collects typed values from one call's arguments and the problems met on the way.
 pub struct Args<'a> {
     raw: &'a Map<String, Value>,
@@ -121,6 +227,7 @@ impl<'a> Args<'a> {
 
     /// The first of `names` present in the arguments, with its value.
     fn lookup(&self, names: &[&'static str]) -> Option<(&'static str, &'a Value)> {
+        note_read(names);
         names
             .iter()
             .find_map(|name| self.raw.get(*name).map(|value| (*name, value)))

@@ -31,6 +31,7 @@ use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 /// Bytes kept from the start of an over-long line to recover its id from.
 pub(crate) const ID_PROBE_BYTES: usize = 4096;
@@ -86,6 +87,9 @@ pub(crate) struct LineTransport<R> {
     writer_ended: Option<oneshot::Receiver<()>>,
     /// `tools/call` requests read so far: the next one's [`Arrival`].
     calls_received: u64,
+    /// Ends the input as end of file does once cancelled (SIGTERM or SIGINT in the
+    /// server: [`LineTransport::stop_on`]).
+    stop: Option<CancellationToken>,
 }
 
 /// What one bounded read produced.
@@ -119,7 +123,30 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             outgoing: Some(sink),
             writer_ended: Some(writer_ended),
             calls_received: 0,
+            stop: None,
         })
+    }
+
+    /// Ends the input once `stop` is cancelled, as if the reader were at end of file:
+    /// the service answers the calls it has read and returns, so the process ends as it
+    /// does when stdin is closed (the ledger checkpointed on the way out).
+    pub(crate) fn stop_on(mut self, stop: CancellationToken) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The next line read, or end of input once stopped. `read_line` is cancel-safe, so a
+    /// line half read when the stop comes is simply not taken (nor is one a cancelled
+    /// `receive` left: the token is not consumed by waiting on it).
+    async fn next_line(&mut self) -> LineRead {
+        let Some(stop) = self.stop.clone() else {
+            return self.read_line().await;
+        };
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => LineRead::Eof,
+            read = self.read_line() => read,
+        }
     }
 
     /// Numbers each `tools/call` request in the order its line was read, so the server can
@@ -304,7 +331,7 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            match self.read_line().await {
+            match self.next_line().await {
                 LineRead::Line => {}
                 LineRead::Oversized { length } => {
                     let message = format!(

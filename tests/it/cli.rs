@@ -42,6 +42,27 @@ async fn sessions_show_search_and_replay_read_the_ledger() {
         table.lines().next().unwrap().contains(" BRANCH IDS "),
         "{table}"
     );
+    // `--kind` as `search` takes it: repeatable, comma-separated; an unknown kind refused.
+    let count = |args: &[&str]| -> usize {
+        let listed: serde_json::Value =
+            serde_json::from_str(&stdout(&cli(dir.path(), args))).unwrap();
+        listed["sessions"].as_array().unwrap().len()
+    };
+    assert_eq!(
+        count(&["sessions", "--json", "--kind", "thinking,think"]),
+        1
+    );
+    assert_eq!(
+        count(&["sessions", "--json", "--kind", "qa", "--kind", "thinking"]),
+        1
+    );
+    assert_eq!(count(&["sessions", "--json", "--kind", "qa,planning"]), 0);
+    let unknown = cli(dir.path(), &["sessions", "--kind", "thinking,nope"]);
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("--kind \"nope\": unknown kind"),
+        "{unknown:?}"
+    );
     assert!(stdout(&cli(dir.path(), &["show", &session])).contains("second thought"));
     let found = stdout(&cli(dir.path(), &["search", "NEEDLE", "--json"]));
     assert!(

@@ -163,3 +163,83 @@ async fn verify_catches_a_removed_event() {
         "{message}"
     );
 }
+
+/// SIGTERM and SIGINT end a stdio server as a closed stdin does: the calls it read are
+/// answered, the ledger is checkpointed (its redo log left with nothing to replay), and
+/// it exits 0. Before, it died by the signal and the next start replayed the log.
+#[tokio::test]
+async fn sigterm_and_sigint_end_a_stdio_server_cleanly_with_nothing_left_to_replay() {
+    use crate::bad_input::Raw;
+    use std::process::Stdio;
+    use tokio::io::AsyncReadExt;
+    for signal in ["TERM", "INT"] {
+        let dir = data_dir();
+        let mut raw = Raw::spawn_with(
+            dir.path(),
+            &[("RUST_LOG", "reasoning_ledger=info")],
+            Stdio::piped(),
+        )
+        .await;
+        raw.initialize().await;
+        // Sent at once; the last answer read means every one was.
+        let calls = 10..50u64;
+        for id in calls.clone() {
+            raw.send_json(json!({
+                "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "sequentialthinking", "arguments": thought(1, 1, false, "before the signal")}
+            }))
+            .await;
+        }
+        let last = raw.answer(calls.end - 1).await;
+        assert_eq!(last["result"]["isError"], json!(false), "{last}");
+        let pid = raw.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        // stdin stays open: the signal alone ends the server.
+        let status = tokio::time::timeout(std::time::Duration::from_secs(30), raw.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("SIG{signal}: the server did not exit"))
+            .unwrap();
+        let mut stderr = String::new();
+        raw.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("SIG{signal}: answering the calls already read")),
+            "{stderr}"
+        );
+        // Every call was answered, in the answers read before and after the signal.
+        let answered = raw
+            .lines
+            .iter()
+            .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+            .filter(|answer| answer["result"]["structuredContent"]["sessionId"].is_string())
+            .count();
+        assert_eq!(answered as u64, calls.end - calls.start, "SIG{signal}");
+        // The next start has nothing to replay (a killed server's log is replayed here).
+        let mut next = Raw::spawn_with(
+            dir.path(),
+            &[("RUST_LOG", "reasoning_ledger=info")],
+            Stdio::piped(),
+        )
+        .await;
+        next.initialize().await;
+        let mut stderr = next.child.stderr.take().unwrap();
+        next.finish().await;
+        let mut log = String::new();
+        stderr.read_to_string(&mut log).await.unwrap();
+        assert!(log.contains("serving MCP"), "{log}");
+        assert!(!log.contains("replayed the redo log"), "SIG{signal}: {log}");
+        let listed = cli(dir.path(), &["sessions", "--json"]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(listed["sessions"].as_array().unwrap().len(), 40);
+    }
+}

@@ -903,10 +903,10 @@ async fn svg_and_html_of_a_hostile_plan_draw_its_approaches_scores_and_branch_ev
         .collect();
     assert_eq!(approaches.len(), 3);
     assert!(
-        approaches[0].contains(" · 7.80 · ★ selected"),
+        approaches[0].contains("\u{a0}· 7.80\u{a0}· ★ selected"),
         "{approaches:?}"
     );
-    assert!(approaches[1].contains(" · closed"), "{approaches:?}");
+    assert!(approaches[1].contains("\u{a0}· closed"), "{approaches:?}");
     // Every planning event is listed with its metadata.
     for meta in [
         "deep_planning · init · problem",
@@ -1093,7 +1093,7 @@ async fn svg_and_html_of_a_heuristic_solve_draw_candidates_scores_beam_and_backt
         .filter(|(_, kind, _)| kind == "booster-step")
         .map(|(_, _, text)| text)
         .collect();
-    assert!(steps[1].contains(" · beam"), "{steps:?}");
+    assert!(steps[1].contains("\u{a0}· beam"), "{steps:?}");
     let chosen = shown(&svg)
         .into_iter()
         .filter(|(_, kind, text)| kind == "booster-candidate" && text.contains("✓ chosen"))

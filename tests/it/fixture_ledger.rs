@@ -5,7 +5,9 @@
 //! *current* binary for the same, byte for byte: a change of format or encoding shows here.
 //!
 //! The fixture is fixed data: never regenerate it to make this test pass. A deliberate
-//! format change makes a *new* fixture beside it (and keeps testing the old one):
+//! format change makes a *new* fixture beside it (and keeps testing the old one), as
+//! issue 35's pictures did: `ledger-v3` is compared byte for byte, `ledger-v2` byte for
+//! byte but for its pictures (SVG, HTML), which must render and draw every id they drew:
 //!
 //! ```text
 //! REASONING_LEDGER_NEW_FIXTURE=tests/fixtures/ledger-v3 \
@@ -26,6 +28,8 @@ use std::path::{Path, PathBuf};
 
 /// The checked-in fixture of the build before issue 19.
 const FIXTURE_DIR: &str = "tests/fixtures/ledger-v2";
+/// The checked-in fixture of the build of issue 35 (its pictures drawn anew).
+const PICTURES_FIXTURE_DIR: &str = "tests/fixtures/ledger-v3";
 /// Where `generate` writes a new fixture (a directory that must not exist yet).
 const NEW_FIXTURE_ENV: &str = "REASONING_LEDGER_NEW_FIXTURE";
 /// Every session export format, with the file extension it is kept under.
@@ -106,7 +110,42 @@ fn outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn a_ledger_of_the_build_before_issue_19_verifies_and_exports_byte_identically() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_DIR);
+    check_fixture(FIXTURE_DIR, Pictures::SameIds);
+}
+
+/// The fixture made after issue 35's picture changes (arrowheads, wrapped text, counts):
+/// everything byte for byte, the pictures included.
+#[tokio::test]
+async fn a_ledger_of_the_build_of_issue_35_verifies_and_exports_byte_identically() {
+    check_fixture(PICTURES_FIXTURE_DIR, Pictures::Bytes);
+}
+
+/// How a fixture's pictures (`svg`, `html`) are compared.
+#[derive(Clone, Copy, PartialEq)]
+enum Pictures {
+    /// Byte for byte, as every other file.
+    Bytes,
+    /// Pictures are renderings, not a data format: drawn since (issue 35) with other
+    /// geometry and text, they are checked to render and to hold every element id and
+    /// event seq the fixture's picture held.
+    SameIds,
+}
+
+/// The `id="…"` and `data-seq="…"` attributes of a picture, each as written.
+fn picture_ids(picture: &str) -> std::collections::BTreeSet<String> {
+    let mut ids = std::collections::BTreeSet::new();
+    for attribute in [" id=\"", " data-seq=\""] {
+        for (at, _) in picture.match_indices(attribute) {
+            let rest = &picture[at + 1..];
+            let end = rest[attribute.len() - 1..].find('"').unwrap() + attribute.len();
+            ids.insert(rest[..end].to_string());
+        }
+    }
+    ids
+}
+
+fn check_fixture(fixture: &str, pictures: Pictures) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
     let dir = common::data_dir();
     std::fs::copy(root.join("ledger.redb"), dir.path().join("ledger.redb")).unwrap();
     let kinds: Vec<String> = session_ids(dir.path())
@@ -132,14 +171,32 @@ async fn a_ledger_of_the_build_before_issue_19_verifies_and_exports_byte_identic
         names, expected,
         "the files this build prints differ from the fixture's"
     );
+    let mut pictures_checked = 0;
     for (name, bytes) in &produced {
         let want = std::fs::read(root.join(name)).unwrap();
+        let is_picture = name.ends_with(".svg") || name.ends_with(".html");
+        if is_picture && pictures == Pictures::SameIds {
+            // Rendered (outputs() checked the exit status); every id still drawn.
+            let (now, then) = (
+                String::from_utf8_lossy(bytes),
+                String::from_utf8_lossy(&want),
+            );
+            let (now_ids, then_ids) = (picture_ids(&now), picture_ids(&then));
+            assert!(then_ids.len() > 3, "{name}: {then_ids:?}");
+            let missing: Vec<&String> = then_ids.difference(&now_ids).collect();
+            assert!(missing.is_empty(), "{name} no longer draws {missing:?}");
+            pictures_checked += 1;
+            continue;
+        }
         assert!(
             *bytes == want,
-            "{name} differs from {FIXTURE_DIR}/{name}:\n--- now ---\n{}\n--- then ---\n{}",
+            "{name} differs from {fixture}/{name}:\n--- now ---\n{}\n--- then ---\n{}",
             String::from_utf8_lossy(bytes),
             String::from_utf8_lossy(&want)
         );
+    }
+    if pictures == Pictures::SameIds {
+        assert_eq!(pictures_checked, 2 * KINDS.len());
     }
     // The ledger was only read: it verifies the same afterwards.
     assert_eq!(verify(dir.path()), produced[0].1);

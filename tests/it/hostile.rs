@@ -719,6 +719,18 @@ fn passed_validation(result: &Value) -> bool {
         .is_ok_and(|envelope| envelope["type"].is_string() && envelope["type"] != "validation")
 }
 
+/// The `note:` blocks of an answer (arguments it ignored), joined.
+fn notes_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .filter(|text| text.starts_with("note: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Calls `tool` with raw argument text and returns the answer.
 async fn raw_call(raw: &mut Raw, id: u64, tool: &str, arguments: &str) -> Value {
     raw.send(&call_line(id, tool, arguments)).await;
@@ -924,6 +936,25 @@ async fn every_integer_and_boolean_field_refuses_out_of_range_numbers_and_lookal
         assert!(
             passed_validation(&answer["result"]),
             "{name} with an unknown field: {answer}"
+        );
+        // ... and the answer says so, in a block of its own after the answer.
+        let notes = notes_of(&answer["result"]);
+        assert!(
+            notes.contains("ignored argument `unknownField` (this tool does not read it)"),
+            "{name}: {answer}"
+        );
+        // The base arguments (aliases among them) are all read: no note.
+        let answer = raw_call(
+            &mut raw,
+            next_id(),
+            name,
+            &Value::Object(base.clone()).to_string(),
+        )
+        .await;
+        assert_eq!(
+            notes_of(&answer["result"]),
+            "",
+            "{name} with its base arguments: {answer}"
         );
     }
     assert!(

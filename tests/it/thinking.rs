@@ -1092,3 +1092,74 @@ async fn a_tool_of_a_disabled_toolset_says_how_to_enable_it() {
         other => panic!("expected a JSON-RPC error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_misspelt_argument_is_named_in_the_answer_with_the_name_meant() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let first = seq(&client, thought(1, 3, true, "t")).await;
+    // `sesionId` is not read (the call goes to the connection's current session, not
+    // necessarily the one named), and the answer says so.
+    let result = call(
+        &client,
+        SEQ,
+        with(
+            thought(2, 3, true, "t"),
+            "sesionId",
+            first["sessionId"].clone(),
+        ),
+    )
+    .await;
+    let notes: Vec<String> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .filter(|t| t.starts_with("note: "))
+        .collect();
+    assert_eq!(
+        notes,
+        ["note: ignored argument `sesionId` (did you mean `sessionId`?)"],
+        "{result:?}"
+    );
+    // The answer itself is unchanged: its first block is still the JSON.
+    let from_text: Value = serde_json::from_str(&text(&result)).expect("text is JSON");
+    assert_eq!(from_text, structured(&result));
+    // Case and `_` count as close; a key read under another spelling is not reported.
+    let result = call(
+        &client,
+        SEQ,
+        with(
+            with(thought(1, 1, false, "t"), "NextThoughtNeeded", json!(true)),
+            "session_id",
+            first["sessionId"].clone(),
+        ),
+    )
+    .await;
+    let last = result
+        .content
+        .last()
+        .and_then(|c| c.as_text())
+        .unwrap()
+        .text
+        .clone();
+    assert_eq!(
+        last,
+        "note: ignored argument `NextThoughtNeeded` (did you mean `nextThoughtNeeded`?)"
+    );
+    // A validation error carries the note too: the misspelling is often its cause.
+    let mut args = thought(1, 1, false, "t");
+    args.as_object_mut().unwrap().remove("thought");
+    let result = call(&client, SEQ, with(args, "thougth", json!("t"))).await;
+    assert!(is_error(&result));
+    let last = result
+        .content
+        .last()
+        .and_then(|c| c.as_text())
+        .unwrap()
+        .text
+        .clone();
+    assert_eq!(
+        last,
+        "note: ignored argument `thougth` (did you mean `thought`?)"
+    );
+}

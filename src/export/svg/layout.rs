@@ -11,15 +11,16 @@ use crate::export::picture::{At, Picture, Place};
 use crate::projection::tree::ThoughtTree;
 use std::collections::HashMap;
 
-/// Width and height of a node box.
+/// Width and height of a node box: a heading line and three lines of text
+/// (`super::TEXT_LINES`, 15 px apart).
 pub const NODE_W: u32 = 240;
-pub const NODE_H: u32 = 46;
+pub const NODE_H: u32 = 76;
 /// A node box's corner radius (`rx`), in px.
 pub(crate) const NODE_RADIUS: u32 = 6;
 /// Distance between the left edges of two columns.
 pub(super) const COL_W: u32 = 290;
-/// Distance between the tops of two rows.
-pub(super) const ROW_H: u32 = 66;
+/// Distance between the tops of two rows: a 20 px gap between two boxes.
+pub(super) const ROW_H: u32 = 96;
 /// Room left of the first column for revision arcs.
 pub(super) const GUTTER: u32 = 70;
 /// Room above the first row for the title and the column headings.

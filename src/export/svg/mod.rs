@@ -31,6 +31,7 @@
 mod layout;
 mod style;
 
+use crate::export::counted;
 use crate::export::mermaid::{anomaly_seq, cut_into, is_revision};
 use crate::export::picture::{At, Mark, Picture, Span};
 use crate::projection::tree::{EdgeKind, ThoughtNode, ThoughtTree};
@@ -44,8 +45,22 @@ use std::fmt::Write as _;
 use style::{ANOMALY_STROKE, ANOMALY_STROKE_WIDTH};
 pub use style::{KINDS, NodeKind, node_kind, stylesheet};
 
-/// Most characters of thought text drawn in a node (the full text is in its `<title>`).
+/// Most characters of one line of text drawn in a node (the full text is in its
+/// `<title>`).
 pub const TEXT_MAX_CHARS: usize = 34;
+/// Lines a thought's text is wrapped to in its node before the last is cut.
+pub const TEXT_LINES: usize = 3;
+/// Distance between two lines of a node's text, in px.
+const LINE_H: u32 = 15;
+/// The space a label's span starts or ends with, drawn: no renderer strips it.
+const SPAN_SPACE: char = '\u{a0}';
+/// Length and width of an arrowhead, in px: well within the gap between two rows
+/// (`ROW_H - NODE_H`), whatever the width of the line it ends.
+const ARROW_PX: u32 = 8;
+// Checked when built: a head fits twice in the gap between two rows, and every line of
+// a node's text inside its box (the heading line at 18 px, then the text lines).
+const _: () = assert!(ARROW_PX * 2 <= layout::ROW_H - NODE_H);
+const _: () = assert!(NODE_H >= 18 + TEXT_LINES as u32 * LINE_H);
 /// Most characters of thought text in a node's `<title>` tooltip.
 pub const TITLE_MAX_CHARS: usize = 600;
 /// Most characters of a branch id or a session title drawn.
@@ -102,10 +117,13 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
     if !options.embedded {
         let _ = writeln!(out, "<style>{}</style>", stylesheet());
     }
-    out.push_str(
+    // In px of the picture, not of the line's width: a link drawn 3 px wide would
+    // otherwise get a head three times as big, taller than the gap between two rows.
+    let _ = writeln!(
+        out,
         "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" \
-         markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
-         <path d=\"M0 0L10 5L0 10z\" fill=\"#495057\"/></marker></defs>\n",
+         markerUnits=\"userSpaceOnUse\" markerWidth=\"{ARROW_PX}\" markerHeight=\"{ARROW_PX}\" \
+         orient=\"auto-start-reverse\"><path d=\"M0 0L10 5L0 10z\" fill=\"#495057\"/></marker></defs>",
     );
     let mut scratch = String::new();
     out.push_str("<text class=\"heading\" x=\"16\" y=\"22\">");
@@ -113,20 +131,31 @@ pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, opti
     out.push_str("</text>\n");
     let _ = write!(
         out,
-        "<text class=\"sub\" x=\"16\" y=\"40\">{} · at event {} · {} thoughts · {} edges · {} \
-         branches",
+        "<text class=\"sub\" x=\"16\" y=\"40\">{} · at event {}",
         tree.kind().map_or("unknown", |kind| kind.as_str()),
         tree.at_seq,
-        tree.order.len(),
-        edges.len(),
-        tree.branches.len(),
     );
-    if !picture.nodes.is_empty() {
+    // What the session has: thoughts, and the families' nodes (a plan has no thoughts).
+    if !tree.order.is_empty() || picture.nodes.is_empty() {
         let _ = write!(
             out,
-            " · {} other nodes · {} links",
-            picture.nodes.len(),
-            picture.links.len()
+            " · {} · {} · {}",
+            counted(tree.order.len(), "thought", "thoughts"),
+            counted(edges.len(), "edge", "edges"),
+            counted(tree.branches.len(), "branch", "branches"),
+        );
+    }
+    if !picture.nodes.is_empty() {
+        let other = if tree.order.is_empty() { "" } else { "other " };
+        let _ = write!(
+            out,
+            " · {} · {}",
+            counted(
+                picture.nodes.len(),
+                &format!("{other}node"),
+                &format!("{other}nodes")
+            ),
+            counted(picture.links.len(), "link", "links"),
         );
     }
     out.push_str("</text>\n");
@@ -299,6 +328,11 @@ fn push_spans(
         }
         let timed = span.from > node_seq;
         let tagged = timed || span.until.is_some() || span.class.is_some();
+        // The one space a span starts or ends with is a no-break space: renderers that
+        // strip a `<tspan>`'s leading space (rsvg) drew "0.78· ✓ chosen"; it stays inside
+        // the span, so a span the replay hides takes its space with it.
+        let lead = span.text.starts_with(char::is_whitespace);
+        let trail = span.text.ends_with(char::is_whitespace) && !span.text.trim().is_empty();
         if tagged {
             out.push_str("<tspan");
             let classes: Vec<&str> = span
@@ -317,13 +351,12 @@ fn push_spans(
             }
             out.push('>');
         }
-        // Cut as words, keeping the one space a span may start or end with.
-        if span.text.starts_with(char::is_whitespace) {
-            out.push(' ');
+        if lead {
+            out.push(SPAN_SPACE);
         }
         push_cut(out, scratch, &span.text, TEXT_MAX_CHARS);
-        if span.text.ends_with(char::is_whitespace) && !span.text.trim().is_empty() {
-            out.push(' ');
+        if trail {
+            out.push(SPAN_SPACE);
         }
         if tagged {
             out.push_str("</tspan>");
@@ -391,9 +424,9 @@ fn write_node(
     for mark in marks {
         push_spans(out, scratch, &mark.head, seq, options);
     }
-    let _ = write!(out, "</text><text x=\"{}\" y=\"{}\">", x + 8, y + 36);
-    push_cut(out, scratch, &node.thought, TEXT_MAX_CHARS);
-    out.push_str("</text></g>");
+    out.push_str("</text>");
+    push_wrapped(out, scratch, &node.thought, x + 8, y + 36);
+    out.push_str("</g>");
     if options.embedded {
         out.push_str("</a>");
     }
@@ -425,9 +458,9 @@ fn push_anomaly_outline(out: &mut String, x: u32, y: u32) {
     );
 }
 
-/// Ends a node's opening tag: with ` data-actor="NAME"` (escaped) when the event that
-/// drew it names who wrote it.
-fn push_actor(out: &mut String, actor: Option<&str>) {
+/// Ends a node's (or the HTML page's item's) opening tag: with ` data-actor="NAME"`
+/// (escaped) when the event that drew it names who wrote it.
+pub(crate) fn push_actor(out: &mut String, actor: Option<&str>) {
     if let Some(actor) = actor {
         out.push_str(" data-actor=\"");
         escape_xml_into(out, actor);
@@ -443,6 +476,47 @@ fn push_by(out: &mut String, actor: Option<&str>) {
         escape_xml_into(out, actor);
         out.push_str(": ");
     }
+}
+
+/// `text` as up to [`TEXT_LINES`] `<text>` lines from (`x`, `y`) down, wrapped between
+/// words at [`TEXT_MAX_CHARS`], the last cut (`…`) when the text goes on.
+fn push_wrapped(out: &mut String, scratch: &mut String, text: &str, x: u32, y: u32) {
+    let mut rest = text.trim_start();
+    for line in 0..TEXT_LINES {
+        let _ = write!(out, "<text x=\"{x}\" y=\"{}\">", y + line as u32 * LINE_H);
+        if line + 1 == TEXT_LINES {
+            push_cut(out, scratch, rest, TEXT_MAX_CHARS);
+            rest = "";
+        } else {
+            let (head, tail) = wrap_at(rest, TEXT_MAX_CHARS);
+            push_cut(out, scratch, head, TEXT_MAX_CHARS);
+            rest = tail.trim_start();
+        }
+        out.push_str("</text>");
+        if rest.is_empty() {
+            break;
+        }
+    }
+}
+
+/// `text` split after the last whole word that fits in `max_chars` (whitespace counted
+/// as one space); a first word longer than that is the whole line (cut when drawn).
+fn wrap_at(text: &str, max_chars: usize) -> (&str, &str) {
+    let mut count = 0;
+    let mut end = 0;
+    for word in text.split_whitespace() {
+        let needed = usize::from(count > 0) + word.chars().count();
+        if count > 0 && count + needed > max_chars {
+            break;
+        }
+        count += needed;
+        // The word's end in `text`.
+        end = word.as_ptr() as usize - text.as_ptr() as usize + word.len();
+        if count >= max_chars {
+            break;
+        }
+    }
+    text.split_at(end)
 }
 
 /// `text` with whitespace collapsed, cut to `max_chars`, escaped, appended to `out`.
@@ -1131,8 +1205,8 @@ pub(crate) mod tests {
         assert_eq!(
             approaches,
             [
-                "🧭 #5 x p · 8.25 · ★ selectedname p",
-                "🧭 #6 y p · 6.80 · closedname p",
+                "🧭 #5 x p\u{a0}· 8.25\u{a0}· ★ selectedname p",
+                "🧭 #6 y p\u{a0}· 6.80\u{a0}· closedname p",
                 "🧭 #7 z pname p"
             ]
         );
@@ -1409,6 +1483,55 @@ pub(crate) mod tests {
         assert!(!stylesheet().contains(" path{") && !stylesheet().contains(" path,"));
         // The other thoughts have no outline.
         assert!(nodes.iter().filter(|g| outline(**g).is_none()).count() >= 2);
+    }
+
+    /// Issue 35's geometry: arrowheads fit the gap between rows at any line width, a
+    /// thought's text wraps to a few lines before it is cut, a span's space stays outside
+    /// its `<tspan>`, and the header counts in the singular for one.
+    #[test]
+    fn arrowheads_fit_the_gap_text_wraps_spaces_survive_and_counts_agree() {
+        let long = "Question: why does our nightly export write an empty file on some nights, \
+                    and only before the deadline of six in the morning, never after it?";
+        let tree = build(events_of(
+            SessionKind::THINKING,
+            vec![recorded(seq_thought(long, 1, 1))],
+        ));
+        let svg = render(&tree);
+        assert!(svg.contains("markerUnits=\"userSpaceOnUse\""), "{svg}");
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let node = doc
+            .descendants()
+            .find(|n| n.attribute("data-kind").is_some())
+            .unwrap();
+        let lines: Vec<&str> = node
+            .children()
+            .filter(|n| n.has_tag_name("text"))
+            .skip(1)
+            .map(|t| t.text().unwrap_or(""))
+            .collect();
+        assert_eq!(lines.len(), TEXT_LINES, "{lines:?}");
+        assert_eq!(lines[0], "Question: why does our nightly");
+        assert!(lines.iter().all(|l| l.chars().count() <= TEXT_MAX_CHARS));
+        assert!(lines[TEXT_LINES - 1].ends_with('…'), "{lines:?}");
+        assert!(svg.contains("1 thought · 0 edges · 0 branches"), "{svg}");
+        // A short thought is one line.
+        let tree = build(events_of(
+            SessionKind::THINKING,
+            vec![recorded(seq_thought("short", 1, 1))],
+        ));
+        let svg = render(&tree);
+        assert_eq!(svg.matches("<text x=").count(), 2, "{svg}");
+
+        let mut out = String::new();
+        let spans = [
+            Span::during("0.78", 1, None),
+            Span::during(" · ✓ chosen", 1, None).with_class("booster-chosen"),
+        ];
+        push_spans(&mut out, &mut String::new(), &spans, 1, Options::default());
+        assert_eq!(
+            out,
+            "0.78<tspan class=\"booster-chosen\">\u{a0}· ✓ chosen</tspan>"
+        );
     }
 
     #[test]

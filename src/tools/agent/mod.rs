@@ -76,8 +76,11 @@ pub static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BranchNodeCreated>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&render::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// Environment variable choosing the suggestions' language: `zh` for the original's
@@ -198,6 +201,7 @@ fn number(
     min: f64,
     max: f64,
 ) -> Option<f64> {
+    super::args::note_read(&[name]);
     let value = raw.get(name)?;
     let parsed = match value {
         Value::Number(n) => n.as_f64(),
@@ -245,7 +249,7 @@ fn find_session(ledger: &Ledger, session_id: &str) -> Result<Option<SessionHead>
 async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ToolError> + Send + 'static,
 ) -> Result<R, ToolError> {
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(super::args::carry(f))
         .await
         .map_err(|e| ToolError::Panicked {
             tool: "agent read".into(),

@@ -87,8 +87,11 @@ pub static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// The tools of this family, as listed (`usage` first).
@@ -225,6 +228,7 @@ fn task_arg(args: &mut Args<'_>) -> Option<String> {
 }
 
 fn config_arg(args: &mut Args<'_>, raw: &Map<String, Value>) -> Config {
+    super::args::note_read(&["config"]);
     match parse_config(raw.get("config")) {
         Ok(config) => config,
         Err(problems) => {

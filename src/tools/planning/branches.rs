@@ -67,6 +67,7 @@ pub fn criteria(
 ) -> Vec<Criterion> {
     let mut out = Vec::with_capacity(weights.len());
     for &(name, weight, inverted) in weights {
+        crate::tools::args::note_read(&[name]);
         let score = match raw.get(name) {
             None => Some(5.0),
             Some(Value::Number(n)) => n.as_f64(),

@@ -69,8 +69,11 @@ pub static FAMILY: Family = Family {
         label: "QA session",
     }],
     codec: Some(&payload::QA_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::QaStepRecorded>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&node::RENDER),
+    prompts: &[],
+    doctor: Some(&workflow::WORKFLOW_CHECK),
 };
 
 const DESCRIPTION: &str = "Sequential thinking for verification work (versions, syntax, compatibility, tests). Each call records one step; the answer recommends the next step from a workflow, with tools ranked by confidence, rationale, priority, alternatives, suggested inputs, and the outcomes that call for a revision (is_revision, revises_thought) or a branch (branch_from_thought, branch_id).
@@ -152,6 +155,7 @@ fn lookup<'a>(
     raw: &'a Map<String, Value>,
     names: &[&'static str],
 ) -> Option<(&'static str, &'a Value)> {
+    super::args::note_read(names);
     names
         .iter()
         .find_map(|name| raw.get(*name).map(|value| (*name, value)))
@@ -362,6 +366,7 @@ fn parse_tool(value: &Value, path: &str, problems: &mut Vec<String>) -> Option<T
             .into_iter()
             .map(|p| format!("{prefix}{p}")),
     );
+    super::args::note_read(&["confidence"]);
     let confidence = match raw.get("confidence") {
         None => {
             problems.push(format!(

@@ -1,6 +1,6 @@
 //! Verification workflows as data, and the pure recommendation computed from them.
 //!
-//! Owns: the template format ([`Template`], JSON: README "Workflow templates"), the
+//! Owns: the template format ([`Template`], JSON: the book's "Workflow templates"), the
 //! built-in templates (`data/workflows/*.json`, compiled in), loading user templates
 //! from `<data dir>/workflows/*.json` ([`Workflows::load`]: a malformed file is reported
 //! with its path, line and column, and the others keep working), routing a thought to a
@@ -600,6 +600,32 @@ pub fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
     Some(&rest[..rest.find(", which you do not have")?])
 }
 
+/// `doctor`'s check of the workflow templates in the data directory: every file that
+/// does not load fails it, naming the line.
+pub(crate) struct WorkflowCheck;
+
+/// The one instance (the qa family's `doctor`).
+pub(crate) static WORKFLOW_CHECK: WorkflowCheck = WorkflowCheck;
+
+impl crate::tools::DoctorCheck for WorkflowCheck {
+    fn what(&self) -> &'static str {
+        "qa workflows"
+    }
+
+    fn problems(&self, data_dir: &std::path::Path) -> Vec<(String, &'static str)> {
+        Workflows::load(Some(data_dir))
+            .errors
+            .into_iter()
+            .map(|error| {
+                (
+                    error,
+                    "fix the file at the line named, or move it out of the workflows folder",
+                )
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,11 +655,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_example_template_parses() {
-        let readme = include_str!("../../../README.md");
-        let section = readme
-            .split_once("**Workflow templates.**")
-            .expect("README documents the template format")
+    fn the_book_example_template_parses() {
+        let book = include_str!("../../../docs/src/tools.md");
+        let section = book
+            .split_once("<!-- ANCHOR: workflow-template -->")
+            .expect("the tools chapter documents the template format")
             .1;
         let example = section
             .split_once("```json\n")

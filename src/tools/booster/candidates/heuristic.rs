@@ -39,62 +39,62 @@ struct Template {
 /// to verify it and what it can show.
 const TASK_TEMPLATES: [Template; 12] = [
     Template {
-        text: "List every {a} the task mentions and label each one for tracking.",
+        text: "First, list every part of the {a} involved, so none gets missed later.",
         check: "Count the labels: none missing or duplicated; if one is, fix the list then continue.",
         outcomes: ["complete list", "gap found"],
     },
     Template {
-        text: "Check whether the constraint '{c}' rules out any option for the {a}.",
+        text: "Does '{c}' rule out any way of dealing with the {a}? Set those aside first.",
         check: "If an option breaks '{c}', record it as ruled out; otherwise keep it.",
         outcomes: ["ruled out", "still open"],
     },
     Template {
-        text: "Test the simplest case of the {a} with {n} and record the outcome.",
+        text: "Start small: check the {a} once, around {n}, and note what happens.",
         check: "If the outcome matches the expectation, keep the plan; else note the difference.",
         outcomes: ["matches", "differs"],
     },
     Template {
-        text: "Split the {a} into two groups and check which group holds the {b}.",
+        text: "Narrow it down: split the {a} in two and see which half shows the {b}.",
         check: "If one group shows it, continue there; otherwise check the other group.",
         outcomes: ["first group", "second group"],
     },
     Template {
-        text: "Measure how the {a} and the {b} relate in one small trial.",
+        text: "Look for a link between the {a} and the {b}: change one and watch the other.",
         check: "Record before and after; if nothing changes, drop this lead.",
         outcomes: ["changes", "no change"],
     },
     Template {
-        text: "Record what is already known about the {a} before acting again.",
+        text: "Before going further, write down what I already know about the {a}, and how I know it.",
         check: "Each fact has a source; if one has none, mark it as an assumption.",
         outcomes: ["sourced", "assumption"],
     },
     Template {
-        text: "Compare two options for the {a} and pick one by a stated rule.",
+        text: "Weigh two ways of handling the {a} against one stated rule, and pick one.",
         check: "Apply the rule to both; if it gives a strict winner, pick it; else refine the rule.",
         outcomes: ["winner", "tie"],
     },
     Template {
-        text: "Verify that the plan for the {a} respects '{c}'.",
+        text: "Make sure the plan for the {a} still fits '{c}'.",
         check: "Count what the plan uses; if it breaks '{c}', cut a step; otherwise go on.",
         outcomes: ["within", "over"],
     },
     Template {
-        text: "Assign every {a} in play a status (open, ruled out, confirmed) and log it.",
+        text: "Mark each {a} still in play as open, ruled out or confirmed.",
         check: "Each one has exactly one status; if not, assign the missing ones.",
         outcomes: ["all assigned", "missing"],
     },
     Template {
-        text: "Observe the edge case where the {a} is extreme and log the result.",
+        text: "Look at the extreme case of the {a}: does the idea still hold there?",
         check: "If the edge case breaks the approach, revise it; otherwise keep it.",
         outcomes: ["holds", "breaks"],
     },
     Template {
-        text: "Draw a small diagram linking the {a} to the {b} and check each link.",
+        text: "Sketch how the {a} leads to the {b}, and check each link against the facts.",
         check: "Each link is backed by the task's text; if one is not, remove it.",
         outcomes: ["backed", "unbacked"],
     },
     Template {
-        text: "Pick the one open question about the {a} that blocks progress and test it.",
+        text: "Find the one open question about the {a} that blocks me, and test it.",
         check: "If the test answers it, record the answer; otherwise narrow the question.",
         outcomes: ["answered", "narrowed"],
     },
@@ -103,7 +103,7 @@ const TASK_TEMPLATES: [Template; 12] = [
 /// What fills a slot when the task has none of its kind.
 const NO_KEYWORD: &str = "goal";
 const NO_CONSTRAINT: &str = "the task's stated limits";
-const NO_NUMBER: &str = "one instance";
+const NO_NUMBER: &str = "the smallest case";
 
 fn pick(list: &[String], at: usize, fallback: &str) -> String {
     if list.is_empty() {

@@ -113,9 +113,19 @@ mod tests {
         let terms = task_terms(TASK);
         assert_eq!(
             terms.keywords,
-            vec!["counterfeit", "coins", "balance", "weighings", "scale"],
-            "nouns after a determiner, a preposition or a number first"
+            vec!["counterfeit", "coins"],
+            "nouns after a determiner, a preposition or a number first, with their modifier; \
+             not the constraints' words (balance scale, weighings)"
         );
+        let demo = task_terms(
+            "Find why the nightly export writes an empty file on some nights, without new infrastructure and before the 06:00 deadline",
+        );
+        assert_eq!(
+            demo.keywords,
+            vec!["nightly export", "empty file", "nights"],
+            "the deadline and the infrastructure are the constraints' words"
+        );
+        assert_eq!(demo.numbers, vec!["06:00"], "a time of day is one number");
         assert_eq!(terms.numbers, vec!["12", "3"]);
         let caffeine =
             task_terms("Plan a 3-step experiment to test whether caffeine improves typing speed.");

@@ -14,7 +14,7 @@ const NOUN_MARKERS: [&str; 16] = [
 ];
 
 /// Verbs of the kind tasks are phrased with: never a keyword.
-const VERBS: [&str; 40] = [
+const VERBS: [&str; 48] = [
     "improve",
     "improves",
     "increase",
@@ -55,6 +55,14 @@ const VERBS: [&str; 40] = [
     "tests",
     "finds",
     "using",
+    "writes",
+    "fails",
+    "breaks",
+    "returns",
+    "crashes",
+    "happens",
+    "takes",
+    "stops",
 ];
 
 /// Words too common to name what a task is about.
@@ -121,6 +129,21 @@ pub(crate) struct TaskTerms {
     pub(crate) numbers: Vec<String>,
 }
 
+/// Whether `word`, after a likely modifier, is the noun it modifies: a word of three
+/// letters or more that is no stop word, task verb, marker or phrase end.
+fn is_head_noun(word: &str) -> bool {
+    word.chars().count() >= 3
+        && word.chars().all(char::is_alphabetic)
+        && !STOPWORDS.contains(&word)
+        && !VERBS.contains(&word)
+        && !NOUN_MARKERS.contains(&word)
+        && !PHRASE_ENDS.contains(&word)
+        && ![
+            "some", "all", "any", "and", "but", "not", "its", "new", "few",
+        ]
+        .contains(&word)
+}
+
 /// Words opening a constraint phrase.
 const CONSTRAINT_OPENERS: [&str; 9] = [
     "using",
@@ -148,28 +171,60 @@ pub(crate) fn task_terms(task: &str) -> TaskTerms {
     // the others after them; each in first-seen order.
     let mut leading: Vec<String> = Vec::new();
     let mut others: Vec<String> = Vec::new();
+    // A time of day or a ratio ("06:00", "3:1") is one number, not two: taken whole, and
+    // left out of the words (so "the 06:00 deadline" reads "the deadline").
     let mut numbers: Vec<String> = Vec::new();
+    let mut words_only = String::with_capacity(task.len());
+    for word in task.split_inclusive(char::is_whitespace) {
+        let bare = word.trim_matches(|c: char| !c.is_ascii_digit());
+        let colon_number = bare.contains(':')
+            && bare
+                .split(':')
+                .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()));
+        if colon_number {
+            if !numbers.iter().any(|n| n == bare) {
+                numbers.push(bare.to_string());
+            }
+            words_only.push(' ');
+        } else {
+            words_only.push_str(word);
+        }
+    }
+    let all_tokens = tokens(&words_only);
     let mut previous = String::new();
-    for token in tokens(task) {
+    let mut skip_next = false;
+    for (at, token) in all_tokens.iter().enumerate() {
+        if std::mem::take(&mut skip_next) {
+            previous = token.clone();
+            continue;
+        }
         if token.chars().all(|c| c.is_ascii_digit()) {
-            if !numbers.contains(&token) {
+            if !numbers.contains(token) {
                 numbers.push(token.clone());
             }
         } else if token.chars().count() >= 5
             && !STOPWORDS.contains(&token.as_str())
             && !VERBS.contains(&token.as_str())
-            && !leading.contains(&token)
-            && !others.contains(&token)
+            && !leading.contains(token)
+            && !others.contains(token)
         {
             let after_marker = NOUN_MARKERS.contains(&previous.as_str())
                 || previous.chars().all(|c| c.is_ascii_digit()) && !previous.is_empty();
             if after_marker {
-                leading.push(token.clone());
+                // A modifier and its noun ("an empty file", "the nightly export") are kept
+                // together: "the empty" alone reads wrong in a step.
+                match all_tokens.get(at + 1).filter(|next| is_head_noun(next)) {
+                    Some(next) => {
+                        leading.push(format!("{token} {next}"));
+                        skip_next = true;
+                    }
+                    None => leading.push(token.clone()),
+                }
             } else {
                 others.push(token.clone());
             }
         }
-        previous = token;
+        previous = token.clone();
     }
     let mut keywords = leading;
     keywords.extend(others);
@@ -222,6 +277,22 @@ pub(crate) fn task_terms(task: &str) -> TaskTerms {
                 }
             }
         }
+    }
+    // A word of a constraint ("the 06:00 deadline", "new infrastructure") is a limit, not
+    // what the task is about: left out of the keywords while others remain.
+    let about: Vec<String> = keywords
+        .iter()
+        .filter(|keyword| {
+            !constraints.iter().any(|constraint| {
+                tokens(constraint)
+                    .iter()
+                    .any(|word| keyword.split(' ').any(|k| k == word))
+            })
+        })
+        .cloned()
+        .collect();
+    if !about.is_empty() {
+        keywords = about;
     }
     TaskTerms {
         keywords,
