@@ -103,7 +103,7 @@ pub struct KindInfo {
 
 /// What the core asks of the registered families (the crate root wires the one
 /// implementation, over `tools::FAMILIES`: see the module docs).
-pub trait Registry: Sync {
+pub(crate) trait Registry: Sync {
     /// Every payload codec, in registration order: the families' (in the order of the
     /// registry), then those no family owns (the provider's model calls).
     fn codecs(&self) -> Vec<&'static dyn PayloadCodec>;
@@ -112,7 +112,7 @@ pub trait Registry: Sync {
 }
 
 /// The registered kind named `name`.
-pub fn kind_named(name: &str) -> Option<&'static KindInfo> {
+pub(crate) fn kind_named(name: &str) -> Option<&'static KindInfo> {
     registered_kinds()
         .iter()
         .copied()
@@ -120,25 +120,25 @@ pub fn kind_named(name: &str) -> Option<&'static KindInfo> {
 }
 
 /// The registration of a session kind.
-pub fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
+pub(crate) fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
     registered_kinds().iter().copied().find(|k| k.kind == kind)
 }
 
 /// Every registered kind (asked of the registry once).
-pub fn registered_kinds() -> &'static [&'static KindInfo] {
+pub(crate) fn registered_kinds() -> &'static [&'static KindInfo] {
     static KINDS: OnceLock<Vec<&'static KindInfo>> = OnceLock::new();
     KINDS.get_or_init(|| crate::registry().kinds())
 }
 
 /// Every registered codec, in registration order (asked of the registry once).
-pub fn registered_codecs() -> &'static [&'static dyn PayloadCodec] {
+pub(crate) fn registered_codecs() -> &'static [&'static dyn PayloadCodec] {
     static CODECS: OnceLock<Vec<&'static dyn PayloadCodec>> = OnceLock::new();
     CODECS.get_or_init(|| crate::registry().codecs())
 }
 
 /// Position of family `name` among the registered codecs (the order families' parts of a
 /// summary or a tree are written in); unregistered names come last.
-pub fn family_rank(name: &str) -> usize {
+pub(crate) fn family_rank(name: &str) -> usize {
     registered_codecs()
         .iter()
         .position(|codec| codec.family() == name)
@@ -293,7 +293,7 @@ fn keeps_nothing(family: &str) -> serde_json::Error {
 
 /// A family's summary part of type `T` from the stored summary's fields it declared: what
 /// [`PayloadCodec::read_summary`] does for every part that is plain serde.
-pub fn read_part<T>(
+pub(crate) fn read_part<T>(
     fields: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Box<dyn SummaryPart>, serde_json::Error>
 where
@@ -304,13 +304,13 @@ where
 }
 
 /// How a summary part reads back from the stored summary's fields it declared.
-pub type ReadPart = fn(
+pub(crate) type ReadPart = fn(
     serde_json::Map<String, serde_json::Value>,
 ) -> Result<Box<dyn SummaryPart>, serde_json::Error>;
 
 /// The fields a codec's payloads add to a stored summary, and how they read back (usually
 /// [`read_part`]).
-pub struct SummaryFields {
+pub(crate) struct SummaryFields {
     /// The JSON keys of its [`SummaryPart`].
     pub keys: &'static [&'static str],
     /// Its part from those fields.
@@ -321,7 +321,7 @@ pub struct SummaryFields {
 /// whose events are few and mostly text: the agent's nodes, the provider's model calls).
 /// A family fills in its names and how its payload reads from JSON; the tag and schema
 /// checks, the UTF-8 check of a row and the summary's fields are written here once.
-pub struct JsonCodec {
+pub(crate) struct JsonCodec {
     /// The family's name.
     pub family: &'static str,
     /// Its event types (one, usually).
@@ -395,7 +395,7 @@ impl PayloadCodec for JsonCodec {
 
 /// A family's body (a serde-tagged enum) from its JSON, refused unless its own tag
 /// (`tag_of`) is the one the row carries: the row's tag and its body never disagree.
-pub fn tagged_body<B: serde::de::DeserializeOwned>(
+pub(crate) fn tagged_body<B: serde::de::DeserializeOwned>(
     tag: &str,
     json: &str,
     tag_of: fn(&B) -> &'static str,
@@ -413,7 +413,7 @@ pub fn tagged_body<B: serde::de::DeserializeOwned>(
 /// A payload's JSON object split into its body (every key but `call`, as one JSON object
 /// text, keys in sorted order) and its `call` (the raw JSON, if present): the shape of
 /// the families whose body is a tagged enum kept beside the call.
-pub fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecError> {
+pub(crate) fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecError> {
     let mut fields: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(json).map_err(CodecError::payload)?;
     let call = fields.remove("call");
@@ -431,7 +431,7 @@ pub fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecEr
 }
 
 /// A call record from its raw JSON (the `call` of [`split_call`]).
-pub fn call_from_json(call: &RawValue) -> Result<CallRecord, CodecError> {
+pub(crate) fn call_from_json(call: &RawValue) -> Result<CallRecord, CodecError> {
     serde_json::from_str(call.get()).map_err(CodecError::Call)
 }
 
@@ -523,7 +523,7 @@ impl fmt::Debug for FamilyPayload {
 
 /// The codec that registered event tag `tag`. A scan of a short list: a rebuild asks once
 /// per event, and a handful of string compares beat hashing the tag.
-pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
+pub(crate) fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
     static BY_TAG: OnceLock<Vec<(&'static str, &'static dyn PayloadCodec)>> = OnceLock::new();
     BY_TAG
         .get_or_init(|| {
@@ -545,31 +545,33 @@ pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).
-pub fn postcard_decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
+pub(crate) fn postcard_decode<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Result<T, CodecError> {
     postcard::from_bytes(bytes).map_err(CodecError::payload)
 }
 
 /// Decodes postcard of `T` from the front of `bytes`, returning the bytes after it.
-pub fn postcard_take<'a, T: serde::Deserialize<'a>>(
+pub(crate) fn postcard_take<'a, T: serde::Deserialize<'a>>(
     bytes: &'a [u8],
 ) -> Result<(T, &'a [u8]), CodecError> {
     postcard::take_from_bytes(bytes).map_err(CodecError::payload)
 }
 
 /// Appends the JSON of `value` to `out` (the binary form of a [`JsonCodec`]'s payload).
-pub fn json_encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+pub(crate) fn json_encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
     serde_json::to_writer(out, value).expect("a payload serializes");
 }
 
 /// Appends postcard of `value` to `out`.
-pub fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
+pub(crate) fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
     postcard::to_io(value, out).expect("writing to a Vec cannot fail");
 }
 
 /// A call record in a family's binary row (fields in this order: every family that keeps
 /// its call stores it so; the thinking family's rows of every format do).
 #[derive(Serialize, Deserialize)]
-pub struct StoredCall<'a> {
+pub(crate) struct StoredCall<'a> {
     tool: &'a str,
     /// Compact JSON text, exactly as hashed.
     raw_arguments: &'a str,
@@ -577,7 +579,7 @@ pub struct StoredCall<'a> {
 }
 
 impl<'a> StoredCall<'a> {
-    pub fn of(call: &'a CallRecord) -> Self {
+    pub(crate) fn of(call: &'a CallRecord) -> Self {
         StoredCall {
             tool: &call.tool,
             raw_arguments: call.raw_arguments.as_json(),
@@ -586,7 +588,7 @@ impl<'a> StoredCall<'a> {
     }
 
     /// The call record, without its arguments for a fold.
-    pub fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
+    pub(crate) fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
         let raw_arguments = match fields {
             DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
                 .map_err(CodecError::CallArguments)?,

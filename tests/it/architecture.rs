@@ -194,7 +194,7 @@ impl Collector<'_> {
                 self.record(prefix);
                 prefix.pop();
             }
-            syn::UseTree::Glob(glob) => {
+            syn::UseTree::Glob(_) => {
                 self.record(prefix);
             }
             syn::UseTree::Group(group) => {

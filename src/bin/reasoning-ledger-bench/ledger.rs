@@ -6,9 +6,9 @@
 //! judge the figures; it measures and reports (the targets are shown beside them).
 
 use anyhow::Context;
-use reasoning_ledger::testing::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
-use reasoning_ledger::testing::ThoughtTree;
 use reasoning_ledger::testing::Ledger;
+use reasoning_ledger::testing::ThoughtTree;
+use reasoning_ledger::testing::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
 use reasoning_ledger::testing::{SequentialThought, ThinkingEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -10,9 +10,9 @@
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;
-use reasoning_ledger::testing::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
-use reasoning_ledger::testing::McpClient;
 use reasoning_ledger::testing::Ledger;
+use reasoning_ledger::testing::McpClient;
+use reasoning_ledger::testing::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
 use reasoning_ledger::testing::{SequentialThought, ThinkingEvent};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
