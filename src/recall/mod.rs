@@ -21,6 +21,7 @@
 //! and memory stay as they were) and shared by every call of the process.
 
 pub(crate) mod analyzer;
+mod correct;
 pub(crate) mod index;
 pub(crate) mod query;
 pub(crate) mod semantic;
@@ -256,6 +257,11 @@ pub trait TextSearch: Send + Sync {
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError>;
     /// What `verify` reports.
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError>;
+    /// The word one edit away from `word` the backend's index holds most, for the typo
+    /// retry ([`correct`]); `None` by default (no retry).
+    fn correction(&self, _ledger: &Ledger, _word: &str) -> Result<Option<String>, RecallError> {
+        Ok(None)
+    }
 }
 
 /// The search of one ledger.
@@ -379,17 +385,22 @@ impl Recall {
             SearchMode::Lexical
         });
         if mode == SearchMode::Lexical {
+            let (answer, note) = self.lexical_corrected(ledger, &request, &parsed)?;
             return Ok(RankedAnswer {
-                answer: self.lexical(ledger, &request, &parsed)?,
+                answer,
+                note,
                 ..RankedAnswer::default()
             });
         }
         let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
-            let answer = self.lexical(ledger, &request, &parsed)?;
+            let (answer, corrected) = self.lexical_corrected(ledger, &request, &parsed)?;
             Ok(RankedAnswer {
                 rankers: vec![vec![LEXICAL]; answer.matches.len()],
                 answer,
-                note: Some(note),
+                note: Some(match corrected {
+                    Some(corrected) => format!("{note}; {corrected}"),
+                    None => note,
+                }),
             })
         };
         let Some(semantic) = &self.semantic else {

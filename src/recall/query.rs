@@ -6,8 +6,9 @@
 //! backend.
 //!
 //! The language: words are ranked (BM25; every-word matches first, any-word matches
-//! after), `"a quoted phrase"` matches those words in that order, a leading `-` excludes
-//! a word or a phrase. Nothing else is special: `AND`, `field:value`, `*` are words.
+//! after), `"a quoted phrase"` matches those words in that order, `word*` matches the
+//! words that start with `word`, a leading `-` excludes a word, a prefix or a phrase.
+//! Nothing else is special: `AND`, `field:value`, a `*` inside a word are words.
 //! Control characters count as spaces.
 
 use std::fmt;
@@ -20,7 +21,7 @@ pub(crate) const MAX_QUERY_TERMS: usize = 16;
 
 /// How to write a query, said with every error.
 pub(crate) const QUERY_HELP: &str =
-    "write words (ranked, every-word matches first), \"a quoted phrase\", and -word to exclude one";
+    "write words (ranked, every-word matches first), \"a quoted phrase\", word* for words that start with it, and -word to exclude one";
 
 /// One thing to find or exclude, as the user wrote it (analysed later, per backend).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,12 +30,14 @@ pub enum Unit {
     Word(String),
     /// The text between quotes: its words in this order.
     Phrase(String),
+    /// `word*` (the text before the `*`): the words that start with it.
+    Prefix(String),
 }
 
 impl Unit {
     pub fn text(&self) -> &str {
         match self {
-            Unit::Word(text) | Unit::Phrase(text) => text,
+            Unit::Word(text) | Unit::Phrase(text) | Unit::Prefix(text) => text,
         }
     }
 }
@@ -113,7 +116,12 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery, QueryError> {
                 word.push(c);
                 chars.next();
             }
-            Unit::Word(word)
+            match word.strip_suffix('*') {
+                Some(stem) if stem.trim_end_matches('*').chars().any(char::is_alphanumeric) => {
+                    Unit::Prefix(stem.trim_end_matches('*').to_string())
+                }
+                _ => Unit::Word(word),
+            }
         };
         if unit.text().is_empty() {
             continue;
@@ -162,6 +170,20 @@ mod tests {
             parsed.excluded,
             vec![Unit::Word("rust".into()), Unit::Phrase("old build".into())]
         );
+    }
+
+    #[test]
+    fn a_trailing_star_makes_a_prefix() {
+        let parsed = parse("uncert* -old** * a*b").unwrap();
+        assert_eq!(
+            parsed.wanted,
+            vec![
+                Unit::Prefix("uncert".into()),
+                Unit::Word("*".into()),
+                Unit::Word("a*b".into())
+            ]
+        );
+        assert_eq!(parsed.excluded, vec![Unit::Prefix("old".into())]);
     }
 
     #[test]

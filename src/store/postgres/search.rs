@@ -26,7 +26,7 @@ use super::error::query_error;
 use super::read::{session_key, session_of, to_i64};
 use crate::event::format_time;
 use crate::recall::analyzer;
-use crate::recall::query::ParsedQuery;
+use crate::recall::query::{ParsedQuery, Unit};
 use crate::recall::{
     Cursor, Documents, Heads, IndexState, Match, RecallError, SearchAnswer, SearchRequest,
     TextSearch, round_score,
@@ -251,14 +251,28 @@ impl TextSearch for PgBackend {
     ) -> Result<SearchAnswer, RecallError> {
         let indexed = self.apply(ledger, false)?;
         let mut params = Params::default();
-        let unit = |text: &str, params: &mut Params| -> Option<String> {
-            let folded = analyzer::folded(text);
-            (!folded.is_empty()).then(|| format!("ledger_search_unit({})", params.push(folded)))
+        let unit = |unit: &Unit, params: &mut Params| -> Option<String> {
+            let folded = analyzer::folded(unit.text());
+            if folded.is_empty() {
+                return None;
+            }
+            Some(match unit {
+                // `word*`: the words before the last one in this order, then a word that
+                // starts with the last one, in the `simple` half (words as written).
+                Unit::Prefix(_) => {
+                    let words: Vec<&str> = folded.split(' ').collect();
+                    let query = format!("{}:*", words.join(" <-> "));
+                    format!("to_tsquery('simple', {})", params.push(query))
+                }
+                Unit::Word(_) | Unit::Phrase(_) => {
+                    format!("ledger_search_unit({})", params.push(folded))
+                }
+            })
         };
         let wanted: Vec<String> = parsed
             .wanted
             .iter()
-            .filter_map(|u| unit(u.text(), &mut params))
+            .filter_map(|u| unit(u, &mut params))
             .collect();
         if wanted.is_empty() {
             return Ok(SearchAnswer::default());
@@ -266,7 +280,7 @@ impl TextSearch for PgBackend {
         let excluded: Vec<String> = parsed
             .excluded
             .iter()
-            .filter_map(|u| unit(u.text(), &mut params))
+            .filter_map(|u| unit(u, &mut params))
             .map(|q| format!(" && !!{q}"))
             .collect();
         let excluded = excluded.concat();
