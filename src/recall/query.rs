@@ -1,7 +1,8 @@
 //! The query language of `search_history` and `search`, parsed once for both backends.
 //!
-//! Owns: [`parse`] (text → [`ParsedQuery`]: the words and `"quoted phrases"` to find, the
-//! `-excluded` ones) and its errors, each saying how to write a query. Must not: analyse
+//! Owns: [`parse`] (text → [`ParsedQuery`]: the words, `"quoted phrases"` and `word*`
+//! prefixes to find, the `-excluded` ones) and its errors, each saying how to write a
+//! query; [`parse_time`], the time bounds of a search's filters. Must not: analyse
 //! words (stemming, folding: each backend does that with its own analyser) or know a
 //! backend.
 //!
@@ -20,8 +21,7 @@ pub(crate) const MAX_QUERY_BYTES: usize = 4096;
 pub(crate) const MAX_QUERY_TERMS: usize = 16;
 
 /// How to write a query, said with every error.
-pub(crate) const QUERY_HELP: &str =
-    "write words (ranked, every-word matches first), \"a quoted phrase\", word* for words that start with it, and -word to exclude one";
+pub(crate) const QUERY_HELP: &str = "write words (ranked, every-word matches first), \"a quoted phrase\", word* for words that start with it, and -word to exclude one";
 
 /// One thing to find or exclude, as the user wrote it (analysed later, per backend).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,7 +117,12 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery, QueryError> {
                 chars.next();
             }
             match word.strip_suffix('*') {
-                Some(stem) if stem.trim_end_matches('*').chars().any(char::is_alphanumeric) => {
+                Some(stem)
+                    if stem
+                        .trim_end_matches('*')
+                        .chars()
+                        .any(char::is_alphanumeric) =>
+                {
                     Unit::Prefix(stem.trim_end_matches('*').to_string())
                 }
                 _ => Unit::Word(word),
@@ -145,6 +150,29 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery, QueryError> {
         }));
     }
     Ok(ParsedQuery { wanted, excluded })
+}
+
+/// A time bound as the tools and the CLI take it: RFC 3339 (`2026-01-31T12:00:00Z`; a
+/// date alone is its midnight, UTC), or milliseconds since the epoch as digits.
+pub(crate) fn parse_time(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for milliseconds since the epoch"));
+    }
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_string()
+    };
+    let time = humantime::parse_rfc3339_weak(&full).map_err(|_| {
+        format!("{text:?} is not a time: use RFC 3339 (2026-01-31T12:00:00Z) or milliseconds since the epoch")
+    })?;
+    Ok(time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -137,9 +137,15 @@ async fn prefixes_typos_phrases_and_filters_answer_over_mcp() {
     // `word*`: the words that start with it, marked in the snippet.
     let found = search(&client, json!({"query": "linke*"})).await;
     assert_eq!(matches(&found).len(), 2, "{found}");
-    assert!(matches(&found).iter().all(|(s, _)| *s == f.linker), "{found}");
     assert!(
-        found["matches"][0]["snippet"].as_str().unwrap().contains("**linker"),
+        matches(&found).iter().all(|(s, _)| *s == f.linker),
+        "{found}"
+    );
+    assert!(
+        found["matches"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**linker"),
         "{found}"
     );
     let found = search(&client, json!({"query": "uncert*", "limit": 100})).await;
@@ -159,9 +165,15 @@ async fn prefixes_typos_phrases_and_filters_answer_over_mcp() {
     // Words shorter than five letters are not corrected; a found word is not either.
     let found = search(&client, json!({"query": "rsut"})).await;
     assert!(matches(&found).is_empty(), "{found}");
-    assert!(!found["note"].as_str().unwrap().contains("no match"), "{found}");
+    assert!(
+        !found["note"].as_str().unwrap().contains("no match"),
+        "{found}"
+    );
     let found = search(&client, json!({"query": "zeppelin"})).await;
-    assert!(!found["note"].as_str().unwrap().contains("no match"), "{found}");
+    assert!(
+        !found["note"].as_str().unwrap().contains("no match"),
+        "{found}"
+    );
 
     // Phrases: two words and four, in this order only.
     let found = search(&client, json!({"query": "\"linker fails\""})).await;
@@ -171,13 +183,20 @@ async fn prefixes_typos_phrases_and_filters_answer_over_mcp() {
     assert_eq!(matches(&found), vec![(f.cache.clone(), 3)], "{found}");
     let found = search(&client, json!({"query": "\"purge cache the keys\""})).await;
     assert!(matches(&found).is_empty(), "{found}");
-    let found = search(&client, json!({"query": "\"the cache was warm\"", "limit": 100})).await;
+    let found = search(
+        &client,
+        json!({"query": "\"the cache was warm\"", "limit": 100}),
+    )
+    .await;
     assert_eq!(matches(&found).len(), 40, "{found}");
 
     // Filters inside the collection: a session's few events, kinds, time.
     let found = search(&client, json!({"query": "cache", "sessionId": f.cache})).await;
     assert_eq!(matches(&found).len(), 2, "{found}");
-    assert!(matches(&found).iter().all(|(s, _)| *s == f.cache), "{found}");
+    assert!(
+        matches(&found).iter().all(|(s, _)| *s == f.cache),
+        "{found}"
+    );
     let found = search(
         &client,
         json!({"query": "\"the cache\"", "sessionId": filler_session, "limit": 100}),
@@ -187,7 +206,11 @@ async fn prefixes_typos_phrases_and_filters_answer_over_mcp() {
     let found = search(&client, json!({"query": "cache", "kinds": ["planning"]})).await;
     assert!(!matches(&found).is_empty(), "{found}");
     assert!(matches(&found).iter().all(|(s, _)| *s == f.plan), "{found}");
-    let found = search(&client, json!({"query": "cache", "since": "2999-01-01T00:00:00Z"})).await;
+    let found = search(
+        &client,
+        json!({"query": "cache", "since": "2999-01-01T00:00:00Z"}),
+    )
+    .await;
     assert!(matches(&found).is_empty(), "{found}");
     let found = search(&client, json!({"query": "cache", "until": 1000})).await;
     assert!(matches(&found).is_empty(), "{found}");

@@ -182,6 +182,12 @@ pub(crate) fn relevance_set(
     let found = search(&["\"linker fails\""]);
     assert_eq!(matches(&found), vec![(f.linker.clone(), 2)], "{found}");
     assert!(matches(&search(&["\"fails linker\""])).is_empty());
+    // Prefixes: the words that start with it.
+    let found = search(&["linke*"]);
+    let hits = matches(&found);
+    assert_eq!(hits.len(), 2, "linke*: {found}");
+    assert!(hits.iter().all(|(s, _)| *s == f.linker), "{found}");
+    assert!(matches(&search(&["-linke* linker"])).is_empty());
     // Exclusion.
     let found = search(&["cache", "--limit", "20"]);
     assert!(matches(&found).contains(&(f.cache.clone(), 3)), "{found}");

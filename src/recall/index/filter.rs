@@ -240,7 +240,10 @@ impl SegmentFilter {
 
     /// Whether every document of the segment passes.
     fn keeps_all(&self) -> bool {
-        self.session.is_none() && self.kinds.is_none() && self.at.is_none() && self.position.is_none()
+        self.session.is_none()
+            && self.kinds.is_none()
+            && self.at.is_none()
+            && self.position.is_none()
     }
 
     fn keeps(&self, doc: DocId) -> bool {
@@ -250,12 +253,17 @@ impl SegmentFilter {
             return false;
         }
         if let Some((column, ords)) = &self.kinds
-            && !column.term_ords(doc).next().is_some_and(|o| ords.contains(&o))
+            && !column
+                .term_ords(doc)
+                .next()
+                .is_some_and(|o| ords.contains(&o))
         {
             return false;
         }
         if let Some((column, low, high)) = &self.at
-            && !column.first(doc).is_some_and(|at| at >= *low && at <= *high)
+            && !column
+                .first(doc)
+                .is_some_and(|at| at >= *low && at <= *high)
         {
             return false;
         }
@@ -491,7 +499,10 @@ mod tests {
             let mut doc = TantivyDocument::new();
             doc.add_text(fields.body, &text);
             doc.add_text(fields.pairs, &text);
-            doc.add_text(fields.kind, ["thinking", "think", "qa"][(n % 37 % 3) as usize]);
+            doc.add_text(
+                fields.kind,
+                ["thinking", "think", "qa"][(n % 37 % 3) as usize],
+            );
             doc.add_text(fields.session, format!("s{}", n / 100));
             doc.add_u64(fields.seq, n % 100);
             doc.add_u64(fields.position, n + 1);

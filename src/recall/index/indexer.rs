@@ -152,7 +152,10 @@ impl<'l> Indexer<'l> {
         failed.map_or(Ok(()), Err)
     }
 
-    pub(super) fn commit(&self, writer: &mut IndexWriter<TantivyDocument>) -> Result<(), RecallError> {
+    pub(super) fn commit(
+        &self,
+        writer: &mut IndexWriter<TantivyDocument>,
+    ) -> Result<(), RecallError> {
         let payload = serde_json::to_string(&self.checkpoint).expect("a checkpoint serializes");
         let mut prepared = writer.prepare_commit()?;
         prepared.set_payload(&payload);

@@ -33,9 +33,9 @@ use crate::store::Ledger;
 use indexer::Indexer;
 pub(crate) use indexer::{texts, title_repeats_first_event};
 use schema::{Fields, register_analyzers, schema};
-pub(crate) use search::SNIPPET_MAX_CHARS;
 #[cfg(test)]
 pub(crate) use search::one_edit_away;
+pub(crate) use search::{SNIPPET_MAX_CHARS, cut};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

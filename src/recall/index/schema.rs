@@ -11,11 +11,11 @@
 //! the top hits are collected ([`super::filter`]).
 
 use super::super::analyzer::{ANALYZER_NAME, analyzer};
+use tantivy::Index;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
-use tantivy::Index;
 
 /// The name the pair analyser is registered under in the index.
 pub(crate) const PAIRS_ANALYZER_NAME: &str = "recall_pairs";

@@ -250,7 +250,11 @@ pub(crate) fn one_edit_away(word: &str) -> Vec<String> {
 fn filter_of(request: &SearchRequest, bound: Option<u64>) -> Filter {
     Filter {
         session: request.session.map(|s| s.to_string()),
-        kinds: request.kinds.iter().map(|k| k.as_str().to_string()).collect(),
+        kinds: request
+            .kinds
+            .iter()
+            .map(|k| k.as_str().to_string())
+            .collect(),
         since: request.since,
         until: request.until,
         position_max: bound,
@@ -382,11 +386,20 @@ pub(super) fn run_search(
     })
 }
 
+/// The first `max` characters of `text`, `…` when cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// A snippet with its matched words marked `**word**`, and `…` where text was cut.
 fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     let fragment = snippet.fragment();
     if fragment.is_empty() {
-        return super::super::cut(text, SNIPPET_MAX_CHARS);
+        return cut(text, SNIPPET_MAX_CHARS);
     }
     let mut ranges: Vec<std::ops::Range<usize>> = snippet.highlighted().to_vec();
     ranges.sort_by_key(|r| r.start);
