@@ -6,7 +6,10 @@
 //! scan (kept here, verbatim in what it does, to be measured beside the index), and the
 //! figures: `search_history` latency on a warm server (p50/p95), the CLI's wall time and
 //! peak RSS, the rebuild time and index size, and one-caller append p50 with the index
-//! open and never opened. Must not: judge the figures (targets are shown beside them).
+//! open and never opened. Issue 34's cases come after issue 20's: two- and four-word
+//! phrases of common words, filters (kinds, since, sessionId, read from the fixture's
+//! middle event) around one common word, a prefix and a typo; the previous scan is not
+//! measured for them. Must not: judge the figures (targets are shown beside them).
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;

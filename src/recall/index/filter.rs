@@ -17,16 +17,21 @@
 //! filter only removes documents).
 
 use super::schema::{AT, Fields, KIND, POSITION, SESSION};
+use std::ops::Bound;
 use tantivy::columnar::{Column, StrColumn};
 use tantivy::query::{
-    BooleanQuery, EmptyScorer, EnableScoring, Explanation, Query, Scorer, TermQuery, Weight,
+    BooleanQuery, EmptyScorer, EnableScoring, Explanation, Query, RangeQuery, Scorer, TermQuery,
+    Weight,
 };
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocId, DocSet, Score, SegmentReader, TERMINATED, Term};
 
-/// A filter keeping at most one document in this many is walked (its postings drive the
-/// search); a broader one is checked per candidate of the ranked query's own collection.
-const DRIVE_WHEN_ONE_IN: u32 = 16;
+/// A filter keeping at most one document in this many is walked (its postings, or its
+/// time range's fast-field scan, drive the search and only what it keeps is scored); a
+/// broader one is checked per candidate of the ranked query's own pruned collection
+/// (measured at a million events: a kind kept by one event in ten is 5× faster walked,
+/// half of the events faster checked).
+const DRIVE_WHEN_ONE_IN: u64 = 2;
 
 /// What a search keeps: every condition holds (empty: everything).
 #[derive(Clone, Debug, Default)]
@@ -123,9 +128,20 @@ impl Query for FilteredQuery {
             Some(query) => Some(query.weight(EnableScoring::disabled_from_schema(schema))?),
             None => None,
         };
+        let time_range = if self.filter.since.is_some() || self.filter.until.is_some() {
+            let bound = |v: Option<u64>| match v {
+                Some(v) => Bound::Included(Term::from_field_u64(self.fields.at, v)),
+                None => Bound::Unbounded,
+            };
+            let query = RangeQuery::new(bound(self.filter.since), bound(self.filter.until));
+            Some(query.weight(EnableScoring::disabled_from_schema(schema))?)
+        } else {
+            None
+        };
         Ok(Box::new(FilteredWeight {
             inner,
             driver,
+            time_range,
             driver_terms,
             filter: self.filter.clone(),
         }))
@@ -140,6 +156,8 @@ struct FilteredWeight {
     inner: Box<dyn Weight>,
     /// The filter's postings (session, else kinds), when it has some.
     driver: Option<Box<dyn Weight>>,
+    /// The time range as a fast-field range query, when the filter has one.
+    time_range: Option<Box<dyn Weight>>,
     driver_terms: Vec<Term>,
     filter: Filter,
 }
@@ -278,18 +296,41 @@ impl SegmentFilter {
 
 impl FilteredWeight {
     /// The filter's postings in this segment when they are few enough to walk.
-    fn driver(&self, reader: &SegmentReader) -> tantivy::Result<Option<Box<dyn Scorer>>> {
+    fn driver(
+        &self,
+        reader: &SegmentReader,
+        check: &SegmentFilter,
+    ) -> tantivy::Result<Option<Box<dyn Scorer>>> {
         let Some(driver) = &self.driver else {
-            return Ok(None);
+            return self.time_driver(reader, check);
         };
-        let mut kept: u32 = 0;
+        let mut kept: u64 = 0;
         for term in &self.driver_terms {
-            kept = kept.saturating_add(reader.inverted_index(term.field())?.doc_freq(term)?);
+            kept += u64::from(reader.inverted_index(term.field())?.doc_freq(term)?);
         }
-        if kept.saturating_mul(DRIVE_WHEN_ONE_IN) > reader.num_docs() {
-            return Ok(None);
+        if kept * DRIVE_WHEN_ONE_IN > u64::from(reader.num_docs()) {
+            return self.time_driver(reader, check);
         }
         Ok(Some(driver.scorer(reader, 1.0)?))
+    }
+
+    /// The time range's scan of the `at` fast field when the range is narrow in this
+    /// segment (times taken as spread evenly between its first and last).
+    fn time_driver(
+        &self,
+        reader: &SegmentReader,
+        check: &SegmentFilter,
+    ) -> tantivy::Result<Option<Box<dyn Scorer>>> {
+        let (Some(range), Some((column, low, high))) = (&self.time_range, &check.at) else {
+            return Ok(None);
+        };
+        let span = column.max_value() - column.min_value();
+        let low = (*low).max(column.min_value());
+        let high = (*high).min(column.max_value());
+        if span == 0 || (high.saturating_sub(low)) * DRIVE_WHEN_ONE_IN > span {
+            return Ok(None);
+        }
+        Ok(Some(range.scorer(reader, 1.0)?))
     }
 }
 
@@ -329,7 +370,7 @@ impl Weight for FilteredWeight {
         if check.keeps_all() {
             return self.inner.for_each_pruning(threshold, reader, callback);
         }
-        if let Some(mut driver) = self.driver(reader)? {
+        if let Some(mut driver) = self.driver(reader, &check)? {
             // Few documents kept: score those.
             let mut scorer = self.inner.scorer(reader, 1.0)?;
             let mut threshold = threshold;
@@ -421,7 +462,7 @@ mod tests {
     use super::super::schema::{register_analyzers, schema};
     use super::*;
     use tantivy::collector::TopDocs;
-    use tantivy::query::{ConstScoreQuery, Occur, RangeQuery};
+    use tantivy::query::{ConstScoreQuery, Occur};
     use tantivy::{Index, IndexWriter, TantivyDocument};
 
     /// The filters as the boolean clauses they were before (score 0), for comparison.
@@ -526,6 +567,11 @@ mod tests {
             },
             Filter {
                 since: Some(4000),
+                ..Filter::default()
+            },
+            Filter {
+                since: Some(3100),
+                until: Some(3300),
                 ..Filter::default()
             },
             Filter {

@@ -5,11 +5,13 @@
 //! Must not: search, or decide when to rebuild (the index's [`super::TantivyRecall`]
 //! does).
 
+use super::super::analyzer::analyzer;
 use super::super::{Documents, RecallError};
 use super::Checkpoint;
-use super::schema::Fields;
+use super::schema::{Fields, words_and_pairs};
 use crate::event::{Event, Payload, SessionId};
 use crate::store::Ledger;
+use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{IndexWriter, TantivyDocument};
 
 /// Texts of a payload the index holds.
@@ -48,6 +50,7 @@ pub(super) struct Indexer<'l> {
     fields: Fields,
     pub(super) checkpoint: Checkpoint,
     documents: Documents<'l>,
+    analyzer: TextAnalyzer,
 }
 
 impl<'l> Indexer<'l> {
@@ -57,6 +60,7 @@ impl<'l> Indexer<'l> {
             fields,
             checkpoint,
             documents: Documents::new(ledger),
+            analyzer: analyzer(),
         }
     }
 
@@ -71,8 +75,22 @@ impl<'l> Indexer<'l> {
         };
         let f = self.fields;
         let mut doc = TantivyDocument::new();
-        doc.add_text(f.body, &searchable.text);
-        doc.add_text(f.pairs, &searchable.text);
+        // Analysed once for both fields (`body`'s words, `pairs` of them).
+        let (words, pairs) = words_and_pairs(&mut self.analyzer, &searchable.text);
+        doc.add_pre_tokenized_text(
+            f.body,
+            PreTokenizedString {
+                text: String::new(),
+                tokens: words,
+            },
+        );
+        doc.add_pre_tokenized_text(
+            f.pairs,
+            PreTokenizedString {
+                text: String::new(),
+                tokens: pairs,
+            },
+        );
         doc.add_text(f.kind, searchable.kind.as_str());
         doc.add_text(f.session, event.session.to_string());
         doc.add_u64(f.seq, event.seq);

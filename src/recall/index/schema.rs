@@ -101,26 +101,31 @@ impl Tokenizer for PairTokenizer {
     type TokenStream<'a> = PairStream;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> PairStream {
-        let mut words = self.words.token_stream(text);
-        let mut previous: Option<Token> = None;
-        let mut pairs = Vec::new();
-        while words.advance() {
-            let word = words.token().clone();
-            if let Some(first) = previous.take()
-                && word.position == first.position + 1
-            {
-                pairs.push(Token {
-                    offset_from: first.offset_from,
-                    offset_to: word.offset_to,
-                    position: first.position,
-                    text: pair_term(&first.text, &word.text),
-                    position_length: 2,
-                });
-            }
-            previous = Some(word);
-        }
+        let (_, pairs) = words_and_pairs(&mut self.words, text);
         PairStream { pairs, next: 0 }
     }
+}
+
+/// The analysed words of `text` (as `body` indexes them) and their adjacent pairs (as
+/// `pairs` does): the indexer analyses each text once for both fields.
+pub(super) fn words_and_pairs(words: &mut TextAnalyzer, text: &str) -> (Vec<Token>, Vec<Token>) {
+    let mut stream = words.token_stream(text);
+    let mut tokens: Vec<Token> = Vec::new();
+    while stream.advance() {
+        tokens.push(stream.token().clone());
+    }
+    let pairs = tokens
+        .windows(2)
+        .filter(|w| w[1].position == w[0].position + 1)
+        .map(|w| Token {
+            offset_from: w[0].offset_from,
+            offset_to: w[1].offset_to,
+            position: w[0].position,
+            text: pair_term(&w[0].text, &w[1].text),
+            position_length: 2,
+        })
+        .collect();
+    (tokens, pairs)
 }
 
 impl TokenStream for PairStream {

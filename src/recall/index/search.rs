@@ -169,26 +169,31 @@ pub(super) fn correction(
     if folded.contains(' ') || folded.chars().count() < MIN_TYPO_CHARS {
         return Ok(None);
     }
-    let frequency = |word: &str| -> Result<u64, RecallError> {
-        let terms = analyzer::terms(word);
-        if terms.len() != 1 {
-            return Ok(0);
-        }
-        Ok(searcher.doc_freq(&Term::from_field_text(fields.body, &terms[0]))?)
+    // One analyser for every candidate (building one per word costs more than stemming).
+    let mut words = analyzer::analyzer();
+    let mut stem = |word: &str| -> Option<String> {
+        let mut stream = words.token_stream(word);
+        let first = stream.advance().then(|| stream.token().text.clone())?;
+        (!stream.advance()).then_some(first)
     };
-    if frequency(&folded)? > 0 {
+    let frequency = |stem: &str| -> Result<u64, RecallError> {
+        Ok(searcher.doc_freq(&Term::from_field_text(fields.body, stem))?)
+    };
+    if let Some(own) = stem(&folded)
+        && frequency(&own)? > 0
+    {
         return Ok(None);
     }
     let mut best: Option<(u64, String)> = None;
     let mut seen_stems: HashMap<String, u64> = HashMap::new();
     for candidate in one_edit_away(&folded) {
-        let Some(stem) = analyzer::terms(&candidate).into_iter().next() else {
+        let Some(stem) = stem(&candidate) else {
             continue;
         };
         let found = match seen_stems.get(&stem) {
             Some(&found) => found,
             None => {
-                let found = frequency(&candidate)?;
+                let found = frequency(&stem)?;
                 seen_stems.insert(stem, found);
                 found
             }
