@@ -286,7 +286,7 @@ impl SegmentFilter {
             return false;
         }
         if let Some((column, high)) = &self.position
-            && !column.first(doc).is_some_and(|p| p <= *high)
+            && column.first(doc).is_none_or(|p| p > *high)
         {
             return false;
         }
