@@ -188,6 +188,14 @@ pub(crate) fn relevance_set(
     assert_eq!(hits.len(), 2, "linke*: {found}");
     assert!(hits.iter().all(|(s, _)| *s == f.linker), "{found}");
     assert!(matches(&search(&["-linke* linker"])).is_empty());
+    // A typo: retried one edit away, said in the note.
+    let found = search(&["zepelin"]);
+    assert_eq!(first_session(&found), f.zeppelin, "{found}");
+    assert_eq!(
+        found["note"], "no match for zepelin; showing zeppelin",
+        "{found}"
+    );
+    assert!(matches(&search(&["rsut"])).is_empty());
     // Exclusion.
     let found = search(&["cache", "--limit", "20"]);
     assert!(matches(&found).contains(&(f.cache.clone(), 3)), "{found}");

@@ -33,9 +33,7 @@ use crate::store::Ledger;
 use indexer::Indexer;
 pub(crate) use indexer::{texts, title_repeats_first_event};
 use schema::{Fields, register_analyzers, schema};
-#[cfg(test)]
-pub(crate) use search::one_edit_away;
-pub(crate) use search::{SNIPPET_MAX_CHARS, cut};
+pub(crate) use search::{MIN_TYPO_CHARS, SNIPPET_MAX_CHARS, cut, one_edit_away};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -25,12 +25,12 @@ use super::connect::blocking;
 use super::error::query_error;
 use super::read::{session_key, session_of, to_i64};
 use crate::event::format_time;
-use crate::recall::analyzer;
 use crate::recall::query::{ParsedQuery, Unit};
 use crate::recall::{
     Cursor, Documents, Heads, IndexState, Match, RecallError, SearchAnswer, SearchRequest,
     TextSearch, round_score,
 };
+use crate::recall::{analyzer, index};
 use crate::store::{Ledger, StoreError};
 use postgres::types::ToSql;
 
@@ -60,6 +60,10 @@ pub(crate) const MIGRATION: &str = "
                         ELSE phraseto_tsquery('simple', words) END
         $$;
 ";
+
+/// Rows counted per candidate of the typo retry (enough to tell a common word from a
+/// rare one, without counting every row of a common word).
+const TYPO_COUNT_CAP: usize = 1000;
 
 /// Rows one INSERT of the projection carries.
 const INSERT_BATCH_ROWS: usize = 1000;
@@ -359,6 +363,35 @@ impl TextSearch for PgBackend {
 
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError> {
         self.apply(ledger, true)
+    }
+
+    /// The same candidates as the index of a redb ledger (every word one edit away from
+    /// the folded word), each looked up in the `simple` half of `doc` (words as written)
+    /// in one statement: the one in most rows (counted up to [`TYPO_COUNT_CAP`]) wins.
+    fn correction(&self, ledger: &Ledger, word: &str) -> Result<Option<String>, RecallError> {
+        let folded = analyzer::folded(word);
+        if folded.contains(' ') || folded.chars().count() < index::MIN_TYPO_CHARS {
+            return Ok(None);
+        }
+        self.apply(ledger, false)?;
+        let candidates = index::one_edit_away(&folded);
+        let sql = format!(
+            "SELECT c, (SELECT count(*) FROM (SELECT 1 FROM ledger_search
+                        WHERE doc @@ to_tsquery('simple', c) LIMIT {TYPO_COUNT_CAP}) s) AS n
+             FROM unnest($1::text[]) AS c
+             WHERE NOT EXISTS (SELECT 1 FROM ledger_search
+                               WHERE doc @@ to_tsquery('simple', $2)
+                                  OR doc @@ plainto_tsquery('english', $2))
+             ORDER BY n DESC, c
+             LIMIT 1"
+        );
+        let rows = self.with_client("looking for a word one edit away", |c| {
+            c.query(&sql, &[&candidates, &folded])
+        })?;
+        Ok(rows
+            .first()
+            .filter(|row| row.get::<_, i64>(1) > 0)
+            .map(|row| row.get::<_, String>(0)))
     }
 
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
