@@ -77,6 +77,7 @@ impl FromStr for SessionId {
 }
 
 pub mod family;
+pub mod summary;
 
 pub use family::{CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec};
 
@@ -552,6 +553,73 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The modules above the event layer (and above the store, for the store's check).
+    const ABOVE: [&str; 13] = [
+        "projection",
+        "store",
+        "recall",
+        "export",
+        "tools",
+        "query",
+        "server",
+        "cli",
+        "http",
+        "prompts",
+        "request",
+        "provider",
+        "ui",
+    ];
+
+    /// The code of a source file, without its comments and its `#[cfg(test)] mod tests`.
+    fn product_code(path: &std::path::Path) -> String {
+        let text = std::fs::read_to_string(path).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        code.lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The `crate::<module>` paths of `modules` that the product code under `paths` names.
+    fn named(paths: &[std::path::PathBuf], modules: &[&str]) -> Vec<String> {
+        let mut found = Vec::new();
+        for path in paths {
+            let code = product_code(path);
+            for module in modules {
+                for pattern in [format!("crate::{module}::"), format!("crate::{module};")] {
+                    if code.contains(&pattern) {
+                        found.push(format!("{} names crate::{module}", path.display()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn the_event_layer_imports_nothing_above_it_and_the_store_no_projection() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut event = vec![src.join("event.rs")];
+        rust_files(&src.join("event"), &mut event);
+        assert_eq!(named(&event, &ABOVE), Vec::<String>::new());
+        let mut store = vec![];
+        rust_files(&src.join("store"), &mut store);
+        // Test-only files: the conformance suite and the fault model fold with fixtures.
+        store.retain(|p| !p.ends_with("conformance.rs") && !p.ends_with("redb/fault.rs"));
+        assert_eq!(named(&store, &["projection"]), Vec::<String>::new());
+    }
 
     #[test]
     fn hash_changes_with_any_field_and_round_trips_through_json() {

@@ -73,6 +73,11 @@ pub(crate) fn registry() -> &'static dyn event::family::Registry {
     &tools::REGISTRY
 }
 
+/// The same registry as the projections see it (`projection::family`).
+pub(crate) fn folds() -> &'static dyn projection::family::Registry {
+    &tools::REGISTRY
+}
+
 /// The same registry as the exports see it (`export::family`).
 pub(crate) fn exports() -> &'static dyn export::family::Registry {
     &tools::REGISTRY

@@ -302,12 +302,10 @@ fn parse_resource_uri(uri: &str) -> Option<ResourcePath<'_>> {
     let rest = rest.strip_prefix('/')?;
     match rest.split_once('/') {
         None => Some(ResourcePath::Session(rest, Format::Json)),
-        Some((id, "mermaid")) => Some(ResourcePath::Session(id, Format::Mermaid)),
-        Some((id, "markdown")) => Some(ResourcePath::Session(id, Format::Markdown)),
-        Some((id, "jsonl")) => Some(ResourcePath::Session(id, Format::Jsonl)),
-        Some((id, "svg")) => Some(ResourcePath::Session(id, Format::Svg)),
-        Some((id, "html")) => Some(ResourcePath::Session(id, Format::Html)),
-        Some(_) => None,
+        // The JSON export is the session's own URI, never `/json`.
+        Some((id, name)) => Format::named(name)
+            .filter(|format| *format != Format::Json)
+            .map(|format| ResourcePath::Session(id, format)),
     }
 }
 

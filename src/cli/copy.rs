@@ -13,11 +13,7 @@ pub(super) const COPY_BATCH_EVENTS: usize = 1000;
 /// are checked (same hash) and skipped, the rest appended.
 pub(super) fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
     let source = open_existing(settings)?;
-    let target = if crate::store::postgres::is_postgres_url(to) {
-        Ledger::open_postgres(to)?
-    } else {
-        Ledger::open(Path::new(to))?
-    };
+    let target = Ledger::open_at(&Location::parse(to), OpenMode::Create)?;
     let source_label = source.path().display().to_string();
     let target_label = target.path().display().to_string();
     if source_label == target_label {

@@ -3,8 +3,9 @@
 //!
 //! Checks, in order: the data directory (exists, writable, who may read or write it), the
 //! ledger (opens, a `verify` summary), the store URL if set (reachable, schema version,
-//! TLS), the model provider if configured (one `GET /models`, no tokens spent), the QA
-//! workflow templates of the data directory, the HTTP token (its file's permissions).
+//! TLS), the model provider if configured (one `GET /models`, no tokens spent), the
+//! families' own checks of their files in the data directory (`tools::DoctorCheck`: the
+//! qa family's workflow templates), the HTTP token (its file's permissions).
 //! Must not: create or change anything (the ledger is opened read-only as `verify` does;
 //! the writability probe is a temporary file removed at once) or print a secret.
 
@@ -116,7 +117,7 @@ pub(super) fn doctor(settings: &Settings) -> anyhow::Result<()> {
         Some(url) => check_store(&mut report, url),
     }
     check_provider(&mut report, dir);
-    check_workflows(&mut report, dir);
+    check_families(&mut report, dir);
     check_token(&mut report, dir);
     let failures = report.failures();
     let mut text = format!(
@@ -254,7 +255,7 @@ fn is_writable(dir: &Path) -> bool {
 
 fn check_redb_ledger(report: &mut Report, dir: &Path) {
     const WHAT: &str = "ledger";
-    match Ledger::open_existing(dir) {
+    match Ledger::open_at(&Location::DataDir(dir.to_path_buf()), OpenMode::Existing) {
         Ok(ledger) => {
             if let Some(note) = ledger.read_only() {
                 report.with_fix(
@@ -374,7 +375,7 @@ fn check_store(report: &mut Report, url: &str) {
     if let Ok(state) = crate::store::postgres::tls_state(url) {
         check_tls(report, &state);
     }
-    match Ledger::open_postgres_existing(url) {
+    match Ledger::open_at(&Location::Url(url.to_string()), OpenMode::Existing) {
         Ok(ledger) => {
             report.add(
                 Level::Ok,
@@ -531,15 +532,12 @@ fn probe_models(
     Ok(response.status())
 }
 
-fn check_workflows(report: &mut Report, dir: &Path) {
-    const WHAT: &str = "qa workflows";
-    let workflows = crate::tools::qa::workflow::Workflows::load(Some(dir));
-    for error in &workflows.errors {
-        report.fail(
-            WHAT,
-            error.clone(),
-            "fix the file at the line named, or move it out of the workflows folder",
-        );
+/// The families' own checks (the qa family's workflow templates), in registry order.
+fn check_families(report: &mut Report, dir: &Path) {
+    for check in crate::tools::FAMILIES.iter().filter_map(|f| f.doctor) {
+        for (problem, fix) in check.problems(dir) {
+            report.fail(check.what(), problem, fix);
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::event::{Event, SessionId, SessionKind};
 use crate::export::{self, Format};
 use crate::query;
 use crate::server::{LedgerServer, serve_stdio};
-use crate::store::{LEDGER_FILE_NAME, Ledger, OpenError, SessionHead};
+use crate::store::{LEDGER_FILE_NAME, Ledger, Location, OpenError, OpenMode, SessionHead};
 use crate::tools::Toolset;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -182,6 +182,9 @@ pub(crate) enum Command {
         /// lexical, semantic or hybrid (default: hybrid when embeddings are configured, else lexical)
         #[arg(long)]
         mode: Option<String>,
+        /// One match per session (its best; newest first among equals); --limit and --cursor count sessions
+        #[arg(long)]
+        by_session: bool,
     },
     /// Rebuild the search index from the ledger
     Reindex {
@@ -348,6 +351,16 @@ pub(crate) struct Settings {
     pub store: Option<String>,
 }
 
+impl Settings {
+    /// Where the ledger is kept: the `--store` URL, else the data directory.
+    pub(crate) fn location(&self) -> Location {
+        match &self.store {
+            Some(url) => Location::Url(url.clone()),
+            None => Location::DataDir(self.data_dir.clone()),
+        }
+    }
+}
+
 /// The store URL: `--store`, else `REASONING_LEDGER_STORE`; only PostgreSQL URLs.
 pub(crate) fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<String>> {
     let chosen = flag.or_else(|| {
@@ -357,9 +370,7 @@ pub(crate) fn resolve_store(flag: Option<String>) -> anyhow::Result<Option<Strin
     });
     match chosen {
         None => Ok(None),
-        Some(url) if crate::store::postgres::is_postgres_url(url.trim()) => {
-            Ok(Some(url.trim().to_string()))
-        }
+        Some(url) if Location::url(url.trim()).is_some() => Ok(Some(url.trim().to_string())),
         Some(other) => bail!(
             "--store {other:?}: expected a PostgreSQL URL (postgres://user@host/db); leave \
              --store and {STORE_ENV} unset for the ledger.redb in the data directory"
@@ -521,6 +532,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             until,
             cursor,
             mode,
+            by_session,
         } => search(
             &settings,
             search::SearchArgs {
@@ -533,6 +545,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 until,
                 cursor,
                 mode,
+                by_session,
             },
         ),
         Command::Reindex { embeddings } => reindex(&settings, embeddings),
@@ -562,35 +575,27 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Opens the ledger, creating it if missing: for the commands that record (`serve`,
 /// `demo`, `import`).
 fn open(settings: &Settings) -> anyhow::Result<Ledger> {
-    match &settings.store {
-        Some(url) => Ok(Ledger::open_postgres(url)?),
-        None => Ok(Ledger::open(&settings.data_dir)?),
-    }
+    Ok(Ledger::open_at(&settings.location(), OpenMode::Create)?)
 }
 
 /// Opens an existing ledger: for the commands that only read. A missing one is an error
 /// naming the path and the default ledger, so a mistyped `--data-dir` is noticed instead
 /// of answering from a new, empty ledger.
 fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
-    if let Some(url) = &settings.store {
-        return match Ledger::open_postgres_existing(url) {
-            Ok(ledger) => Ok(ledger),
-            Err(OpenError::NoLedger { path }) => bail!(
-                "no ledger in {} (check --store / {STORE_ENV}). Read-only commands never \
-                 create one: `serve`, `demo`, `import` and `copy --to` do",
-                path.display()
-            ),
-            Err(error) => Err(error.into()),
-        };
-    }
-    match Ledger::open_existing(&settings.data_dir) {
-        Ok(ledger) => {
+    let location = settings.location();
+    match (Ledger::open_at(&location, OpenMode::Existing), &location) {
+        (Ok(ledger), _) => {
             if let Some(note) = ledger.read_only() {
                 eprintln!("note: {note}");
             }
             Ok(ledger)
         }
-        Err(OpenError::NoLedger { path }) => {
+        (Err(OpenError::NoLedger { path }), Location::Url(_)) => bail!(
+            "no ledger in {} (check --store / {STORE_ENV}). Read-only commands never \
+             create one: `serve`, `demo`, `import` and `copy --to` do",
+            path.display()
+        ),
+        (Err(OpenError::NoLedger { path }), Location::DataDir(_)) => {
             let default = match resolve_data_dir(None) {
                 Ok(dir) if dir == settings.data_dir => {
                     "this is the default data directory".to_string()
@@ -607,7 +612,7 @@ fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
                 path.display()
             )
         }
-        Err(error) => Err(error.into()),
+        (Err(error), _) => Err(error.into()),
     }
 }
 

@@ -15,6 +15,7 @@ pub(super) struct SearchArgs {
     pub until: Option<String>,
     pub cursor: Option<String>,
     pub mode: Option<String>,
+    pub by_session: bool,
 }
 
 pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
@@ -73,6 +74,7 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
         until,
         cursor,
         mode,
+        by_session: args.by_session,
     };
     if let Some(note) = crate::recall::Recall::for_ledger(&ledger).index_note() {
         eprintln!("note: {note}");

@@ -1,8 +1,9 @@
 //! What a tool family's payloads promise the core: one codec per family, and the hooks
-//! the projections and the search call.
+//! the store and the search call.
 //!
 //! Owns: [`FamilyEvent`] (a family's payload as the core sees it: tag, schema, text,
-//! binary encoding, how it folds into the summary and the tree), [`FamilyPayload`] (one
+//! binary encoding, how it folds into the stored summary; how it folds into a thought
+//! tree is the projection's hook, `crate::projection::family::FoldTree`), [`FamilyPayload`] (one
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
@@ -19,10 +20,8 @@
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
+use crate::event::summary::{SessionSummary, SummaryPart};
 use crate::event::{CallRecord, RawArguments, SessionKind};
-use crate::projection::family::SummaryPart;
-use crate::projection::summary::SessionSummary;
-use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::any::Any;
@@ -197,19 +196,23 @@ pub trait FamilyEvent:
     /// Folds it into the session summary; `new_branch` says whether its
     /// [`FamilyEvent::branch`] is one the session has not seen.
     fn summarize(&self, summary: &mut SessionSummary, new_branch: bool);
-    /// Folds it into the tree (moving its texts), as event `seq` committed at `at`.
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree);
 }
 
 /// The object plumbing every [`FamilyEvent`] gets from its `Clone + PartialEq`.
 pub trait FamilyEventObject: Any {
     fn as_any(&self) -> &dyn Any;
+    /// The payload as its own type, for a hook of a layer above that knows the type (a
+    /// projection's fold).
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
     fn clone_box(&self) -> Box<dyn FamilyEvent>;
     fn eq_dyn(&self, other: &dyn FamilyEvent) -> bool;
 }
 
 impl<T: FamilyEvent + Clone + PartialEq> FamilyEventObject for T {
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
     fn clone_box(&self) -> Box<dyn FamilyEvent> {
@@ -264,10 +267,7 @@ pub trait PayloadCodec: Send + Sync {
         fields: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
         let _ = fields;
-        Err(serde::de::Error::custom(format_args!(
-            "the {} family keeps nothing in a summary",
-            self.family()
-        )))
+        Err(keeps_nothing(self.family()))
     }
 
     /// Refuses a row of a schema newer than this build reads, in the one wording every
@@ -281,6 +281,115 @@ pub trait PayloadCodec: Send + Sync {
             });
         }
         Ok(())
+    }
+}
+
+/// Why a family that declared no summary fields was handed some.
+fn keeps_nothing(family: &str) -> serde_json::Error {
+    serde::de::Error::custom(format_args!(
+        "the {family} family keeps nothing in a summary"
+    ))
+}
+
+/// A family's summary part of type `T` from the stored summary's fields it declared: what
+/// [`PayloadCodec::read_summary`] does for every part that is plain serde.
+pub fn read_part<T>(
+    fields: serde_json::Map<String, serde_json::Value>,
+) -> Result<Box<dyn SummaryPart>, serde_json::Error>
+where
+    T: SummaryPart + serde::de::DeserializeOwned + Clone + PartialEq + Default,
+{
+    let part: T = serde_json::from_value(fields.into())?;
+    Ok(Box::new(part))
+}
+
+/// How a summary part reads back from the stored summary's fields it declared.
+pub type ReadPart = fn(
+    serde_json::Map<String, serde_json::Value>,
+) -> Result<Box<dyn SummaryPart>, serde_json::Error>;
+
+/// The fields a codec's payloads add to a stored summary, and how they read back (usually
+/// [`read_part`]).
+pub struct SummaryFields {
+    /// The JSON keys of its [`SummaryPart`].
+    pub keys: &'static [&'static str],
+    /// Its part from those fields.
+    pub read: ReadPart,
+}
+
+/// The common codec: events of one schema whose row is its JSON text (a family
+/// whose events are few and mostly text: the agent's nodes, the provider's model calls).
+/// A family fills in its names and how its payload reads from JSON; the tag and schema
+/// checks, the UTF-8 check of a row and the summary's fields are written here once.
+pub struct JsonCodec {
+    /// The family's name.
+    pub family: &'static str,
+    /// Its event types (one, usually).
+    pub types: &'static [&'static str],
+    /// The one schema it writes and reads.
+    pub schema: u32,
+    /// Who refuses another tag ("the agent family": "… has no event type …").
+    pub owner: &'static str,
+    /// Whose row a non-UTF-8 error names ("agent": "agent row: …").
+    pub row: &'static str,
+    /// The payload from its JSON (tag and schema already checked).
+    pub read: fn(&str) -> Result<FamilyPayload, serde_json::Error>,
+    /// The fields it adds to a stored summary, if any.
+    pub summary: Option<SummaryFields>,
+}
+
+impl PayloadCodec for JsonCodec {
+    fn family(&self) -> &'static str {
+        self.family
+    }
+
+    fn schema(&self) -> u32 {
+        self.schema
+    }
+
+    fn types(&self) -> &'static [&'static str] {
+        self.types
+    }
+
+    fn summary_keys(&self) -> &'static [&'static str] {
+        self.summary.as_ref().map_or(&[], |summary| summary.keys)
+    }
+
+    fn read_summary(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
+        match &self.summary {
+            Some(summary) => (summary.read)(fields),
+            None => Err(keeps_nothing(self.family)),
+        }
+    }
+
+    fn decode(
+        &self,
+        tag: &str,
+        schema: u32,
+        bytes: &[u8],
+        _fields: DecodeFields,
+    ) -> Result<FamilyPayload, CodecError> {
+        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
+            what: self.row,
+            source,
+        })?;
+        self.decode_json(tag, schema, json)
+    }
+
+    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
+        if !self.types.contains(&tag) {
+            return Err(CodecError::Refused(format!(
+                "{} has no event type {tag:?}",
+                self.owner
+            )));
+        }
+        if schema != self.schema {
+            return Err(CodecError::only_schema(tag, schema, self.schema));
+        }
+        (self.read)(json).map_err(CodecError::payload)
     }
 }
 
@@ -445,6 +554,11 @@ pub fn postcard_take<'a, T: serde::Deserialize<'a>>(
     bytes: &'a [u8],
 ) -> Result<(T, &'a [u8]), CodecError> {
     postcard::take_from_bytes(bytes).map_err(CodecError::payload)
+}
+
+/// Appends the JSON of `value` to `out` (the binary form of a [`JsonCodec`]'s payload).
+pub fn json_encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, value).expect("a payload serializes");
 }
 
 /// Appends postcard of `value` to `out`.

@@ -16,7 +16,7 @@
 //! [`super::mermaid::push_label`]); ids and classes are generated or constant.
 
 use super::picture::Pictures;
-use crate::projection::summary::SessionSummary;
+use crate::event::summary::SessionSummary;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde_json::Value;
 use std::sync::OnceLock;

@@ -71,17 +71,21 @@ impl fmt::Display for Format {
     }
 }
 
+impl Format {
+    /// The format spelt exactly `name` ([`Format::as_str`]): the one place a format name is
+    /// read (the CLI's `--format` through [`FromStr`], the server's resource URIs).
+    pub fn named(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+}
+
 impl FromStr for Format {
     type Err = String;
+    /// A format name as a person types it: any case, spaces around it.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Format::ALL
-            .into_iter()
-            .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| {
-                format!(
-                    "unknown format {s:?}: use one of mermaid, markdown, json, jsonl, svg, html"
-                )
-            })
+        Format::named(&s.trim().to_ascii_lowercase()).ok_or_else(|| {
+            format!("unknown format {s:?}: use one of mermaid, markdown, json, jsonl, svg, html")
+        })
     }
 }
 

@@ -1,24 +1,103 @@
 //! What a tool family keeps in the core's projections, without the core knowing it.
 //!
 //! Owns: [`FamilyState`] (a family's folded state in a [`ThoughtTree`], one value per type,
-//! found by its type: [`FamilyStates`]), [`NodeData`] (what a family adds to one thought
-//! node, serialized flat into the node as if its fields were the node's) and
-//! [`SummaryPart`] (the fields a family adds to the stored [`SessionSummary`], in
-//! [`SummaryParts`], read back by the family's codec). Must not: name a family, or import
-//! `crate::tools` or `crate::export`.
+//! found by its type: [`FamilyStates`]) and [`NodeData`] (what a family adds to one thought
+//! node, serialized flat into the node as if its fields were the node's). The fields a
+//! family adds to the stored [`SessionSummary`] are the event layer's
+//! ([`crate::event::summary::SummaryPart`]): the store keeps them. Must not: name a family,
+//! or import `crate::tools` or `crate::export`.
 //!
-//! A family folds its events into these ([`crate::event::FamilyEvent::fold`] and
-//! `summarize` get the tree and the summary) and reads them back by type
+//! A family folds its events into a tree through [`FoldTree`] (registered as a [`Fold`]
+//! beside its codec: the event layer knows nothing of trees) and into the summary through
+//! [`crate::event::FamilyEvent::summarize`], and reads them back by type
 //! (`tree.family::<T>()`, `node.data::<T>()`, `summary.part::<T>()`); the exports ask the
 //! families' renderers (`crate::export::family`) for their pieces.
 //!
 //! [`ThoughtTree`]: crate::projection::tree::ThoughtTree
-//! [`SessionSummary`]: crate::projection::summary::SessionSummary
+//! [`SessionSummary`]: crate::event::summary::SessionSummary
 
+use crate::event::FamilyEvent;
+use crate::projection::tree::ThoughtTree;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::marker::PhantomData;
+
+/// A payload type that folds into a thought tree (moving its texts): the projection's hook
+/// on a family's events, implemented in the family's folder.
+pub trait FoldTree: FamilyEvent + Sized {
+    /// Folds it into `tree` as event `seq` committed at `at`.
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree);
+}
+
+/// How some of a family's payloads fold into a tree, as the registry hands it to the
+/// projection (see [`Registry`]). [`FoldOf`] is the one implementation a family needs.
+pub trait Fold: Sync {
+    /// Folds `event` if it is one of the payload types this fold knows; hands it back
+    /// otherwise.
+    fn fold(
+        &self,
+        event: Box<dyn FamilyEvent>,
+        seq: u64,
+        at: u64,
+        tree: &mut ThoughtTree,
+    ) -> Result<(), Box<dyn FamilyEvent>>;
+}
+
+/// The [`Fold`] of payloads of type `T` (a family registers one per payload type it
+/// decodes to: `&FoldOf::<MyEvent>::NEW`).
+pub struct FoldOf<T>(PhantomData<fn() -> T>);
+
+impl<T> FoldOf<T> {
+    /// The fold of `T` (a constant, for a family's static list).
+    pub const NEW: FoldOf<T> = FoldOf(PhantomData);
+}
+
+impl<T: FoldTree> Fold for FoldOf<T> {
+    fn fold(
+        &self,
+        event: Box<dyn FamilyEvent>,
+        seq: u64,
+        at: u64,
+        tree: &mut ThoughtTree,
+    ) -> Result<(), Box<dyn FamilyEvent>> {
+        if !event.as_any().is::<T>() {
+            return Err(event);
+        }
+        let event = event
+            .into_any()
+            .downcast::<T>()
+            .expect("the type was just checked");
+        event.fold_tree(seq, at, tree);
+        Ok(())
+    }
+}
+
+/// What the projections ask of the registered families: how their payloads fold into a
+/// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
+pub trait Registry: Sync {
+    /// Every registered fold: the families' in registry order, then the shared ones.
+    fn folds(&self) -> Vec<&'static dyn Fold>;
+}
+
+/// The registered folds (asked of the registry once).
+pub fn folds() -> &'static [&'static dyn Fold] {
+    static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
+    FOLDS.get_or_init(|| crate::folds().folds())
+}
+
+/// Folds a family payload into `tree` through the fold registered for its type; a payload
+/// no fold claims adds nothing to a tree.
+pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+    let mut event = event;
+    for fold in folds() {
+        match fold.fold(event, seq, at, tree) {
+            Ok(()) => return,
+            Err(back) => event = back,
+        }
+    }
+}
 
 /// A family's folded state in a tree (its plans, its search, its nodes…).
 ///
@@ -181,190 +260,5 @@ impl PartialEq for NodeExtension {
 impl fmt::Debug for NodeExtension {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
-    }
-}
-
-/// The fields a family adds to a session's stored summary (a plan's phase, the model
-/// calls' tokens…). Serialized flat into the summary after its own fields, parts in
-/// ascending [`SummaryPart::position`]; its fields that hold nothing are left out, so a
-/// part that holds nothing writes nothing.
-///
-/// Implement it on a `Clone + PartialEq + Default + Serialize` type;
-/// [`SummaryPartObject`] comes for free. Its family's codec reads it back
-/// ([`crate::event::PayloadCodec::summary_keys`] and `read_summary`).
-pub trait SummaryPart:
-    SummaryPartObject + erased_serde::Serialize + fmt::Debug + Send + Sync
-{
-    /// The family it belongs to (its codec's `family()`).
-    fn family(&self) -> &'static str;
-    /// Where its fields stand among the families' parts (ascending), so a summary's
-    /// bytes never depend on the order its events came in or a backend hands fields
-    /// back. Today's parts keep the order every build wrote: planning 1, the provider's
-    /// model calls 2, agent 3; a new family takes the next free number.
-    fn position(&self) -> u8;
-    /// What a session list's row shows of it (camelCase keys, added after the row's own).
-    fn list_row(&self, row: &mut Map<String, Value>) {
-        let _ = row;
-    }
-    /// Whether it makes the session `complete` (a finalized plan).
-    fn complete(&self) -> bool {
-        false
-    }
-    /// Branches it closed: they take no more thoughts.
-    fn closed_branches(&self) -> &[String] {
-        &[]
-    }
-}
-
-/// The object plumbing every [`SummaryPart`] gets from its `Clone + PartialEq + Default`.
-pub trait SummaryPartObject: Any {
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-    fn clone_box(&self) -> Box<dyn SummaryPart>;
-    fn eq_dyn(&self, other: &dyn SummaryPart) -> bool;
-    /// Equal to its type's default (writes nothing).
-    fn is_default(&self) -> bool;
-}
-
-impl<T: SummaryPart + Clone + PartialEq + Default> SummaryPartObject for T {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-    fn clone_box(&self) -> Box<dyn SummaryPart> {
-        Box::new(self.clone())
-    }
-    fn eq_dyn(&self, other: &dyn SummaryPart) -> bool {
-        other.as_any().downcast_ref::<T>() == Some(self)
-    }
-    fn is_default(&self) -> bool {
-        *self == T::default()
-    }
-}
-
-/// The families' parts of one summary, in ascending [`SummaryPart::position`]: the
-/// order their fields are written in.
-#[derive(Default)]
-pub struct SummaryParts(Vec<Box<dyn SummaryPart>>);
-
-impl SummaryParts {
-    /// The part of type `T`, if the summary has one.
-    pub fn get<T: SummaryPart>(&self) -> Option<&T> {
-        self.0.iter().find_map(|p| p.as_any().downcast_ref())
-    }
-
-    /// The part of type `T`, its default first if the summary has none.
-    pub fn get_or_default<T: SummaryPart + Clone + PartialEq + Default>(&mut self) -> &mut T {
-        let at = match self
-            .0
-            .iter()
-            .position(|p| p.as_any().type_id() == TypeId::of::<T>())
-        {
-            Some(at) => at,
-            None => self.insert(Box::new(T::default())),
-        };
-        self.0[at]
-            .as_any_mut()
-            .downcast_mut()
-            .expect("the position of this type")
-    }
-
-    /// Inserts `part` in its place; returns its index.
-    fn insert(&mut self, part: Box<dyn SummaryPart>) -> usize {
-        let at = self
-            .0
-            .iter()
-            .position(|p| p.position() > part.position())
-            .unwrap_or(self.0.len());
-        self.0.insert(at, part);
-        at
-    }
-
-    /// Every part.
-    pub fn iter(&self) -> impl Iterator<Item = &dyn SummaryPart> {
-        self.0.iter().map(|p| &**p)
-    }
-}
-
-impl Clone for SummaryParts {
-    fn clone(&self) -> Self {
-        SummaryParts(self.0.iter().map(|p| p.clone_box()).collect())
-    }
-}
-
-impl fmt::Debug for SummaryParts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
-    }
-}
-
-impl PartialEq for SummaryParts {
-    /// Equal when every part that holds something has an equal part on the other side
-    /// (in any order: a backend may hand the fields back in another order).
-    fn eq(&self, other: &Self) -> bool {
-        let held = |parts: &SummaryParts| parts.0.iter().filter(|p| !p.is_default()).count();
-        held(self) == held(other)
-            && self
-                .0
-                .iter()
-                .filter(|p| !p.is_default())
-                .all(|mine| other.0.iter().any(|theirs| mine.eq_dyn(&**theirs)))
-    }
-}
-
-impl Serialize for SummaryParts {
-    /// Every part's fields, flat, part after part.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeMap};
-        let mut map = s.serialize_map(None)?;
-        for part in &self.0 {
-            let fields = erased_serde::serialize(&**part, serde_json::value::Serializer)
-                .map_err(S::Error::custom)?;
-            let Value::Object(fields) = fields else {
-                return Err(S::Error::custom(
-                    "a summary part must serialize as an object",
-                ));
-            };
-            for (key, value) in fields {
-                map.serialize_entry(&key, &value)?;
-            }
-        }
-        map.end()
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for SummaryParts {
-    /// The summary's fields no core field took, each given to the codec that declares it
-    /// ([`crate::event::PayloadCodec::summary_keys`]). A field no codec declares is ignored (as serde ignores unknown fields).
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let fields = Map::<String, Value>::deserialize(d)?;
-        let mut groups: Vec<(&'static dyn crate::event::PayloadCodec, Map<String, Value>)> =
-            Vec::new();
-        for (key, value) in fields {
-            let Some(codec) = crate::event::family::registered_codecs()
-                .iter()
-                .copied()
-                .find(|codec| codec.summary_keys().contains(&key.as_str()))
-            else {
-                continue;
-            };
-            match groups
-                .iter_mut()
-                .find(|(known, _)| std::ptr::addr_eq(*known, codec))
-            {
-                Some((_, group)) => {
-                    group.insert(key, value);
-                }
-                None => groups.push((codec, Map::from_iter([(key, value)]))),
-            }
-        }
-        let mut parts = SummaryParts::default();
-        for (codec, group) in groups {
-            parts.insert(codec.read_summary(group).map_err(D::Error::custom)?);
-        }
-        Ok(parts)
     }
 }

@@ -3,15 +3,15 @@
 //! and `branches_from` (from a branch point to the first thought of its branch).
 //!
 //! Built by folding events in seq order ([`ThoughtTree::apply`]; each family's events add
-//! their nodes through [`crate::event::FamilyEvent::fold`]); replaying to seq N is
+//! their nodes through [`crate::projection::family::FoldTree`]); replaying to seq N is
 //! folding the first N. Edges only ever point from an earlier node to a later one or from
 //! a later one back to an earlier one that already exists, so a fold can never loop; a
 //! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
 //! without an edge. Must not: write, do I/O, or reorder events.
 
+use crate::event::summary::SessionSummary;
 use crate::event::{Event, Payload, SessionId, SessionKind};
 use crate::projection::family::{FamilyState, FamilyStates, NodeData, NodeExtension};
-use crate::projection::summary::SessionSummary;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::Serialize;
@@ -298,7 +298,7 @@ impl ThoughtTree {
             }
         }
         if let Payload::Family(family) = event.payload {
-            family.into_event().fold(event.seq, event.at, self);
+            crate::projection::family::fold_into(family.into_event(), event.seq, event.at, self);
         }
         self.folding_actor = None;
     }

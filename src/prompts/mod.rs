@@ -1,10 +1,12 @@
 //! Prompts: how a person (not the model) reaches the ledger, as slash commands
 //! (`/mcp__<server>__continue` in Claude Code) or a client's prompt picker.
 //!
-//! Owns: the four prompts (`continue`, `recall`, `review`, `plan`), their arguments and
-//! descriptions ([`list`]), and building their messages ([`get`]): our own instructions
-//! first, then the stored text as a quoted, bounded data block with its provenance
-//! ([`render`]). Completions of their session arguments live in [`complete`]; every
+//! Owns: the three prompts every server has (`continue`, `recall`, `review`), their
+//! arguments and descriptions ([`list`]), building their messages ([`get`]): our own
+//! instructions first, then the stored text as a quoted, bounded data block with its
+//! provenance ([`render`]); and [`FamilyPrompt`], a prompt a family offers (the planning
+//! family's `plan`, in its folder), listed after these where its tool is on and built with
+//! the helpers shared here. Completions of their session arguments live in [`complete`]; every
 //! ledger read goes through [`reads`]. What a family adds (a plan's state, a booster's
 //! steps, agent nodes, the call that resumes them, merged branches, review extras) comes
 //! from the registered renderers' prompt hooks ([`crate::export::family::FamilyRender`]),
@@ -27,14 +29,11 @@ use serde_json::{Map, Value, json};
 pub(crate) const CONTINUE: &str = "continue";
 pub(crate) const RECALL: &str = "recall";
 pub(crate) const REVIEW: &str = "review";
-pub(crate) const PLAN: &str = "plan";
 
 /// The argument naming a session (`continue`, `review`).
 pub(crate) const SESSION_ARGUMENT: &str = "sessionId";
 /// `recall`'s argument.
 pub(crate) const TOPIC_ARGUMENT: &str = "topic";
-/// `plan`'s argument.
-pub(crate) const PROBLEM_ARGUMENT: &str = "problem";
 
 /// Thoughts (or booster steps, agent nodes) `continue` quotes, the latest ones.
 pub(crate) const CONTINUE_LAST_ITEMS: usize = 6;
@@ -43,13 +42,47 @@ pub(crate) const RECALL_MATCHES: usize = 12;
 /// Longest topic or problem accepted (bytes).
 pub(crate) const MAX_ARGUMENT_BYTES: usize = 4096;
 
-/// The tool `deep_planning` (the `plan` prompt is listed only where it is on).
-const DEEP_PLANNING: &str = "deep_planning";
+/// A prompt a family offers: listed after the core prompts, in registry order, only where
+/// its tool is on; built from the ledger with this module's helpers ([`text_argument`],
+/// [`session_facts`], [`messages`], [`reads`]).
+pub(crate) trait FamilyPrompt: Sync {
+    /// Its name (`prompts/get`'s `name`).
+    fn name(&self) -> &'static str;
+    /// The tool it drives: the prompt is listed, and built, only where that tool is on.
+    fn tool(&self) -> &'static str;
+    /// The toolset of that tool (named when the prompt is asked for where it is off).
+    fn toolset(&self) -> &'static str;
+    /// Its listing: description and arguments.
+    fn listing(&self) -> Prompt;
+    /// Its messages for `arguments` (blocking reads).
+    fn get(
+        &self,
+        ledger: &Ledger,
+        arguments: &Map<String, Value>,
+    ) -> Result<GetPromptResult, PromptError>;
+}
+
+/// The registered families' prompts, in registry order.
+fn family_prompts() -> impl Iterator<Item = &'static dyn FamilyPrompt> {
+    crate::tools::FAMILIES
+        .iter()
+        .flat_map(|family| family.prompts.iter().copied())
+}
+
+/// Every prompt's name, for messages: "continue, recall, review and plan".
+fn prompt_names() -> String {
+    let mut names = vec![CONTINUE, RECALL, REVIEW];
+    names.extend(family_prompts().map(|p| p.name()));
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
 
 /// Why a prompt could not be built.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PromptError {
-    #[error("no prompt {0:?}: the prompts are continue, recall, review and plan")]
+    #[error("no prompt {0:?}: the prompts are {names}", names = prompt_names())]
     Unknown(String),
     #[error(
         "prompt {prompt} needs the argument {argument}{hint}",
@@ -66,9 +99,12 @@ pub(crate) enum PromptError {
     )]
     NoSession(String),
     #[error(
-        "the plan prompt needs the planning toolset: serve --toolsets with planning in the list"
+        "the {prompt} prompt needs the {toolset} toolset: serve --toolsets with {toolset} in the list"
     )]
-    PlanningOff,
+    ToolsetOff {
+        prompt: &'static str,
+        toolset: &'static str,
+    },
     /// A topic the search cannot run (says how to write one).
     #[error("topic: {0}")]
     Topic(crate::recall::QueryError),
@@ -87,7 +123,7 @@ fn argument_hint(argument: &str) -> &'static str {
     }
 }
 
-/// The prompts this server offers: `plan` only where `deep_planning` is on.
+/// The prompts this server offers: a family's only where its tool is on.
 pub(crate) fn list(tool_on: &dyn Fn(&str) -> bool) -> Vec<Prompt> {
     let session = || {
         PromptArgument::new(SESSION_ARGUMENT)
@@ -120,21 +156,11 @@ pub(crate) fn list(tool_on: &dyn Fn(&str) -> bool) -> Vec<Prompt> {
         )
         .with_title("Review a session"),
     ];
-    if tool_on(DEEP_PLANNING) {
-        prompts.push(
-            Prompt::new(
-                PLAN,
-                Some("Plan a problem in phases with deep_planning: starts a plan, or resumes the open plan for the same problem in its next phase"),
-                Some(vec![
-                    PromptArgument::new(PROBLEM_ARGUMENT)
-                        .with_title("Problem")
-                        .with_description("The problem to plan")
-                        .with_required(true),
-                ]),
-            )
-            .with_title("Plan a problem"),
-        );
-    }
+    prompts.extend(
+        family_prompts()
+            .filter(|p| tool_on(p.tool()))
+            .map(|p| p.listing()),
+    );
     prompts
 }
 
@@ -158,18 +184,20 @@ pub(crate) fn get(
             let head = session_argument(ledger, REVIEW, arguments)?;
             review_prompt(ledger, &head)
         }
-        PLAN if tool_on(DEEP_PLANNING) => {
-            let problem = text_argument(PLAN, PROBLEM_ARGUMENT, arguments)?;
-            plan_prompt(ledger, &problem)
-        }
-        PLAN => Err(PromptError::PlanningOff),
-        other => Err(PromptError::Unknown(other.to_string())),
+        other => match family_prompts().find(|p| p.name() == other) {
+            Some(prompt) if tool_on(prompt.tool()) => prompt.get(ledger, arguments),
+            Some(prompt) => Err(PromptError::ToolsetOff {
+                prompt: prompt.name(),
+                toolset: prompt.toolset(),
+            }),
+            None => Err(PromptError::Unknown(other.to_string())),
+        },
     }
 }
 
 /// A required string argument, trimmed, not empty, bounded. Clients send strings; a
 /// number or boolean is taken as its text.
-fn text_argument(
+pub(crate) fn text_argument(
     prompt: &'static str,
     argument: &'static str,
     arguments: &Map<String, Value>,
@@ -205,12 +233,12 @@ fn session_argument(
 
 /// The id a tool takes back for this session: its alias when it has one (a plan's `dp-`
 /// id), else its id.
-fn resumable_id(head: &SessionHead) -> String {
+pub(crate) fn resumable_id(head: &SessionHead) -> String {
     family::resumable_id(&head.summary, &head.session.to_string())
 }
 
 /// The session's own facts, for every prompt about one session.
-fn session_facts(head: &SessionHead) -> Value {
+pub(crate) fn session_facts(head: &SessionHead) -> Value {
     let s = &head.summary;
     let mut facts = json!({
         "sessionId": head.session.to_string(),
@@ -233,7 +261,7 @@ fn user(text: String) -> PromptMessage {
 }
 
 /// The messages of a prompt: our instructions, then the quoted data.
-fn messages(instructions: String, data: Value) -> Vec<PromptMessage> {
+pub(crate) fn messages(instructions: String, data: Value) -> Vec<PromptMessage> {
     vec![
         user(instructions),
         user(format!("{DATA_NOTICE}\n\n{}", data_block(&fit(data)))),
@@ -486,69 +514,6 @@ fn review_prompt(ledger: &Ledger, head: &SessionHead) -> Result<GetPromptResult,
     )
 }
 
-// ---------------------------------------------------------------------------------------
-// plan
-
-fn plan_prompt(ledger: &Ledger, problem: &str) -> Result<GetPromptResult, PromptError> {
-    let title = reads::title_of(problem).to_lowercase();
-    let planning = reads::planning_kind();
-    let same_problem: Vec<SessionHead> = reads::heads_newest_first(ledger)?
-        .into_iter()
-        .filter(|h| h.summary.kind == planning && h.summary.title.to_lowercase() == title)
-        .collect();
-    let open = same_problem
-        .iter()
-        .find(|h| reads::plan_phase(h) != Some("done"));
-    let mut data = json!({"problem": problem});
-    let resume = match open {
-        Some(head) => {
-            let tree = reads::tree(ledger, head)?;
-            data["openPlan"] =
-                json!({"session": session_facts(head), "plan": reads::plan_state(&tree)});
-            let next = reads::next_phases(reads::plan_phase(head));
-            json!({
-                "tool": DEEP_PLANNING,
-                "arguments": {"sessionId": resumable_id(head), "phase": next.first().copied().unwrap_or("init")},
-                "fill": ["phase (any of openPlan.plan.validNextPhases) and that phase's fields"],
-            })
-        }
-        None => json!({
-            "tool": DEEP_PLANNING,
-            "arguments": {"phase": "init", "problem": problem},
-            "fill": ["context", "constraints"],
-        }),
-    };
-    let finished: Vec<Value> = same_problem
-        .iter()
-        .filter(|h| reads::plan_phase(h) == Some("done"))
-        .map(session_facts)
-        .collect();
-    if !finished.is_empty() {
-        data["finishedPlans"] = json!(finished);
-    }
-    data["resume"] = resume;
-    let start = if open.is_some() {
-        "An open plan for this problem exists (`openPlan`): resume it in its next phase with \
-         the call in `resume` instead of starting over."
-    } else {
-        "Start with the call in `resume` (phase init), adding the context and constraints \
-         you know."
-    };
-    let instructions = format!(
-        "Plan the problem given in the data below (`problem`) with the deep_planning tool, \
-         one phase per call:\n\
-         - init: the problem, its context and constraints;\n\
-         - clarify: one open question per call, with its answer when you have one;\n\
-         - explore: one approach per call (at least two), with pros and cons;\n\
-         - evaluate: score each approach (feasibility, completeness, coherence, risk 0-10) with \
-         a rationale;\n\
-         - finalize: select one approach, with steps, risks, assumptions and success criteria.\n\
-         Each answer lists validNextPhases.\n\n{start}"
-    );
-    Ok(GetPromptResult::new(messages(instructions, data))
-        .with_description("Plan the problem with deep_planning"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,7 +521,7 @@ mod tests {
     #[test]
     fn plan_is_listed_only_where_deep_planning_is_on() {
         let names = |on: bool| -> Vec<String> {
-            list(&|tool| on && tool == DEEP_PLANNING)
+            list(&|tool| on && tool == "deep_planning")
                 .into_iter()
                 .map(|p| p.name)
                 .collect()
@@ -568,6 +533,28 @@ mod tests {
             let arguments = prompt.arguments.expect("typed arguments");
             assert!(arguments.iter().all(|a| a.required == Some(true)));
         }
+    }
+
+    #[test]
+    fn the_unknown_prompt_and_the_toolset_off_say_what_they_always_said() {
+        assert_eq!(
+            PromptError::Unknown("x".into()).to_string(),
+            "no prompt \"x\": the prompts are continue, recall, review and plan"
+        );
+        let off = get_off("plan");
+        assert_eq!(
+            off,
+            "the plan prompt needs the planning toolset: serve --toolsets with planning in the list"
+        );
+    }
+
+    /// The refusal of prompt `name` where no tool is on (no ledger read happens first).
+    fn get_off(name: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(dir.path()).unwrap();
+        get(&ledger, &|_| false, name, &Map::new())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //!
 //! Owns: which reads: sessions newest first, a session by id or alias, its folded tree,
 //! its Markdown, a search ranked as `search_history` ranks, the sessions written since a
-//! position, and the planning facts the `plan` prompt needs. Must not: write, or shape
+//! position. Must not: write, or shape
 //! anything for a client (that is [`super::render`]'s job).
 
 use super::PromptError;
-use crate::event::{SessionId, SessionKind};
+use crate::event::SessionId;
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
 use crate::query::{self, RecallError, SearchRequest};
@@ -86,29 +86,6 @@ pub(crate) fn search(
         Err(RecallError::Store(error)) => Err(PromptError::Store(error)),
         Err(other) => Err(PromptError::Search(other)),
     }
-}
-
-/// The kind of a `deep_planning` session.
-pub(crate) fn planning_kind() -> SessionKind {
-    SessionKind::PLANNING
-}
-
-/// The phase a `deep_planning` session's summary records (`None`: not begun, or another
-/// kind).
-pub(crate) fn plan_phase(head: &SessionHead) -> Option<&str> {
-    crate::tools::planning::state::PlanningSummary::of(&head.summary)
-        .phase
-        .as_deref()
-}
-
-/// A plan's phase, problem and approaches, as `continue` shows them (`None`: no plan).
-pub(crate) fn plan_state(tree: &ThoughtTree) -> Option<serde_json::Value> {
-    crate::tools::planning::prompt::plan_state(tree)
-}
-
-/// The `deep_planning` phases that may follow `phase`.
-pub(crate) fn next_phases(phase: Option<&str>) -> &'static [&'static str] {
-    crate::tools::planning::valid_next(phase)
 }
 
 /// A session's title as the tools make it from `text` (the first line, clipped).

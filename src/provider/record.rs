@@ -11,13 +11,14 @@
 //! error texts are redacted before they get here).
 
 use super::{ChatRequest, ChatResponse, ErrorAction, ErrorType, ProviderError, Usage};
-use crate::event::{
-    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
-};
+use crate::event::family::{JsonCodec, SummaryFields, json_encode, read_part};
+use crate::event::summary::SessionSummary;
+use crate::event::summary::SummaryPart;
+use crate::event::{CallRecord, FamilyEvent, FamilyPayload, PayloadCodec};
 use crate::export::family::FamilyRender;
 use crate::export::markdown::escape_inline;
-use crate::projection::family::{FamilyState, SummaryPart};
-use crate::projection::summary::SessionSummary;
+use crate::projection::family::FamilyState;
+use crate::projection::family::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -265,7 +266,7 @@ impl FamilyEvent for ModelCallEvent {
 
     fn encode(&self, out: &mut Vec<u8>) {
         // Model calls are few and mostly text: their JSON is their row.
-        serde_json::to_writer(out, self).expect("a model call serializes");
+        json_encode(self, out);
     }
 
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
@@ -279,8 +280,10 @@ impl FamilyEvent for ModelCallEvent {
             totals.cost = Some(totals.cost.unwrap_or(0.0) + cost);
         }
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+impl FoldTree for ModelCallEvent {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
         tree.family_or_default::<ModelCalls>()
             .0
             .push(ModelCallView {
@@ -368,70 +371,32 @@ impl FamilyRender for ModelCallsRender {
     }
 }
 
-/// The codec of `model_call_recorded` (not a toolset's: any family records it).
-pub(crate) struct ModelCallCodec;
+/// The codec of `model_call_recorded` (not a toolset's: any family records it): its JSON
+/// is its row.
+pub(crate) static MODEL_CALL_CODEC: JsonCodec = JsonCodec {
+    family: PROVIDER,
+    types: &[MODEL_CALL_RECORDED],
+    schema: MODEL_CALL_SCHEMA,
+    owner: "the provider codec",
+    row: "model call",
+    read: read_model_call,
+    summary: Some(SummaryFields {
+        keys: SUMMARY_KEYS,
+        read: read_part::<ModelCallTotals>,
+    }),
+};
 
-pub(crate) static MODEL_CALL_CODEC: ModelCallCodec = ModelCallCodec;
-
-impl PayloadCodec for ModelCallCodec {
-    fn family(&self) -> &'static str {
-        PROVIDER
+fn read_model_call(json: &str) -> Result<FamilyPayload, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Wire {
+        #[serde(rename = "type")]
+        _tag: String,
+        model_call: ModelCallRecord,
+        call: CallRecord,
     }
-
-    fn summary_keys(&self) -> &'static [&'static str] {
-        SUMMARY_KEYS
-    }
-
-    fn read_summary(
-        &self,
-        fields: Map<String, Value>,
-    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
-        let part: ModelCallTotals = serde_json::from_value(fields.into())?;
-        Ok(Box::new(part))
-    }
-
-    fn schema(&self) -> u32 {
-        MODEL_CALL_SCHEMA
-    }
-
-    fn types(&self) -> &'static [&'static str] {
-        &[MODEL_CALL_RECORDED]
-    }
-
-    fn decode(
-        &self,
-        tag: &str,
-        schema: u32,
-        bytes: &[u8],
-        _fields: DecodeFields,
-    ) -> Result<FamilyPayload, CodecError> {
-        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
-            what: "model call",
-            source,
-        })?;
-        self.decode_json(tag, schema, json)
-    }
-
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
-        if tag != MODEL_CALL_RECORDED {
-            return Err(CodecError::Refused(format!(
-                "the provider codec has no event type {tag:?}"
-            )));
-        }
-        if schema != MODEL_CALL_SCHEMA {
-            return Err(CodecError::only_schema(tag, schema, MODEL_CALL_SCHEMA));
-        }
-        #[derive(Deserialize)]
-        struct Wire {
-            #[serde(rename = "type")]
-            _tag: String,
-            model_call: ModelCallRecord,
-            call: CallRecord,
-        }
-        let wire: Wire = serde_json::from_str(json).map_err(CodecError::payload)?;
-        Ok(FamilyPayload::new(ModelCallEvent(ModelCallRecorded {
-            record: wire.model_call,
-            call: wire.call,
-        })))
-    }
+    let wire: Wire = serde_json::from_str(json)?;
+    Ok(FamilyPayload::new(ModelCallEvent(ModelCallRecorded {
+        record: wire.model_call,
+        call: wire.call,
+    })))
 }

@@ -3,12 +3,12 @@
 //! by the word one edit away that it holds in most documents, the search is run again,
 //! and the answer says so in its note ("no match for postgress; showing postgres").
 //!
-//! Owns: when to retry and the note. Must not: retry a page after the first (a cursor
+//! Owns: when to retry and the note. Must not: retry a page after the first (its cursor
 //! belongs to the query it was given for), or answer with a correction that finds nothing
 //! either (the first, empty answer stands then, without a note).
 
 use super::query::{ParsedQuery, Unit};
-use super::{Recall, RecallError, SearchAnswer, SearchRequest};
+use super::{Recall, RecallError, SearchAnswer, SearchRequest, TextSearch};
 use crate::store::Ledger;
 
 impl Recall {
@@ -21,7 +21,9 @@ impl Recall {
         parsed: &ParsedQuery,
     ) -> Result<(SearchAnswer, Option<String>), RecallError> {
         let answer = self.lexical(ledger, request, parsed)?;
-        if !answer.matches.is_empty() || request.cursor.is_some() {
+        // A later page belongs to the query it was given for (a first page may carry a
+        // cursor too: a grouped search reads its ranking deep from offset 0).
+        if !answer.matches.is_empty() || request.cursor.is_some_and(|c| c.offset > 0) {
             return Ok((answer, None));
         }
         let mut corrected = parsed.clone();
@@ -55,7 +57,7 @@ impl Recall {
     /// The word one edit away from `word` that the index holds in most documents, if
     /// `word` is long enough and not held itself.
     fn correction(&self, ledger: &Ledger, word: &str) -> Result<Option<String>, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, super::postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.correction(ledger, word),
             (Some(index), None) => index.correction(ledger, word),
             (None, None) => Ok(None),

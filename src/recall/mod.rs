@@ -3,11 +3,12 @@
 //! Owns: the one entry point the tools and the CLI call ([`Recall::for_ledger`], then
 //! [`Recall::search`], [`Recall::related`], [`Recall::reindex`], [`Recall::state`]), the
 //! request and answer shapes ([`SearchRequest`], [`SearchAnswer`], [`Match`],
-//! [`Related`], [`Cursor`]), the query language ([`query`]), the analyser ([`analyzer`]),
+//! [`Related`], [`Cursor`]; matches grouped by session on request), the query language
+//! ([`query`]), the analyser ([`analyzer`]), hybrid mode's fusion ([`fusion`]),
 //! the redb ledger's Tantivy index ([`index`]), the typo retry ([`correct`]), what the
 //! indexes hold and a page reads back ([`documents`]) and the contract a backend that searches
 //! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
-//! `store::postgres::search`). Must not: write to the ledger, or answer from an index
+//! [`postgres`], with its vectors). Must not: write to the ledger, or answer from an index
 //! that lags the ledger (the tail after its checkpoint is applied first).
 //!
 //! Why Tantivy: BM25 with English stemming, phrase queries, snippets and mmap'd segments
@@ -24,7 +25,9 @@
 pub(crate) mod analyzer;
 mod correct;
 mod documents;
+pub(crate) mod fusion;
 pub(crate) mod index;
+pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod semantic;
 pub(crate) mod vectors;
@@ -56,10 +59,16 @@ pub(crate) const RELATED_ENV: &str = "REASONING_LEDGER_RELATED";
 pub(crate) const MAX_RELATED: usize = 20;
 /// Indexes one process keeps open (one per data directory it searched).
 const MAX_OPEN_INDEXES: usize = 8;
+/// Matches read per session wanted when a search groups by session (a session's several
+/// matches take several places of the ranking).
+const GROUPED_HITS_PER_SESSION: usize = 5;
+/// Most matches a search grouped by session reads (the sessions beyond them are not
+/// offered).
+const MAX_GROUPED_HITS: usize = 1_000;
 
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RecallError {
+pub(crate) enum RecallError {
     /// The query cannot be run; says how to write one (transparent: said once, also in
     /// an error chain).
     #[error(transparent)]
@@ -87,13 +96,13 @@ pub enum RecallError {
 /// Where the next page starts: the ledger position the first page saw (later events are
 /// left out, so pages do not shift) and how many hits came before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     pub bound: u64,
     pub offset: usize,
 }
 
 impl Cursor {
-    pub fn parse(text: &str) -> Result<Cursor, RecallError> {
+    pub(crate) fn parse(text: &str) -> Result<Cursor, RecallError> {
         let bad = || RecallError::Cursor(text.to_string());
         let (bound, offset) = text.trim().split_once('.').ok_or_else(bad)?;
         let cursor = Cursor {
@@ -115,7 +124,7 @@ impl std::fmt::Display for Cursor {
 
 /// One search.
 #[derive(Clone, Debug, Default)]
-pub struct SearchRequest {
+pub(crate) struct SearchRequest {
     pub query: String,
     /// Matches per page (1..=[`MAX_LIMIT`]).
     pub limit: usize,
@@ -128,16 +137,20 @@ pub struct SearchRequest {
     pub cursor: Option<Cursor>,
     /// Which ranking(s) (`None`: hybrid when embeddings are configured, else lexical).
     pub mode: Option<SearchMode>,
+    /// One match per session (its best; newest session first among equal scores); the
+    /// cursor and limit count sessions.
+    pub by_session: bool,
 }
 
 /// Which ranking a search uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SearchMode {
+pub(crate) enum SearchMode {
     /// The index's words (BM25).
     Lexical,
     /// The embeddings' nearest events.
     Semantic,
-    /// Both, fused by reciprocal rank.
+    /// Both, fused by reciprocal rank, each lexical match weighed by how much of the
+    /// query's content words it holds ([`fusion`]).
     Hybrid,
 }
 
@@ -145,7 +158,7 @@ impl SearchMode {
     /// The modes' names, as the tool and the CLI take them.
     pub(crate) const NAMES: &'static str = "lexical, semantic or hybrid";
 
-    pub fn parse(text: &str) -> Option<SearchMode> {
+    pub(crate) fn parse(text: &str) -> Option<SearchMode> {
         match text.trim().to_ascii_lowercase().as_str() {
             "lexical" => Some(SearchMode::Lexical),
             "semantic" => Some(SearchMode::Semantic),
@@ -154,7 +167,7 @@ impl SearchMode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SearchMode::Lexical => "lexical",
             SearchMode::Semantic => "semantic",
@@ -202,7 +215,7 @@ impl RankedAnswer {
 /// One match.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Match {
+pub(crate) struct Match {
     pub session_id: String,
     pub seq: u64,
     /// The session's kind.
@@ -219,7 +232,7 @@ pub struct Match {
 
 /// A page of matches, best first.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct SearchAnswer {
+pub(crate) struct SearchAnswer {
     pub matches: Vec<Match>,
     pub next_cursor: Option<Cursor>,
 }
@@ -227,7 +240,7 @@ pub struct SearchAnswer {
 impl SearchAnswer {
     /// The one shape of an answer (`search_history` adds its note, `search --json`
     /// prints it): `{"query", "matches", "nextCursor"?}`.
-    pub fn to_json(&self, query: &str) -> Value {
+    pub(crate) fn to_json(&self, query: &str) -> Value {
         let mut answer = json!({"query": query, "matches": self.matches});
         if let Some(cursor) = self.next_cursor {
             answer["nextCursor"] = json!(cursor.to_string());
@@ -248,7 +261,7 @@ pub(crate) struct Related {
 
 /// A backend that searches its own ledger (PostgreSQL's full-text search): the same
 /// request, filters and answer as the Tantivy index.
-pub trait TextSearch: Send + Sync {
+pub(crate) trait TextSearch: Send + Sync {
     /// One page of matches, the backend's own index first brought up to the ledger's end.
     fn search(
         &self,
@@ -311,7 +324,7 @@ impl Recall {
         }
         let data_dir = ledger.path().parent().unwrap_or(Path::new("."));
         let mut index_note = None;
-        let index = match ledger.text_search() {
+        let index = match postgres::text_search(ledger) {
             Some(_) => None,
             // Nothing is written beside a ledger opened read-only, or in a directory this
             // process may not write: the index is kept in a temporary directory.
@@ -387,8 +400,80 @@ impl Recall {
         } else {
             SearchMode::Lexical
         });
+        if request.by_session {
+            return self.by_session(ledger, &request, &parsed, mode);
+        }
+        self.ranked_page(ledger, &request, &parsed, mode)
+    }
+
+    /// [`Recall::search_ranked`] grouped by session: the ranking read deep enough for
+    /// the page's sessions (at most [`MAX_GROUPED_HITS`] matches), each session's first
+    /// match kept in its place, sessions whose best matches score alike newest first.
+    fn by_session(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+        mode: SearchMode,
+    ) -> Result<RankedAnswer, RecallError> {
+        let (offset, bound) = match request.cursor {
+            Some(cursor) => (cursor.offset, cursor.bound),
+            None => (0, ledger.last_position()?),
+        };
+        let wanted = offset + request.limit + 1;
+        let deep = SearchRequest {
+            limit: (wanted * GROUPED_HITS_PER_SESSION).min(MAX_GROUPED_HITS),
+            cursor: Some(Cursor { bound, offset: 0 }),
+            by_session: false,
+            ..request.clone()
+        };
+        let ranked = self.ranked_page(ledger, &deep, parsed, mode)?;
+        let mut rankers = ranked.rankers.into_iter();
+        let mut groups: Vec<(Match, Vec<&'static str>)> = Vec::new();
+        for found in ranked.answer.matches {
+            let found_rankers = rankers.next().unwrap_or_default();
+            if !groups.iter().any(|(m, _)| m.session_id == found.session_id) {
+                groups.push((found, found_rankers));
+            }
+        }
+        // Among equal scores (a run of them in rank order), the newest session first.
+        let mut from = 0;
+        while from < groups.len() {
+            let score = groups[from].0.score;
+            let to = from
+                + groups[from..]
+                    .iter()
+                    .take_while(|(m, _)| m.score == score)
+                    .count();
+            groups[from..to].sort_by(|a, b| b.0.at.cmp(&a.0.at));
+            from = to;
+        }
+        let next_cursor = (groups.len() > offset + request.limit).then(|| Cursor {
+            bound,
+            offset: offset + request.limit,
+        });
+        let mut answer = RankedAnswer {
+            note: ranked.note,
+            ..RankedAnswer::default()
+        };
+        for (found, found_rankers) in groups.into_iter().skip(offset).take(request.limit) {
+            answer.answer.matches.push(found);
+            answer.rankers.push(found_rankers);
+        }
+        answer.answer.next_cursor = next_cursor;
+        Ok(answer)
+    }
+
+    /// One page of `request` (its limit taken as it is) in `mode`.
+    fn ranked_page(
+        &self,
+        ledger: &Ledger,
+        request: &SearchRequest,
+        parsed: &ParsedQuery,
+        mode: SearchMode,
+    ) -> Result<RankedAnswer, RecallError> {
         if mode == SearchMode::Lexical {
-            let (answer, note) = self.lexical_corrected(ledger, &request, &parsed)?;
+            let (answer, note) = self.lexical_corrected(ledger, request, parsed)?;
             return Ok(RankedAnswer {
                 answer,
                 note,
@@ -396,7 +481,7 @@ impl Recall {
             });
         }
         let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
-            let (answer, corrected) = self.lexical_corrected(ledger, &request, &parsed)?;
+            let (answer, corrected) = self.lexical_corrected(ledger, request, parsed)?;
             Ok(RankedAnswer {
                 rankers: vec![vec![LEXICAL]; answer.matches.len()],
                 answer,
@@ -454,16 +539,22 @@ impl Recall {
                 cursor: Some(Cursor { bound, offset: 0 }),
                 ..request.clone()
             };
-            self.lexical(ledger, &deep, &parsed)?.matches
+            self.lexical(ledger, &deep, parsed)?.matches
         } else {
             Vec::new()
         };
-        let semantic_matches = semantic_matches(ledger, &near, &parsed)?;
+        let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
-        let lexical_keys: Vec<semantic::Key> = lexical.iter().map(key).collect();
-        let semantic_keys: Vec<semantic::Key> = semantic_matches.iter().map(key).collect();
-        let fused = semantic::fuse(&lexical_keys, &semantic_keys);
-        let mut by_key: HashMap<semantic::Key, Match> = HashMap::new();
+        // Each lexical match weighs as much as it holds of the query's content words.
+        let weight = fusion::LexicalWeight::new(parsed);
+        let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
+        for found in &lexical {
+            let text = match_text(ledger, found)?;
+            lexical_keys.push((key(found), weight.of(&text)));
+        }
+        let semantic_keys: Vec<fusion::Key> = semantic_matches.iter().map(key).collect();
+        let fused = fusion::fuse(&lexical_keys, &semantic_keys);
+        let mut by_key: HashMap<fusion::Key, Match> = HashMap::new();
         for found in semantic_matches.into_iter().chain(lexical) {
             // The lexical match (its snippet marks the words) replaces the semantic one.
             by_key.insert(key(&found), found);
@@ -473,19 +564,18 @@ impl Recall {
             offset: offset + request.limit,
         });
         let mut answer = RankedAnswer::default();
-        for (key, score, by_words, by_meaning) in fused.into_iter().skip(offset).take(request.limit)
-        {
-            let Some(mut found) = by_key.remove(&key) else {
+        for fused in fused.into_iter().skip(offset).take(request.limit) {
+            let Some(mut found) = by_key.remove(&fused.key) else {
                 continue;
             };
             if mode == SearchMode::Hybrid {
-                found.score = round_score(score);
+                found.score = round_score(fused.score);
             }
             let mut rankers = Vec::new();
-            if by_words {
+            if fused.by_words {
                 rankers.push(LEXICAL);
             }
-            if by_meaning {
+            if fused.by_meaning {
                 rankers.push(SEMANTIC);
             }
             answer.answer.matches.push(found);
@@ -502,7 +592,7 @@ impl Recall {
         request: &SearchRequest,
         parsed: &ParsedQuery,
     ) -> Result<SearchAnswer, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.search(ledger, request, parsed),
             (Some(index), None) => index.search(ledger, request, parsed),
             (None, None) => Err(RecallError::Stale(
@@ -519,7 +609,7 @@ impl Recall {
         ledger: &Ledger,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.reindex(ledger),
             (Some(index), None) => index.reindex(ledger, progress),
             (None, None) => Err(RecallError::Stale("no index for this ledger".into())),
@@ -528,7 +618,7 @@ impl Recall {
 
     /// Whether the index agrees with the ledger (for `verify`); builds nothing.
     pub(crate) fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {
-        match (&self.index, ledger.text_search()) {
+        match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.state(ledger),
             (Some(index), None) => index.state(ledger),
             (None, None) => Ok(IndexState::Missing),
@@ -585,6 +675,18 @@ impl Recall {
         }
         Ok(related)
     }
+}
+
+/// The searchable text of a match's event (empty when it cannot be read).
+fn match_text(ledger: &Ledger, found: &Match) -> Result<String, RecallError> {
+    let Ok(session) = found.session_id.parse::<SessionId>() else {
+        return Ok(String::new());
+    };
+    let read = ledger
+        .events(session, found.seq, found.seq)
+        .map(|events| events.into_iter().next())
+        .or_else(StoreError::skip_damage)?;
+    Ok(read.map_or_else(String::new, |event| index::texts(&event.payload).join("\n")))
 }
 
 /// The matches of the nearest events (score: cosine similarity; snippet: the start of

@@ -25,7 +25,7 @@ pub(crate) const QUERY_HELP: &str = "write words (ranked, every-word matches fir
 
 /// One thing to find or exclude, as the user wrote it (analysed later, per backend).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// A word (may still analyse to several tokens: `e-mail`, CJK text).
     Word(String),
     /// The text between quotes: its words in this order.
@@ -35,7 +35,7 @@ pub enum Unit {
 }
 
 impl Unit {
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         match self {
             Unit::Word(text) | Unit::Phrase(text) | Unit::Prefix(text) => text,
         }
@@ -44,14 +44,14 @@ impl Unit {
 
 /// A parsed query: at least one wanted unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParsedQuery {
+pub(crate) struct ParsedQuery {
     pub wanted: Vec<Unit>,
     pub excluded: Vec<Unit>,
 }
 
 /// Why a query cannot be run; the message says how to write one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueryError(pub String);
+pub(crate) struct QueryError(pub String);
 
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,14 +1,14 @@
 //! Semantic recall: the embedder that keeps a ledger's vectors (off the write path) and
 //! the semantic side of a search (the query's vector, bounded in time; the nearest
-//! events; their fusion with the lexical ranking).
+//! events). Their fusion with the lexical ranking is [`super::fusion`]'s.
 //!
 //! Owns: [`Semantic`] (one embeddings endpoint and one vector store for one ledger), its
 //! steps ([`Semantic::embed_step`]: under the store's embed lock, the events after the
 //! checkpoint, their searchable text ([`super::Documents`], the index's) embedded in one
 //! batch, the vectors and the new checkpoint put in one transaction), the background
 //! embedder of `serve` ([`Semantic::spawn_embedder`]: woken by the store's watch, bounded
-//! backoff while the endpoint fails), the query's vector within [`QUERY_EMBED_TIMEOUT`],
-//! reciprocal rank fusion ([`fuse`]) and the process's embeddings runtime. Must not:
+//! backoff while the endpoint fails), the query's vector within [`QUERY_EMBED_TIMEOUT`]
+//! and the process's embeddings runtime. Must not:
 //! write to the ledger, delay an append (nothing here runs on the write path), or fail a
 //! search because the endpoint does (the caller answers lexically with a note).
 
@@ -34,9 +34,6 @@ pub(crate) const MAX_EMBEDDER_BACKOFF: Duration = Duration::from_secs(10);
 const LOCK_BUSY_RETRY: Duration = Duration::from_millis(500);
 /// Query vectors remembered (the pages of one query, a query asked again).
 const QUERY_CACHE_ENTRIES: usize = 64;
-/// The constant of reciprocal rank fusion: a match ranked r by a ranker scores
-/// `RRF_K / (RRF_K + r)` from it (1-based r; so a first place scores about 1).
-pub(crate) const RRF_K: f64 = 60.0;
 
 /// The runtime every embeddings call runs on (one worker thread; made on first use).
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -326,49 +323,5 @@ impl Semantic {
                 }
             }
         }
-    }
-}
-
-/// A match as ranked by one ranker: its key (session, seq).
-pub(crate) type Key = (String, u64);
-
-/// Reciprocal rank fusion of the lexical and semantic rankings (best first each): every
-/// key with its fused score and whether each ranker found it, best first (ties: the
-/// better lexical rank, then the better semantic rank).
-pub(crate) fn fuse(lexical: &[Key], semantic: &[Key]) -> Vec<(Key, f64, bool, bool)> {
-    let mut fused: HashMap<&Key, (f64, usize, usize)> = HashMap::new();
-    for (rank, key) in lexical.iter().enumerate() {
-        let entry = fused.entry(key).or_insert((0.0, usize::MAX, usize::MAX));
-        entry.0 += RRF_K / (RRF_K + rank as f64 + 1.0);
-        entry.1 = entry.1.min(rank);
-    }
-    for (rank, key) in semantic.iter().enumerate() {
-        let entry = fused.entry(key).or_insert((0.0, usize::MAX, usize::MAX));
-        entry.0 += RRF_K / (RRF_K + rank as f64 + 1.0);
-        entry.2 = entry.2.min(rank);
-    }
-    let mut out: Vec<(Key, f64, usize, usize)> = fused
-        .into_iter()
-        .map(|(key, (score, l, s))| (key.clone(), score, l, s))
-        .collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
-    out.into_iter()
-        .map(|(key, score, l, s)| (key, score, l != usize::MAX, s != usize::MAX))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fusion_puts_what_both_found_first() {
-        let key = |s: &str| (s.to_string(), 1);
-        let fused = fuse(&[key("a"), key("b")], &[key("c"), key("b")]);
-        let order: Vec<&str> = fused.iter().map(|f| f.0.0.as_str()).collect();
-        assert_eq!(order, vec!["b", "a", "c"]);
-        assert!(fused[0].2 && fused[0].3);
-        assert!(fused[1].2 && !fused[1].3);
-        assert!((fused[1].1 - 60.0 / 61.0).abs() < 1e-9);
     }
 }

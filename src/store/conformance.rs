@@ -9,13 +9,16 @@
 //! any backend.
 //!
 //! A backend runs the suite with one line (see the bottom of this file):
-//! `mod my_backend { crate::conformance_suite!(super::my_backend_fresh); }`
+//! `mod my_backend { crate::conformance_suite!(super::my_backend_fresh); }`, its fresh
+//! ledger opened by `fresh_at` as every command opens one.
 
 use super::contract::AppendPlan;
-use super::{AppendError, Appended, Ledger, SessionHead, StoreError, VerifyError};
+use super::{
+    AppendError, Appended, Ledger, Location, OpenMode, SessionHead, StoreError, VerifyError,
+};
+use crate::event::summary::SUMMARY_VERSION;
 use crate::event::{Event, NewEvent, Payload, SessionId, SessionKind};
 use crate::projection::fixtures;
-use crate::projection::summary::SUMMARY_VERSION;
 use std::time::Duration;
 
 /// A fresh, empty ledger for one case, and a way to open another handle on the same
@@ -862,15 +865,21 @@ pub(super) fn a_panicking_job_answers_an_error_and_the_writer_goes_on(fresh: &Ma
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
 }
 
+/// A fresh ledger at `location` (opened as every command opens one), another handle on it,
+/// and `keep` (what must outlive them).
+fn fresh_at(location: Location, keep: Box<dyn std::any::Any>) -> Fresh {
+    let again = location.clone();
+    Fresh {
+        ledger: Ledger::open_at(&location, OpenMode::Create).unwrap(),
+        another_handle: Box::new(move || Ledger::open_at(&again, OpenMode::Create).unwrap()),
+        keep,
+    }
+}
+
 /// A fresh redb ledger in a temporary directory.
 fn redb_fresh() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().to_path_buf();
-    Fresh {
-        ledger: Ledger::open(&path).unwrap(),
-        another_handle: Box::new(move || Ledger::open(&path).unwrap()),
-        keep: Box::new(dir),
-    }
+    fresh_at(Location::DataDir(dir.path().to_path_buf()), Box::new(dir))
 }
 
 mod redb {
@@ -881,14 +890,9 @@ mod redb {
 /// that another handle holds (as a second process would be), and so is every other handle.
 fn host_fresh() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().to_path_buf();
-    let host = Ledger::open(&path).unwrap();
-    let client = Ledger::open(&path).unwrap();
-    Fresh {
-        ledger: client,
-        another_handle: Box::new(move || Ledger::open(&path).unwrap()),
-        keep: Box::new((dir, host)),
-    }
+    let location = Location::DataDir(dir.path().to_path_buf());
+    let host = Ledger::open_at(&location, OpenMode::Create).unwrap();
+    fresh_at(location, Box::new((dir, host)))
 }
 
 mod host {
@@ -898,12 +902,7 @@ mod host {
 /// A fresh PostgreSQL ledger in its own schema of the tests' server.
 fn postgres_fresh() -> Fresh {
     let db = super::postgres::testdb::TestDb::new();
-    let url = db.url.clone();
-    Fresh {
-        ledger: Ledger::open_postgres(&url).unwrap(),
-        another_handle: Box::new(move || Ledger::open_postgres(&url).unwrap()),
-        keep: Box::new(db),
-    }
+    fresh_at(Location::parse(&db.url), Box::new(db))
 }
 
 mod postgres {

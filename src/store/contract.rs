@@ -42,6 +42,26 @@ pub enum Decode {
     ToFold,
 }
 
+/// Builds an event of a stored row's bytes (the codec's, as much as a [`Decode`] asks).
+pub(crate) type RowDecoder = fn(&[u8]) -> Result<Event, StoreError>;
+
+impl Decode {
+    /// What every backend's session scan does first: `None` when `from_seq..=to_seq` is
+    /// empty or reversed (nothing is visited), else the codec that builds this much of a
+    /// stored row.
+    pub(crate) fn scan(self, from_seq: u64, to_seq: u64) -> Option<RowDecoder> {
+        (from_seq <= to_seq).then_some(self.decoder())
+    }
+
+    /// The codec that builds this much of a stored row.
+    pub(crate) fn decoder(self) -> RowDecoder {
+        match self {
+            Decode::Full => super::codec::decode_event,
+            Decode::ToFold => super::codec::decode_event_to_fold,
+        }
+    }
+}
+
 /// Visits one stored row of a session scan: the seq it is stored under and the event it
 /// decodes to (or why it does not). Returns false to stop the scan.
 pub type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bool + 'v;
@@ -105,17 +125,11 @@ pub trait Backend: Send + Sync + 'static {
     /// it now. The default does nothing.
     fn idle(&self) {}
 
-    /// The backend's own full-text search of its ledger, if it has one (PostgreSQL's);
-    /// `None`: the index beside the ledger file serves searches ([`crate::recall`]).
-    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
-        None
-    }
-
-    /// The backend's own store of vectors, if it has one (PostgreSQL's); `None`: the
-    /// store beside the ledger file ([`crate::recall::vectors`]). Crate-internal: the
-    /// vector store is not part of the library's interface.
+    /// The PostgreSQL database the ledger is kept in, if it is (see
+    /// [`super::postgres::Database`]): recall keeps its search and vectors there
+    /// (`crate::recall::postgres`); `None`: beside the ledger file.
     #[allow(private_interfaces)]
-    fn vector_store(&self) -> Option<std::sync::Arc<dyn crate::recall::vectors::VectorStore>> {
+    fn database(&self) -> Option<super::postgres::Database> {
         None
     }
 }

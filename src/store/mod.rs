@@ -23,6 +23,7 @@ pub mod contract;
 pub(crate) mod damage;
 mod error;
 pub(crate) mod host;
+mod open;
 pub(crate) mod postgres;
 mod redb;
 pub mod rules;
@@ -31,11 +32,12 @@ pub mod watch;
 pub mod writer;
 
 pub use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
+pub(crate) use open::{Location, OpenMode};
 pub use watch::Watch;
 pub use writer::{AppendTxn, Appended};
 
+use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
 use crate::event::{Event, GENESIS_HASH, SessionId};
-use crate::projection::summary::{SUMMARY_VERSION, SessionSummary};
 use contract::{Backend, CommitSignal, Decode, ReadView};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -192,45 +194,6 @@ pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<Sessi
 }
 
 impl Ledger {
-    /// Opens (or creates) `ledger.redb` inside `data_dir`: holds it (this process becomes
-    /// its host) or reaches the process that does ([`host`]).
-    ///
-    /// A file that exists is only ever opened, never initialised: an empty, truncated or
-    /// foreign file is an error naming its path.
-    pub fn open(data_dir: &Path) -> Result<Ledger, OpenError> {
-        if data_dir.is_file() {
-            return Err(OpenError::DataDirIsAFile {
-                path: data_dir.to_path_buf(),
-            });
-        }
-        crate::private::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
-            path: data_dir.to_path_buf(),
-            source,
-        })?;
-        let path = data_dir.join(LEDGER_FILE_NAME);
-        Self::open_file(&path)
-    }
-
-    /// Opens `ledger.redb` inside `data_dir` only if it is there: never creates the
-    /// directory or the file ([`OpenError::NoLedger`] when nothing is at the path). What is
-    /// there is opened and checked as [`Ledger::open`] does; for the commands that only
-    /// read: a ledger this process may not write is opened for reading only
-    /// ([`Ledger::read_only`] says so).
-    pub fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
-        if data_dir.is_file() {
-            return Err(OpenError::DataDirIsAFile {
-                path: data_dir.to_path_buf(),
-            });
-        }
-        let path = data_dir.join(LEDGER_FILE_NAME);
-        match std::fs::symlink_metadata(&path) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Err(OpenError::NoLedger { path })
-            }
-            _ => Self::open_file_for_reading(&path),
-        }
-    }
-
     /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
     /// credentials). Starts the writer thread.
     pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
@@ -274,14 +237,10 @@ impl Ledger {
         self.read_only.as_deref()
     }
 
-    /// The backend's own full-text search, if it has one (see [`crate::recall`]).
-    pub(crate) fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
-        self.backend.text_search()
-    }
-
-    /// The backend's own vector store, if it has one (see [`crate::recall::vectors`]).
-    pub(crate) fn vector_store(&self) -> Option<Arc<dyn crate::recall::vectors::VectorStore>> {
-        self.backend.vector_store()
+    /// The PostgreSQL database this ledger is kept in, if it is: the one capability the
+    /// store hands to recall's PostgreSQL search and vectors (`crate::recall::postgres`).
+    pub(crate) fn database(&self) -> Option<postgres::Database> {
+        self.backend.database()
     }
 
     /// Runs `job` inside the next group-commit write transaction and returns its result

@@ -16,8 +16,8 @@
 
 use super::contract::{AppendPlan, ReadView};
 use super::{AppendError, Appended, SessionHead, StoreError};
+use crate::event::summary::SessionSummary;
 use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId};
-use crate::projection::summary::SessionSummary;
 
 /// A batch to append.
 #[derive(Clone, Debug)]

@@ -7,7 +7,9 @@
 //! through [`crate::query`] and a session id's resolution, or present stored text as
 //! instructions: answers carry it as data with its session and seq.
 
-use super::args::{Args, MAX_ID_BYTES, count_schema, count_schema_up_to, string_list_schema};
+use super::args::{
+    Args, MAX_ID_BYTES, boolean_schema, count_schema, count_schema_up_to, string_list_schema,
+};
 use super::{
     CallFuture, Family, ToolCall, ToolError, reading_annotations, structured_result,
     tool_definition,
@@ -36,8 +38,11 @@ pub static FAMILY: Family = Family {
     call,
     kinds: &[],
     codec: None,
+    folds: &[],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 pub const LIST_SESSIONS: &str = "list_sessions";
@@ -100,7 +105,7 @@ pub fn tools() -> Vec<Tool> {
         tool_definition(
             SEARCH_HISTORY,
             None,
-            "Search: words, \"phrase\", -word; mode lexical|semantic|hybrid; filter sessionId, kinds, time.",
+            "Words \"phrase\" -word; mode lexical|semantic|hybrid",
             json!({"type": "object", "properties": {
                 "query": text,
                 "limit": count_schema_up_to(SEARCH_MAX_LIMIT),
@@ -109,7 +114,8 @@ pub fn tools() -> Vec<Tool> {
                 "since": time,
                 "until": time,
                 "cursor": text,
-                "mode": text
+                "mode": text,
+                "bySession": boolean_schema()
             }, "required": ["query"]}),
             None,
             reading_annotations(),
@@ -372,6 +378,9 @@ fn search_request(
         until,
         cursor,
         mode,
+        by_session: args
+            .boolean(&["bySession", "by_session"], false)
+            .unwrap_or(false),
     };
     Ok((request, !no_kind_matches))
 }

@@ -71,6 +71,17 @@ impl crate::event::family::Registry for Registry {
     }
 }
 
+/// Folds no toolset owns: the model-call event's.
+pub static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] =
+    &[&crate::projection::family::FoldOf::<crate::provider::record::ModelCallEvent>::NEW];
+
+impl crate::projection::family::Registry for Registry {
+    fn folds(&self) -> Vec<&'static dyn crate::projection::family::Fold> {
+        let families = FAMILIES.iter().flat_map(|f| f.folds.iter().copied());
+        families.chain(SHARED_FOLDS.iter().copied()).collect()
+    }
+}
+
 /// Renderers no toolset owns: the model calls' Markdown section.
 pub static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
     &[&crate::provider::record::MODEL_CALLS_RENDER];
@@ -128,12 +139,30 @@ pub struct Family {
     pub kinds: &'static [KindInfo],
     /// The codec of its payloads, if it records any of its own.
     pub codec: Option<&'static dyn PayloadCodec>,
+    /// How its payloads fold into a thought tree: one [`FoldOf`] per payload type its
+    /// codec decodes to (see [`crate::projection::family`]).
+    ///
+    /// [`FoldOf`]: crate::projection::family::FoldOf
+    pub folds: &'static [&'static dyn crate::projection::family::Fold],
     /// What it adds to the SVG and HTML pictures of a session (nodes, links, marks on
     /// thoughts), if anything: see [`crate::export::picture`].
     pub picture: Option<&'static crate::export::picture::Pictures>,
     /// What it adds to the Markdown and Mermaid exports, if anything: see
     /// [`crate::export::family`].
     pub render: Option<&'static dyn crate::export::family::FamilyRender>,
+    /// The prompts it offers (listed where their tool is on: [`crate::prompts`]).
+    pub(crate) prompts: &'static [&'static dyn crate::prompts::FamilyPrompt],
+    /// What `doctor` checks of its own files in the data directory, if anything.
+    pub doctor: Option<&'static dyn DoctorCheck>,
+}
+
+/// A check `doctor` runs for a family over the data directory (its own files there: the
+/// qa family's workflow templates).
+pub trait DoctorCheck: Sync {
+    /// What the report's lines name ("qa workflows").
+    fn what(&self) -> &'static str;
+    /// Every problem found under `data_dir`, each with its fix: each fails the check.
+    fn problems(&self, data_dir: &std::path::Path) -> Vec<(String, &'static str)>;
 }
 
 /// Every registered session kind.

@@ -14,10 +14,11 @@ use super::{
     CallFuture, Family, KindInfo, structured_result, tool_definition, writing_annotations,
 };
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
 };
-use crate::projection::summary::SessionSummary;
+use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use crate::request::ToolCall;
 use serde::{Deserialize, Serialize};
@@ -49,8 +50,14 @@ pub static FAMILY: Family = Family {
         label: "Notes",
     }],
     codec: Some(&NOTE_CODEC),
+    folds: &[
+        &crate::projection::family::FoldOf::<NoteAdded>::NEW,
+        &crate::projection::family::FoldOf::<NoteAddedV1>::NEW,
+    ],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 fn tools() -> Vec<rmcp::model::Tool> {
@@ -179,7 +186,10 @@ impl FamilyEvent for NoteAdded {
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
         summary.thoughts += 1;
     }
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+}
+
+impl FoldTree for NoteAdded {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let number = tree.order.len() as u64 + 1;
         let mut node = ThoughtNode::new(seq, at, self.call.tool, number, self.text);
         node.open_items = self.tags;
@@ -210,8 +220,11 @@ impl FamilyEvent for NoteAddedV1 {
     fn summarize(&self, summary: &mut SessionSummary, new_branch: bool) {
         self.clone().upcast().summarize(summary, new_branch)
     }
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        Box::new(self.upcast()).fold(seq, at, tree)
+}
+
+impl FoldTree for NoteAddedV1 {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        self.upcast().fold_tree(seq, at, tree)
     }
 }
 

@@ -22,7 +22,7 @@
 //! `serve --http`), `surface` (prompts, completions and logs to clients over stdio and
 //! HTTP in both generations), `recall` (search: the relevance set, read-your-writes
 //! across processes, kill -9 with the index open, damaged indexes rebuilt, hostile
-//! queries, related sessions), `booster` (the booster toolset: answer shapes, heuristic
+//! queries, related sessions), `recall_grouped` (matches grouped by session), `booster` (the booster toolset: answer shapes, heuristic
 //! determinism, beam, loops,
 //! model answers of every shape, sampling, progress, cancellation, restart, outputPath
 //! attacks, Mermaid), `agent` and `llm` (the agent toolset against a loopback
@@ -71,6 +71,7 @@ mod protocol;
 mod qa;
 mod readonly;
 mod recall;
+mod recall_grouped;
 mod recall_semantic;
 mod recall_set;
 mod recover;

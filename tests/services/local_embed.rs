@@ -47,14 +47,14 @@ fn script() -> PathBuf {
 
 /// `tools/local-embed/run serve 0` once it has said "ready <base url>"; killed when
 /// dropped.
-struct LocalEmbed {
+pub(crate) struct LocalEmbed {
     _server: tokio::process::Child,
     base_url: String,
     model: String,
 }
 
 impl LocalEmbed {
-    async fn start() -> LocalEmbed {
+    pub(crate) async fn start() -> LocalEmbed {
         let model = std::process::Command::new(script())
             .arg("model")
             .output()
@@ -88,7 +88,7 @@ impl LocalEmbed {
         }
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             (
                 "REASONING_LEDGER_EMBEDDINGS_BASE_URL",
@@ -100,9 +100,9 @@ impl LocalEmbed {
 }
 
 /// Where the ledger is: a data directory, and a PostgreSQL URL or not.
-struct Store<'a> {
-    dir: &'a Path,
-    url: Option<&'a str>,
+pub(crate) struct Store<'a> {
+    pub(crate) dir: &'a Path,
+    pub(crate) url: Option<&'a str>,
 }
 
 impl Store<'_> {
@@ -115,12 +115,19 @@ impl Store<'_> {
     }
 
     async fn serve(&self, env: &[(&'static str, String)]) -> Client {
-        let (args, env) = (self.args(), env.to_vec());
+        self.serve_with(env, "thinking,ledger").await
+    }
+
+    /// A server of `toolsets` on this store with `env`.
+    pub(crate) async fn serve_with(
+        &self,
+        env: &[(&'static str, String)],
+        toolsets: &str,
+    ) -> Client {
+        let (args, env, toolsets) = (self.args(), env.to_vec(), toolsets.to_string());
         let transport =
             TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
-                cmd.args(&args)
-                    .arg("serve")
-                    .args(["--toolsets", "thinking,ledger"]);
+                cmd.args(&args).arg("serve").args(["--toolsets", &toolsets]);
                 cmd.env("DISABLE_THOUGHT_LOGGING", "true");
                 cmd.env_remove("REASONING_LEDGER_TOOLSETS");
                 cmd.env_remove("REASONING_LEDGER_STORE");
@@ -149,7 +156,7 @@ impl Store<'_> {
     }
 
     /// Waits until `verify` says the vectors reach the ledger's end; returns that line.
-    fn wait_embedded(&self, env: &[(&'static str, String)]) -> String {
+    pub(crate) fn wait_embedded(&self, env: &[(&'static str, String)]) -> String {
         let started = Instant::now();
         loop {
             let out = self.cli(&["verify"], env);

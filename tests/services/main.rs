@@ -5,7 +5,8 @@
 //! PostgreSQL rows, through verify and a copy into redb; `team_load`: `serve --http` under
 //! load, half-open connections, SIGTERM and a PostgreSQL restart; `bench`: the harness with tiny counts, its
 //! PostgreSQL figures included; `doctor`: the doctor on a PostgreSQL store; `recall_pg`: search's relevance set on
-//! PostgreSQL's full-text search; `pg_tls`: each sslmode against a PostgreSQL with ssl=on and
+//! PostgreSQL's full-text search; `relevance`: hybrid recall's relevance set with the local
+//! embedding model, on redb and PostgreSQL; `pg_tls`: each sslmode against a PostgreSQL with ssl=on and
 //! certificates the test makes, `tools/pg start-tls`) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use; `local_embed`: a
 //! real embedding model through `tools/local-embed/run`, semantic search on redb and on
@@ -27,5 +28,6 @@ mod pg_tls;
 mod recall_pg;
 #[path = "../it/recall_set.rs"]
 mod recall_set;
+mod relevance;
 mod team;
 mod team_load;

@@ -138,7 +138,7 @@ struct Open {
 
 /// The index's state, as `verify` reports it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum IndexState {
+pub(crate) enum IndexState {
     /// No index yet (the next search or `reindex` builds it).
     Missing,
     /// Readable, applied up to `position` of the ledger's `last`.

@@ -106,11 +106,8 @@ pub(crate) trait VectorStore: Send + Sync {
 /// The vector store of `ledger`: the backend's own (PostgreSQL's tables), else a redb
 /// file in its data directory; `None` on a backend with a search but no vector store.
 pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
-    if let Some(store) = ledger.vector_store() {
-        return Some(store);
-    }
-    if ledger.text_search().is_some() {
-        return None;
+    if let Some(store) = super::postgres::vector_store(ledger) {
+        return Some(Arc::new(store));
     }
     let dir = ledger
         .path()
@@ -193,6 +190,43 @@ pub(crate) fn decode_values(bytes: &[u8]) -> Vec<f32> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
+}
+
+/// Candidates the sign bits hand to exact rescoring per match asked for (both stores).
+pub(crate) const RESCORE_PER_MATCH: usize = 10;
+
+/// Fewest candidates rescored (small stores are searched exactly).
+pub(crate) const MIN_RESCORED: usize = 256;
+
+/// How many candidates the sign bits hand to exact rescoring for `k` matches.
+pub(crate) fn rescored_for(k: usize) -> usize {
+    (k * RESCORE_PER_MATCH).max(MIN_RESCORED)
+}
+
+/// Refuses a query whose vector is not as long as the stored ones.
+pub(crate) fn check_dimensions(
+    query: &[f32],
+    checkpoint: &VectorCheckpoint,
+) -> Result<(), RecallError> {
+    if checkpoint.dimensions as usize != query.len() {
+        return Err(RecallError::Vectors(format!(
+            "the query's vector has {} dimensions, the stored ones {}",
+            query.len(),
+            checkpoint.dimensions
+        )));
+    }
+    Ok(())
+}
+
+/// The `k` best of `found`: most similar first, the later position first among equals.
+pub(crate) fn best(mut found: Vec<Nearest>, k: usize) -> Vec<Nearest> {
+    found.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(b.position.cmp(&a.position))
+    });
+    found.truncate(k);
+    found
 }
 
 /// Cosine similarity of two vectors of one length (0 when either is all zeros).

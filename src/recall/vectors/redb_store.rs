@@ -14,8 +14,8 @@
 
 use super::quantized::BitIndex;
 use super::{
-    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
-    decode_values, encode_values, stored_kind,
+    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, best,
+    check_dimensions, cosine, decode_values, encode_values, rescored_for, stored_kind,
 };
 use crate::event::{SessionId, SessionKind};
 use crate::recall::RecallError;
@@ -32,10 +32,6 @@ const VECTORS_FILE: &str = "vectors.redb";
 const LOCK_FILE: &str = "embed.lock";
 /// redb's cache for the store.
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
-/// Candidates rescored per match asked for.
-pub(crate) const RESCORE_PER_MATCH: usize = 10;
-/// Fewest candidates rescored (small stores are searched exactly).
-pub(crate) const MIN_RESCORED: usize = 256;
 
 const CODES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("vector_codes");
 const VALUES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("vector_values");
@@ -229,17 +225,11 @@ impl VectorStore for RedbVectors {
         let Some(checkpoint) = Self::read_checkpoint(&txn, model)? else {
             return Ok(Vec::new());
         };
-        if checkpoint.dimensions as usize != query.len() {
-            return Err(RecallError::Vectors(format!(
-                "the query's vector has {} dimensions, the stored ones {}",
-                query.len(),
-                checkpoint.dimensions
-            )));
-        }
+        check_dimensions(query, &checkpoint)?;
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         Self::refresh(&txn, model, &checkpoint, &mut loaded)?;
         let index = &loaded[model];
-        let wanted = (k * RESCORE_PER_MATCH).max(MIN_RESCORED);
+        let wanted = rescored_for(k);
         let candidates = index.candidates(query, wanted, filter);
         let values = txn.open_table(VALUES).map_err(failed)?;
         let mut found = Vec::with_capacity(candidates.len());
@@ -256,13 +246,7 @@ impl VectorStore for RedbVectors {
                 similarity: cosine(query, &vector),
             });
         }
-        found.sort_by(|a, b| {
-            b.similarity
-                .total_cmp(&a.similarity)
-                .then(b.position.cmp(&a.position))
-        });
-        found.truncate(k);
-        Ok(found)
+        Ok(best(found, k))
     }
 
     fn count(&self, model: &str) -> Result<u64, RecallError> {

@@ -5,7 +5,8 @@
 //! redb's single-process mode either succeeds (this process is the host: it reads and
 //! writes the file itself, one-phase commits with one sync per group, and listens on an
 //! owner-only Unix socket beside the file, [`serve`]) or finds the file held (this process
-//! is a client: its reads and writes go over the socket, [`client`], and its own writer
+//! is a client: its reads and writes go over the socket ([`connection`], `remote_read`,
+//! `remote_write`), and its own writer
 //! still groups its jobs, planned by the same rules, into one remote transaction that runs
 //! inside the host's group commit). When the host goes away, the next call reaches the
 //! ledger again: it takes the file over (and listens in its turn) or finds the new host
@@ -19,7 +20,9 @@
 //! [`serve::STEP_LIMIT`]); its writes travel with its commit, so one that goes away first
 //! has written nothing.
 
-pub(crate) mod client;
+pub(crate) mod connection;
+mod remote_read;
+mod remote_write;
 pub(crate) mod serve;
 #[cfg(test)]
 mod tests;
@@ -31,7 +34,9 @@ use super::redb::RedbBackend;
 use super::redb::open::{self, Opened};
 use super::writer::WriterHandle;
 use super::{OpenError, StoreError};
-use client::{Conn, ConnectError, Pool, RemoteRead, RemoteWrite};
+use connection::{Conn, ConnectError, Pool};
+use remote_read::RemoteRead;
+use remote_write::RemoteWrite;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};

@@ -70,7 +70,7 @@ fn redact_query_password(tail: &str) -> String {
 /// of its own, which panics on a thread already running async tasks: the store's callers
 /// keep reads off the async workers (`spawn_blocking`, the writer thread), and this steps
 /// aside with `block_in_place` should one still run on a multi-threaded runtime's worker.
-pub(super) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -318,13 +318,13 @@ impl Pool {
 }
 
 /// A connection out of the pool; goes back when dropped unless it failed.
-pub(super) struct Pooled<'p> {
+pub(crate) struct Pooled<'p> {
     client: Option<Client>,
     pool: &'p Pool,
 }
 
 impl Pooled<'_> {
-    pub(super) fn get(&mut self) -> &mut Client {
+    pub(crate) fn get(&mut self) -> &mut Client {
         self.client.as_mut().expect("held until dropped")
     }
 
@@ -334,7 +334,7 @@ impl Pooled<'_> {
     }
 
     /// Drops the connection instead of pooling it (its state is unknown).
-    pub(super) fn discard(&mut self) {
+    pub(crate) fn discard(&mut self) {
         self.client = None;
     }
 

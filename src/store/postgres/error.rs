@@ -102,7 +102,7 @@ pub(super) fn connection_lost(error: &postgres::Error) -> bool {
 }
 
 /// Turns a failed statement into the store's error, saying what was being done.
-pub(super) fn query_error(what: &'static str) -> impl Fn(postgres::Error) -> StoreError {
+pub(crate) fn query_error(what: &'static str) -> impl Fn(postgres::Error) -> StoreError {
     move |source| StoreError::backend(PgError::Query { what, source })
 }
 

@@ -6,10 +6,12 @@
 //! connect path, the pool), [`tls`] (libpq's `sslmode` and `sslrootcert` over rustls),
 //! [`read`] (the read view and its queries), [`append`] (the
 //! write view: the group commit's SQL), [`schema`] (the tables and their versions),
-//! [`listen`] (LISTEN/NOTIFY: waking this process's watches when another server commits)
-//! and [`error`] (turning a driver error into a message a user can act on: [`PgError`]).
-//! Must not: hold an append rule or a verify check (they live once in the store's
-//! facade), or let a `postgres` type out of this module.
+//! [`listen`] (LISTEN/NOTIFY: waking this process's watches when another server commits),
+//! [`error`] (turning a driver error into a message a user can act on: [`PgError`]) and
+//! [`database`] (the one capability handed out: the database of this ledger, for recall's
+//! search and vectors in `crate::recall::postgres`). Must not: hold an append rule or a
+//! verify check (they live once in the store's facade), or let a `postgres` type out of
+//! this module other than through [`Database`].
 //!
 //! Tables (every name starts with `ledger_`, in the connection's current schema):
 //! - `ledger_events`: (session, seq) primary key, `id` unique, `position` unique, `row`
@@ -22,9 +24,10 @@
 //!   commit order position order. The unique keys are the second line.
 //! - `ledger_meta`: `schema_version`.
 //! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
-//!   projection kept by [`search`] (schema version 2).
+//!   projection kept by recall (`crate::recall::postgres::search`, schema version 2).
 //! - `ledger_vectors`, `ledger_vector_checkpoints` (and `ledger_vectors_hnsw` where
-//!   pgvector is): the vectors of semantic recall, kept by [`vectors`] (schema version 3).
+//!   pgvector is): the vectors of semantic recall (`crate::recall::postgres::vectors`,
+//!   schema version 3).
 //!
 //! One write transaction per group commit of the writer thread; a connection that fails
 //! is dropped and the next transaction connects again, so a restarted database or a cut
@@ -32,19 +35,19 @@
 
 mod append;
 pub(crate) mod connect;
+pub(crate) mod database;
 pub(crate) mod error;
 pub(crate) mod listen;
 mod read;
 pub(crate) mod schema;
-mod search;
 mod tls;
-mod vectors;
 
 pub(crate) use connect::{TlsState, is_postgres_url, redact_url, tls_state};
+pub(crate) use database::Database;
 pub(crate) use error::PgError;
 
 use super::contract::{Backend, CommitSignal, ReadView, WriteView};
-use super::{Ledger, OpenError, StoreError};
+use super::{Ledger, OpenError, OpenMode, StoreError};
 use append::PgWrite;
 use connect::{Pool, Target, blocking};
 use read::PgRead;
@@ -62,8 +65,6 @@ pub(crate) struct PgBackend {
     /// The NOTIFY channel of this ledger (its schema's name in it).
     channel: Arc<str>,
     listener: listen::Listener,
-    /// The vectors of semantic recall (sharing the pool).
-    vectors: Arc<vectors::PgVectors>,
 }
 
 impl PgBackend {
@@ -89,28 +90,33 @@ impl PgBackend {
         let pool = Arc::new(Pool::new(target.clone(), client));
         Ok(PgBackend {
             listener: listen::Listener::new(target, channel.clone()),
-            vectors: Arc::new(vectors::PgVectors::new(pool.clone())),
             pool,
             channel,
         })
     }
 }
 
+/// Opens the ledger in the PostgreSQL database at `url` (its line in
+/// [`super::open::URL_BACKENDS`]): with [`OpenMode::Create`] its tables are created when
+/// missing (the commands that record); else only a ledger whose tables are there
+/// ([`OpenError::NoLedger`] otherwise).
+pub(crate) fn open(url: &str, mode: OpenMode) -> Result<Ledger, OpenError> {
+    let backend = blocking(|| PgBackend::open(url, mode == OpenMode::Create))?;
+    let label = redact_url(url);
+    Ok(Ledger::with_backend(backend, Path::new(&label)))
+}
+
 impl Ledger {
     /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
     /// missing (the commands that record).
     pub fn open_postgres(url: &str) -> Result<Ledger, OpenError> {
-        let backend = blocking(|| PgBackend::open(url, true))?;
-        let label = redact_url(url);
-        Ok(Ledger::with_backend(backend, Path::new(&label)))
+        open(url, OpenMode::Create)
     }
 
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
     pub fn open_postgres_existing(url: &str) -> Result<Ledger, OpenError> {
-        let backend = blocking(|| PgBackend::open(url, false))?;
-        let label = redact_url(url);
-        Ok(Ledger::with_backend(backend, Path::new(&label)))
+        open(url, OpenMode::Existing)
     }
 }
 
@@ -147,13 +153,9 @@ impl Backend for PgBackend {
         self.listener.start(signal);
     }
 
-    fn text_search(&self) -> Option<&dyn crate::recall::TextSearch> {
-        Some(self)
-    }
-
     #[allow(private_interfaces)]
-    fn vector_store(&self) -> Option<Arc<dyn crate::recall::vectors::VectorStore>> {
-        Some(self.vectors.clone())
+    fn database(&self) -> Option<Database> {
+        Some(Database::new(self.pool.clone()))
     }
 }
 

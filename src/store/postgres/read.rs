@@ -23,11 +23,11 @@ pub(super) fn key(id: u128) -> [u8; 16] {
 }
 
 /// The key of a session.
-pub(super) fn session_key(session: SessionId) -> [u8; 16] {
+pub(crate) fn session_key(session: SessionId) -> [u8; 16] {
     key(session.0.0)
 }
 
-pub(super) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
+pub(crate) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
     let bytes: [u8; 16] = bytes
         .try_into()
         .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;
@@ -35,7 +35,7 @@ pub(super) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
 }
 
 /// `n` as a `bigint` (positions and seqs never come near its limit).
-pub(super) fn to_i64(n: u64) -> i64 {
+pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -169,12 +169,8 @@ impl ReadView for PgRead<'_> {
         decode: Decode,
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
-        if from_seq > to_seq {
+        let Some(decode) = decode.scan(from_seq, to_seq) else {
             return Ok(());
-        }
-        let decode = match decode {
-            Decode::Full => codec::decode_event,
-            Decode::ToFold => codec::decode_event_to_fold,
         };
         let key = session_key(session);
         let mut from = to_i64(from_seq);

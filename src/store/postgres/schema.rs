@@ -2,7 +2,9 @@
 //!
 //! Owns: [`SCHEMA_VERSION`], the migrations that reach it (applied at start, in one
 //! transaction, under an advisory lock so two servers starting at once do not race), and
-//! the refusal of a schema newer than this build's. Must not: change a table a released
+//! the refusal of a schema newer than this build's. Every table is created here, also the
+//! ones recall keeps in the same database (`crate::recall::postgres`): one version for
+//! the whole schema. Must not: change a table a released
 //! version created other than by a new migration.
 
 use super::error::PgError;
@@ -33,9 +35,51 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO ledger_counter (id, last_position) VALUES (1, 0);
 ",
-    super::search::MIGRATION,
-    super::vectors::MIGRATION,
+    SEARCH_MIGRATION,
+    VECTORS_MIGRATION,
 ];
+
+/// Migration 2: the search projection (kept by `crate::recall::postgres::search`).
+const SEARCH_MIGRATION: &str = "
+    CREATE TABLE ledger_search (
+        position bigint PRIMARY KEY,
+        session bytea NOT NULL,
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        event_type text NOT NULL,
+        at bigint NOT NULL,
+        body text NOT NULL,
+        doc tsvector NOT NULL
+    );
+    CREATE INDEX ledger_search_doc ON ledger_search USING GIN (doc);
+    CREATE INDEX ledger_search_session ON ledger_search (session);
+    CREATE TABLE ledger_search_state (
+        id int PRIMARY KEY CHECK (id = 1),
+        position bigint NOT NULL
+    );
+    INSERT INTO ledger_search_state (id, position) VALUES (1, 0);
+    CREATE FUNCTION ledger_search_unit(words text) RETURNS tsquery
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT CASE WHEN numnode(phraseto_tsquery('english', words)) > 0
+                        THEN phraseto_tsquery('english', words)
+                        ELSE phraseto_tsquery('simple', words) END
+        $$;
+";
+
+/// Migration 3: the vectors of semantic recall (kept by `crate::recall::postgres::vectors`). Renumber if another migration lands first.
+const VECTORS_MIGRATION: &str = "
+    CREATE TABLE ledger_vectors (
+        model text NOT NULL,
+        position bigint NOT NULL,
+        session bytea NOT NULL,
+        seq bigint NOT NULL,
+        at bigint NOT NULL,
+        kind text NOT NULL,
+        vector bytea NOT NULL,
+        PRIMARY KEY (model, position)
+    );
+    CREATE TABLE ledger_vector_checkpoints (model text PRIMARY KEY, checkpoint text NOT NULL);
+";
 
 /// A SQL identifier of `text` (a channel name for LISTEN).
 pub(crate) fn quote_ident(text: &str) -> String {

@@ -1,6 +1,7 @@
 //! The redb backend: the ledger in one embedded file, held by one process at a time in
-//! redb's single-process mode (DESIGN §3); the others reach it through that process
-//! ([`super::host`]).
+//! redb's single-process mode (DESIGN §3); the others reach it through that process (the
+//! ledger host, built over this backend; the open that chooses is above both, in
+//! `store/open.rs`).
 //!
 //! Owns: [`RedbBackend`] (the [`Backend`] over an [`open::Handle`]), its read and write
 //! views ([`read`], [`write`]), the tables ([`tables`]), opening a file or a test storage
@@ -59,58 +60,6 @@ pub(crate) fn store_error(error: impl Into<::redb::Error>) -> StoreError {
 }
 
 impl Ledger {
-    /// Opens the ledger at an exact file path: a new ledger appears there complete or not
-    /// at all (built beside it, then linked into place); an existing file is checked
-    /// read-only first and refused, untouched, unless it is our ledger.
-    ///
-    /// The process that holds the file is its host (see [`crate::store::host`]); another
-    /// one reaches it through that host, with the same answers.
-    ///
-    /// A ledger this process may not write (permission denied, a read-only file system)
-    /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
-    pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        Ledger::open_file_writable(path).map_err(|error| match open::write_denied(&error) {
-            Some(denied) => {
-                let readable = std::fs::File::open(path).is_ok();
-                OpenError::NotWritable {
-                    path: path.to_path_buf(),
-                    why: if readable {
-                        denied.why
-                    } else {
-                        "this user may neither read nor write it".to_string()
-                    },
-                    cause: denied.io,
-                    advice: if readable {
-                        "Recording needs write access; the read-only commands (sessions, show, \
-                         export, replay, search, verify, ui) still read it"
-                            .to_string()
-                    } else {
-                        "Run as the user who owns it, or ask for access".to_string()
-                    },
-                }
-            }
-            None => error,
-        })
-    }
-
-    fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
-        let backend = super::host::HostBackend::open(path)?;
-        Ok(Ledger::with_backend(backend, path))
-    }
-
-    /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be
-    /// written here (permission denied, a read-only file system), it is opened for reading
-    /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
-    pub fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
-        match Ledger::open_file_writable(path) {
-            Err(error) => match open::write_denied(&error) {
-                Some(denied) => Ledger::open_file_read_only(path, &denied.why),
-                None => Err(error),
-            },
-            opened => opened,
-        }
-    }
-
     /// Opens the ledger file at `path` for reading only, writing nothing to disk (no
     /// checkpoint, no lock, no socket, no file beside it): its redo log's pending records
     /// are applied in memory. Every write is refused ([`StoreError::ReadOnly`]). `why`

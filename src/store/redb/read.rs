@@ -12,7 +12,7 @@ use super::tables::{
 use crate::event::{Event, EventId, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
 use crate::store::damage::catch_quietly;
-use crate::store::{SessionHead, StoreError, codec};
+use crate::store::{SessionHead, StoreError};
 use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
 /// `events`: (session, seq) → row.
@@ -104,12 +104,8 @@ pub(super) fn scan_session(
     visit: &mut RowVisitor<'_>,
 ) -> Result<(), StoreError> {
     // An empty range visits nothing (and a reversed one is not a range redb takes).
-    if from_seq > to_seq {
+    let Some(decode) = decode.scan(from_seq, to_seq) else {
         return Ok(());
-    }
-    let decode = match decode {
-        Decode::Full => codec::decode_event,
-        Decode::ToFold => codec::decode_event_to_fold,
     };
     let key = session_key(session);
     for row in events

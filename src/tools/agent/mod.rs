@@ -76,8 +76,11 @@ pub static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BranchNodeCreated>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&render::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// Environment variable choosing the suggestions' language: `zh` for the original's

@@ -5,8 +5,9 @@
 //! [`CallType`], [`AgentNodes`] (the family's state in the tree) and [`AgentSummary`] (its
 //! field of the session summary). Must not: do I/O, or know how an event is stored.
 
-use crate::projection::family::{FamilyState, SummaryPart};
-use crate::projection::summary::SessionSummary;
+use crate::event::summary::SessionSummary;
+use crate::event::summary::SummaryPart;
+use crate::projection::family::FamilyState;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

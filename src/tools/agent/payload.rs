@@ -5,11 +5,10 @@
 //! Owns: [`BranchNodeCreated`], [`AGENT_CODEC`]. Must not: change the written JSON
 //! without bumping [`AGENT_SCHEMA`] and reading the old one.
 
-use crate::event::{
-    CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
-};
-use crate::projection::family::SummaryPart;
-use crate::projection::summary::SessionSummary;
+use crate::event::family::{JsonCodec, SummaryFields, json_encode, read_part};
+use crate::event::summary::SessionSummary;
+use crate::event::{CallRecord, FamilyEvent, FamilyPayload, PayloadCodec};
+use crate::projection::family::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, FAMILY, FoldedNode};
 use serde::{Deserialize, Serialize};
@@ -74,14 +73,16 @@ impl FamilyEvent for BranchNodeCreated {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        serde_json::to_writer(out, self).expect("a node serializes");
+        json_encode(self, out);
     }
 
     fn summarize(&self, summary: &mut SessionSummary, _new_branch: bool) {
         summary.part_mut::<AgentSummary>().agent_nodes += 1;
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+impl FoldTree for BranchNodeCreated {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
         tree.family_or_default::<AgentNodes>().0.push(FoldedNode {
             seq,
             at,
@@ -90,63 +91,24 @@ impl FamilyEvent for BranchNodeCreated {
     }
 }
 
-/// The agent family's codec.
-pub struct AgentCodec;
+/// The agent family's codec: its one event, stored as its JSON.
+pub static AGENT_CODEC: JsonCodec = JsonCodec {
+    family: FAMILY,
+    types: &[BRANCH_NODE_CREATED],
+    schema: AGENT_SCHEMA,
+    owner: "the agent family",
+    row: "agent",
+    read: read_node,
+    summary: Some(SummaryFields {
+        keys: crate::tools::agent::node::SUMMARY_KEYS,
+        read: read_part::<AgentSummary>,
+    }),
+};
 
-pub static AGENT_CODEC: AgentCodec = AgentCodec;
-
-impl PayloadCodec for AgentCodec {
-    fn family(&self) -> &'static str {
-        FAMILY
-    }
-
-    fn summary_keys(&self) -> &'static [&'static str] {
-        crate::tools::agent::node::SUMMARY_KEYS
-    }
-
-    fn read_summary(
-        &self,
-        fields: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
-        let part: AgentSummary = serde_json::from_value(fields.into())?;
-        Ok(Box::new(part))
-    }
-
-    fn schema(&self) -> u32 {
-        AGENT_SCHEMA
-    }
-
-    fn types(&self) -> &'static [&'static str] {
-        &[BRANCH_NODE_CREATED]
-    }
-
-    fn decode(
-        &self,
-        tag: &str,
-        schema: u32,
-        bytes: &[u8],
-        _fields: DecodeFields,
-    ) -> Result<FamilyPayload, CodecError> {
-        let json = std::str::from_utf8(bytes).map_err(|source| CodecError::NotUtf8 {
-            what: "agent",
-            source,
-        })?;
-        self.decode_json(tag, schema, json)
-    }
-
-    fn decode_json(&self, tag: &str, schema: u32, json: &str) -> Result<FamilyPayload, CodecError> {
-        if tag != BRANCH_NODE_CREATED {
-            return Err(CodecError::Refused(format!(
-                "the agent family has no event type {tag:?}"
-            )));
-        }
-        if schema != AGENT_SCHEMA {
-            return Err(CodecError::only_schema(tag, schema, AGENT_SCHEMA));
-        }
-        let read: Read = serde_json::from_str(json).map_err(CodecError::payload)?;
-        Ok(FamilyPayload::new(BranchNodeCreated {
-            node: read.node,
-            call: read.call,
-        }))
-    }
+fn read_node(json: &str) -> Result<FamilyPayload, serde_json::Error> {
+    let read: Read = serde_json::from_str(json)?;
+    Ok(FamilyPayload::new(BranchNodeCreated {
+        node: read.node,
+        call: read.call,
+    }))
 }

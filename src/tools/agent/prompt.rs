@@ -7,8 +7,8 @@
 
 use super::ALIAS_PREFIX;
 use super::node::AgentNodes;
+use crate::event::summary::SessionSummary;
 use crate::export::family::PromptResume;
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde_json::{Value, json};
 

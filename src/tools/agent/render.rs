@@ -6,11 +6,11 @@
 //! Mermaid label escaper or the Markdown escaper, so any model output keeps the diagram
 //! and the document valid. Must not: read the store.
 
+use crate::event::summary::SessionSummary;
 use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
 use crate::export::{Ellipsis, truncate};
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::agent::node::{AgentNodes, TRUNK};
 use serde_json::Value;

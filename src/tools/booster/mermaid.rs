@@ -10,10 +10,10 @@
 //! [`LABEL_MAX_CHARS`](crate::export::mermaid::LABEL_MAX_CHARS). Must not: read the
 //! store, or take an id, class or comment from content.
 
+use crate::event::summary::SessionSummary;
 use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::mermaid::{LABEL_MAX_CHARS, escape_label};
 use crate::export::{Ellipsis, counted, truncate};
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Via};
 use serde_json::Value;

@@ -87,8 +87,11 @@ pub static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
+    prompts: &[],
+    doctor: None,
 };
 
 /// The tools of this family, as listed (`usage` first).

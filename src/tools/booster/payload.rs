@@ -7,10 +7,11 @@
 //! body's JSON field names without a new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::summary::SessionSummary;
+use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 pub use crate::tools::booster::state::{
     Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
@@ -156,9 +157,11 @@ impl FamilyEvent for BoosterEvent {
             summary.thoughts += 1;
         }
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        let BoosterEvent { body, call } = *self;
+impl FoldTree for BoosterEvent {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let BoosterEvent { body, call } = self;
         if let Body::BoosterStarted(started) = body {
             let mut state = BoosterState::new(started);
             state.started_seq = seq;

@@ -6,8 +6,8 @@
 //! ([`super::mermaid::RENDER`]). Must not: read the store.
 
 use super::state::BoosterState;
+use crate::event::summary::SessionSummary;
 use crate::export::family::{PromptResume, resumable_id};
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde_json::{Value, json};
 

@@ -8,11 +8,11 @@
 //! Markdown escaper or the Mermaid label escaper. Must not: read the store, or change a
 //! projection.
 
+use crate::event::summary::SessionSummary;
 use crate::export::counted;
 use crate::export::family::{FamilyRender, PromptResume};
 use crate::export::markdown::escape_inline;
 use crate::export::mermaid::escape_label;
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::planning::state::{Evaluation, Planning};
 use serde_json::{Map, Value, json};

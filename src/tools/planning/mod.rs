@@ -16,6 +16,7 @@ pub mod document;
 mod parse;
 pub mod payload;
 pub mod picture;
+mod plan_prompt;
 pub mod prompt;
 mod read;
 pub mod state;
@@ -30,9 +31,9 @@ use super::{
     CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
     tool_definition, writing_annotations,
 };
+use crate::event::summary::SessionSummary;
 use crate::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind, format_time};
 use crate::export;
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
@@ -67,8 +68,11 @@ pub static FAMILY: Family = Family {
         label: "Plan",
     }],
     codec: Some(&payload::PLANNING_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::PlanningEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&document::RENDER),
+    prompts: &[&plan_prompt::PLAN_PROMPT],
+    doctor: None,
 };
 
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";

@@ -8,11 +8,12 @@
 //! new schema and a reader of the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::summary::SessionSummary;
+use crate::event::summary::SummaryPart;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::SummaryPart;
-use crate::projection::summary::SessionSummary;
+use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use crate::tools::planning::state::{
     Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
@@ -223,9 +224,11 @@ impl FamilyEvent for PlanningEvent {
             part.closed_branches.push(c.branch_id.clone());
         }
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        let PlanningEvent { body, call } = *self;
+impl FoldTree for PlanningEvent {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let PlanningEvent { body, call } = self;
         let planning = tree.family_or_default::<Planning>();
         if let (Some(plan), Some(phase)) = (planning.plan.as_mut(), phase_after(&body)) {
             plan.phase = phase;
@@ -317,8 +320,7 @@ impl PayloadCodec for PlanningCodec {
         &self,
         fields: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Box<dyn SummaryPart>, serde_json::Error> {
-        let part: PlanningSummary = serde_json::from_value(fields.into())?;
-        Ok(Box::new(part))
+        crate::event::family::read_part::<PlanningSummary>(fields)
     }
 
     fn decode(

@@ -8,8 +8,8 @@
 
 use super::state::Planning;
 use super::valid_next;
+use crate::event::summary::SessionSummary;
 use crate::export::family::{PromptResume, resumable_id};
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use serde_json::{Value, json};
 

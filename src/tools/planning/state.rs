@@ -8,7 +8,8 @@
 //! [`PlanningSummary`] its fields of the session summary. Must not: do I/O, or know how
 //! an event is stored.
 
-use crate::projection::family::{FamilyState, SummaryPart};
+use crate::event::summary::SummaryPart;
+use crate::projection::family::FamilyState;
 use serde::{Deserialize, Serialize};
 
 /// The family's name, as its codec and its parts of the projections give it.
@@ -253,7 +254,7 @@ pub const SUMMARY_KEYS: &[&str] = &[
 
 impl PlanningSummary {
     /// The planning part of `summary` (an empty one when the session has none).
-    pub fn of(summary: &crate::projection::summary::SessionSummary) -> &PlanningSummary {
+    pub fn of(summary: &crate::event::summary::SessionSummary) -> &PlanningSummary {
         static EMPTY: PlanningSummary = PlanningSummary {
             phase: None,
             clarifications: 0,
@@ -338,7 +339,7 @@ mod tests {
 
     #[test]
     fn a_stored_planning_summary_reads_back_and_is_written_byte_for_byte() {
-        use crate::projection::summary::SessionSummary;
+        use crate::event::summary::SessionSummary;
         let stored = r#"{"version":1,"kind":"planning","title":"p","created_at":1,"updated_at":2,"events":6,"thoughts":0,"branches":["a","b"],"closed":false,"phase":"done","clarifications":1,"evaluated":["a"],"closed_branches":["b"],"selected_branch":"a"}"#;
         let summary: SessionSummary = serde_json::from_str(stored).unwrap();
         assert_eq!(serde_json::to_string(&summary).unwrap(), stored);

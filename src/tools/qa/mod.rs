@@ -69,8 +69,11 @@ pub static FAMILY: Family = Family {
         label: "QA session",
     }],
     codec: Some(&payload::QA_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::QaStepRecorded>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&node::RENDER),
+    prompts: &[],
+    doctor: Some(&workflow::WORKFLOW_CHECK),
 };
 
 const DESCRIPTION: &str = "Sequential thinking for verification work (versions, syntax, compatibility, tests). Each call records one step; the answer recommends the next step from a workflow, with tools ranked by confidence, rationale, priority, alternatives, suggested inputs, and the outcomes that call for a revision (is_revision, revises_thought) or a branch (branch_from_thought, branch_id).

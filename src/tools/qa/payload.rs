@@ -7,11 +7,12 @@
 //! reading the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
+use crate::projection::family::FoldTree;
 use crate::projection::family::NodeExtension;
-use crate::projection::summary::SessionSummary;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::{QaNode, StandIn};
 use crate::tools::thinking::SequentialThought;
@@ -144,10 +145,12 @@ impl FamilyEvent for QaStepRecorded {
             summary.branches.push(id.to_string());
         }
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+impl FoldTree for QaStepRecorded {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
         let used_tools = self.step.used_tools();
-        let QaStepRecorded { step, call } = *self;
+        let QaStepRecorded { step, call } = self;
         let mut node = step.thought.into_node(seq, at, call.tool);
         node.data = Some(NodeExtension::new(QaNode {
             verification_target: step.verification_target,

@@ -600,6 +600,32 @@ pub fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
     Some(&rest[..rest.find(", which you do not have")?])
 }
 
+/// `doctor`'s check of the workflow templates in the data directory: every file that
+/// does not load fails it, naming the line.
+pub(crate) struct WorkflowCheck;
+
+/// The one instance (the qa family's `doctor`).
+pub(crate) static WORKFLOW_CHECK: WorkflowCheck = WorkflowCheck;
+
+impl crate::tools::DoctorCheck for WorkflowCheck {
+    fn what(&self) -> &'static str {
+        "qa workflows"
+    }
+
+    fn problems(&self, data_dir: &std::path::Path) -> Vec<(String, &'static str)> {
+        Workflows::load(Some(data_dir))
+            .errors
+            .into_iter()
+            .map(|error| {
+                (
+                    error,
+                    "fix the file at the line named, or move it out of the workflows folder",
+                )
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

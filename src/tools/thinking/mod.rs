@@ -50,8 +50,11 @@ pub static FAMILY: Family = Family {
         },
     ],
     codec: Some(&payload::THINKING_CODEC),
+    folds: &[&crate::projection::family::FoldOf::<payload::ThinkingEvent>::NEW],
     picture: None,
     render: None,
+    prompts: &[],
+    doctor: None,
 };
 
 fn call(call: ToolCall) -> CallFuture {

@@ -8,10 +8,11 @@
 //! JSON field name without bumping the schema and reading the old one.
 
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode, postcard_take};
+use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::summary::SessionSummary;
+use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::{Deserialize, Serialize};
 
@@ -165,9 +166,11 @@ impl FamilyEvent for ThinkingEvent {
             }
         }
     }
+}
 
-    fn fold(self: Box<Self>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-        let node = match *self {
+impl FoldTree for ThinkingEvent {
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree) {
+        let node = match self {
             ThinkingEvent::ThoughtRecorded { thought, call } => {
                 thought.into_node(seq, at, call.tool)
             }

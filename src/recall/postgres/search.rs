@@ -2,8 +2,9 @@
 //! the Tantivy index of a redb ledger ([`crate::recall`]), through the database's own
 //! `tsvector`, GIN index, `ts_rank_cd` and `ts_headline`.
 //!
-//! Owns: [`MIGRATION`] (schema version 2: `ledger_search`, one row per event with text,
-//! and `ledger_search_state`, the position it is indexed to), keeping those rows a
+//! Owns: [`PgSearch`] over the tables of schema version 2 (made by the store's schema:
+//! `ledger_search`, one row per event with text, and `ledger_search_state`, the position
+//! it is indexed to), keeping those rows a
 //! projection of the ledger (each search first applies the events after the state's
 //! position, under the state row's lock: one server updates at a time, the others wait
 //! and read), and the query. Must not: write a ledger table.
@@ -20,10 +21,6 @@
 //! (BM25's IDF), so within a tier the order may differ; snippets come from `ts_headline`
 //! (words folded away by our analyser, such as `café` for `cafe`, are not marked).
 
-use super::PgBackend;
-use super::connect::blocking;
-use super::error::query_error;
-use super::read::{session_key, session_of, to_i64};
 use crate::event::format_time;
 use crate::recall::query::{ParsedQuery, Unit};
 use crate::recall::{
@@ -31,35 +28,11 @@ use crate::recall::{
     TextSearch, round_score,
 };
 use crate::recall::{analyzer, index};
+use crate::store::postgres::database::{
+    Database, blocking, query_error, session_key, session_of, to_i64,
+};
 use crate::store::{Ledger, StoreError};
 use postgres::types::ToSql;
-
-/// Migration 2: the search projection.
-pub(crate) const MIGRATION: &str = "
-    CREATE TABLE ledger_search (
-        position bigint PRIMARY KEY,
-        session bytea NOT NULL,
-        seq bigint NOT NULL,
-        kind text NOT NULL,
-        event_type text NOT NULL,
-        at bigint NOT NULL,
-        body text NOT NULL,
-        doc tsvector NOT NULL
-    );
-    CREATE INDEX ledger_search_doc ON ledger_search USING GIN (doc);
-    CREATE INDEX ledger_search_session ON ledger_search (session);
-    CREATE TABLE ledger_search_state (
-        id int PRIMARY KEY CHECK (id = 1),
-        position bigint NOT NULL
-    );
-    INSERT INTO ledger_search_state (id, position) VALUES (1, 0);
-    CREATE FUNCTION ledger_search_unit(words text) RETURNS tsquery
-        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-            SELECT CASE WHEN numnode(phraseto_tsquery('english', words)) > 0
-                        THEN phraseto_tsquery('english', words)
-                        ELSE phraseto_tsquery('simple', words) END
-        $$;
-";
 
 /// Rows counted per candidate of the typo retry (enough to tell a common word from a
 /// rare one, without counting every row of a common word).
@@ -84,14 +57,23 @@ struct Row {
     folded: String,
 }
 
-impl PgBackend {
+/// The full-text search of a PostgreSQL ledger, in its own database.
+pub(crate) struct PgSearch {
+    database: Database,
+}
+
+impl PgSearch {
+    pub(crate) fn new(database: Database) -> PgSearch {
+        PgSearch { database }
+    }
+
     /// Runs `f` on a pooled connection; a lost connection is not pooled again.
     fn with_client<T>(
         &self,
         what: &'static str,
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let mut pooled = self.pool.client()?;
+        let mut pooled = self.database.client()?;
         match blocking(|| f(pooled.get())) {
             Ok(value) => Ok(value),
             Err(error) => {
@@ -112,7 +94,7 @@ impl PgBackend {
     /// Applies the ledger's events after the indexed position (all of them when
     /// `from_scratch`), in one transaction holding the state row's lock.
     fn apply(&self, ledger: &Ledger, from_scratch: bool) -> Result<u64, RecallError> {
-        let mut pooled = self.pool.client()?;
+        let mut pooled = self.database.client()?;
         let client = pooled.get();
         let result = blocking(|| -> Result<u64, RecallError> {
             let mut txn = client
@@ -246,7 +228,7 @@ impl Params {
     }
 }
 
-impl TextSearch for PgBackend {
+impl TextSearch for PgSearch {
     fn search(
         &self,
         ledger: &Ledger,

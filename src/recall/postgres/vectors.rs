@@ -2,8 +2,9 @@
 //! same database, so every server of the team searches the same vectors and one of them
 //! embeds at a time.
 //!
-//! Owns: [`MIGRATION`] (`ledger_vectors`, one row per (model, position) with the filter
-//! columns and the vector as little-endian f32s, the portable form every server can read;
+//! Owns: what is kept in the tables of schema version 3 (made by the store's schema:
+//! `ledger_vectors`, one row per (model, position) with the filter columns and the vector
+//! as little-endian f32s, the portable form every server can read;
 //! `ledger_vector_checkpoints`, model → [`VectorCheckpoint`] as JSON), [`PgVectors`] and
 //! its two ways to search:
 //! - **pgvector** (the `vector` extension is installed, or can be: `CREATE EXTENSION IF
@@ -22,39 +23,23 @@
 //!
 //! The embed lock is a session-level advisory lock of this schema, held by one connection
 //! for as long as the [`EmbedLock`] lives. Must not: write a ledger table, or let a
-//! `postgres` type out of this backend.
+//! `postgres` type out of this module.
 
-use super::connect::{Pool, blocking};
-use super::error::query_error;
-use super::read::{session_key, session_of, to_i64};
-use super::schema::{quote_ident, quote_literal};
 use crate::recall::RecallError;
 use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
-    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, cosine,
-    decode_values, encode_values, stored_kind,
+    EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, best,
+    check_dimensions, cosine, decode_values, encode_values, rescored_for, stored_kind,
 };
 use crate::store::StoreError;
+use crate::store::postgres::database::{
+    Database, blocking, query_error, quote_ident, quote_literal, session_key, session_of, to_i64,
+};
 use postgres::Client;
 use postgres::types::ToSql;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// Migration 3: the vectors (semantic recall). Renumber if another migration lands first.
-pub(crate) const MIGRATION: &str = "
-    CREATE TABLE ledger_vectors (
-        model text NOT NULL,
-        position bigint NOT NULL,
-        session bytea NOT NULL,
-        seq bigint NOT NULL,
-        at bigint NOT NULL,
-        kind text NOT NULL,
-        vector bytea NOT NULL,
-        PRIMARY KEY (model, position)
-    );
-    CREATE TABLE ledger_vector_checkpoints (model text PRIMARY KEY, checkpoint text NOT NULL);
-";
 
 /// The extension's name.
 const EXTENSION: &str = "vector";
@@ -65,12 +50,6 @@ const HNSW_TABLE: &str = "ledger_vectors_hnsw";
 /// First key of the embed lock's advisory lock (the second is the schema's hash):
 /// "rlvec" in ASCII.
 const EMBED_LOCK_CLASS: i32 = 0x726c_7665;
-
-/// Candidates rescored per match asked for, without pgvector (as a redb ledger's store).
-const RESCORE_PER_MATCH: usize = 10;
-
-/// Fewest candidates rescored without pgvector (small stores are searched exactly).
-const MIN_RESCORED: usize = 256;
 
 /// The HNSW search's candidate list (`hnsw.ef_search`) per match asked for; pgvector's
 /// default is 40 in all.
@@ -93,7 +72,7 @@ enum Search {
 
 /// The vectors of one PostgreSQL ledger.
 pub(crate) struct PgVectors {
-    pool: Arc<Pool>,
+    database: Database,
     search: OnceLock<Search>,
     /// HNSW indexes this process made or found, by name.
     indexes: Mutex<HashSet<String>>,
@@ -172,16 +151,6 @@ fn filter_sql(filter: &VectorFilter, params: &mut Vec<Box<dyn ToSql + Sync>>) ->
     sql
 }
 
-fn sorted(mut found: Vec<Nearest>, k: usize) -> Vec<Nearest> {
-    found.sort_by(|a, b| {
-        b.similarity
-            .total_cmp(&a.similarity)
-            .then(b.position.cmp(&a.position))
-    });
-    found.truncate(k);
-    found
-}
-
 /// A row's (position, session, seq).
 fn entry(row: &postgres::Row) -> Result<(u64, crate::event::SessionId, u64), RecallError> {
     let position: i64 = row.get(0);
@@ -215,9 +184,9 @@ impl Drop for HeldLock {
 }
 
 impl PgVectors {
-    pub(super) fn new(pool: Arc<Pool>) -> Self {
+    pub(crate) fn new(database: Database) -> Self {
         PgVectors {
-            pool,
+            database,
             search: OnceLock::new(),
             indexes: Mutex::new(HashSet::new()),
             filled: Mutex::new(false),
@@ -232,7 +201,7 @@ impl PgVectors {
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, RecallError>,
     ) -> Result<T, RecallError> {
-        let mut pooled = self.pool.client().map_err(vectors_error)?;
+        let mut pooled = self.database.client().map_err(vectors_error)?;
         let result = blocking(|| f(pooled.get()));
         if result.is_err() {
             pooled.discard();
@@ -423,9 +392,9 @@ impl PgVectors {
         if found.len() < k && *filter != VectorFilter::default() {
             // The index gave its ef_search nearest and the filter kept fewer than k:
             // the admitted rows, exactly (`+ 0`: an order the index cannot serve).
-            return Ok(sorted(run(client, &format!("({distance}) + 0"))?, k));
+            return Ok(best(run(client, &format!("({distance}) + 0"))?, k));
         }
-        Ok(sorted(found, k))
+        Ok(best(found, k))
     }
 
     /// Without pgvector: the sign bits in memory, brought up to the table's end, and the
@@ -467,7 +436,7 @@ impl PgVectors {
                 &bytes,
             );
         }
-        let wanted = (k * RESCORE_PER_MATCH).max(MIN_RESCORED);
+        let wanted = rescored_for(k);
         let candidates = index.candidates(query, wanted, filter);
         let entries: HashMap<u64, (crate::event::SessionId, u64)> = candidates
             .iter()
@@ -499,7 +468,7 @@ impl PgVectors {
                 })
             })
             .collect();
-        Ok(sorted(found, k))
+        Ok(best(found, k))
     }
 }
 
@@ -678,13 +647,7 @@ impl VectorStore for PgVectors {
             let Some(checkpoint) = Self::read_checkpoint(client, model)? else {
                 return Ok(Vec::new());
             };
-            if checkpoint.dimensions as usize != query.len() {
-                return Err(RecallError::Vectors(format!(
-                    "the query's vector has {} dimensions, the stored ones {}",
-                    query.len(),
-                    checkpoint.dimensions
-                )));
-            }
+            check_dimensions(query, &checkpoint)?;
             match &search {
                 Search::Pgvector { schema }
                     if self.is_ready(client, model, checkpoint.dimensions)? =>
@@ -745,7 +708,9 @@ impl VectorStore for PgVectors {
             .take();
         let mut client = match kept {
             Some(client) if !client.is_closed() => client,
-            _ => blocking(|| self.pool.target.connect())
+            _ => self
+                .database
+                .connect()
                 .map_err(|e| RecallError::Vectors(e.to_string()))?,
         };
         let taken: bool = blocking(|| {
@@ -937,9 +902,7 @@ mod tests {
             .batch_execute(&format!("TRUNCATE {HNSW_TABLE}"))
             .unwrap();
         // A new server's store (its own pool, nothing cached).
-        let target = Arc::new(super::super::connect::Target::parse(url).unwrap());
-        let first = target.connect().unwrap();
-        let later_vectors = PgVectors::new(Arc::new(Pool::new(target, first)));
+        let later_vectors = PgVectors::new(Database::open_for_tests(url));
         let nearest = |store: &PgVectors| -> Vec<u64> {
             store
                 .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())

@@ -1,0 +1,179 @@
+//! Hybrid fusion: the lexical and the semantic rankings of one search made one, the
+//! lexical side heard only as far as it has something to say.
+//!
+//! Owns: reciprocal rank fusion ([`fuse`], [`RRF_K`]) with a weight per lexical match
+//! ([`LexicalWeight`]: the share of the query's content words the match holds, raised to
+//! [`COVERAGE_POWER`]; stop words are no content, [`STOP_WORDS`]). Must not: read the
+//! ledger or know a backend (the same fusion on redb and PostgreSQL: it sees keys, texts
+//! and ranks only).
+//!
+//! Why: a paraphrase ("people kept getting signed out") shares no content word with its
+//! session, yet the lexical index matches its "out", "getting" or one stray word
+//! elsewhere; plain RRF counts such a match as much as the semantic ranker's best and
+//! drags the right answer down. Measured on the relevance set of
+//! `tests/services/relevance.rs` (docs/src/recall.md has the table): equal-weight RRF,
+//! score normalisation with a convex combination, one weight for the whole lexical
+//! ranking (its best match's coverage) and a weight per match; only the last, with the
+//! coverage raised to the fourth power, kept hybrid at least as good as the better single
+//! mode on every kind of query on both backends. Coverage counts content words alike
+//! rather than by IDF: PostgreSQL has no cheap document frequency, and the fusion is the
+//! same code on both.
+
+use super::analyzer;
+use super::query::ParsedQuery;
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+/// The constant of reciprocal rank fusion: a match ranked r by a ranker scores
+/// `RRF_K / (RRF_K + r)` from it (1-based r; so a first place scores about 1), times its
+/// weight.
+pub(crate) const RRF_K: f64 = 60.0;
+
+/// The power a lexical match's coverage (the share of the query's content words it holds)
+/// is raised to for its weight: a match of every content word counts fully, one of half
+/// of them 1/16, one of a third 1/81 (a stray word in a paraphrase moves nothing).
+pub(crate) const COVERAGE_POWER: i32 = 4;
+
+/// Words that say nothing about what a text is about (English function words and the
+/// commonest verbs): a lexical match on these alone is no evidence. Used for fusion's
+/// weights only; the index still matches them. Separated by whitespace.
+pub(crate) const STOP_WORDS: &str = "a about above after again against all am an and any are \
+    as at be because been before being below between both but by can could did do does doing \
+    done down during each few for from further get gets getting got had has have having he her \
+    here hers herself him himself his how i if in into is it its itself just make made makes me \
+    more most my myself no nor not now of off on once only or other our ours ourselves out over \
+    own same she should so some such than that the their theirs them themselves then there these \
+    they this those through to too under until up use used uses using very was we were what when \
+    where which while who whom why will with would you your yours yourself yourselves";
+
+/// The stop words as the analyser makes them (folded, stemmed).
+fn stop_terms() -> &'static HashSet<String> {
+    static TERMS: OnceLock<HashSet<String>> = OnceLock::new();
+    TERMS.get_or_init(|| {
+        STOP_WORDS
+            .split_whitespace()
+            .flat_map(analyzer::terms)
+            .collect()
+    })
+}
+
+/// What weight a lexical match carries in fusion, from the query's content words.
+pub(crate) struct LexicalWeight {
+    /// The wanted words and phrases' terms, analysed, stop words left out, each once.
+    content: Vec<String>,
+}
+
+impl LexicalWeight {
+    pub(crate) fn new(parsed: &ParsedQuery) -> Self {
+        let stop = stop_terms();
+        let mut content: Vec<String> = Vec::new();
+        for unit in &parsed.wanted {
+            for term in analyzer::terms(unit.text()) {
+                if !stop.contains(&term) && !content.contains(&term) {
+                    content.push(term);
+                }
+            }
+        }
+        LexicalWeight { content }
+    }
+
+    /// The weight of a lexical match of `text`: the share of the query's content words
+    /// it holds, to the [`COVERAGE_POWER`]; 0 when the query has none (stop words only:
+    /// the semantic ranking decides).
+    pub(crate) fn of(&self, text: &str) -> f64 {
+        if self.content.is_empty() {
+            return 0.0;
+        }
+        let terms: HashSet<String> = analyzer::terms(text).into_iter().collect();
+        let held = self.content.iter().filter(|t| terms.contains(*t)).count();
+        (held as f64 / self.content.len() as f64).powi(COVERAGE_POWER)
+    }
+}
+
+/// A match as ranked by one ranker: its key (session, seq).
+pub(crate) type Key = (String, u64);
+
+/// One fused match: its key, fused score, and whether each ranker found it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Fused {
+    pub key: Key,
+    pub score: f64,
+    pub by_words: bool,
+    pub by_meaning: bool,
+}
+
+/// Weighted reciprocal rank fusion of the lexical ranking (each match with its weight,
+/// [`LexicalWeight::of`]) and the semantic one (weight 1), best first each: every key
+/// with its fused score, best first (ties: the better lexical rank, then the better
+/// semantic rank).
+pub(crate) fn fuse(lexical: &[(Key, f64)], semantic: &[Key]) -> Vec<Fused> {
+    let mut fused: HashMap<&Key, (f64, usize, usize)> = HashMap::new();
+    for (rank, (key, weight)) in lexical.iter().enumerate() {
+        let entry = fused.entry(key).or_insert((0.0, usize::MAX, usize::MAX));
+        entry.0 += weight * RRF_K / (RRF_K + rank as f64 + 1.0);
+        entry.1 = entry.1.min(rank);
+    }
+    for (rank, key) in semantic.iter().enumerate() {
+        let entry = fused.entry(key).or_insert((0.0, usize::MAX, usize::MAX));
+        entry.0 += RRF_K / (RRF_K + rank as f64 + 1.0);
+        entry.2 = entry.2.min(rank);
+    }
+    let mut out: Vec<(Key, f64, usize, usize)> = fused
+        .into_iter()
+        .map(|(key, (score, l, s))| (key.clone(), score, l, s))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+    out.into_iter()
+        .map(|(key, score, l, s)| Fused {
+            key,
+            score,
+            by_words: l != usize::MAX,
+            by_meaning: s != usize::MAX,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recall::query::parse;
+
+    fn key(s: &str) -> Key {
+        (s.to_string(), 1)
+    }
+
+    #[test]
+    fn fusion_puts_what_both_found_first() {
+        let fused = fuse(&[(key("a"), 1.0), (key("b"), 1.0)], &[key("c"), key("b")]);
+        let order: Vec<&str> = fused.iter().map(|f| f.key.0.as_str()).collect();
+        assert_eq!(order, vec!["b", "a", "c"]);
+        assert!(fused[0].by_words && fused[0].by_meaning);
+        assert!(fused[1].by_words && !fused[1].by_meaning);
+        assert!((fused[1].score - 60.0 / 61.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_match_of_stop_words_alone_weighs_nothing() {
+        let weight = LexicalWeight::new(&parse("people kept getting signed out").unwrap());
+        // "getting" and "out" are stop words: only people, kept, signed count.
+        assert_eq!(weight.of("Users were logged out, getting errors"), 0.0);
+        assert_eq!(weight.of("People kept getting signed out"), 1.0);
+        let one_of_three = weight.of("commits are signed");
+        assert!((one_of_three - (1.0f64 / 3.0).powi(COVERAGE_POWER)).abs() < 1e-12);
+        // A query of stop words only: the lexical side says nothing.
+        assert_eq!(
+            LexicalWeight::new(&parse("how did we do it").unwrap()).of("how did we do it"),
+            0.0
+        );
+    }
+
+    #[test]
+    fn a_weightless_lexical_match_does_not_move_the_semantic_order() {
+        let fused = fuse(&[(key("x"), 0.0), (key("b"), 0.0)], &[key("a"), key("b")]);
+        let order: Vec<&str> = fused.iter().map(|f| f.key.0.as_str()).collect();
+        assert_eq!(order, vec!["a", "b", "x"]);
+        // A full match still counts as in plain RRF.
+        let fused = fuse(&[(key("b"), 1.0)], &[key("a"), key("b")]);
+        assert_eq!(fused[0].key, key("b"));
+    }
+}
