@@ -90,9 +90,10 @@ pub mod testing {
     };
 }
 
-/// The composition root's one wire: the core (`event`, `store`, `projection`, `export`)
-/// reaches the tool families only through this registry handle, so none of its modules
-/// imports `tools` (see `event::family`).
+/// The composition root's one wire: the product's families (`tools::REGISTRY`), which a
+/// ledger decodes with unless handed others (`event::family::Families`); the core
+/// (`event`, `store`, `projection`, `export`) reaches the tool families only through this
+/// handle or such a value, so none of its modules imports `tools`.
 pub(crate) fn registry() -> &'static dyn event::family::Registry {
     &tools::REGISTRY
 }

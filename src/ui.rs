@@ -4,6 +4,10 @@
 //! the session list page, and the routes:
 //!
 //! - `/`: the sessions, newest first, with a search box;
+//! - `/search?q=QUERY`: the ranked matches of the CLI's `search` and `search_history`
+//!   (the same query language), as an HTML fragment of rows, each with its snippet and a
+//!   link to the event on its session's page; a query that cannot run answers 400 with the
+//!   message the CLI gives;
 //! - `/sessions/{id}`: the session's page ([`crate::export::html::page`]);
 //! - either with `?part=content`: only what the page shows, for its live update;
 //! - `/changes?after=N`: answers the ledger's last position as soon as it is above `N`
@@ -143,29 +147,59 @@ impl Access {
     }
 }
 
-/// The list page's script: the search box hides the sessions whose row does not hold the
-/// text (kept when the live update replaces the list).
-const LIST_SCRIPT: &str = r#"
+/// Matches `/search` answers (the first page of the ranked search).
+const SEARCH_LIMIT: usize = 20;
+
+/// How long the search box waits after a keystroke before asking `/search`, in ms.
+const SEARCH_DEBOUNCE_MS: u32 = 200;
+
+/// The list page's script: a query in the search box is sent to `/search` (after
+/// [`SEARCH_DEBOUNCE_MS`], the latest answer wins) and its ranked matches (or the query's
+/// error) replace the session list until the box is empty again; asked again when the live
+/// update replaces the list.
+fn list_script() -> String {
+    r#"
 (function () {
   'use strict';
+  var asked = 0, timer = null;
+  function show(query) {
+    var results = document.getElementById('results');
+    var rows = document.querySelectorAll('#sessions > li');
+    for (var i = 0; i < rows.length; i++) { rows[i].classList.toggle('filtered', query !== ''); }
+    if (!results) { return; }
+    if (query === '') { results.hidden = true; results.textContent = ''; return; }
+    var mine = ++asked;
+    fetch('/search?q=' + encodeURIComponent(query), { cache: 'no-store' })
+      .then(function (response) {
+        return response.text().then(function (text) { return [response.status, text]; });
+      })
+      .then(function (answer) {
+        if (mine !== asked) { return; }
+        results.hidden = false;
+        if (answer[0] === 200) {
+          results.innerHTML = answer[1];
+        } else {
+          results.innerHTML = '<li class="error"></li>';
+          results.firstChild.textContent = answer[1];
+        }
+      });
+  }
   function search() {
     var box = document.getElementById('search');
-    if (!box) { return; }
-    var query = box.value.trim().toLowerCase();
-    var rows = document.querySelectorAll('#sessions > li');
-    for (var i = 0; i < rows.length; i++) {
-      var hit = query === '' || rows[i].textContent.toLowerCase().indexOf(query) >= 0;
-      rows[i].classList.toggle('filtered', !hit);
-    }
+    show(box ? box.value.trim() : '');
   }
   document.addEventListener('input', function (event) {
-    if (event.target.id === 'search') { search(); }
+    if (event.target.id !== 'search') { return; }
+    clearTimeout(timer);
+    timer = setTimeout(search, DEBOUNCE);
   });
   document.addEventListener('ledger:refreshed', search);
   search();
   document.body.setAttribute('data-ready', '1');
 })();
-"#;
+"#
+    .replace("DEBOUNCE", &SEARCH_DEBOUNCE_MS.to_string())
+}
 
 const LIST_CSS: &str = "\
 body{margin:0;font:14px/1.4 system-ui,sans-serif;color:#212529}\
@@ -175,6 +209,9 @@ h1{font-size:18px;margin:0 0 6px}\
 #sessions{list-style:none;margin:0;padding:8px 16px}\
 #sessions li{border-bottom:1px solid #f1f3f5;padding:6px 0}\
 #sessions li.filtered{display:none}\
+#results{list-style:none;margin:0;padding:8px 16px;border-bottom:1px solid #dee2e6}\
+#results li{padding:6px 0}#results .error{color:#c92a2a}\
+.snippet mark{background:#fff3bf}\
 .meta{color:#495057;font-size:12px}\
 a{color:#1c7ed6}";
 
@@ -326,6 +363,26 @@ async fn answer(request: &Request<Incoming>, ledger: Ledger) -> Response {
     let path = request.uri().path();
     let query = request.uri().query().unwrap_or("");
     let content_only = query.split('&').any(|pair| pair == "part=content");
+    if path == "/search" {
+        let Some(text) = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("q="))
+            .map(|value| value.replace('+', " "))
+            .and_then(|value| {
+                percent_encoding::percent_decode_str(&value)
+                    .decode_utf8()
+                    .ok()
+                    .map(|text| text.into_owned())
+            })
+        else {
+            return Response {
+                body: "the query is missing or not UTF-8: ask /search?q=WORDS\n".to_string(),
+                ..Response::error(StatusCode::BAD_REQUEST)
+            };
+        };
+        let searched = tokio::task::spawn_blocking(move || search(&ledger, text)).await;
+        return searched.unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR));
+    }
     if path == "/changes" {
         let after = query
             .split('&')
@@ -358,6 +415,72 @@ async fn changes(ledger: Ledger, after: u64) -> Response {
     }
 }
 
+/// `/search`: the first [`SEARCH_LIMIT`] ranked matches of `text` as rows of the list
+/// page's `#results`; a query that cannot run: 400 and the CLI's message.
+fn search(ledger: &Ledger, text: String) -> Response {
+    let request = crate::recall::SearchRequest {
+        query: text,
+        limit: SEARCH_LIMIT,
+        ..Default::default()
+    };
+    let answer = match query::search::search(ledger, &request) {
+        Ok(answer) => answer,
+        Err(
+            error @ (query::search::RecallError::Query(_) | query::search::RecallError::Cursor(_)),
+        ) => {
+            return Response {
+                body: format!("{error}\n"),
+                ..Response::error(StatusCode::BAD_REQUEST)
+            };
+        }
+        Err(error) => {
+            tracing::warn!(%error, "ui search");
+            return Response::error(StatusCode::INTERNAL_SERVER_ERROR);
+        }
+    };
+    let mut out = String::new();
+    for (rank, found) in answer.matches.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<li data-rank=\"{}\" data-session=\"{id}\" data-seq=\"{seq}\">\
+             <a href=\"/sessions/{id}#thought-{seq}\">",
+            rank + 1,
+            id = found.session_id,
+            seq = found.seq
+        );
+        if found.title.trim().is_empty() {
+            out.push_str("(untitled)");
+        } else {
+            escape_xml_into(&mut out, &found.title);
+        }
+        let _ = write!(
+            out,
+            " #{}</a> <span class=\"meta\">{} · {} · {:.3}</span><div class=\"snippet\">",
+            found.seq, found.kind, found.event_type, found.score
+        );
+        snippet_into(&mut out, &found.snippet);
+        out.push_str("</div></li>\n");
+    }
+    if answer.matches.is_empty() {
+        out.push_str("<li class=\"none\">no matches</li>\n");
+    }
+    Response::ok("text/html; charset=utf-8", out)
+}
+
+/// A match's snippet, escaped, its `**word**` marks as `<mark>`.
+fn snippet_into(out: &mut String, snippet: &str) {
+    for (part, text) in snippet.split("**").enumerate() {
+        let marked = part % 2 == 1;
+        if marked {
+            out.push_str("<mark>");
+        }
+        escape_xml_into(out, text);
+        if marked {
+            out.push_str("</mark>");
+        }
+    }
+}
+
 /// The list or a session's page (`None`: no such page).
 fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Option<Response>> {
     // Read before the content, so a commit in between is shown by the next update.
@@ -368,7 +491,8 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
         if content_only {
             list_content_into(&mut out, &heads);
         } else {
-            let scripts = [LIST_SCRIPT, html::LIVE_SCRIPT];
+            let list_script = list_script();
+            let scripts = [list_script.as_str(), html::LIVE_SCRIPT];
             html::head_into(&mut out, "sessions", LIST_CSS, &scripts, true);
             let _ = writeln!(
                 out,
@@ -402,7 +526,8 @@ fn list_content_into(out: &mut String, heads: &[SessionHead]) {
     let _ = write!(
         out,
         "<header><h1>reasoning-ledger · {}</h1><label>Search <input id=\"search\" \
-         type=\"search\" placeholder=\"title, kind, id\" autocomplete=\"off\"></label></header>\n\
+         type=\"search\" placeholder=\"words, &quot;a phrase&quot;, -word\" \
+         autocomplete=\"off\"></label></header>\n<ol id=\"results\" hidden></ol>\n\
          <ul id=\"sessions\">\n",
         counted(heads.len(), "session", "sessions")
     );

@@ -7,13 +7,16 @@
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
-//! registered families: their codecs and session kinds) and the lookup of a codec by event
-//! tag. Must not: know any family, or import `crate::tools`.
+//! registered families: their codecs and session kinds), [`Families`] (them as a value,
+//! and the scope a ledger decodes in) and the lookup of a codec by event tag. Must not: know any family, or import `crate::tools`.
 //!
-//! Injection: the families register in one list (`tools::FAMILIES`); the crate root hands
-//! the core that list as a `&dyn` [`Registry`] ([`crate::registry`]), the one place the
-//! core and the families meet. `event`, `store`, `projection` and `export` see only this
-//! trait, so the arrows point one way: families → core.
+//! Injection: the families register in one list (`tools::FAMILIES`). A ledger decodes with
+//! a value, [`Families`] (the product's, [`Families::product`], unless it is handed others):
+//! every read and write job of the ledger runs in their scope, and what decodes a row asks
+//! the families in scope. The product's are reached through the crate root's handle on that
+//! list ([`crate::registry`]), the one place the core and the families meet. `event`,
+//! `store`, `projection` and `export` see only these traits, so the arrows point one way:
+//! families → core.
 //!
 //! Versioning: a family that changes a payload's shape bumps its [`PayloadCodec::schema`]
 //! and keeps decoding the older schemas. An event of an older schema decodes to the
@@ -103,7 +106,7 @@ pub struct KindInfo {
 
 /// What the core asks of the registered families (the crate root wires the one
 /// implementation, over `tools::FAMILIES`: see the module docs).
-pub(crate) trait Registry: Sync {
+pub trait Registry: Sync {
     /// Every payload codec, in registration order: the families' (in the order of the
     /// registry), then those no family owns (the provider's model calls).
     fn codecs(&self) -> Vec<&'static dyn PayloadCodec>;
@@ -111,38 +114,150 @@ pub(crate) trait Registry: Sync {
     fn kinds(&self) -> Vec<&'static KindInfo>;
 }
 
-/// The registered kind named `name`.
+/// The families a ledger reads with, as a value: their codecs (each event tag claimed by
+/// one) and their session kinds. The composition root builds the product's
+/// ([`Families::of`] over `tools::REGISTRY`); a test may build a ledger with others
+/// ([`Families::new`], `Ledger::with_families`).
+///
+/// A ledger decodes inside [`Families::in_scope`] of its own families, so what decodes a
+/// row (a codec, a head's session kind and summary parts, which serde reads without an
+/// argument) asks the families of the decode in progress ([`Families::with_current`]);
+/// outside any scope that is the product's.
+#[derive(Clone)]
+pub struct Families(std::sync::Arc<FamilyLists>);
+
+struct FamilyLists {
+    codecs: Vec<&'static dyn PayloadCodec>,
+    kinds: Vec<&'static KindInfo>,
+    /// Every event tag and the codec that claims it (a scan of a short list: a rebuild
+    /// asks once per event, and a handful of string compares beat hashing the tag).
+    by_tag: Vec<(&'static str, &'static dyn PayloadCodec)>,
+}
+
+impl fmt::Debug for Families {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.codecs.iter().map(|codec| codec.family()))
+            .finish()
+    }
+}
+
+thread_local! {
+    /// The families of the decodes in progress on this thread, innermost last.
+    static IN_SCOPE: std::cell::RefCell<Vec<Families>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Families {
+    /// Families of these codecs (in registration order) and session kinds.
+    ///
+    /// # Panics
+    /// When two codecs claim the same event tag.
+    pub fn new(codecs: Vec<&'static dyn PayloadCodec>, kinds: Vec<&'static KindInfo>) -> Self {
+        let mut by_tag: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
+        for &codec in &codecs {
+            for tag in codec.types() {
+                assert!(
+                    by_tag.iter().all(|(known, _)| known != tag),
+                    "event type {tag:?} is registered by two families"
+                );
+                by_tag.push((tag, codec));
+            }
+        }
+        Families(std::sync::Arc::new(FamilyLists {
+            codecs,
+            kinds,
+            by_tag,
+        }))
+    }
+
+    /// The families a registry lists.
+    pub fn of(registry: &dyn Registry) -> Self {
+        Families::new(registry.codecs(), registry.kinds())
+    }
+
+    /// The product's families (`tools::REGISTRY`, asked once): what a decode outside any
+    /// ledger's scope reads with, and what a ledger is built with unless handed others.
+    pub fn product() -> Families {
+        static PRODUCT: OnceLock<Families> = OnceLock::new();
+        PRODUCT
+            .get_or_init(|| Families::of(crate::registry()))
+            .clone()
+    }
+
+    /// Every codec, in registration order.
+    pub fn codecs(&self) -> &[&'static dyn PayloadCodec] {
+        &self.0.codecs
+    }
+
+    /// Every session kind, in registration order.
+    pub fn kinds(&self) -> &[&'static KindInfo] {
+        &self.0.kinds
+    }
+
+    /// The codec that claims event tag `tag`.
+    pub fn codec_for(&self, tag: &str) -> Option<&'static dyn PayloadCodec> {
+        self.0
+            .by_tag
+            .iter()
+            .find(|(known, _)| *known == tag)
+            .map(|(_, codec)| *codec)
+    }
+
+    /// Runs `work` with these as the families of the decodes it does on this thread.
+    pub fn in_scope<R>(&self, work: impl FnOnce() -> R) -> R {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                IN_SCOPE.with(|scope| scope.borrow_mut().pop());
+            }
+        }
+        IN_SCOPE.with(|scope| scope.borrow_mut().push(self.clone()));
+        let _leave = Leave;
+        work()
+    }
+
+    /// `ask` of the families of the decode in progress on this thread (the innermost
+    /// [`Families::in_scope`]), or of the product's outside any.
+    pub fn with_current<R>(ask: impl FnOnce(&Families) -> R) -> R {
+        let current = IN_SCOPE.with(|scope| scope.borrow().last().cloned());
+        match current {
+            Some(families) => ask(&families),
+            None => ask(&Families::product()),
+        }
+    }
+}
+
+/// The kind named `name` among the current families ([`Families::with_current`]).
 pub(crate) fn kind_named(name: &str) -> Option<&'static KindInfo> {
-    registered_kinds()
-        .iter()
-        .copied()
-        .find(|k| k.kind.as_str() == name)
+    Families::with_current(|families| {
+        families
+            .kinds()
+            .iter()
+            .copied()
+            .find(|k| k.kind.as_str() == name)
+    })
 }
 
-/// The registration of a session kind.
+/// The registration of a session kind among the current families.
 pub(crate) fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
-    registered_kinds().iter().copied().find(|k| k.kind == kind)
+    Families::with_current(|families| families.kinds().iter().copied().find(|k| k.kind == kind))
 }
 
-/// Every registered kind (asked of the registry once).
-pub(crate) fn registered_kinds() -> &'static [&'static KindInfo] {
-    static KINDS: OnceLock<Vec<&'static KindInfo>> = OnceLock::new();
-    KINDS.get_or_init(|| crate::registry().kinds())
+/// Every codec of the current families, in registration order.
+pub(crate) fn registered_codecs() -> Vec<&'static dyn PayloadCodec> {
+    Families::with_current(|families| families.codecs().to_vec())
 }
 
-/// Every registered codec, in registration order (asked of the registry once).
-pub(crate) fn registered_codecs() -> &'static [&'static dyn PayloadCodec] {
-    static CODECS: OnceLock<Vec<&'static dyn PayloadCodec>> = OnceLock::new();
-    CODECS.get_or_init(|| crate::registry().codecs())
-}
-
-/// Position of family `name` among the registered codecs (the order families' parts of a
-/// summary or a tree are written in); unregistered names come last.
+/// Position of family `name` among the current families' codecs (the order families'
+/// parts of a summary or a tree are written in); unregistered names come last.
 pub(crate) fn family_rank(name: &str) -> usize {
-    registered_codecs()
-        .iter()
-        .position(|codec| codec.family() == name)
-        .unwrap_or(usize::MAX)
+    Families::with_current(|families| {
+        families
+            .codecs()
+            .iter()
+            .position(|codec| codec.family() == name)
+            .unwrap_or(usize::MAX)
+    })
 }
 
 /// How much of a stored event to build: everything, or what a projection's fold reads
@@ -521,27 +636,10 @@ impl fmt::Debug for FamilyPayload {
     }
 }
 
-/// The codec that registered event tag `tag`. A scan of a short list: a rebuild asks once
-/// per event, and a handful of string compares beat hashing the tag.
+/// The codec that claims event tag `tag` among the current families
+/// ([`Families::with_current`]).
 pub(crate) fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
-    static BY_TAG: OnceLock<Vec<(&'static str, &'static dyn PayloadCodec)>> = OnceLock::new();
-    BY_TAG
-        .get_or_init(|| {
-            let mut tags: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
-            for &codec in registered_codecs() {
-                for tag in codec.types() {
-                    assert!(
-                        tags.iter().all(|(known, _)| known != tag),
-                        "event type {tag:?} is registered by two families"
-                    );
-                    tags.push((tag, codec));
-                }
-            }
-            tags
-        })
-        .iter()
-        .find(|(known, _)| *known == tag)
-        .map(|(_, codec)| *codec)
+    Families::with_current(|families| families.codec_for(tag))
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).

@@ -312,8 +312,9 @@ impl<'de> serde::Deserialize<'de> for SummaryParts {
         let fields = Map::<String, Value>::deserialize(d)?;
         let mut groups: Vec<(&'static dyn crate::event::PayloadCodec, Map<String, Value>)> =
             Vec::new();
+        let codecs = crate::event::family::registered_codecs();
         for (key, value) in fields {
-            let Some(codec) = crate::event::family::registered_codecs()
+            let Some(codec) = codecs
                 .iter()
                 .copied()
                 .find(|codec| codec.summary_keys().contains(&key.as_str()))

@@ -5,7 +5,8 @@
 //! request and answer shapes ([`SearchRequest`], [`SearchAnswer`], [`Match`],
 //! [`Related`], [`Cursor`]; matches grouped by session on request), the query language
 //! ([`query`]), the analyser ([`analyzer`]), hybrid mode's fusion ([`fusion`]),
-//! the redb ledger's Tantivy index ([`index`]) and the contract a backend that searches
+//! the redb ledger's Tantivy index ([`index`]), the typo retry ([`correct`]), what the
+//! indexes hold and a page reads back ([`documents`]) and the contract a backend that searches
 //! its own ledger implements ([`TextSearch`]: PostgreSQL's full-text search, in
 //! [`postgres`], with its vectors). Must not: write to the ledger, or answer from an index
 //! that lags the ledger (the tail after its checkpoint is applied first).
@@ -22,6 +23,8 @@
 //! and memory stay as they were) and shared by every call of the process.
 
 pub(crate) mod analyzer;
+mod correct;
+mod documents;
 pub(crate) mod fusion;
 pub(crate) mod index;
 pub(crate) mod postgres;
@@ -29,7 +32,7 @@ pub(crate) mod query;
 pub(crate) mod semantic;
 pub(crate) mod vectors;
 
-use crate::event::{Event, SessionId, SessionKind};
+use crate::event::{SessionId, SessionKind};
 use crate::store::{Ledger, StoreError};
 use query::ParsedQuery;
 use serde::Serialize;
@@ -38,8 +41,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use index::IndexState;
-pub(crate) use query::{MAX_QUERY_BYTES, QueryError};
+pub(crate) use documents::{Documents, Heads};
+pub(crate) use index::{IndexState, cut};
+pub(crate) use query::{MAX_QUERY_BYTES, QueryError, parse_time};
 #[allow(unused_imports)] // some only in test builds
 pub(crate) use semantic::Semantic;
 
@@ -269,6 +273,11 @@ pub(crate) trait TextSearch: Send + Sync {
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError>;
     /// What `verify` reports.
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError>;
+    /// The word one edit away from `word` the backend's index holds most, for the typo
+    /// retry ([`correct`]); `None` by default (no retry).
+    fn correction(&self, _ledger: &Ledger, _word: &str) -> Result<Option<String>, RecallError> {
+        Ok(None)
+    }
 }
 
 /// The search of one ledger.
@@ -464,17 +473,22 @@ impl Recall {
         mode: SearchMode,
     ) -> Result<RankedAnswer, RecallError> {
         if mode == SearchMode::Lexical {
+            let (answer, note) = self.lexical_corrected(ledger, request, parsed)?;
             return Ok(RankedAnswer {
-                answer: self.lexical(ledger, request, parsed)?,
+                answer,
+                note,
                 ..RankedAnswer::default()
             });
         }
         let lexically = |note: String| -> Result<RankedAnswer, RecallError> {
-            let answer = self.lexical(ledger, request, parsed)?;
+            let (answer, corrected) = self.lexical_corrected(ledger, request, parsed)?;
             Ok(RankedAnswer {
                 rankers: vec![vec![LEXICAL]; answer.matches.len()],
                 answer,
-                note: Some(note),
+                note: Some(match corrected {
+                    Some(corrected) => format!("{note}; {corrected}"),
+                    None => note,
+                }),
             })
         };
         let Some(semantic) = &self.semantic else {
@@ -768,142 +782,9 @@ const RELATED_MIN_WORD_CHARS: usize = 4;
 /// Hits asked for per related session wanted (several hits may share a session).
 const RELATED_HITS_PER_SESSION: usize = 5;
 
-/// What the index holds of one event: its session's kind and its texts, joined.
-pub(crate) struct Searchable {
-    pub kind: SessionKind,
-    pub text: String,
-}
-
-/// Turns events into what the index holds (for both backends): an event's texts
-/// ([`index::texts`]), a title only where it does not repeat the session's first event,
-/// the session's kind (read once per session).
-pub(crate) struct Documents<'l> {
-    ledger: &'l Ledger,
-    kinds: HashMap<SessionId, SessionKind>,
-}
-
-impl<'l> Documents<'l> {
-    pub(crate) fn new(ledger: &'l Ledger) -> Self {
-        Documents {
-            ledger,
-            kinds: HashMap::new(),
-        }
-    }
-
-    /// What the index holds of `event`, `None` when nothing (no text).
-    pub(crate) fn searchable(&mut self, event: &Event) -> Result<Option<Searchable>, StoreError> {
-        if let crate::event::Payload::SessionStarted { kind, title, .. } = &event.payload {
-            self.kinds.insert(event.session, *kind);
-            if index::title_repeats_first_event(self.ledger, event.session, title)? {
-                return Ok(None);
-            }
-        }
-        let texts = index::texts(&event.payload);
-        if texts.is_empty() {
-            return Ok(None);
-        }
-        let kind = match self.kinds.get(&event.session) {
-            Some(kind) => *kind,
-            None => {
-                let kind = self
-                    .ledger
-                    .head(event.session)
-                    .or_else(StoreError::skip_damage)?
-                    .map_or(SessionKind::THINKING, |h| h.summary.kind);
-                self.kinds.insert(event.session, kind);
-                kind
-            }
-        };
-        Ok(Some(Searchable {
-            kind,
-            text: texts.join("\n"),
-        }))
-    }
-}
-
-/// The sessions' heads a page of matches needs, read once per session.
-#[derive(Default)]
-pub(crate) struct Heads {
-    seen: HashMap<SessionId, Option<(String, SessionKind)>>,
-}
-
-impl Heads {
-    /// The title and kind of `session` (`None` when it has no head).
-    pub(crate) fn title_and_kind(
-        &mut self,
-        ledger: &Ledger,
-        session: SessionId,
-    ) -> Result<Option<(String, SessionKind)>, StoreError> {
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.seen.entry(session) {
-            slot.insert(
-                ledger
-                    .head(session)
-                    .or_else(StoreError::skip_damage)?
-                    .map(|h| (h.summary.title, h.summary.kind)),
-            );
-        }
-        Ok(self.seen[&session].clone())
-    }
-
-    /// The match of `event` (`None` when its session has no head).
-    pub(crate) fn describe(
-        &mut self,
-        ledger: &Ledger,
-        event: &Event,
-        score: f32,
-        snippet: String,
-    ) -> Result<Option<Match>, StoreError> {
-        let Some((title, kind)) = self.title_and_kind(ledger, event.session)? else {
-            return Ok(None);
-        };
-        Ok(Some(Match {
-            session_id: event.session.to_string(),
-            seq: event.seq,
-            kind: kind.as_str(),
-            event_type: event.payload.type_name(),
-            at: event.at_rfc3339(),
-            score: round_score(score as f64),
-            title,
-            snippet,
-        }))
-    }
-}
-
 /// A score rounded to 3 decimals (answers stay short and stable).
 pub(crate) fn round_score(score: f64) -> f64 {
     (score * 1000.0).round() / 1000.0
-}
-
-/// The first `max` characters of `text`, `…` when cut.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
-}
-
-/// A time bound as the tools and the CLI take it: RFC 3339 (`2026-01-31T12:00:00Z`; a
-/// date alone is its midnight, UTC), or milliseconds since the epoch as digits.
-pub(crate) fn parse_time(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse()
-            .map_err(|_| format!("{text:?} is too large for milliseconds since the epoch"));
-    }
-    let full = if text.len() == 10 {
-        format!("{text}T00:00:00Z")
-    } else {
-        text.to_string()
-    };
-    let time = humantime::parse_rfc3339_weak(&full).map_err(|_| {
-        format!("{text:?} is not a time: use RFC 3339 (2026-01-31T12:00:00Z) or milliseconds since the epoch")
-    })?;
-    Ok(time
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0))
 }
 
 #[cfg(test)]

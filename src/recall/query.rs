@@ -1,13 +1,15 @@
 //! The query language of `search_history` and `search`, parsed once for both backends.
 //!
-//! Owns: [`parse`] (text → [`ParsedQuery`]: the words and `"quoted phrases"` to find, the
-//! `-excluded` ones) and its errors, each saying how to write a query. Must not: analyse
+//! Owns: [`parse`] (text → [`ParsedQuery`]: the words, `"quoted phrases"` and `word*`
+//! prefixes to find, the `-excluded` ones) and its errors, each saying how to write a
+//! query; [`parse_time`], the time bounds of a search's filters. Must not: analyse
 //! words (stemming, folding: each backend does that with its own analyser) or know a
 //! backend.
 //!
 //! The language: words are ranked (BM25; every-word matches first, any-word matches
-//! after), `"a quoted phrase"` matches those words in that order, a leading `-` excludes
-//! a word or a phrase. Nothing else is special: `AND`, `field:value`, `*` are words.
+//! after), `"a quoted phrase"` matches those words in that order, `word*` matches the
+//! words that start with `word`, a leading `-` excludes a word, a prefix or a phrase.
+//! Nothing else is special: `AND`, `field:value`, a `*` inside a word are words.
 //! Control characters count as spaces.
 
 use std::fmt;
@@ -19,8 +21,7 @@ pub(crate) const MAX_QUERY_BYTES: usize = 4096;
 pub(crate) const MAX_QUERY_TERMS: usize = 16;
 
 /// How to write a query, said with every error.
-pub(crate) const QUERY_HELP: &str =
-    "write words (ranked, every-word matches first), \"a quoted phrase\", and -word to exclude one";
+pub(crate) const QUERY_HELP: &str = "write words (ranked, every-word matches first), \"a quoted phrase\", word* for words that start with it, and -word to exclude one";
 
 /// One thing to find or exclude, as the user wrote it (analysed later, per backend).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,12 +30,14 @@ pub(crate) enum Unit {
     Word(String),
     /// The text between quotes: its words in this order.
     Phrase(String),
+    /// `word*` (the text before the `*`): the words that start with it.
+    Prefix(String),
 }
 
 impl Unit {
     pub(crate) fn text(&self) -> &str {
         match self {
-            Unit::Word(text) | Unit::Phrase(text) => text,
+            Unit::Word(text) | Unit::Phrase(text) | Unit::Prefix(text) => text,
         }
     }
 }
@@ -113,7 +116,17 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery, QueryError> {
                 word.push(c);
                 chars.next();
             }
-            Unit::Word(word)
+            match word.strip_suffix('*') {
+                Some(stem)
+                    if stem
+                        .trim_end_matches('*')
+                        .chars()
+                        .any(char::is_alphanumeric) =>
+                {
+                    Unit::Prefix(stem.trim_end_matches('*').to_string())
+                }
+                _ => Unit::Word(word),
+            }
         };
         if unit.text().is_empty() {
             continue;
@@ -139,6 +152,29 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery, QueryError> {
     Ok(ParsedQuery { wanted, excluded })
 }
 
+/// A time bound as the tools and the CLI take it: RFC 3339 (`2026-01-31T12:00:00Z`; a
+/// date alone is its midnight, UTC), or milliseconds since the epoch as digits.
+pub(crate) fn parse_time(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for milliseconds since the epoch"));
+    }
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_string()
+    };
+    let time = humantime::parse_rfc3339_weak(&full).map_err(|_| {
+        format!("{text:?} is not a time: use RFC 3339 (2026-01-31T12:00:00Z) or milliseconds since the epoch")
+    })?;
+    Ok(time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +198,20 @@ mod tests {
             parsed.excluded,
             vec![Unit::Word("rust".into()), Unit::Phrase("old build".into())]
         );
+    }
+
+    #[test]
+    fn a_trailing_star_makes_a_prefix() {
+        let parsed = parse("uncert* -old** * a*b").unwrap();
+        assert_eq!(
+            parsed.wanted,
+            vec![
+                Unit::Prefix("uncert".into()),
+                Unit::Word("*".into()),
+                Unit::Word("a*b".into())
+            ]
+        );
+        assert_eq!(parsed.excluded, vec![Unit::Prefix("old".into())]);
     }
 
     #[test]

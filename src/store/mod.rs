@@ -28,6 +28,7 @@ pub(crate) mod postgres;
 mod redb;
 pub(crate) mod rules;
 pub(crate) mod salvage;
+mod scoped;
 pub(crate) mod watch;
 pub(crate) mod writer;
 
@@ -36,6 +37,7 @@ pub(crate) use open::{Location, OpenMode};
 pub(crate) use watch::Watch;
 pub(crate) use writer::{AppendTxn, Appended};
 
+use crate::event::family::Families;
 use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
 use crate::event::{Event, GENESIS_HASH, SessionId};
 use contract::{Backend, CommitSignal, Decode, ReadView};
@@ -143,6 +145,9 @@ pub struct Ledger {
     /// Set when the ledger is opened for reading only: what that open did (see
     /// [`Ledger::open_file_read_only`]).
     read_only: Option<Arc<str>>,
+    /// The families this ledger decodes its rows with: every read and write job runs in
+    /// their scope ([`Families::in_scope`]).
+    families: Families,
     /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
 }
@@ -213,11 +218,37 @@ impl Ledger {
             path: Arc::new(label.to_path_buf()),
             damage,
             read_only: None,
+            families: Families::product(),
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
                 backend: closing,
             }),
         }
+    }
+
+    /// This ledger, decoding its rows with `families` instead of the product's (a ledger
+    /// of a test's own families; before its first read or write).
+    pub fn with_families(mut self, families: Families) -> Ledger {
+        self.families = families;
+        self
+    }
+
+    /// The families this ledger decodes with.
+    pub fn families(&self) -> &Families {
+        &self.families
+    }
+
+    /// `job`, run in the scope of this ledger's families (what a write job decodes).
+    fn scoped<R, F>(
+        &self,
+        job: F,
+    ) -> impl FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static + use<R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
+    {
+        let families = self.families.clone();
+        move |txn: &mut AppendTxn<'_>| families.in_scope(|| job(txn))
     }
 
     /// Path of the ledger file.
@@ -250,7 +281,7 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        self.writer.submit(job).await
+        self.writer.submit(self.scoped(job)).await
     }
 
     /// Queues `job` for the next group commit now and returns what waits for its result:
@@ -263,7 +294,7 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        let answer = self.writer.enqueue(job)?;
+        let answer = self.writer.enqueue(self.scoped(job))?;
         Ok(async move { answer.await.map_err(|_| StoreError::WriterGone)? })
     }
 
@@ -273,11 +304,13 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        self.writer.submit_blocking(job)
+        self.writer.submit_blocking(self.scoped(job))
     }
 
+    /// A read view that decodes with this ledger's families.
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
-        self.backend.read()
+        let view = self.families.in_scope(|| self.backend.read())?;
+        Ok(Box::new(scoped::ScopedRead::new(view, &self.families)))
     }
 
     /// The head of one session, if it exists.

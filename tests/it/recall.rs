@@ -115,6 +115,115 @@ async fn search_history_takes_the_same_filters_and_refuses_what_it_cannot_run() 
     ));
 }
 
+/// `search_history` over MCP, its structured answer.
+async fn search(client: &Client, args: Value) -> Value {
+    let result = call(client, "search_history", args.clone()).await;
+    assert!(!is_error(&result), "{args}: {}", text(&result));
+    structured(&result)
+}
+
+#[tokio::test]
+async fn prefixes_typos_phrases_and_filters_answer_over_mcp() {
+    let dir = data_dir();
+    let client = spawn_with(dir.path(), &["--toolsets", TOOLSETS], &[]).await;
+    let f = relevance_fixture(&client).await;
+    // Enough other events that a session's few are walked, not checked one by one.
+    let filler: Vec<String> = (0..40)
+        .map(|i| format!("filler {i}: the cache was warm and the build was uncertain"))
+        .collect();
+    let filler: Vec<&str> = filler.iter().map(String::as_str).collect();
+    let filler_session = thinking(&client, &filler).await;
+
+    // `word*`: the words that start with it, marked in the snippet.
+    let found = search(&client, json!({"query": "linke*"})).await;
+    assert_eq!(matches(&found).len(), 2, "{found}");
+    assert!(
+        matches(&found).iter().all(|(s, _)| *s == f.linker),
+        "{found}"
+    );
+    assert!(
+        found["matches"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**linker"),
+        "{found}"
+    );
+    let found = search(&client, json!({"query": "uncert*", "limit": 100})).await;
+    assert_eq!(matches(&found).len(), 40, "{found}");
+    assert!(matches(&search(&client, json!({"query": "qqq*"})).await).is_empty());
+    // Without the star, the same letters are a word of their own: nothing.
+    assert!(matches(&search(&client, json!({"query": "uncert"})).await).is_empty());
+
+    // A typo: nothing found, retried one edit away, and the note says so.
+    let found = search(&client, json!({"query": "zepelin"})).await;
+    assert_eq!(matches(&found), vec![(f.zeppelin.clone(), 2)], "{found}");
+    let note = found["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("no match for zepelin; showing zeppelin"),
+        "{found}"
+    );
+    // Words shorter than five letters are not corrected; a found word is not either.
+    let found = search(&client, json!({"query": "rsut"})).await;
+    assert!(matches(&found).is_empty(), "{found}");
+    assert!(
+        !found["note"].as_str().unwrap().contains("no match"),
+        "{found}"
+    );
+    let found = search(&client, json!({"query": "zeppelin"})).await;
+    assert!(
+        !found["note"].as_str().unwrap().contains("no match"),
+        "{found}"
+    );
+
+    // Phrases: two words and four, in this order only.
+    let found = search(&client, json!({"query": "\"linker fails\""})).await;
+    assert_eq!(matches(&found), vec![(f.linker.clone(), 2)], "{found}");
+    assert!(matches(&search(&client, json!({"query": "\"fails linker\""})).await).is_empty());
+    let found = search(&client, json!({"query": "\"purge the cache keys\""})).await;
+    assert_eq!(matches(&found), vec![(f.cache.clone(), 3)], "{found}");
+    let found = search(&client, json!({"query": "\"purge cache the keys\""})).await;
+    assert!(matches(&found).is_empty(), "{found}");
+    let found = search(
+        &client,
+        json!({"query": "\"the cache was warm\"", "limit": 100}),
+    )
+    .await;
+    assert_eq!(matches(&found).len(), 40, "{found}");
+
+    // Filters inside the collection: a session's few events, kinds, time.
+    let found = search(&client, json!({"query": "cache", "sessionId": f.cache})).await;
+    assert_eq!(matches(&found).len(), 2, "{found}");
+    assert!(
+        matches(&found).iter().all(|(s, _)| *s == f.cache),
+        "{found}"
+    );
+    let found = search(
+        &client,
+        json!({"query": "\"the cache\"", "sessionId": filler_session, "limit": 100}),
+    )
+    .await;
+    assert_eq!(matches(&found).len(), 40, "{found}");
+    let found = search(&client, json!({"query": "cache", "kinds": ["planning"]})).await;
+    assert!(!matches(&found).is_empty(), "{found}");
+    assert!(matches(&found).iter().all(|(s, _)| *s == f.plan), "{found}");
+    let found = search(
+        &client,
+        json!({"query": "cache", "since": "2999-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert!(matches(&found).is_empty(), "{found}");
+    let found = search(&client, json!({"query": "cache", "until": 1000})).await;
+    assert!(matches(&found).is_empty(), "{found}");
+    let all = search(&client, json!({"query": "cache", "limit": 100})).await;
+    let found = search(
+        &client,
+        json!({"query": "cache", "since": 0, "until": "2999-01-01T00:00:00Z", "limit": 100}),
+    )
+    .await;
+    assert_eq!(matches(&found), matches(&all), "{found}");
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_write_from_one_process_is_found_by_the_next_search_of_another() {
     let dir = data_dir();
@@ -310,7 +419,11 @@ async fn a_deleted_truncated_or_newer_index_is_rebuilt_never_served() {
     // Made by a newer schema.
     let meta = dir.path().join("index/tantivy/meta.json");
     let text = std::fs::read_to_string(&meta).unwrap();
-    let newer = text.replace("\\\"recall\\\":1", "\\\"recall\\\":999");
+    // The schema version this build wrote, whatever it is, made 999.
+    let key = "\\\"recall\\\":";
+    let at = text.find(key).map(|at| at + key.len()).unwrap_or(0);
+    let digits = text[at..].bytes().take_while(u8::is_ascii_digit).count();
+    let newer = format!("{}999{}", &text[..at], &text[at + digits..]);
     assert_ne!(text, newer, "the checkpoint names its schema: {text}");
     std::fs::write(&meta, newer).unwrap();
     assert!(stdout(&cli(dir.path(), &["verify"])).contains("unusable"));

@@ -182,6 +182,20 @@ pub(crate) fn relevance_set(
     let found = search(&["\"linker fails\""]);
     assert_eq!(matches(&found), vec![(f.linker.clone(), 2)], "{found}");
     assert!(matches(&search(&["\"fails linker\""])).is_empty());
+    // Prefixes: the words that start with it.
+    let found = search(&["linke*"]);
+    let hits = matches(&found);
+    assert_eq!(hits.len(), 2, "linke*: {found}");
+    assert!(hits.iter().all(|(s, _)| *s == f.linker), "{found}");
+    assert!(matches(&search(&["-linke* linker"])).is_empty());
+    // A typo: retried one edit away, said in the note.
+    let found = search(&["zepelin"]);
+    assert_eq!(first_session(&found), f.zeppelin, "{found}");
+    assert_eq!(
+        found["note"], "no match for zepelin; showing zeppelin",
+        "{found}"
+    );
+    assert!(matches(&search(&["rsut"])).is_empty());
     // Exclusion.
     let found = search(&["cache", "--limit", "20"]);
     assert!(matches(&found).contains(&(f.cache.clone(), 3)), "{found}");

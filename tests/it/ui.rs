@@ -1,7 +1,8 @@
 //! `reasoning-ledger ui` over HTTP: the address it prints (with this run's key), the list
 //! and session pages, the refusals (another Host, another method, an unknown page, no key
 //! or cookie, another site's request), and `/changes` answering when another process
-//! appends. (The pages in a real browser: `.ci/browser-check`.)
+//! appends, and `/search` answering the ranked matches of the CLI's search. (The pages in a
+//! real browser: `.ci/browser-check`.)
 
 use crate::common::{self, call, spawn, structured, thought};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -368,4 +369,85 @@ fn a_taken_port_is_named() {
     let said = crate::common::stderr(&out);
     assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
     assert!(said.contains("--port"), "{said}");
+}
+
+/// Issue 35: the list's search box asks `/search`, which answers the CLI's ranked matches
+/// with their snippets (escaped, the matched word marked), each linked to its event; a query
+/// the CLI refuses answers 400 with the CLI's message; no cookie, 401.
+#[tokio::test]
+async fn search_answers_ranked_matches_and_the_clis_errors() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let mut sessions = Vec::new();
+    for text in [
+        "a <b>long</b> thought that names the quokkasaurus once among many other words",
+        "quokkasaurus quokkasaurus quokkasaurus",
+        "nothing rare at all",
+    ] {
+        let answer =
+            structured(&call(&client, "sequentialthinking", thought(1, 1, false, text)).await);
+        sessions.push(answer["sessionId"].as_str().unwrap().to_string());
+    }
+    drop(client);
+    let ui = start_ui(dir.path());
+    let port = ui.port;
+    let (found, unclosed, empty, anonymous) = tokio::task::spawn_blocking(move || {
+        (
+            get(&ui, "/search?q=quokkasaurus"),
+            get(&ui, "/search?q=%22unclosed+quote"),
+            get(&ui, "/search?q="),
+            raw(
+                port,
+                "GET",
+                "/search?q=quokkasaurus",
+                &format!("127.0.0.1:{port}"),
+                "",
+            ),
+        )
+    })
+    .await
+    .unwrap();
+
+    let (status, headers, body) = found;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert!(headers.contains("content-type: text/html"), "{headers}");
+    let rows: Vec<&str> = body.lines().collect();
+    assert_eq!(rows.len(), 2, "{body}");
+    // Ranked: the thought that is all the rare word first; the third session not at all.
+    assert!(
+        rows[0].starts_with(&format!(
+            "<li data-rank=\"1\" data-session=\"{}\" data-seq=\"2\"><a href=\"/sessions/{}#thought-2\">",
+            sessions[1], sessions[1]
+        )),
+        "{body}"
+    );
+    assert!(
+        rows[1].starts_with(&format!(
+            "<li data-rank=\"2\" data-session=\"{}\" data-seq=\"2\">",
+            sessions[0]
+        )),
+        "{body}"
+    );
+    assert!(!body.contains(&sessions[2]), "{body}");
+    // The snippet: the word marked, the rest escaped.
+    assert!(rows[0].contains("<mark>quokkasaurus</mark>"), "{body}");
+    assert!(rows[1].contains("<mark>quokkasaurus</mark>"), "{body}");
+    assert!(
+        rows[1].contains("a &lt;b&gt;long&lt;/b&gt; thought"),
+        "{body}"
+    );
+    assert!(!body.contains("<b>"), "{body}");
+
+    // Query errors: 400 and what the CLI says (its `error: ` prefix aside).
+    for ((status, _, body), query) in [(unclosed, "\"unclosed quote"), (empty, "")] {
+        assert_eq!(status, "HTTP/1.1 400 Bad Request", "{body}");
+        let out = common::cli(dir.path(), &["search", query]);
+        assert!(!out.status.success());
+        let said = common::stderr(&out);
+        assert_eq!(said.trim(), format!("error: {}", body.trim()), "{body}");
+    }
+
+    let (status, _, body) = anonymous;
+    assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+    assert!(!body.contains("quokkasaurus"), "{body}");
 }

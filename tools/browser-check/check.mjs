@@ -234,9 +234,19 @@ async function ui(bin, data, shots) {
     await page.goto(address, { waitUntil: 'load' });
     await page.waitForSelector(`a[href="/sessions/${first.sessionId}"]`, { timeout: 10000 });
     // The session list's search.
+    // The session list's search: the server's ranked matches in place of the list.
+    await page.locator('#search').fill('before');
+    await page.waitForSelector(`#results a[href="/sessions/${first.sessionId}#thought-2"]`, { timeout: 10000 });
+    if (!(await page.textContent('#results .snippet')).includes('<img')) fail('ui: the snippet is not shown as text');
+    await page.screenshot({ path: join(shots, 'ui-search.png') });
+    await page.locator('#search').fill('"unclosed');
+    await page.waitForSelector('#results .error', { timeout: 10000 });
+    if (!(await page.textContent('#results .error')).includes('never closed')) fail('ui: a query error is not the CLI message');
     await page.locator('#search').fill('no such text anywhere');
-    assertEqual(await page.$$eval('#sessions li:not(.filtered)', (e) => e.length), 0, 'ui: search hides non-matching sessions');
+    await page.waitForSelector('#results li.none', { timeout: 10000 });
+    assertEqual(await page.$$eval('#sessions li:not(.filtered)', (e) => e.length), 0, 'ui: search hides the list');
     await page.locator('#search').fill('');
+    await page.waitForSelector('#results', { state: 'hidden', timeout: 10000 });
     await page.screenshot({ path: join(shots, 'ui-list.png') });
     await page.click(`a[href="/sessions/${first.sessionId}"]`);
     await page.waitForSelector('#picture g.node[data-seq="2"]');
@@ -264,7 +274,7 @@ async function ui(bin, data, shots) {
     if (!(await page.evaluate(() => window.__sameDocument === true))) fail('ui: the list reloaded');
     assertEqual(await page.$$eval('#sessions > li', (e) => e.length), 2, 'ui: sessions listed after the new one');
     await page.screenshot({ path: join(shots, 'ui-list-live.png') });
-    console.log(`browser-check: ui at ${base}: list, search, session page, a thought and a session appended by another process shown without a reload`);
+    console.log(`browser-check: ui at ${base}: list, ranked search, session page, a thought and a session appended by another process shown without a reload`);
   } finally {
     await browser.close();
     server.kill();

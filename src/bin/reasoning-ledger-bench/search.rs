@@ -6,7 +6,10 @@
 //! scan (kept here, verbatim in what it does, to be measured beside the index), and the
 //! figures: `search_history` latency on a warm server (p50/p95), the CLI's wall time and
 //! peak RSS, the rebuild time and index size, and one-caller append p50 with the index
-//! open and never opened. Must not: judge the figures (targets are shown beside them).
+//! open and never opened. Issue 34's cases come after issue 20's: two- and four-word
+//! phrases of common words, filters (kinds, since, sessionId, read from the fixture's
+//! middle event) around one common word, a prefix and a typo; the previous scan is not
+//! measured for them. Must not: judge the figures (targets are shown beside them).
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;
@@ -186,19 +189,55 @@ fn previous_scan(ledger: &Ledger, query: &str, limit: usize) -> anyhow::Result<u
     Ok(hits.len())
 }
 
-/// One measured query: its label, `search_history` arguments, CLI arguments.
+/// One measured query: its label, `search_history` arguments, CLI arguments, and whether
+/// the previous build's scan is measured beside it (the cases of issue 20 only).
 struct Case {
     label: &'static str,
     arguments: Value,
     cli: Vec<String>,
+    scan: bool,
 }
 
-fn cases() -> Vec<Case> {
+/// What the filter cases (issue 34) filter on, read from the fixture: the commit time of
+/// its middle event (`since`: the newer half) and that event's session (`sessionId`).
+struct Probe {
+    middle_at: u64,
+    middle_session: String,
+}
+
+impl Probe {
+    fn read(ledger: &Ledger, events: u64) -> anyhow::Result<Probe> {
+        let middle = ledger
+            .events_from_position((events / 2).max(1), 1)?
+            .into_iter()
+            .next()
+            .context("the fixture has no middle event")?;
+        Ok(Probe {
+            middle_at: middle.event.at,
+            middle_session: middle.event.session.to_string(),
+        })
+    }
+}
+
+/// The two-word phrase of the phrase cases: two common words.
+const PHRASE_TWO: &str = "cache latency";
+/// The four-word phrase: four common words.
+const PHRASE_FOUR: &str = "check evidence cache build";
+
+fn cases(probe: &Probe) -> Vec<Case> {
     let case = |label, arguments: Value, cli: &[&str]| Case {
         label,
         arguments,
         cli: cli.iter().map(|s| s.to_string()).collect(),
+        scan: true,
     };
+    let new = |label, arguments: Value, cli: &[&str]| Case {
+        scan: false,
+        ..case(label, arguments, cli)
+    };
+    let since = probe.middle_at.to_string();
+    let two = format!("\"{PHRASE_TWO}\"");
+    let four = format!("\"{PHRASE_FOUR}\"");
     vec![
         case(
             "selective (1 word in 10 events)",
@@ -229,6 +268,42 @@ fn cases() -> Vec<Case> {
             ],
         ),
         case("no match", json!({"query": "qqqxyzzy"}), &["qqqxyzzy"]),
+        new(
+            "phrase, 2 common words",
+            json!({"query": two}),
+            &[two.as_str()],
+        ),
+        new(
+            "phrase, 4 common words",
+            json!({"query": four}),
+            &[four.as_str()],
+        ),
+        new(
+            "1 common word + kinds (1 session in 10)",
+            json!({"query": "cache", "kinds": ["think"]}),
+            &["cache", "--kind", "think"],
+        ),
+        new(
+            "1 common word + since (newer half)",
+            json!({"query": "cache", "since": probe.middle_at}),
+            &["cache", "--since", since.as_str()],
+        ),
+        new(
+            "1 common word + sessionId",
+            json!({"query": "cache", "sessionId": probe.middle_session}),
+            &["cache", "--session", probe.middle_session.as_str()],
+        ),
+        new(
+            "phrase + kinds + since",
+            json!({"query": two, "kinds": ["think"], "since": probe.middle_at}),
+            &[two.as_str(), "--kind", "think", "--since", since.as_str()],
+        ),
+        new("prefix (laten*)", json!({"query": "laten*"}), &["laten*"]),
+        new(
+            "typo, retried (latencyy)",
+            json!({"query": "latencyy"}),
+            &["latencyy"],
+        ),
     ]
 }
 
@@ -395,12 +470,12 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     let ledger_dir = dir.join("search");
     eprintln!("bench: building the search fixture ({events} events)…");
     // The blocking parts step off the async workers (the store blocks on its writer).
-    tokio::task::block_in_place(|| -> anyhow::Result<()> {
+    let probe = tokio::task::block_in_place(|| -> anyhow::Result<Probe> {
         let ledger = Ledger::open(&ledger_dir)?;
         if ledger.last_position()? < events {
             build_fixture(&ledger, events)?;
         }
-        Ok(())
+        Probe::read(&ledger, events)
     })?;
     let ledger_bytes =
         std::fs::metadata(ledger_dir.join(reasoning_ledger::testing::LEDGER_FILE_NAME))?.len();
@@ -435,7 +510,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     let scans = tokio::task::block_in_place(|| -> anyhow::Result<Vec<(Duration, u64)>> {
         let ledger = Ledger::open(&ledger_dir)?;
         let mut scans = Vec::new();
-        for case in cases() {
+        for case in cases(&probe).into_iter().filter(|c| c.scan) {
             let query = case.arguments["query"].as_str().unwrap_or_default();
             let before = own_peak_kib();
             let started = Instant::now();
@@ -448,7 +523,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     // The warm server.
     let client = serve(server, &ledger_dir).await?;
     let mut server_rows = Vec::new();
-    for case in cases() {
+    for case in cases(&probe) {
         let args = arguments(&case.arguments);
         let first = client.call_tool("search_history", args.clone()).await?;
         anyhow::ensure!(first["isError"] != json!(true), "{}: {first}", case.label);
@@ -471,7 +546,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
 
     // The CLI, process start included.
     let mut cli_rows = Vec::new();
-    for case in cases() {
+    for case in cases(&probe) {
         let mut walls = Vec::new();
         let mut peak = 0;
         for _ in 0..CLI_RUNS {
@@ -495,16 +570,23 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
         out,
         "| query (top 10) | matches | warm server p50 / p95 | target p95 | CLI wall (median) / peak RSS | targets | previous scan: time / RSS growth |\n|---|---|---|---|---|---|---|"
     );
-    for (((case, (found, p50, p95)), (wall, peak)), (scan, scan_kib)) in
-        cases().iter().zip(&server_rows).zip(&cli_rows).zip(&scans)
+    let mut scans = scans.into_iter();
+    for ((case, (found, p50, p95)), (wall, peak)) in
+        cases(&probe).iter().zip(&server_rows).zip(&cli_rows)
     {
+        let scan = match case.scan.then(|| scans.next()).flatten() {
+            Some((scan, scan_kib)) => format!(
+                "{:.0} ms / {:.0} MiB",
+                scan.as_secs_f64() * 1000.0,
+                scan_kib as f64 / 1024.0
+            ),
+            None => "—".to_string(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {found} | {p50:.2} / {p95:.2} ms | ≤ 10 ms | {wall:.1} ms / {:.1} MiB | ≤ 50 ms / ≤ 64 MiB | {:.0} ms / {:.0} MiB |",
+            "| {} | {found} | {p50:.2} / {p95:.2} ms | ≤ 10 ms | {wall:.1} ms / {:.1} MiB | ≤ 50 ms / ≤ 64 MiB | {scan} |",
             case.label,
             *peak as f64 / 1024.0,
-            scan.as_secs_f64() * 1000.0,
-            *scan_kib as f64 / 1024.0
         );
     }
 

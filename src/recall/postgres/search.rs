@@ -22,17 +22,21 @@
 //! (words folded away by our analyser, such as `café` for `cafe`, are not marked).
 
 use crate::event::format_time;
-use crate::recall::analyzer;
-use crate::recall::query::ParsedQuery;
+use crate::recall::query::{ParsedQuery, Unit};
 use crate::recall::{
     Cursor, Documents, Heads, IndexState, Match, RecallError, SearchAnswer, SearchRequest,
     TextSearch, round_score,
 };
+use crate::recall::{analyzer, index};
 use crate::store::postgres::database::{
     Database, blocking, query_error, session_key, session_of, to_i64,
 };
 use crate::store::{Ledger, StoreError};
 use postgres::types::ToSql;
+
+/// Rows counted per candidate of the typo retry (enough to tell a common word from a
+/// rare one, without counting every row of a common word).
+const TYPO_COUNT_CAP: usize = 1000;
 
 /// Rows one INSERT of the projection carries.
 const INSERT_BATCH_ROWS: usize = 1000;
@@ -233,14 +237,28 @@ impl TextSearch for PgSearch {
     ) -> Result<SearchAnswer, RecallError> {
         let indexed = self.apply(ledger, false)?;
         let mut params = Params::default();
-        let unit = |text: &str, params: &mut Params| -> Option<String> {
-            let folded = analyzer::folded(text);
-            (!folded.is_empty()).then(|| format!("ledger_search_unit({})", params.push(folded)))
+        let unit = |unit: &Unit, params: &mut Params| -> Option<String> {
+            let folded = analyzer::folded(unit.text());
+            if folded.is_empty() {
+                return None;
+            }
+            Some(match unit {
+                // `word*`: the words before the last one in this order, then a word that
+                // starts with the last one, in the `simple` half (words as written).
+                Unit::Prefix(_) => {
+                    let words: Vec<&str> = folded.split(' ').collect();
+                    let query = format!("{}:*", words.join(" <-> "));
+                    format!("to_tsquery('simple', {})", params.push(query))
+                }
+                Unit::Word(_) | Unit::Phrase(_) => {
+                    format!("ledger_search_unit({})", params.push(folded))
+                }
+            })
         };
         let wanted: Vec<String> = parsed
             .wanted
             .iter()
-            .filter_map(|u| unit(u.text(), &mut params))
+            .filter_map(|u| unit(u, &mut params))
             .collect();
         if wanted.is_empty() {
             return Ok(SearchAnswer::default());
@@ -248,7 +266,7 @@ impl TextSearch for PgSearch {
         let excluded: Vec<String> = parsed
             .excluded
             .iter()
-            .filter_map(|u| unit(u.text(), &mut params))
+            .filter_map(|u| unit(u, &mut params))
             .map(|q| format!(" && !!{q}"))
             .collect();
         let excluded = excluded.concat();
@@ -327,6 +345,35 @@ impl TextSearch for PgSearch {
 
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError> {
         self.apply(ledger, true)
+    }
+
+    /// The same candidates as the index of a redb ledger (every word one edit away from
+    /// the folded word), each looked up in the `simple` half of `doc` (words as written)
+    /// in one statement: the one in most rows (counted up to [`TYPO_COUNT_CAP`]) wins.
+    fn correction(&self, ledger: &Ledger, word: &str) -> Result<Option<String>, RecallError> {
+        let folded = analyzer::folded(word);
+        if folded.contains(' ') || folded.chars().count() < index::MIN_TYPO_CHARS {
+            return Ok(None);
+        }
+        self.apply(ledger, false)?;
+        let candidates = index::one_edit_away(&folded);
+        let sql = format!(
+            "SELECT c, (SELECT count(*) FROM (SELECT 1 FROM ledger_search
+                        WHERE doc @@ to_tsquery('simple', c) LIMIT {TYPO_COUNT_CAP}) s) AS n
+             FROM unnest($1::text[]) AS c
+             WHERE NOT EXISTS (SELECT 1 FROM ledger_search
+                               WHERE doc @@ to_tsquery('simple', $2)
+                                  OR doc @@ plainto_tsquery('english', $2))
+             ORDER BY n DESC, c
+             LIMIT 1"
+        );
+        let rows = self.with_client("looking for a word one edit away", |c| {
+            c.query(&sql, &[&candidates, &folded])
+        })?;
+        Ok(rows
+            .first()
+            .filter(|row| row.get::<_, i64>(1) > 0)
+            .map(|row| row.get::<_, String>(0)))
     }
 
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError> {

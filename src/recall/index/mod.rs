@@ -1,47 +1,47 @@
 //! The Tantivy index of a redb ledger: a projection of the ledger kept in
 //! `<data dir>/index/`, derived data that can be deleted at any time.
 //!
-//! Owns: the index schema ([`RECALL_SCHEMA`] names its version), opening and checking it
-//! (missing, unreadable, of another schema, ahead of the ledger or of another ledger: it
-//! is rebuilt, with one log line), the indexer (events in ledger-position order from the
-//! checkpoint, the checkpoint written in the same Tantivy commit as the documents), the
-//! update lock (`index/update.lock`: one process updates at a time, across processes;
-//! the others wait for it, then read), and searching it (two tiers, filters, pages,
-//! snippets). Must not: write to the ledger, or answer from an index behind the ledger
-//! (every search first applies the tail after the checkpoint), or write beside a ledger
-//! that may not be written here ([`TantivyRecall::temporary`]: the index is kept in a
-//! temporary directory instead, from a copy of the one beside it).
+//! Owns: opening and checking it (missing, unreadable, of another schema, ahead of the
+//! ledger or of another ledger: it is rebuilt, with one log line), catching it up and
+//! rebuilding it, the checkpoint (written in the same Tantivy commit as the documents),
+//! and the update lock (`index/update.lock`: one process updates at a time, across
+//! processes; the others wait for it, then read). Beside it, by concern as Tantivy lays
+//! itself out: [`schema`] (the fields, the word and word-pair analysers), [`indexer`]
+//! (events → documents), [`search`] (queries, tiers, pages, snippets, prefixes, typos)
+//! and [`filter`] (filters applied while the top hits are collected). Must not: write to
+//! the ledger, or answer from an index behind the ledger (every search first applies the
+//! tail after the checkpoint), or write beside a ledger that may not be written here
+//! ([`TantivyRecall::temporary`]: the index is kept in a temporary directory instead,
+//! from a copy of the one beside it).
 //!
-//! A document per event with text: `body` (the event's texts, analysed), `kind` (the
-//! session's kind), `session`, `seq`, `position`, `at`. A session's title is the text
-//! of its `session_started` document, indexed once (not repeated into its events), and
-//! not at all when it only repeats the session's first event (a thinking session's title
-//! is its first thought). Stored fields: none; a hit is read back from the ledger by
-//! session and seq (its fast fields), so snippets always show the ledger's text.
+//! A document per event with text: `body` (the event's texts, analysed), `pairs` (its
+//! adjacent words, for phrases), `kind` (the session's kind), `session`, `seq`,
+//! `position`, `at`. A session's title is the text of its `session_started` document,
+//! indexed once (not repeated into its events), and not at all when it only repeats the
+//! session's first event (a thinking session's title is its first thought). Stored
+//! fields: none; a hit is read back from the ledger by session and seq (its fast fields),
+//! so snippets always show the ledger's text.
 
-use super::analyzer::{ANALYZER_NAME, analyzer};
-use super::query::{ParsedQuery, Unit};
-use super::{Cursor, Documents, RecallError, SearchAnswer, SearchRequest};
-use crate::event::{Event, Payload, SessionId};
-use crate::store::{Ledger, StoreError};
+mod filter;
+mod indexer;
+mod schema;
+mod search;
+
+use super::query::ParsedQuery;
+use super::{RecallError, SearchAnswer, SearchRequest};
+use crate::store::Ledger;
+use indexer::Indexer;
+pub(crate) use indexer::{texts, title_repeats_first_event};
+use schema::{Fields, register_analyzers, schema};
+pub(crate) use search::{MIN_TYPO_CHARS, SNIPPET_MAX_CHARS, cut, one_edit_away};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tantivy::collector::TopDocs;
-use tantivy::query::{
-    BooleanQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
-};
-use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
-};
-use tantivy::snippet::SnippetGenerator;
-use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
-/// checkpoint names another version is rebuilt.
-pub(crate) const RECALL_SCHEMA: u32 = 1;
+/// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast.
+pub(crate) const RECALL_SCHEMA: u32 = 2;
 
 /// The index's folder inside the data directory.
 pub(crate) const INDEX_DIR: &str = "index";
@@ -61,12 +61,9 @@ const REBUILD_THREADS: usize = 2;
 /// commit; searches meanwhile wait for it).
 const REBUILD_COMMIT_EVERY: u64 = 100_000;
 
-/// Longest snippet, in characters.
-pub(crate) const SNIPPET_MAX_CHARS: usize = 160;
-
 /// What the index has applied, written with each commit (Tantivy's commit payload).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Checkpoint {
+pub(super) struct Checkpoint {
     /// [`RECALL_SCHEMA`] of the build that wrote it.
     recall: u32,
     /// The last ledger position applied (0: none).
@@ -79,7 +76,7 @@ struct Checkpoint {
 }
 
 impl Checkpoint {
-    fn empty() -> Self {
+    pub(super) fn empty() -> Self {
         Checkpoint {
             recall: RECALL_SCHEMA,
             position: 0,
@@ -90,35 +87,6 @@ impl Checkpoint {
 }
 
 /// The index's fields.
-#[derive(Clone, Copy)]
-struct Fields {
-    body: Field,
-    kind: Field,
-    session: Field,
-    seq: Field,
-    position: Field,
-    at: Field,
-}
-
-fn schema() -> (Schema, Fields) {
-    let mut builder = Schema::builder();
-    let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(ANALYZER_NAME)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
-    let fields = Fields {
-        body: builder.add_text_field("body", text),
-        kind: builder.add_text_field("kind", STRING),
-        session: builder.add_text_field("session", STRING | FAST),
-        seq: builder.add_u64_field("seq", FAST),
-        position: builder.add_u64_field("position", INDEXED | FAST),
-        at: builder.add_u64_field("at", INDEXED | FAST),
-    };
-    (builder.build(), fields)
-}
-
-/// Where the ledger stands: what a checkpoint is compared with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum LedgerEnd {
     /// The last position.
@@ -246,7 +214,7 @@ impl TantivyRecall {
     ) -> Result<SearchAnswer, RecallError> {
         let answer = self
             .current(ledger, None)
-            .and_then(|open| run_search(&open, ledger, request, parsed));
+            .and_then(|open| search::run_search(&open, ledger, request, parsed));
         match answer {
             Ok(answer) => Ok(answer),
             Err(RecallError::Index(error)) => {
@@ -254,10 +222,22 @@ impl TantivyRecall {
                 // rebuild and answer from the rebuilt one, never from this one.
                 self.forget();
                 let open = self.rebuild(ledger, &format!("reading it failed: {error}"), None)?;
-                run_search(&open, ledger, request, parsed)
+                search::run_search(&open, ledger, request, parsed)
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// The word one edit away from `word` that the index holds in most documents (the
+    /// index first brought up to the ledger's end); `None` when `word` is short, held
+    /// itself, or has no such neighbour.
+    pub(crate) fn correction(
+        &self,
+        ledger: &Ledger,
+        word: &str,
+    ) -> Result<Option<String>, RecallError> {
+        let open = self.current(ledger, None)?;
+        search::correction(&open.reader.searcher(), &open.fields, word)
     }
 
     /// Rebuilds the index from the ledger (`reindex`), reporting progress as
@@ -382,7 +362,7 @@ impl TantivyRecall {
         // Opened again under the lock: Tantivy reads which files it manages when an index
         // is opened, and another process may have written some since this one opened it.
         let index = Index::open_in_dir(self.tantivy_dir())?;
-        index.tokenizers().register(ANALYZER_NAME, analyzer());
+        register_analyzers(&index);
         let mut writer: IndexWriter<TantivyDocument> =
             index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
         let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
@@ -427,7 +407,7 @@ impl TantivyRecall {
             })?;
         let (schema, fields) = schema();
         let index = Index::create_in_dir(&path, schema)?;
-        index.tokenizers().register(ANALYZER_NAME, analyzer());
+        register_analyzers(&index);
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, REBUILD_THREADS);
@@ -509,7 +489,7 @@ impl UpdateLock {
 
 fn open_index(path: &Path) -> Result<Open, RecallError> {
     let index = Index::open_in_dir(path)?;
-    index.tokenizers().register(ANALYZER_NAME, analyzer());
+    register_analyzers(&index);
     let (expected, fields) = schema();
     if index.schema() != expected {
         return Err(RecallError::Stale(
@@ -591,379 +571,4 @@ fn validate(
         }
     }
     Ok(Ok(()))
-}
-
-/// Texts of a payload the index holds.
-pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
-    match payload {
-        Payload::SessionStarted { title, .. } => vec![title.as_str()],
-        Payload::SessionClosed { reason } => vec![reason.as_str()],
-        Payload::Family(family) => family.event().search_texts(),
-    }
-    .into_iter()
-    .filter(|t| !t.trim().is_empty())
-    .collect()
-}
-
-/// Whether a session's title only repeats its first event's text (a thinking session's
-/// title is its first thought, cut): then the title is not indexed apart.
-pub(crate) fn title_repeats_first_event(
-    ledger: &Ledger,
-    session: SessionId,
-    title: &str,
-) -> Result<bool, crate::store::StoreError> {
-    let stem = title.trim_end_matches('…').trim();
-    let mut repeats = false;
-    let read = ledger.for_each_event_to_fold(session, 2, 2, |event| {
-        repeats = texts(&event.payload).iter().any(|t| t.contains(stem));
-        false
-    });
-    read.map(Some)
-        .or_else(crate::store::StoreError::skip_damage)?;
-    Ok(repeats)
-}
-
-/// Turns events into documents and remembers what it applied.
-struct Indexer<'l> {
-    ledger: &'l Ledger,
-    fields: Fields,
-    checkpoint: Checkpoint,
-    documents: Documents<'l>,
-}
-
-impl<'l> Indexer<'l> {
-    fn new(ledger: &'l Ledger, fields: Fields, checkpoint: Checkpoint) -> Self {
-        Indexer {
-            ledger,
-            fields,
-            checkpoint,
-            documents: Documents::new(ledger),
-        }
-    }
-
-    /// The document of `event` at `position`, if it has text.
-    fn document(
-        &mut self,
-        position: u64,
-        event: &Event,
-    ) -> Result<Option<TantivyDocument>, RecallError> {
-        let Some(searchable) = self.documents.searchable(event)? else {
-            return Ok(None);
-        };
-        let f = self.fields;
-        let mut doc = TantivyDocument::new();
-        doc.add_text(f.body, searchable.text);
-        doc.add_text(f.kind, searchable.kind.as_str());
-        doc.add_text(f.session, event.session.to_string());
-        doc.add_u64(f.seq, event.seq);
-        doc.add_u64(f.position, position);
-        doc.add_u64(f.at, event.at);
-        Ok(Some(doc))
-    }
-
-    /// Applies every event after the checkpoint, committing every `commit_every` events.
-    ///
-    /// An event that cannot be read (damage, which the ledger records and `verify` lists)
-    /// is skipped: the index goes on with the next position, so one damaged event does
-    /// not stop every search. After [`crate::store::MAX_UNREADABLE_EVENTS`] of them in one catch-up the
-    /// rest is left for later and searches answer from what is indexed.
-    fn apply_from(
-        &mut self,
-        writer: &mut IndexWriter<TantivyDocument>,
-        commit_every: Option<u64>,
-        mut progress: Option<&mut dyn FnMut(u64)>,
-    ) -> Result<(), RecallError> {
-        let mut failed = None;
-        let mut since_commit = 0;
-        let from = self.checkpoint.position + 1;
-        self.ledger.for_each_readable_event_from_position(
-            from,
-            crate::store::MAX_UNREADABLE_EVENTS,
-            |positioned| {
-                let step = self
-                    .document(positioned.position, &positioned.event)
-                    .and_then(|doc| match doc {
-                        Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
-                        None => Ok(()),
-                    });
-                if let Err(error) = step {
-                    failed = Some(error);
-                    return false;
-                }
-                self.checkpoint.position = positioned.position;
-                self.checkpoint.hash = positioned.event.hash.clone();
-                since_commit += 1;
-                if commit_every.is_some_and(|every| since_commit >= every) {
-                    since_commit = 0;
-                    if let Err(error) = self.commit(writer) {
-                        failed = Some(error);
-                        return false;
-                    }
-                    if let Some(progress) = progress.as_mut() {
-                        progress(positioned.position);
-                    }
-                }
-                true
-            },
-        )?;
-        failed.map_or(Ok(()), Err)
-    }
-
-    /// Applies every event of a ledger without positions.
-    fn apply_unpositioned(
-        &mut self,
-        writer: &mut IndexWriter<TantivyDocument>,
-    ) -> Result<(), RecallError> {
-        let mut failed = None;
-        let mut applied = 0;
-        self.ledger.for_each_event_everywhere(|event| {
-            let step = self.document(0, &event).and_then(|doc| match doc {
-                Some(doc) => writer.add_document(doc).map(drop).map_err(Into::into),
-                None => Ok(()),
-            });
-            if let Err(error) = step {
-                failed = Some(error);
-                return false;
-            }
-            applied += 1;
-            true
-        })?;
-        self.checkpoint.unpositioned = Some(applied);
-        failed.map_or(Ok(()), Err)
-    }
-
-    fn commit(&self, writer: &mut IndexWriter<TantivyDocument>) -> Result<(), RecallError> {
-        let payload = serde_json::to_string(&self.checkpoint).expect("a checkpoint serializes");
-        let mut prepared = writer.prepare_commit()?;
-        prepared.set_payload(&payload);
-        prepared.commit()?;
-        Ok(())
-    }
-}
-
-// ---- searching ----
-
-/// A unit's query on `body`, `None` when it analyses to nothing.
-fn unit_query(fields: &Fields, unit: &Unit) -> Option<Box<dyn Query>> {
-    let terms: Vec<Term> = super::analyzer::terms(unit.text())
-        .into_iter()
-        .map(|t| Term::from_field_text(fields.body, &t))
-        .collect();
-    match terms.len() {
-        0 => None,
-        1 => Some(Box::new(TermQuery::new(
-            terms.into_iter().next().expect("one"),
-            IndexRecordOption::WithFreqs,
-        ))),
-        _ => Some(Box::new(PhraseQuery::new(terms))),
-    }
-}
-
-fn filter(query: impl Query) -> (Occur, Box<dyn Query>) {
-    (
-        Occur::Must,
-        Box::new(ConstScoreQuery::new(Box::new(query), 0.0)),
-    )
-}
-
-fn u64_range(field: Field, from: Option<u64>, to: Option<u64>) -> RangeQuery {
-    let bound = |value: Option<u64>| match value {
-        Some(v) => Bound::Included(Term::from_field_u64(field, v)),
-        None => Bound::Unbounded,
-    };
-    RangeQuery::new(bound(from), bound(to))
-}
-
-/// The request's filters, as clauses that match without scoring.
-fn filters(
-    fields: &Fields,
-    request: &SearchRequest,
-    bound: Option<u64>,
-) -> Vec<(Occur, Box<dyn Query>)> {
-    let mut clauses = Vec::new();
-    if let Some(session) = request.session {
-        clauses.push(filter(TermQuery::new(
-            Term::from_field_text(fields.session, &session.to_string()),
-            IndexRecordOption::Basic,
-        )));
-    }
-    if !request.kinds.is_empty() {
-        let kinds: Vec<Box<dyn Query>> = request
-            .kinds
-            .iter()
-            .map(|k| {
-                Box::new(TermQuery::new(
-                    Term::from_field_text(fields.kind, k.as_str()),
-                    IndexRecordOption::Basic,
-                )) as Box<dyn Query>
-            })
-            .collect();
-        clauses.push(filter(BooleanQuery::union(kinds)));
-    }
-    if request.since.is_some() || request.until.is_some() {
-        clauses.push(filter(u64_range(fields.at, request.since, request.until)));
-    }
-    if let Some(bound) = bound {
-        clauses.push(filter(u64_range(fields.position, None, Some(bound))));
-    }
-    clauses
-}
-
-fn clone_all(queries: &[Box<dyn Query>]) -> Vec<Box<dyn Query>> {
-    queries.iter().map(|q| q.box_clone()).collect()
-}
-
-/// The highest position the searcher holds.
-fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
-    let mut max = 0;
-    for segment in searcher.segment_readers() {
-        if segment.num_docs() == 0 {
-            continue;
-        }
-        let column = segment.fast_fields().u64("position")?;
-        max = max.max(column.max_value());
-    }
-    Ok(max)
-}
-
-fn run_search(
-    open: &Open,
-    ledger: &Ledger,
-    request: &SearchRequest,
-    parsed: &ParsedQuery,
-) -> Result<SearchAnswer, RecallError> {
-    let fields = &open.fields;
-    let searcher = open.reader.searcher();
-    let wanted: Vec<Box<dyn Query>> = parsed
-        .wanted
-        .iter()
-        .filter_map(|u| unit_query(fields, u))
-        .collect();
-    if wanted.is_empty() {
-        return Ok(SearchAnswer::default());
-    }
-    let excluded: Vec<Box<dyn Query>> = parsed
-        .excluded
-        .iter()
-        .filter_map(|u| unit_query(fields, u))
-        .collect();
-    let (offset, bound) = match request.cursor {
-        Some(cursor) => (cursor.offset, cursor.bound),
-        None => (0, max_position(&searcher)?),
-    };
-    let filter_clauses = || filters(fields, request, request.cursor.map(|c| c.bound));
-    let exclusions = || {
-        excluded
-            .iter()
-            .map(|q| (Occur::MustNot, q.box_clone()))
-            .collect::<Vec<_>>()
-    };
-    let want = offset + request.limit + 1;
-    // Tier 1: every wanted unit.
-    let mut every: Vec<(Occur, Box<dyn Query>)> = clone_all(&wanted)
-        .into_iter()
-        .map(|q| (Occur::Must, q))
-        .collect();
-    every.extend(exclusions());
-    every.extend(filter_clauses());
-    let every: Box<dyn Query> = if every.len() == 1 {
-        every.pop().expect("one").1
-    } else {
-        Box::new(BooleanQuery::new(every))
-    };
-    let mut hits = searcher.search(&*every, &TopDocs::with_limit(want).order_by_score())?;
-    // Tier 2: any wanted unit, after every tier-1 hit.
-    if hits.len() < want && wanted.len() > 1 {
-        let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(
-            Occur::Must,
-            Box::new(BooleanQuery::union(clone_all(&wanted))),
-        )];
-        any.extend(exclusions());
-        any.extend(filter_clauses());
-        let any = BooleanQuery::new(any);
-        let seen: HashSet<DocAddress> = hits.iter().map(|(_, doc)| *doc).collect();
-        let more = searcher.search(&any, &TopDocs::with_limit(want).order_by_score())?;
-        hits.extend(more.into_iter().filter(|(_, doc)| !seen.contains(doc)));
-        hits.truncate(want);
-    }
-    let next_cursor = (hits.len() > offset + request.limit).then(|| Cursor {
-        offset: offset + request.limit,
-        bound,
-    });
-    let page: Vec<(f32, DocAddress)> = hits.into_iter().skip(offset).take(request.limit).collect();
-    let mut snippets = SnippetGenerator::create(
-        &searcher,
-        &BooleanQuery::union(clone_all(&wanted)),
-        fields.body,
-    )?;
-    snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
-    let mut heads = super::Heads::default();
-    let mut matches = Vec::with_capacity(page.len());
-    for (score, address) in page {
-        let segment = searcher.segment_reader(address.segment_ord);
-        let seq = segment
-            .fast_fields()
-            .u64("seq")?
-            .first(address.doc_id)
-            .unwrap_or(0);
-        let Some(sessions) = segment.fast_fields().str("session")? else {
-            continue;
-        };
-        let mut session_text = String::new();
-        if let Some(ord) = sessions.term_ords(address.doc_id).next() {
-            sessions
-                .ord_to_str(ord, &mut session_text)
-                .map_err(|e| RecallError::Index(e.into()))?;
-        }
-        let Ok(session) = session_text.parse::<SessionId>() else {
-            continue;
-        };
-        let read = ledger
-            .events(session, seq, seq)
-            .map(|events| events.into_iter().next())
-            .or_else(StoreError::skip_damage)?;
-        let Some(event) = read else {
-            continue;
-        };
-        let text = texts(&event.payload).join("\n");
-        let snippet = render_snippet(&snippets.snippet(&text), &text);
-        if let Some(found) = heads.describe(ledger, &event, score, snippet)? {
-            matches.push(found);
-        }
-    }
-    Ok(SearchAnswer {
-        matches,
-        next_cursor,
-    })
-}
-
-/// A snippet with its matched words marked `**word**`, and `…` where text was cut.
-fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
-    let fragment = snippet.fragment();
-    if fragment.is_empty() {
-        return super::cut(text, SNIPPET_MAX_CHARS);
-    }
-    let mut ranges: Vec<std::ops::Range<usize>> = snippet.highlighted().to_vec();
-    ranges.sort_by_key(|r| r.start);
-    let mut out = String::new();
-    let range = snippet.fragment_range();
-    if range.start > 0 {
-        out.push('…');
-    }
-    let mut from = 0;
-    for r in ranges {
-        if r.start < from || r.end > fragment.len() {
-            continue;
-        }
-        out.push_str(&fragment[from..r.start]);
-        out.push_str("**");
-        out.push_str(&fragment[r.clone()]);
-        out.push_str("**");
-        from = r.end;
-    }
-    out.push_str(&fragment[from..]);
-    if range.end < text.len() {
-        out.push('…');
-    }
-    out
 }
