@@ -324,7 +324,7 @@ fn references() -> BTreeMap<(ModulePath, ModulePath), Site> {
     let rooted = |mut path: ModulePath| -> ModulePath {
         if let Some(home) = path.first().and_then(|name| layout.macros.get(name)) {
             let mut at = home.clone();
-            at.extend(path.drain(..));
+            at.append(&mut path);
             path = at;
         }
         if path
