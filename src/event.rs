@@ -20,7 +20,8 @@ use ulid::Ulid;
 const HASH_DOMAIN: &[u8] = b"reasoning-ledger/event-hash/v1\0";
 
 /// `prev` of the first event of every session.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS_HASH: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Identifier of a session: a ULID, written as its 26-character Crockford string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -76,10 +77,12 @@ impl FromStr for SessionId {
     }
 }
 
-pub mod family;
-pub mod summary;
+pub(crate) mod family;
+pub(crate) mod summary;
 
-pub use family::{CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec};
+pub(crate) use family::{
+    CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec,
+};
 
 mod ulid_string {
     use serde::{Deserializer, Serializer};
@@ -204,7 +207,7 @@ pub struct CallRecord {
 
 /// Schema version of the core payloads (`session_started`, `session_closed`). A family's
 /// payloads carry their own version ([`PayloadCodec::schema`]).
-pub const CORE_SCHEMA: u32 = 1;
+pub(crate) const CORE_SCHEMA: u32 = 1;
 
 /// Everything the ledger records. Serialized as one object tagged by `"type"`; tags are
 /// never renamed.
@@ -257,9 +260,9 @@ enum CorePayloadWire {
 }
 
 /// Tag of the first event of every session.
-pub const SESSION_STARTED: &str = "session_started";
+pub(crate) const SESSION_STARTED: &str = "session_started";
 /// Tag of the event that closes a session.
-pub const SESSION_CLOSED: &str = "session_closed";
+pub(crate) const SESSION_CLOSED: &str = "session_closed";
 
 impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -472,8 +475,10 @@ struct HashedFields<'a> {
 }
 
 /// Hash of an event's content (without an actor) chained to `prev`, as lowercase hex;
-/// [`Event::computed_hash`] covers an actor too.
-pub fn event_hash(
+/// [`Event::computed_hash`] covers an actor too. (Reads use the latter; the tests pin
+/// this form.)
+#[cfg(test)]
+pub(crate) fn event_hash(
     prev: &str,
     id: &EventId,
     session: &SessionId,
@@ -537,13 +542,13 @@ impl Event {
 }
 
 /// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
-pub fn format_time(at_ms: u64) -> String {
+pub(crate) fn format_time(at_ms: u64) -> String {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
     humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// Now, in milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -29,10 +29,9 @@ use crate::tools::planning::state::weighted_score;
 use crate::tools::planning::{PlanArgs, decide_planning};
 use crate::tools::qa::node::QaNode;
 use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
-use crate::tools::thinking::{
-    SequentialArgs, ThinkArgs, decide_sequential, decide_think, title_of,
-};
+use crate::tools::thinking::{SequentialArgs, ThinkArgs, decide_sequential, decide_think};
 use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
+use crate::tools::write::title_of;
 use serde_json::{Map, Number, Value};
 
 /// Most thoughts in a tree built from fuzz input (keeps one run fast).

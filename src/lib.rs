@@ -40,8 +40,8 @@
 pub(crate) mod cli;
 /// The `reasoning-ledger` binary's entry: parse the command line, run, exit code.
 pub use cli::main;
-pub mod event;
-pub mod export;
+pub(crate) mod event;
+pub(crate) mod export;
 pub(crate) mod fault;
 /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
 /// never into the server a user runs.
@@ -50,21 +50,45 @@ pub(crate) mod fault;
 pub mod fuzzing;
 pub(crate) mod http;
 pub(crate) mod live;
-pub mod mcp_client;
+pub(crate) mod mcp_client;
 pub(crate) mod mcp_log;
 pub(crate) mod private;
-pub mod progress;
-pub mod projection;
+pub(crate) mod progress;
+pub(crate) mod projection;
 pub(crate) mod prompts;
 pub(crate) mod provider;
-pub mod query;
+pub(crate) mod query;
 pub(crate) mod recall;
 pub(crate) mod request;
-pub mod server;
-pub mod store;
-pub mod tools;
+pub(crate) mod server;
+pub(crate) mod store;
+pub(crate) mod tools;
 pub(crate) mod transport;
 pub(crate) mod ui;
+
+/// Everything the benchmark harness (`src/bin/reasoning-ledger-bench`) and the integration
+/// tests reach inside the crate, and nothing else: every module is `pub(crate)`, so
+/// `unreachable_pub` holds the rest of the crate to `pub(crate)`. Not an API; it changes
+/// with the code. (The fuzz targets reach [`fuzzing`].)
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::event::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
+    pub use crate::export::html::render as render_html;
+    pub use crate::export::mermaid::render as render_mermaid;
+    pub use crate::export::svg::render as render_svg;
+    pub use crate::mcp_client::McpClient;
+    pub use crate::progress::Progress;
+    pub use crate::projection::tree::ThoughtTree;
+    pub use crate::query::load_tree;
+    pub use crate::server::SLOW_CALL;
+    pub use crate::store::{LEDGER_FILE_NAME, Ledger};
+    pub use crate::tools::args::MAX_INTEGER;
+    pub use crate::tools::thinking::{SequentialThought, ThinkingEvent};
+    pub use crate::tools::{
+        ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
+        Toolset,
+    };
+}
 
 /// The composition root's one wire: the product's families (`tools::REGISTRY`), which a
 /// ledger decodes with unless handed others (`event::family::Families`); the core

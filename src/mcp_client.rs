@@ -21,7 +21,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 
 /// The protocol version this client asks for.
-pub const PROTOCOL_VERSION: &str = "2025-11-25";
+pub(crate) const PROTOCOL_VERSION: &str = "2025-11-25";
 
 /// Longest wait for the child to exit once its stdin is closed, before it is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(10);

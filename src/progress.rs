@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 /// Set (to anything non-empty) to draw no bar even on a terminal.
-pub const NO_PROGRESS_ENV: &str = "REASONING_LEDGER_NO_PROGRESS";
+pub(crate) const NO_PROGRESS_ENV: &str = "REASONING_LEDGER_NO_PROGRESS";
 
 /// How often a bar redraws: also its spinner's tick.
 const REDRAW_EVERY: Duration = Duration::from_millis(120);
@@ -22,7 +22,7 @@ pub struct Progress {
 }
 
 /// Whether bars are drawn in this process.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     std::io::stderr().is_terminal()
         && std::env::var_os(NO_PROGRESS_ENV).is_none_or(|value| value.is_empty())
 }

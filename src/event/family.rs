@@ -228,7 +228,7 @@ impl Families {
 }
 
 /// The kind named `name` among the current families ([`Families::with_current`]).
-pub fn kind_named(name: &str) -> Option<&'static KindInfo> {
+pub(crate) fn kind_named(name: &str) -> Option<&'static KindInfo> {
     Families::with_current(|families| {
         families
             .kinds()
@@ -239,18 +239,18 @@ pub fn kind_named(name: &str) -> Option<&'static KindInfo> {
 }
 
 /// The registration of a session kind among the current families.
-pub fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
+pub(crate) fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
     Families::with_current(|families| families.kinds().iter().copied().find(|k| k.kind == kind))
 }
 
 /// Every codec of the current families, in registration order.
-pub fn registered_codecs() -> Vec<&'static dyn PayloadCodec> {
+pub(crate) fn registered_codecs() -> Vec<&'static dyn PayloadCodec> {
     Families::with_current(|families| families.codecs().to_vec())
 }
 
 /// Position of family `name` among the current families' codecs (the order families'
 /// parts of a summary or a tree are written in); unregistered names come last.
-pub fn family_rank(name: &str) -> usize {
+pub(crate) fn family_rank(name: &str) -> usize {
     Families::with_current(|families| {
         families
             .codecs()
@@ -408,7 +408,7 @@ fn keeps_nothing(family: &str) -> serde_json::Error {
 
 /// A family's summary part of type `T` from the stored summary's fields it declared: what
 /// [`PayloadCodec::read_summary`] does for every part that is plain serde.
-pub fn read_part<T>(
+pub(crate) fn read_part<T>(
     fields: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Box<dyn SummaryPart>, serde_json::Error>
 where
@@ -419,13 +419,13 @@ where
 }
 
 /// How a summary part reads back from the stored summary's fields it declared.
-pub type ReadPart = fn(
+pub(crate) type ReadPart = fn(
     serde_json::Map<String, serde_json::Value>,
 ) -> Result<Box<dyn SummaryPart>, serde_json::Error>;
 
 /// The fields a codec's payloads add to a stored summary, and how they read back (usually
 /// [`read_part`]).
-pub struct SummaryFields {
+pub(crate) struct SummaryFields {
     /// The JSON keys of its [`SummaryPart`].
     pub keys: &'static [&'static str],
     /// Its part from those fields.
@@ -436,7 +436,7 @@ pub struct SummaryFields {
 /// whose events are few and mostly text: the agent's nodes, the provider's model calls).
 /// A family fills in its names and how its payload reads from JSON; the tag and schema
 /// checks, the UTF-8 check of a row and the summary's fields are written here once.
-pub struct JsonCodec {
+pub(crate) struct JsonCodec {
     /// The family's name.
     pub family: &'static str,
     /// Its event types (one, usually).
@@ -510,7 +510,7 @@ impl PayloadCodec for JsonCodec {
 
 /// A family's body (a serde-tagged enum) from its JSON, refused unless its own tag
 /// (`tag_of`) is the one the row carries: the row's tag and its body never disagree.
-pub fn tagged_body<B: serde::de::DeserializeOwned>(
+pub(crate) fn tagged_body<B: serde::de::DeserializeOwned>(
     tag: &str,
     json: &str,
     tag_of: fn(&B) -> &'static str,
@@ -528,7 +528,7 @@ pub fn tagged_body<B: serde::de::DeserializeOwned>(
 /// A payload's JSON object split into its body (every key but `call`, as one JSON object
 /// text, keys in sorted order) and its `call` (the raw JSON, if present): the shape of
 /// the families whose body is a tagged enum kept beside the call.
-pub fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecError> {
+pub(crate) fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecError> {
     let mut fields: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(json).map_err(CodecError::payload)?;
     let call = fields.remove("call");
@@ -546,7 +546,7 @@ pub fn split_call(json: &str) -> Result<(String, Option<Box<RawValue>>), CodecEr
 }
 
 /// A call record from its raw JSON (the `call` of [`split_call`]).
-pub fn call_from_json(call: &RawValue) -> Result<CallRecord, CodecError> {
+pub(crate) fn call_from_json(call: &RawValue) -> Result<CallRecord, CodecError> {
     serde_json::from_str(call.get()).map_err(CodecError::Call)
 }
 
@@ -638,36 +638,38 @@ impl fmt::Debug for FamilyPayload {
 
 /// The codec that claims event tag `tag` among the current families
 /// ([`Families::with_current`]).
-pub fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
+pub(crate) fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
     Families::with_current(|families| families.codec_for(tag))
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).
-pub fn postcard_decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
+pub(crate) fn postcard_decode<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Result<T, CodecError> {
     postcard::from_bytes(bytes).map_err(CodecError::payload)
 }
 
 /// Decodes postcard of `T` from the front of `bytes`, returning the bytes after it.
-pub fn postcard_take<'a, T: serde::Deserialize<'a>>(
+pub(crate) fn postcard_take<'a, T: serde::Deserialize<'a>>(
     bytes: &'a [u8],
 ) -> Result<(T, &'a [u8]), CodecError> {
     postcard::take_from_bytes(bytes).map_err(CodecError::payload)
 }
 
 /// Appends the JSON of `value` to `out` (the binary form of a [`JsonCodec`]'s payload).
-pub fn json_encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+pub(crate) fn json_encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
     serde_json::to_writer(out, value).expect("a payload serializes");
 }
 
 /// Appends postcard of `value` to `out`.
-pub fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
+pub(crate) fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
     postcard::to_io(value, out).expect("writing to a Vec cannot fail");
 }
 
 /// A call record in a family's binary row (fields in this order: every family that keeps
 /// its call stores it so; the thinking family's rows of every format do).
 #[derive(Serialize, Deserialize)]
-pub struct StoredCall<'a> {
+pub(crate) struct StoredCall<'a> {
     tool: &'a str,
     /// Compact JSON text, exactly as hashed.
     raw_arguments: &'a str,
@@ -675,7 +677,7 @@ pub struct StoredCall<'a> {
 }
 
 impl<'a> StoredCall<'a> {
-    pub fn of(call: &'a CallRecord) -> Self {
+    pub(crate) fn of(call: &'a CallRecord) -> Self {
         StoredCall {
             tool: &call.tool,
             raw_arguments: call.raw_arguments.as_json(),
@@ -684,7 +686,7 @@ impl<'a> StoredCall<'a> {
     }
 
     /// The call record, without its arguments for a fold.
-    pub fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
+    pub(crate) fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
         let raw_arguments = match fields {
             DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
                 .map_err(CodecError::CallArguments)?,

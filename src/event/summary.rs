@@ -23,7 +23,7 @@ use std::fmt;
 /// rule changes: the store then reports summaries stored by an earlier build as stale
 /// (`verify`), and a rebuild (`verify --rebuild`) folds them again. Heads stored before
 /// summaries carried a version read as version 1.
-pub const SUMMARY_VERSION: u32 = 1;
+pub(crate) const SUMMARY_VERSION: u32 = 1;
 
 fn summary_version_one() -> u32 {
     1

@@ -37,7 +37,7 @@ pub struct PromptResume {
 
 /// The id a tool takes back for a session: its alias when it has one (a plan's `dp-`
 /// id), else its id (`session`).
-pub fn resumable_id(summary: &SessionSummary, session: &str) -> String {
+pub(crate) fn resumable_id(summary: &SessionSummary, session: &str) -> String {
     summary
         .aliases
         .first()
@@ -128,7 +128,7 @@ pub trait FamilyRender: Sync {
 
 /// What the exports ask of the registered families (the crate root wires the one
 /// implementation, over `tools::FAMILIES`).
-pub trait Registry: Sync {
+pub(crate) trait Registry: Sync {
     /// Every family's picture registration, in registry order.
     fn pictures(&self) -> Vec<&'static Pictures>;
     /// Every renderer: the families' in registry order, then the shared ones.
@@ -136,13 +136,13 @@ pub trait Registry: Sync {
 }
 
 /// The registered renderers (asked of the registry once).
-pub fn renders() -> &'static [&'static dyn FamilyRender] {
+pub(crate) fn renders() -> &'static [&'static dyn FamilyRender] {
     static RENDERS: OnceLock<Vec<&'static dyn FamilyRender>> = OnceLock::new();
     RENDERS.get_or_init(|| crate::exports().renders())
 }
 
 /// The registered picture registrations (asked of the registry once).
-pub fn pictures() -> &'static [&'static Pictures] {
+pub(crate) fn pictures() -> &'static [&'static Pictures] {
     static PICTURES: OnceLock<Vec<&'static Pictures>> = OnceLock::new();
     PICTURES.get_or_init(|| crate::exports().pictures())
 }

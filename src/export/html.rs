@@ -30,7 +30,7 @@ use std::fmt::Write as _;
 
 /// The page's script: constant; reads the DOM afresh on every change (so the `ui` can
 /// replace the content under it) and changes only classes and the two outputs.
-pub const SCRIPT: &str = r#"
+pub(crate) const SCRIPT: &str = r#"
 (function () {
   'use strict';
   function byId(id) { return document.getElementById(id); }
@@ -90,7 +90,7 @@ pub const SCRIPT: &str = r#"
 /// The `ui`'s script: waits for a commit after the page's ledger position (a long poll of
 /// `/changes`), then fetches the page's content again and puts it in place, keeping the
 /// slider (at the end if it was), the filter and the scroll positions.
-pub const LIVE_SCRIPT: &str = r#"
+pub(crate) const LIVE_SCRIPT: &str = r#"
 (function () {
   'use strict';
   var position = Number(document.body.getAttribute('data-position'));
@@ -166,7 +166,7 @@ g.node:target rect{stroke:#7048e8;stroke-width:3}\
 a{color:#1c7ed6}";
 
 /// The whole stylesheet of the page.
-pub fn page_stylesheet() -> String {
+pub(crate) fn page_stylesheet() -> String {
     format!("{PAGE_CSS}{}", svg::stylesheet())
 }
 
@@ -184,7 +184,7 @@ fn base64(bytes: &[u8]) -> String {
 /// The Content-Security-Policy of a page whose one stylesheet is `css` and whose scripts
 /// are `scripts`: nothing else may load or run; `connect` allows fetching from the page's
 /// own origin (the `ui`'s live updates).
-pub fn content_security_policy(css: &str, scripts: &[&str], connect: bool) -> String {
+pub(crate) fn content_security_policy(css: &str, scripts: &[&str], connect: bool) -> String {
     let hashes: Vec<String> = scripts.iter().map(|script| csp_hash(script)).collect();
     format!(
         "default-src 'none'; style-src {}; script-src {}; img-src 'none'; base-uri 'none'; \
@@ -196,7 +196,7 @@ pub fn content_security_policy(css: &str, scripts: &[&str], connect: bool) -> St
 }
 
 /// The head of a page up to `<body`: charset, policy, title, the one stylesheet.
-pub fn head_into(out: &mut String, title: &str, css: &str, scripts: &[&str], connect: bool) {
+pub(crate) fn head_into(out: &mut String, title: &str, css: &str, scripts: &[&str], connect: bool) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -212,7 +212,7 @@ pub fn head_into(out: &mut String, title: &str, css: &str, scripts: &[&str], con
 }
 
 /// The page's scripts and the end of the page.
-pub fn tail_into(out: &mut String, scripts: &[&str]) {
+pub(crate) fn tail_into(out: &mut String, scripts: &[&str]) {
     for script in scripts {
         out.push_str("<script>");
         out.push_str(script);
@@ -228,7 +228,7 @@ pub fn render(tree: &ThoughtTree) -> String {
 
 /// The page of `tree`; `live`: the ledger position it shows, for the `ui` (a link back to
 /// the list, and [`LIVE_SCRIPT`] updating it when the ledger changes).
-pub fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
+pub(crate) fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
     let css = page_stylesheet();
     let scripts: &[&str] = if live.is_some() {
         &[SCRIPT, LIVE_SCRIPT]
@@ -250,7 +250,7 @@ pub fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
 
 /// What the page shows (header, controls, picture, thoughts): the part the `ui` replaces
 /// when the ledger changes. `linked`: a link back to the `ui`'s session list.
-pub fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
+pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
     let first = u64::from(tree.at_seq > 0);
     out.push_str("<header>\n");
     if linked {

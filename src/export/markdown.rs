@@ -35,7 +35,7 @@ const FENCE_MIN: usize = 3;
 const FENCE_CLOSE_MAX_INDENT: usize = 3;
 
 /// Renders the tree as a Markdown document.
-pub fn render(tree: &ThoughtTree) -> String {
+pub(crate) fn render(tree: &ThoughtTree) -> String {
     let mut out = String::with_capacity(1024 + tree.order.len() * 512);
     write_header(&mut out, tree);
     write_thoughts(&mut out, tree);
@@ -240,7 +240,7 @@ fn is_revision(node: &ThoughtNode) -> bool {
 }
 
 /// An escaped field, or a marker when there was nothing to show.
-pub fn or_none(text: String) -> String {
+pub(crate) fn or_none(text: String) -> String {
     if text.is_empty() {
         "(none)".to_string()
     } else {
@@ -252,7 +252,7 @@ pub fn or_none(text: String) -> String {
 /// space, control and bidi characters become U+FFFD, [`INLINE_SPECIAL`] characters get a
 /// backslash, and a leading `-`, `+`, `=` or `1.`-style number is escaped so the field
 /// can't start a list, a heading underline or a thematic break.
-pub fn escape_inline(text: &str) -> String {
+pub(crate) fn escape_inline(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for (i, word) in text.split_whitespace().enumerate() {
         if i > 0 {
@@ -314,7 +314,7 @@ struct Fence {
 /// - outside fences and same-line code spans every `<` becomes `&lt;` (no HTML block,
 ///   tag, comment or autolink), and inside a code span too on a line with a `|` (a GFM
 ///   table row splits cells before it finds code spans).
-pub fn quote_thought(text: &str) -> String {
+pub(crate) fn quote_thought(text: &str) -> String {
     let normalized: String = text
         .replace("\r\n", "\n")
         .chars()

@@ -23,17 +23,17 @@ use std::fmt::Write as _;
 
 /// Most characters of thought text shown in a node label (the full text is in the JSON
 /// export). Counted in chars, before escaping, ellipsis included.
-pub const LABEL_MAX_CHARS: usize = 80;
+pub(crate) const LABEL_MAX_CHARS: usize = 80;
 
 /// Most characters of a branch id shown in a node prefix or an edge label.
-pub const BRANCH_ID_MAX_CHARS: usize = 24;
+pub(crate) const BRANCH_ID_MAX_CHARS: usize = 24;
 
 /// Most characters of a branch id shown in its subgraph title.
-pub const BRANCH_TITLE_MAX_CHARS: usize = 60;
+pub(crate) const BRANCH_TITLE_MAX_CHARS: usize = 60;
 
 /// Id of the one node of a tree without thoughts (never `t<digits>`, so it is not
 /// counted as a thought).
-pub const EMPTY_NODE_ID: &str = "empty";
+pub(crate) const EMPTY_NODE_ID: &str = "empty";
 
 /// Appended to text cut to fit a label.
 const ELLIPSIS: char = '…';
@@ -258,7 +258,7 @@ fn class_of(node: &ThoughtNode) -> Option<&'static str> {
 
 /// Text for inside `"…"`, appended to `out`: whitespace collapsed, cut to `max_chars`
 /// (into `scratch`), then escaped (cut first, so no entity is ever split).
-pub fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
+pub(crate) fn push_label(out: &mut String, scratch: &mut String, text: &str, max_chars: usize) {
     scratch.clear();
     cut_into(scratch, text, max_chars);
     escape_into(out, scratch);
@@ -307,7 +307,7 @@ pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
 ///   non-characters → U+FFFD.
 ///
 /// Mermaid turns `#NNN;` and `#name;` back into the character when it draws the label.
-pub fn escape_label(text: &str) -> String {
+pub(crate) fn escape_label(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 4 + 8);
     escape_into(&mut out, text);
     out

@@ -8,12 +8,12 @@
 //! change the structure of the output (escaping is the renderer's job), or name a family
 //! (they add their pieces through [`family`] and [`picture`]).
 
-pub mod family;
-pub mod html;
-pub mod markdown;
-pub mod mermaid;
-pub mod picture;
-pub mod svg;
+pub(crate) mod family;
+pub(crate) mod html;
+pub(crate) mod markdown;
+pub(crate) mod mermaid;
+pub(crate) mod picture;
+pub(crate) mod svg;
 
 use crate::event::Event;
 use crate::projection::tree::ThoughtTree;
@@ -22,7 +22,7 @@ use std::str::FromStr;
 
 /// An export format, as named on the command line and in `export_session`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Mermaid,
     Markdown,
     Json,
@@ -32,7 +32,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub(crate) const ALL: [Format; 6] = [
         Format::Mermaid,
         Format::Markdown,
         Format::Json,
@@ -41,7 +41,7 @@ impl Format {
         Format::Html,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Format::Mermaid => "mermaid",
             Format::Markdown => "markdown",
@@ -53,7 +53,7 @@ impl Format {
     }
 
     /// MIME type for resources.
-    pub fn mime_type(self) -> &'static str {
+    pub(crate) fn mime_type(self) -> &'static str {
         match self {
             Format::Mermaid => "text/vnd.mermaid",
             Format::Markdown => "text/markdown",
@@ -74,7 +74,7 @@ impl fmt::Display for Format {
 impl Format {
     /// The format spelt exactly `name` ([`Format::as_str`]): the one place a format name is
     /// read (the CLI's `--format` through [`FromStr`], the server's resource URIs).
-    pub fn named(name: &str) -> Option<Format> {
+    pub(crate) fn named(name: &str) -> Option<Format> {
         Format::ALL.into_iter().find(|f| f.as_str() == name)
     }
 }
@@ -91,7 +91,7 @@ impl FromStr for Format {
 
 /// Where a [`truncate`]d text's ellipsis goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ellipsis {
+pub(crate) enum Ellipsis {
     /// After the first `max_chars` chars: a cut text is `max_chars + 1` chars long.
     After,
     /// Within `max_chars`: a cut text is `max_chars` chars long, its last one the `…`.
@@ -100,7 +100,7 @@ pub enum Ellipsis {
 
 /// `text` cut to `max_chars` chars (on a char boundary), with `…` where [`Ellipsis`]
 /// says when anything was cut; appended to `out`.
-pub fn truncate_into(out: &mut String, text: &str, max_chars: usize, ellipsis: Ellipsis) {
+pub(crate) fn truncate_into(out: &mut String, text: &str, max_chars: usize, ellipsis: Ellipsis) {
     let mut chars = text.chars();
     let start = out.len();
     out.extend(chars.by_ref().take(max_chars));
@@ -114,7 +114,7 @@ pub fn truncate_into(out: &mut String, text: &str, max_chars: usize, ellipsis: E
 }
 
 /// [`truncate_into`] a new string.
-pub fn truncate(text: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
+pub(crate) fn truncate(text: &str, max_chars: usize, ellipsis: Ellipsis) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars * 4) + 3);
     truncate_into(&mut out, text, max_chars, ellipsis);
     out
@@ -127,7 +127,7 @@ pub(crate) fn counted(count: usize, one: &str, many: &str) -> String {
 }
 
 /// Renders the tree (or, for JSONL, the events it was folded from).
-pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
+pub(crate) fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
     match format {
         Format::Mermaid => mermaid::render(tree),
         Format::Markdown => markdown::render(tree),
@@ -143,7 +143,7 @@ pub fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
 }
 
 /// One envelope per line: `id`, `session`, `seq`, `at`, `schema`, `payload`, `prev`, `hash`.
-pub fn jsonl(events: &[Event]) -> String {
+pub(crate) fn jsonl(events: &[Event]) -> String {
     let mut out = String::new();
     for event in events {
         out.push_str(&serde_json::to_string(event).expect("events serialize"));

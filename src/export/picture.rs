@@ -218,13 +218,13 @@ impl Picture {
 }
 
 /// The families' picture registrations, in registry order.
-pub fn registered() -> impl Iterator<Item = &'static Pictures> {
+pub(crate) fn registered() -> impl Iterator<Item = &'static Pictures> {
     super::family::pictures().iter().copied()
 }
 
 /// The seq of the last thought of branch `branch` recorded before event `before`, if
 /// any (where a note on the branch as it stood then attaches).
-pub fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Option<u64> {
+pub(crate) fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Option<u64> {
     tree.thoughts()
         .take_while(|node| node.seq < before)
         .filter(|node| node.branch_id.as_deref() == Some(branch))
@@ -234,7 +234,7 @@ pub fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Option<u64>
 
 /// `text` with whitespace collapsed, cut to `max_chars` (an ellipsis marks the cut): for
 /// names inside a label.
-pub fn short(text: &str, max_chars: usize) -> String {
+pub(crate) fn short(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
     crate::export::mermaid::cut_into(&mut out, text, max_chars);
     out

@@ -26,7 +26,7 @@ use std::marker::PhantomData;
 
 /// A payload type that folds into a thought tree (moving its texts): the projection's hook
 /// on a family's events, implemented in the family's folder.
-pub trait FoldTree: FamilyEvent + Sized {
+pub(crate) trait FoldTree: FamilyEvent + Sized {
     /// Folds it into `tree` as event `seq` committed at `at`.
     fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree);
 }
@@ -47,11 +47,11 @@ pub trait Fold: Sync {
 
 /// The [`Fold`] of payloads of type `T` (a family registers one per payload type it
 /// decodes to: `&FoldOf::<MyEvent>::NEW`).
-pub struct FoldOf<T>(PhantomData<fn() -> T>);
+pub(crate) struct FoldOf<T>(PhantomData<fn() -> T>);
 
 impl<T> FoldOf<T> {
     /// The fold of `T` (a constant, for a family's static list).
-    pub const NEW: FoldOf<T> = FoldOf(PhantomData);
+    pub(crate) const NEW: FoldOf<T> = FoldOf(PhantomData);
 }
 
 impl<T: FoldTree> Fold for FoldOf<T> {
@@ -76,13 +76,13 @@ impl<T: FoldTree> Fold for FoldOf<T> {
 
 /// What the projections ask of the registered families: how their payloads fold into a
 /// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
-pub trait Registry: Sync {
+pub(crate) trait Registry: Sync {
     /// Every registered fold: the families' in registry order, then the shared ones.
     fn folds(&self) -> Vec<&'static dyn Fold>;
 }
 
 /// The registered folds (asked of the registry once).
-pub fn folds() -> &'static [&'static dyn Fold] {
+pub(crate) fn folds() -> &'static [&'static dyn Fold] {
     static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
     FOLDS.get_or_init(|| crate::folds().folds())
 }

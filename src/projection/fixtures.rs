@@ -6,7 +6,7 @@ use crate::projection::tree::ThoughtTree;
 use crate::tools::thinking::{SequentialThought, ThinkingEvent};
 
 /// An event of `session` at `seq`, timed one second per seq after a fixed instant.
-pub fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
+pub(crate) fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
     Event {
         id: EventId::generate(),
         session,
@@ -20,7 +20,7 @@ pub fn session_event(session: SessionId, seq: u64, payload: Payload) -> Event {
     }
 }
 
-pub fn call(tool: &str) -> CallRecord {
+pub(crate) fn call(tool: &str) -> CallRecord {
     CallRecord {
         tool: tool.into(),
         raw_arguments: serde_json::json!({}).into(),
@@ -29,7 +29,7 @@ pub fn call(tool: &str) -> CallRecord {
 }
 
 /// A plain main-line thought.
-pub fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
+pub(crate) fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
     SequentialThought {
         thought: text.into(),
         thought_number: number,
@@ -44,7 +44,7 @@ pub fn seq_thought(text: &str, number: u64, total: u64) -> SequentialThought {
 }
 
 /// `thought` as recorded by `sequentialthinking`.
-pub fn recorded(thought: SequentialThought) -> Payload {
+pub(crate) fn recorded(thought: SequentialThought) -> Payload {
     ThinkingEvent::ThoughtRecorded {
         thought,
         call: call("sequentialthinking"),
@@ -53,7 +53,7 @@ pub fn recorded(thought: SequentialThought) -> Payload {
 }
 
 /// A tree of one session: `session_started` (with `aliases`), then `payloads` in order.
-pub fn tree_with_aliases(
+pub(crate) fn tree_with_aliases(
     title: &str,
     kind: SessionKind,
     aliases: Vec<String>,
@@ -76,6 +76,6 @@ pub fn tree_with_aliases(
 }
 
 /// [`tree_with_aliases`] without aliases.
-pub fn tree_of(title: &str, kind: SessionKind, payloads: Vec<Payload>) -> ThoughtTree {
+pub(crate) fn tree_of(title: &str, kind: SessionKind, payloads: Vec<Payload>) -> ThoughtTree {
     tree_with_aliases(title, kind, Vec::new(), payloads)
 }

@@ -8,7 +8,7 @@
 //! fold walks each event once), or name a family: a family's shapes and folds live in its
 //! own folder.
 
-pub mod family;
+pub(crate) mod family;
 #[cfg(test)]
-pub mod fixtures;
-pub mod tree;
+pub(crate) mod fixtures;
+pub(crate) mod tree;

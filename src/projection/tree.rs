@@ -157,7 +157,7 @@ pub struct EdgeView {
 /// Most thoughts [`ThoughtTree::with_capacity`] reserves room for up front: a longer
 /// session grows as usual, and a damaged head claiming an absurd seq cannot make the fold
 /// allocate for it.
-pub const PRESIZE_LIMIT: usize = 1 << 20;
+pub(crate) const PRESIZE_LIMIT: usize = 1 << 20;
 
 /// The latest thought with one number, as references resolve it.
 #[derive(Clone, Copy, Debug)]

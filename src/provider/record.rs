@@ -29,7 +29,7 @@ pub(crate) const PROVIDER: &str = "provider";
 
 /// A model call as folded: the event's seq and time, the tool that caused it, the record.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ModelCallView {
+pub(crate) struct ModelCallView {
     pub seq: u64,
     pub at: u64,
     pub tool: String,

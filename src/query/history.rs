@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// Which events of a session a history page holds.
 #[derive(Clone, Debug)]
-pub struct HistoryFilter {
+pub(crate) struct HistoryFilter {
     /// Only events on this branch.
     pub branch: Option<String>,
     /// Only events of these types (`thought_recorded`, …).
@@ -23,7 +23,7 @@ pub struct HistoryFilter {
 
 /// One page of a session's history.
 #[derive(Clone, Debug)]
-pub struct HistoryPage {
+pub(crate) struct HistoryPage {
     /// The events wanted, in order.
     pub events: Vec<Event>,
     /// The seq of the first wanted event past the page, when there is one.
@@ -32,7 +32,7 @@ pub struct HistoryPage {
 
 /// The events of `head`'s session from `filter.from_seq` that pass the filter, at most
 /// `filter.limit` of them.
-pub fn history(
+pub(crate) fn history(
     ledger: &Ledger,
     head: &SessionHead,
     filter: &HistoryFilter,
@@ -64,7 +64,7 @@ pub fn history(
 }
 
 /// An event as `get_history` shows it.
-pub fn event_row(event: &Event) -> Value {
+pub(crate) fn event_row(event: &Event) -> Value {
     let mut payload = serde_json::to_value(&event.payload).expect("payload serializes");
     let kind = payload
         .as_object_mut()

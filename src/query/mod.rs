@@ -16,12 +16,13 @@
 //! error (functions return [`crate::store::StoreError`], search
 //! [`crate::recall::RecallError`]; the caller words it).
 
-pub mod history;
-pub mod search;
-pub mod session;
-pub mod sessions;
+pub(crate) mod history;
+pub(crate) mod search;
+pub(crate) mod session;
+pub(crate) mod sessions;
 
-pub use history::{HistoryFilter, HistoryPage, event_row, history};
+pub(crate) use history::{HistoryFilter, event_row, history};
 pub(crate) use search::{RecallError, SearchRequest, search};
-pub use session::{export_session, find_session, load_for_export, load_tree};
-pub use sessions::{all_sessions, list_sessions, parse_cursor, session_row, sessions_answer};
+pub use session::load_tree;
+pub(crate) use session::{export_session, find_session, load_for_export};
+pub(crate) use sessions::{all_sessions, list_sessions, parse_cursor, sessions_answer};

@@ -12,7 +12,7 @@ use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead, StoreError};
 
 /// The head of the session `id` names (an id or an alias), if the ledger has it.
-pub fn find_session(ledger: &Ledger, id: &str) -> Result<Option<SessionHead>, StoreError> {
+pub(crate) fn find_session(ledger: &Ledger, id: &str) -> Result<Option<SessionHead>, StoreError> {
     match ledger.resolve(id)? {
         Some(session) => ledger.head(session),
         None => Ok(None),
@@ -38,7 +38,7 @@ pub fn load_tree(
 
 /// What [`export::render`] needs for `format`: the tree, and the whole events for JSONL
 /// (the events up to `at_seq`: what a replay shows).
-pub fn load_for_export(
+pub(crate) fn load_for_export(
     ledger: &Ledger,
     head: &SessionHead,
     at_seq: Option<u64>,
@@ -54,7 +54,7 @@ pub fn load_for_export(
 }
 
 /// A session as of `at_seq` (its head when `None`) in `format`.
-pub fn export_session(
+pub(crate) fn export_session(
     ledger: &Ledger,
     head: &SessionHead,
     at_seq: Option<u64>,

@@ -10,7 +10,7 @@ use crate::store::{Ledger, SessionHead, StoreError};
 use serde_json::{Value, json};
 
 /// One row of `list_sessions`.
-pub fn session_row(head: &SessionHead) -> Value {
+pub(crate) fn session_row(head: &SessionHead) -> Value {
     let s = &head.summary;
     let mut row = json!({
         "sessionId": head.session.to_string(),
@@ -31,7 +31,7 @@ pub fn session_row(head: &SessionHead) -> Value {
 
 /// The one shape of a list of sessions, for `list_sessions`, `sessions --json` and the
 /// `ledger://sessions` resource: `{"sessions": [...], "nextCursor"?}`.
-pub fn sessions_answer(rows: &[SessionHead], next: Option<String>) -> Value {
+pub(crate) fn sessions_answer(rows: &[SessionHead], next: Option<String>) -> Value {
     let mut answer = json!({"sessions": rows.iter().map(session_row).collect::<Vec<_>>()});
     if let Some(next) = next {
         answer["nextCursor"] = json!(next);
@@ -45,7 +45,7 @@ fn cursor_of(head: &SessionHead) -> String {
 
 /// A `nextCursor` taken apart: the last row's position and session id (`None`: not a
 /// cursor).
-pub fn parse_cursor(cursor: &str) -> Option<(u64, SessionId)> {
+pub(crate) fn parse_cursor(cursor: &str) -> Option<(u64, SessionId)> {
     let (position, id) = cursor.split_once('.')?;
     Some((position.parse().ok()?, id.parse().ok()?))
 }
@@ -58,13 +58,13 @@ fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
 }
 
 /// Every session, newest first.
-pub fn all_sessions(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
+pub(crate) fn all_sessions(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
     Ok(list_sessions(ledger, &[], None, None, usize::MAX)?.0)
 }
 
 /// Sessions newest first (by the position of their last event, then id), filtered, after
 /// `before`; at most `limit`, with the cursor of the next page when there is one.
-pub fn list_sessions(
+pub(crate) fn list_sessions(
     ledger: &Ledger,
     kinds: &[SessionKind],
     query: Option<&str>,

@@ -64,10 +64,10 @@ impl Decode {
 
 /// Visits one stored row of a session scan: the seq it is stored under and the event it
 /// decodes to (or why it does not). Returns false to stop the scan.
-pub type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bool + 'v;
+pub(crate) type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bool + 'v;
 
 /// Visits one event in position order with its position. Returns false to stop.
-pub type PositionVisitor<'v> = dyn FnMut(u64, Event) -> bool + 'v;
+pub(crate) type PositionVisitor<'v> = dyn FnMut(u64, Event) -> bool + 'v;
 
 /// A backend: something that hands out read snapshots and exclusive write transactions.
 pub trait Backend: Send + Sync + 'static {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// A backend's own error (redb's, a database driver's), kept as the source of a
 /// [`StoreError`] or [`OpenError`].
-pub type BackendError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type BackendError = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A storage failure: the file could not be read or written. Cloneable so one failed
 /// group commit can be reported to every caller in the group.

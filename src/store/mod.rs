@@ -19,23 +19,23 @@
 pub(crate) mod codec;
 #[cfg(test)]
 mod conformance;
-pub mod contract;
+pub(crate) mod contract;
 pub(crate) mod damage;
 mod error;
 pub(crate) mod host;
 mod open;
 pub(crate) mod postgres;
 mod redb;
-pub mod rules;
+pub(crate) mod rules;
 pub(crate) mod salvage;
 mod scoped;
-pub mod watch;
-pub mod writer;
+pub(crate) mod watch;
+pub(crate) mod writer;
 
-pub use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
+pub(crate) use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
 pub(crate) use open::{Location, OpenMode};
-pub use watch::Watch;
-pub use writer::{AppendTxn, Appended};
+pub(crate) use watch::Watch;
+pub(crate) use writer::{AppendTxn, Appended};
 
 use crate::event::family::Families;
 use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
@@ -50,12 +50,12 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 
 /// Bytes of page cache redb may hold. Small on purpose: the log is append-mostly and reads
 /// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
-pub const CACHE_SIZE_BYTES: usize = 1024 * 1024;
+pub(crate) const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
 /// Largest ledger file whose structure a server walks when it starts
 /// ([`Ledger::scrub_on_start`]): a few milliseconds of reads; a bigger ledger is checked by
 /// `verify`, and its damage is found by the reads and writes that meet it.
-pub const SCRUB_ON_START_MAX_BYTES: u64 = 32 << 20;
+pub(crate) const SCRUB_ON_START_MAX_BYTES: u64 = 32 << 20;
 
 /// The head of a session: its last seq and hash, the ledger-wide position of its last
 /// event, and the summary folded up to it.
@@ -81,7 +81,7 @@ pub struct VerifiedSession {
 /// Events that cannot be read which one catch-up of a search index skips before it stops
 /// ([`Ledger::for_each_readable_event_from_position`]; a damaged page of the positions
 /// index can make every later one unreadable).
-pub const MAX_UNREADABLE_EVENTS: usize = 64;
+pub(crate) const MAX_UNREADABLE_EVENTS: usize = 64;
 
 /// The events [`Ledger::for_each_readable_event_from_position`] could not read.
 #[derive(Debug, Default)]
@@ -154,7 +154,7 @@ pub struct Ledger {
 
 /// Longest the last [`Ledger`] handle waits, when dropped, for the writer thread to let go
 /// of the database so it closes cleanly.
-pub const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const CLOSE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Makes dropping the last [`Ledger`] close the database before the process may exit: it
 /// joins the writer thread (which holds the backend until its queue closes), waiting at

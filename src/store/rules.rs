@@ -21,7 +21,7 @@ use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId};
 
 /// A batch to append.
 #[derive(Clone, Debug)]
-pub enum Batch {
+pub(crate) enum Batch {
     /// New events for `session` after seq `expected_seq`, recorded at `at` (ms).
     New {
         session: SessionId,
@@ -35,7 +35,7 @@ pub enum Batch {
 
 impl Batch {
     /// The session the batch is for (an import's first event's).
-    pub fn session(&self) -> Option<SessionId> {
+    pub(crate) fn session(&self) -> Option<SessionId> {
         match self {
             Batch::New { session, .. } => Some(*session),
             Batch::Import { events } => events.first().map(|e| e.session),
@@ -66,14 +66,14 @@ impl Batch {
 /// What the ledger already holds that the rules need: for each event of the batch (in
 /// order) the stored event with its id, and which of the batch's aliases are taken.
 #[derive(Clone, Debug, Default)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub by_id: Vec<Option<Event>>,
     pub taken_aliases: Vec<(String, SessionId)>,
 }
 
 /// What to do with a batch.
 #[derive(Clone, Debug)]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Every event was stored before with the same payload: answer with the stored events
     /// and the current head, write nothing.
     Again(Appended),
@@ -84,7 +84,7 @@ pub enum Plan {
 /// Reads what [`plan_append`] needs for `batch` through any backend's view: the head of
 /// `session` and the stored events of the batch's ids in one question
 /// ([`ReadView::head_and_events_by_id`]), then the batch's aliases (a new session's).
-pub fn lookups(
+pub(crate) fn lookups(
     view: &dyn ReadView,
     session: SessionId,
     batch: &Batch,
@@ -109,7 +109,7 @@ pub fn lookups(
 
 /// The append rules (see the module doc). `head` is the head of the batch's session as of
 /// the write transaction, `stored` what [`lookups`] found.
-pub fn plan_append(
+pub(crate) fn plan_append(
     head: Option<&SessionHead>,
     stored: &Stored,
     batch: Batch,

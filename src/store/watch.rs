@@ -11,10 +11,10 @@ use std::time::Duration;
 
 /// How often a watch re-reads the ledger to notice commits of other processes (redb has
 /// no cross-process notification). This process's commits wake it at once.
-pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Most events one [`Watch::next`] returns.
-pub const WATCH_BATCH_LIMIT: usize = 256;
+pub(crate) const WATCH_BATCH_LIMIT: usize = 256;
 
 /// Events as they are committed, from a position on. Made by [`Ledger::watch`].
 pub struct Watch {

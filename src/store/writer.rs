@@ -51,7 +51,7 @@ pub(crate) fn store_connected(opened: bool) {
 }
 
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
-pub const MAX_JOBS_PER_COMMIT: usize = 128;
+pub(crate) const MAX_JOBS_PER_COMMIT: usize = 128;
 
 /// How long the writer keeps looking for the next job, without sleeping, after a group of
 /// one job: a lone caller's next call comes back within about this much (its answer

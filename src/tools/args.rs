@@ -15,10 +15,10 @@ pub const MAX_INTEGER: u64 = 9_007_199_254_740_991;
 
 /// Longest text accepted in one field, in bytes. A thought longer than this is almost
 /// certainly a mistake (a pasted file); the model is told to split it.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
 /// Longest identifier (branch id, session id, kind name) accepted, in bytes.
-pub const MAX_ID_BYTES: usize = 256;
+pub(crate) const MAX_ID_BYTES: usize = 256;
 
 // ---- Input schema fragments: the coercion policy, declared ----
 //
@@ -39,7 +39,7 @@ pub const MAX_ID_BYTES: usize = 256;
 
 /// The epilogue of a tool's argument parsing: every problem found, as the validation
 /// error the model can fix (nothing is recorded), or nothing.
-pub fn finish(tool: &str, args: Args<'_>) -> Result<(), super::ToolError> {
+pub(crate) fn finish(tool: &str, args: Args<'_>) -> Result<(), super::ToolError> {
     if args.has_problems() {
         return Err(super::ToolError::validation(tool, args.into_problems()));
     }
@@ -48,18 +48,18 @@ pub fn finish(tool: &str, args: Args<'_>) -> Result<(), super::ToolError> {
 
 /// Schema of a boolean argument: JSON `true`/`false`, or a string ("true"/"false" in
 /// any case are read).
-pub fn boolean_schema() -> Value {
+pub(crate) fn boolean_schema() -> Value {
     json!({"type": ["boolean", "string"]})
 }
 
 /// Schema of a count argument (an integer from 1, as [`Args::integer`] with `min` 1
 /// reads it): a JSON integer ≥ 1, or a string (decimal integers are read).
-pub fn count_schema() -> Value {
+pub(crate) fn count_schema() -> Value {
     json!({"type": ["integer", "string"], "minimum": 1})
 }
 
 /// Schema of a count argument of at most `maximum` (a page size).
-pub fn count_schema_up_to(maximum: u64) -> Value {
+pub(crate) fn count_schema_up_to(maximum: u64) -> Value {
     let mut schema = count_schema();
     schema["maximum"] = json!(maximum);
     schema
@@ -67,12 +67,12 @@ pub fn count_schema_up_to(maximum: u64) -> Value {
 
 /// Schema of a list of strings, as [`Args::string_list`] reads it: an array of strings,
 /// or one string of comma-separated items.
-pub fn string_list_schema() -> Value {
+pub(crate) fn string_list_schema() -> Value {
     json!({"type": ["array", "string"], "items": {"type": "string"}})
 }
 
 /// `schema` with a `description`: only where the argument's name is not enough.
-pub fn described(mut schema: Value, description: &str) -> Value {
+pub(crate) fn described(mut schema: Value, description: &str) -> Value {
     schema["description"] = json!(description);
     schema
 }
@@ -182,13 +182,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Collects typed values from one call's arguments and the problems met on the way.
-pub struct Args<'a> {
+pub(crate) struct Args<'a> {
     raw: &'a Map<String, Value>,
     problems: Vec<String>,
 }
 
 /// Short description of a JSON value for an error message, naming strings' content.
-pub fn describe(value: &Value) -> String {
+pub(crate) fn describe(value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("boolean {b}"),
@@ -204,7 +204,7 @@ pub fn describe(value: &Value) -> String {
 }
 
 impl<'a> Args<'a> {
-    pub fn new(raw: &'a Map<String, Value>) -> Self {
+    pub(crate) fn new(raw: &'a Map<String, Value>) -> Self {
         Args {
             raw,
             problems: Vec::new(),
@@ -212,16 +212,16 @@ impl<'a> Args<'a> {
     }
 
     /// Records a problem with a field.
-    pub fn problem(&mut self, field: &str, message: impl std::fmt::Display) {
+    pub(crate) fn problem(&mut self, field: &str, message: impl std::fmt::Display) {
         self.problems.push(format!("{field}: {message}"));
     }
 
     /// The problems met so far, each `field: message`.
-    pub fn into_problems(self) -> Vec<String> {
+    pub(crate) fn into_problems(self) -> Vec<String> {
         self.problems
     }
 
-    pub fn has_problems(&self) -> bool {
+    pub(crate) fn has_problems(&self) -> bool {
         !self.problems.is_empty()
     }
 
@@ -242,12 +242,12 @@ impl<'a> Args<'a> {
     }
 
     /// A string field. `names[0]` is the canonical name, the rest accepted spellings.
-    pub fn string(&mut self, names: &[&'static str], required: bool) -> Option<String> {
+    pub(crate) fn string(&mut self, names: &[&'static str], required: bool) -> Option<String> {
         self.string_limited(names, required, MAX_TEXT_BYTES)
     }
 
     /// A string field of at most `max_bytes` bytes.
-    pub fn string_limited(
+    pub(crate) fn string_limited(
         &mut self,
         names: &[&'static str],
         required: bool,
@@ -287,7 +287,7 @@ impl<'a> Args<'a> {
     }
 
     /// A boolean: JSON true/false, or the strings "true"/"false" in any case.
-    pub fn boolean(&mut self, names: &[&'static str], required: bool) -> Option<bool> {
+    pub(crate) fn boolean(&mut self, names: &[&'static str], required: bool) -> Option<bool> {
         match self.lookup(names) {
             None => {
                 if required {
@@ -324,7 +324,12 @@ impl<'a> Args<'a> {
 
     /// An integer ≥ `min`: a JSON integer, or a string holding a decimal integer
     /// (surrounding spaces allowed).
-    pub fn integer(&mut self, names: &[&'static str], required: bool, min: u64) -> Option<u64> {
+    pub(crate) fn integer(
+        &mut self,
+        names: &[&'static str],
+        required: bool,
+        min: u64,
+    ) -> Option<u64> {
         let (field, value) = match self.lookup(names) {
             None => {
                 if required {
@@ -395,7 +400,7 @@ impl<'a> Args<'a> {
     }
 
     /// A list of strings: a JSON array of strings, or one string of comma-separated items.
-    pub fn string_list(&mut self, names: &[&'static str]) -> Option<Vec<String>> {
+    pub(crate) fn string_list(&mut self, names: &[&'static str]) -> Option<Vec<String>> {
         match self.lookup(names)? {
             (_, Value::String(text)) => Some(
                 text.split(',')

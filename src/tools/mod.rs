@@ -10,19 +10,19 @@
 //! [`write`]. Must not: write stdout, open store tables, or answer before the store
 //! acknowledged the events.
 
-pub mod agent;
-pub mod args;
-pub mod booster;
-pub mod ledger;
+pub(crate) mod agent;
+pub(crate) mod args;
+pub(crate) mod booster;
+pub(crate) mod ledger;
 #[cfg(test)]
-pub mod note;
-pub mod planning;
-pub mod qa;
-pub mod thinking;
-pub mod write;
+pub(crate) mod note;
+pub(crate) mod planning;
+pub(crate) mod qa;
+pub(crate) mod thinking;
+pub(crate) mod write;
 
-pub use crate::event::KindInfo;
-use crate::event::{PayloadCodec, SessionKind};
+pub(crate) use crate::event::KindInfo;
+use crate::event::PayloadCodec;
 use crate::store::{AppendError, StoreError};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock as Content, Tool};
 use serde_json::Value;
@@ -34,11 +34,11 @@ use std::sync::Arc;
 
 /// A call's context, defined in [`crate::request`]: re-exported under this path for
 /// family code that still names it here.
-pub use crate::request::{CurrentSessions, Request, ToolCall, ToolContext};
+pub(crate) use crate::request::{ToolCall, ToolContext};
 
 /// Every tool family of this build, in the order `tools/list` shows them. Adding a
 /// family is adding its module and one line here.
-pub static FAMILIES: &[&Family] = &[
+pub(crate) static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
     &planning::FAMILY,
@@ -51,14 +51,15 @@ pub static FAMILIES: &[&Family] = &[
 
 /// Payload codecs no toolset owns, whose events any family may record: the model-call
 /// event of [`crate::provider`].
-pub static SHARED_CODECS: &[&dyn PayloadCodec] = &[&crate::provider::record::MODEL_CALL_CODEC];
+pub(crate) static SHARED_CODECS: &[&dyn PayloadCodec] =
+    &[&crate::provider::record::MODEL_CALL_CODEC];
 
 /// The registry as the core sees it ([`crate::event::family::Registry`]): [`FAMILIES`]
 /// and [`SHARED_CODECS`], handed to the core by the crate root ([`crate::registry`]).
-pub struct Registry;
+pub(crate) struct Registry;
 
 /// The one instance.
-pub static REGISTRY: Registry = Registry;
+pub(crate) static REGISTRY: Registry = Registry;
 
 impl crate::event::family::Registry for Registry {
     fn codecs(&self) -> Vec<&'static dyn PayloadCodec> {
@@ -72,7 +73,7 @@ impl crate::event::family::Registry for Registry {
 }
 
 /// Folds no toolset owns: the model-call event's.
-pub static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] =
+pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] =
     &[&crate::projection::family::FoldOf::<crate::provider::record::ModelCallEvent>::NEW];
 
 impl crate::projection::family::Registry for Registry {
@@ -83,7 +84,7 @@ impl crate::projection::family::Registry for Registry {
 }
 
 /// Renderers no toolset owns: the model calls' Markdown section.
-pub static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
+pub(crate) static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
     &[&crate::provider::record::MODEL_CALLS_RENDER];
 
 impl crate::export::family::Registry for Registry {
@@ -98,7 +99,7 @@ impl crate::export::family::Registry for Registry {
 }
 
 /// Families DESIGN names that this build does not have yet.
-pub const PLANNED: [&str; 0] = [];
+pub(crate) const PLANNED: [&str; 0] = [];
 
 /// Bytes of compact JSON of the reference `sequentialthinking` server's `tools/list`
 /// answer (its one tool): the unit of the context budgets below, since every listed
@@ -114,7 +115,8 @@ pub const ALL_TOOLS_LIST_BUDGET_BYTES: usize = 4 * REFERENCE_TOOLS_LIST_BYTES;
 
 /// The answer of one tool call, as a family's `call` returns it: complete, or (protocol
 /// 2026-07-28) input required from the client before it can complete.
-pub type CallFuture = Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolError>> + Send>>;
+pub(crate) type CallFuture =
+    Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolError>> + Send>>;
 
 /// What a tool family registers.
 pub struct Family {
@@ -166,17 +168,12 @@ pub trait DoctorCheck: Sync {
 }
 
 /// Every registered session kind.
-pub fn session_kinds() -> impl Iterator<Item = &'static KindInfo> {
+pub(crate) fn session_kinds() -> impl Iterator<Item = &'static KindInfo> {
     FAMILIES.iter().flat_map(|family| family.kinds.iter())
 }
 
-/// The registration of a session kind.
-pub fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
-    session_kinds().find(|info| info.kind == kind)
-}
-
 /// Registered kind names, for messages: "thinking or think".
-pub fn kind_names() -> String {
+pub(crate) fn kind_names() -> String {
     let names: Vec<&str> = session_kinds().map(|k| k.kind.as_str()).collect();
     match names.split_last() {
         Some((last, [])) => last.to_string(),
@@ -335,7 +332,7 @@ impl ToolError {
 }
 
 /// A successful answer: pretty JSON text plus the same object as structured content.
-pub fn structured_result(value: Value) -> CallToolResult {
+pub(crate) fn structured_result(value: Value) -> CallToolResult {
     let text = serde_json::to_string_pretty(&value).expect("json");
     let mut result = CallToolResult::success(vec![Content::text(text)]);
     result.structured_content = Some(value);
@@ -346,7 +343,7 @@ pub fn structured_result(value: Value) -> CallToolResult {
 /// request: a `title` only where clients show one that the name does not already say
 /// (the reference's tools have theirs), an output schema only where a client gains from
 /// it (MCP: declared, the structured content must conform to it).
-pub fn tool_definition(
+pub(crate) fn tool_definition(
     name: &'static str,
     title: Option<&'static str>,
     description: &'static str,
@@ -371,7 +368,7 @@ pub fn tool_definition(
 /// repeated call records a second event), not destructive, closed world. The first two
 /// are MCP's defaults, so only the other two are sent; the title is the tool's own
 /// (`title`), not repeated here.
-pub fn writing_annotations() -> rmcp::model::ToolAnnotations {
+pub(crate) fn writing_annotations() -> rmcp::model::ToolAnnotations {
     rmcp::model::ToolAnnotations::new()
         .destructive(false)
         .open_world(false)
@@ -380,7 +377,7 @@ pub fn writing_annotations() -> rmcp::model::ToolAnnotations {
 /// Annotations of a tool that only reads the ledger: read-only, closed world. (MCP reads
 /// `destructiveHint` and `idempotentHint` only when a tool is not read-only, so they
 /// are not sent.)
-pub fn reading_annotations() -> rmcp::model::ToolAnnotations {
+pub(crate) fn reading_annotations() -> rmcp::model::ToolAnnotations {
     rmcp::model::ToolAnnotations::new()
         .read_only(true)
         .open_world(false)

@@ -31,13 +31,13 @@ impl SessionKind {
 }
 
 /// Name of the one tool.
-pub const NOTE: &str = "note";
+pub(crate) const NOTE: &str = "note";
 /// Tag of its event.
-pub const NOTE_ADDED: &str = "note_added";
+pub(crate) const NOTE_ADDED: &str = "note_added";
 /// Schema this build writes.
-pub const NOTE_SCHEMA: u32 = 2;
+pub(crate) const NOTE_SCHEMA: u32 = 2;
 
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "note",
     instructions: "note (jot notes; test builds only)",
     default_on: false,
@@ -121,7 +121,7 @@ fn call(mut call: ToolCall) -> CallFuture {
 /// `note_added` as written now (schema 2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "note_added")]
-pub struct NoteAdded {
+pub(crate) struct NoteAdded {
     pub text: String,
     pub tags: Vec<String>,
     pub call: CallRecord,
@@ -130,7 +130,7 @@ pub struct NoteAdded {
 /// `note_added` as schema 1 wrote it: no tags.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "note_added")]
-pub struct NoteAddedV1 {
+pub(crate) struct NoteAddedV1 {
     pub text: String,
     pub call: CallRecord,
 }
@@ -236,8 +236,8 @@ fn unknown_schema(schema: u32) -> CodecError {
     CodecError::Refused(format!("note schema {schema} is unknown to this build"))
 }
 
-pub struct NoteCodec;
-pub static NOTE_CODEC: NoteCodec = NoteCodec;
+pub(crate) struct NoteCodec;
+pub(crate) static NOTE_CODEC: NoteCodec = NoteCodec;
 
 /// Schema 1 read as written, then upcast: the JSON it was written as is kept.
 fn upcast_v1(old: NoteAddedV1) -> Result<FamilyPayload, CodecError> {
@@ -429,7 +429,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::open(dir.path()).unwrap();
         let server = LedgerServer::new(ledger.clone(), Toolset::parse_list("note").unwrap(), false);
-        let request = crate::tools::Request::detached();
+        let request = crate::request::Request::detached();
         request.cancel.cancel();
         let answer = complete(
             runtime

@@ -21,13 +21,13 @@ use serde_json::Value;
 
 /// Most events one keyed call (or one keyed `record_more`) may append: what a re-run
 /// looks up to find them again.
-pub const MAX_EVENTS_PER_KEYED_CALL: usize = 16;
+pub(crate) const MAX_EVENTS_PER_KEYED_CALL: usize = 16;
 
 /// Characters of the first thought (or purpose) kept as a session's title.
-pub const TITLE_CHARS: usize = 80;
+pub(crate) const TITLE_CHARS: usize = 80;
 
 /// The first line of a text, cut to [`TITLE_CHARS`].
-pub fn title_of(text: &str) -> String {
+pub(crate) fn title_of(text: &str) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -42,7 +42,7 @@ pub fn title_of(text: &str) -> String {
 
 /// Pure: `payloads` for the session at `head`, preceded by `session_started` of `kind`
 /// (titled from `title_source`) when there is no session yet.
-pub fn with_start(
+pub(crate) fn with_start(
     head: Option<&SessionHead>,
     kind: SessionKind,
     title_source: &str,

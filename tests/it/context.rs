@@ -17,8 +17,8 @@
 
 use crate::common::{self, Client, spawn_with, try_call};
 use crate::hostile::{base_arguments, booster_session_for, booster_start};
-use reasoning_ledger::tools::args::MAX_INTEGER;
-use reasoning_ledger::tools::{
+use reasoning_ledger::testing::MAX_INTEGER;
+use reasoning_ledger::testing::{
     ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
     Toolset,
 };

@@ -45,6 +45,7 @@
 
 mod actor;
 mod agent;
+mod architecture;
 mod bad_input;
 mod booster;
 mod cli;

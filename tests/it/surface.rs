@@ -1218,13 +1218,13 @@ async fn a_2026_request_gets_its_own_log_records_before_its_answer() {
     }
 }
 
-/// A call over [`reasoning_ledger::server::SLOW_CALL`] is logged at `info`, with its tool
+/// A call over [`reasoning_ledger::testing::SLOW_CALL`] is logged at `info`, with its tool
 /// and duration and none of its text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_call_is_logged_at_info_without_its_text() {
     let model =
         LlmServer::start(vec![Reply::completion(AGENT_ANSWER).delayed(
-            reasoning_ledger::server::SLOW_CALL + Duration::from_millis(100),
+            reasoning_ledger::testing::SLOW_CALL + Duration::from_millis(100),
         )])
         .await;
     let env = model_env(&model);

@@ -6,11 +6,10 @@
 //! judge the figures; it measures and reports (the targets are shown beside them).
 
 use anyhow::Context;
-use reasoning_ledger::event::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
-use reasoning_ledger::export;
-use reasoning_ledger::projection::tree::ThoughtTree;
-use reasoning_ledger::store::Ledger;
-use reasoning_ledger::tools::thinking::{SequentialThought, ThinkingEvent};
+use reasoning_ledger::testing::Ledger;
+use reasoning_ledger::testing::ThoughtTree;
+use reasoning_ledger::testing::{CallRecord, NewEvent, Payload, SessionId, SessionKind};
+use reasoning_ledger::testing::{SequentialThought, ThinkingEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -162,7 +161,7 @@ pub(crate) fn run(
         let started = Instant::now();
         // What a ledger tool or export does: read the head, fold the session.
         let head = ledger.head(session)?.context("fixture head")?;
-        let tree = reasoning_ledger::query::load_tree(&ledger, &head, None)?;
+        let tree = reasoning_ledger::testing::load_tree(&ledger, &head, None)?;
         samples.push(started.elapsed());
         assert_eq!(tree.at_seq, rebuild_events);
     }
@@ -177,7 +176,7 @@ pub(crate) fn run(
     let mut samples = Vec::new();
     for _ in 0..9 {
         let started = Instant::now();
-        let text = export::mermaid::render(&tree);
+        let text = reasoning_ledger::testing::render_mermaid(&tree);
         samples.push(started.elapsed());
         std::hint::black_box(text);
     }
@@ -185,7 +184,7 @@ pub(crate) fn run(
     let mut samples = Vec::new();
     for _ in 0..9 {
         let started = Instant::now();
-        let text = export::svg::render(&tree);
+        let text = reasoning_ledger::testing::render_svg(&tree);
         samples.push(started.elapsed());
         std::hint::black_box(text);
     }
@@ -194,7 +193,7 @@ pub(crate) fn run(
     let mut page = String::new();
     for _ in 0..9 {
         let started = Instant::now();
-        page = export::html::render(&tree);
+        page = reasoning_ledger::testing::render_html(&tree);
         samples.push(started.elapsed());
     }
     let html_ms = median(samples);
@@ -221,7 +220,7 @@ pub(crate) fn run(
         drop(ledger);
     }
     let open_file_bytes =
-        std::fs::metadata(open_dir.join(reasoning_ledger::store::LEDGER_FILE_NAME))?.len();
+        std::fs::metadata(open_dir.join(reasoning_ledger::testing::LEDGER_FILE_NAME))?.len();
     Ok(LedgerFigures {
         rebuild_events,
         rebuild_ms,

@@ -207,7 +207,7 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         server.is_some() && !args.no_servers,
         !args.no_ledger,
     ];
-    let bar = reasoning_ledger::progress::Progress::bar(
+    let bar = reasoning_ledger::testing::Progress::bar(
         "bench",
         parts.iter().filter(|on| **on).count() as u64,
         "parts",

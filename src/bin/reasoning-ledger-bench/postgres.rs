@@ -175,10 +175,10 @@ fn insert_commit_p50(url: &str, calls: usize) -> anyhow::Result<Duration> {
 /// p50 of appending one event through the store alone (the writer thread, one commit
 /// each), in this process.
 fn store_append_p50(
-    ledger: &reasoning_ledger::store::Ledger,
+    ledger: &reasoning_ledger::testing::Ledger,
     calls: usize,
 ) -> anyhow::Result<Duration> {
-    use reasoning_ledger::event::{NewEvent, Payload, SessionId, SessionKind};
+    use reasoning_ledger::testing::{NewEvent, Payload, SessionId, SessionKind};
     let session = SessionId::generate();
     let append = |seq: u64, payload: Payload| {
         ledger
@@ -226,8 +226,8 @@ async fn measure(
     let dir = data_dir.join("store");
     let store_append = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
         let ledger = match &store {
-            Some(url) => reasoning_ledger::store::Ledger::open_postgres(url)?,
-            None => reasoning_ledger::store::Ledger::open(&dir)?,
+            Some(url) => reasoning_ledger::testing::Ledger::open_postgres(url)?,
+            None => reasoning_ledger::testing::Ledger::open(&dir)?,
         };
         store_append_p50(&ledger, calls)
     })

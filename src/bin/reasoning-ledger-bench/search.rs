@@ -13,10 +13,10 @@
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;
-use reasoning_ledger::event::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
-use reasoning_ledger::mcp_client::McpClient;
-use reasoning_ledger::store::Ledger;
-use reasoning_ledger::tools::thinking::{SequentialThought, ThinkingEvent};
+use reasoning_ledger::testing::Ledger;
+use reasoning_ledger::testing::McpClient;
+use reasoning_ledger::testing::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
+use reasoning_ledger::testing::{SequentialThought, ThinkingEvent};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -478,7 +478,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
         Probe::read(&ledger, events)
     })?;
     let ledger_bytes =
-        std::fs::metadata(ledger_dir.join(reasoning_ledger::store::LEDGER_FILE_NAME))?.len();
+        std::fs::metadata(ledger_dir.join(reasoning_ledger::testing::LEDGER_FILE_NAME))?.len();
     let mut out = String::new();
     let _ = writeln!(
         out,

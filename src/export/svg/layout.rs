@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 /// Width and height of a node box: a heading line and three lines of text
 /// (`super::TEXT_LINES`, 15 px apart).
-pub const NODE_W: u32 = 240;
-pub const NODE_H: u32 = 76;
+pub(crate) const NODE_W: u32 = 240;
+pub(crate) const NODE_H: u32 = 76;
 /// A node box's corner radius (`rx`), in px.
 pub(crate) const NODE_RADIUS: u32 = 6;
 /// Distance between the left edges of two columns.

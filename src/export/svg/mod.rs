@@ -39,17 +39,19 @@ use layout::{
     COL_W, Heading, MARGIN, NODE_RADIUS, TOP, back_path, blocked, detour_path, down_path, layout,
     node_x, node_y, occupancy,
 };
-pub use layout::{NODE_H, NODE_W};
+pub(crate) use layout::{NODE_H, NODE_W};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+#[cfg(test)]
+pub(crate) use style::KINDS;
 use style::{ANOMALY_STROKE, ANOMALY_STROKE_WIDTH};
-pub use style::{KINDS, NodeKind, node_kind, stylesheet};
+pub(crate) use style::{node_kind, stylesheet};
 
 /// Most characters of one line of text drawn in a node (the full text is in its
 /// `<title>`).
-pub const TEXT_MAX_CHARS: usize = 34;
+pub(crate) const TEXT_MAX_CHARS: usize = 34;
 /// Lines a thought's text is wrapped to in its node before the last is cut.
-pub const TEXT_LINES: usize = 3;
+pub(crate) const TEXT_LINES: usize = 3;
 /// Distance between two lines of a node's text, in px.
 const LINE_H: u32 = 15;
 /// The space a label's span starts or ends with, drawn: no renderer strips it.
@@ -62,14 +64,14 @@ const ARROW_PX: u32 = 8;
 const _: () = assert!(ARROW_PX * 2 <= layout::ROW_H - NODE_H);
 const _: () = assert!(NODE_H >= 18 + TEXT_LINES as u32 * LINE_H);
 /// Most characters of thought text in a node's `<title>` tooltip.
-pub const TITLE_MAX_CHARS: usize = 600;
+pub(crate) const TITLE_MAX_CHARS: usize = 600;
 /// Most characters of a branch id or a session title drawn.
 const NAME_MAX_CHARS: usize = 30;
 const SESSION_TITLE_MAX_CHARS: usize = 90;
 
 /// How the picture is written.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Inside an HTML page: no XML declaration and no own stylesheet (the page carries
     /// it), each node links to its item in the page's list (`#thought-<seq>`), and the
     /// parts of labels replaced before the last event are kept (hidden) for the replay
@@ -86,7 +88,12 @@ pub fn render(tree: &ThoughtTree) -> String {
 
 /// Appends the picture of `tree` and what the families draw of it (`picture`,
 /// [`Picture::of`] the same tree) to `out`.
-pub fn render_into(out: &mut String, tree: &ThoughtTree, picture: &Picture, options: Options) {
+pub(crate) fn render_into(
+    out: &mut String,
+    tree: &ThoughtTree,
+    picture: &Picture,
+    options: Options,
+) {
     let layout = layout(tree, picture);
     let edges = tree.edges();
     let rows = layout.rows.max(1);
@@ -536,15 +543,17 @@ fn push_escaped_cut(out: &mut String, scratch: &mut String, text: &str, max_char
 /// Escapes text for XML and HTML text and quoted attribute values: `&` `<` `>` `"` `'`
 /// as entities; tab, newline and carriage return stay; every other control character,
 /// bidi override, embedding or isolate and the non-characters U+FFFE/U+FFFF (none of
-/// which XML 1.0 allows, or which would reorder what is drawn) become U+FFFD.
-pub fn escape_xml(text: &str) -> String {
+/// which XML 1.0 allows, or which would reorder what is drawn) become U+FFFD. The code
+/// appends with [`escape_xml_into`]; this form is the tests'.
+#[cfg(test)]
+pub(crate) fn escape_xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     escape_xml_into(&mut out, text);
     out
 }
 
 /// [`escape_xml`], appending to `out`.
-pub fn escape_xml_into(out: &mut String, text: &str) {
+pub(crate) fn escape_xml_into(out: &mut String, text: &str) {
     let mut kept_from = 0;
     for (index, c) in text.char_indices() {
         let replacement: Option<&str> = match c {

@@ -5,7 +5,7 @@
 //! Owns: constant CSS only. Must not: take a style, a class or a kind from content.
 
 use crate::export::mermaid::is_revision;
-pub use crate::export::picture::NodeKind;
+pub(crate) use crate::export::picture::NodeKind;
 use crate::projection::tree::ThoughtNode;
 use std::fmt::Write as _;
 
@@ -17,7 +17,7 @@ pub(crate) const ANOMALY_STROKE_WIDTH: u32 = 3;
 
 /// The kinds of thought the core draws (a family's thoughts may be drawn as one of its
 /// own kinds through a [`Mark`]).
-pub const KINDS: &[NodeKind] = &[
+pub(crate) const KINDS: &[NodeKind] = &[
     NodeKind {
         name: "thought",
         marker: "💭",
@@ -42,7 +42,7 @@ pub const KINDS: &[NodeKind] = &[
 
 /// The kind of a thought: a revision on a branch is a revision; a node without a total is
 /// a `think` thought.
-pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
+pub(crate) fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
     let name = if node.total_thoughts.is_none() {
         "think"
     } else if is_revision(node) {
@@ -60,7 +60,7 @@ pub fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
 
 /// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
 /// edges, anomalies, replay and filter classes), shared with the HTML page.
-pub fn stylesheet() -> String {
+pub(crate) fn stylesheet() -> String {
     let mut css = format!(
         ".node rect{{stroke-width:1.5}}\
          .node text{{font:12px sans-serif;fill:#212529}}\

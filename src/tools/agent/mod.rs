@@ -10,12 +10,12 @@
 //! `model_call_recorded` event with the node (if any) in the same commit. Must not: hold
 //! the arrival turn across a model call, or count a failed call against the quota.
 
-pub mod node;
-pub mod payload;
-pub mod picture;
-pub mod prompt;
-pub mod read;
-pub mod render;
+pub(crate) mod node;
+pub(crate) mod payload;
+pub(crate) mod picture;
+pub(crate) mod prompt;
+pub(crate) mod read;
+pub(crate) mod render;
 
 use super::args::{
     Args, MAX_ID_BYTES, count_schema, count_schema_up_to, described, string_list_schema,
@@ -44,26 +44,26 @@ impl SessionKind {
     pub const AGENT: SessionKind = SessionKind::new("agent");
 }
 
-pub const CHAT_AGENT: &str = "chat_agent";
-pub const CREATE_BRANCH: &str = "create_branch";
-pub const GET_BRANCH_DETAILS: &str = "get_branch_details";
+pub(crate) const CHAT_AGENT: &str = "chat_agent";
+pub(crate) const CREATE_BRANCH: &str = "create_branch";
+pub(crate) const GET_BRANCH_DETAILS: &str = "get_branch_details";
 
 /// Prefix of the alias a caller's `session_id` is kept under.
-pub const ALIAS_PREFIX: &str = "agent:";
+pub(crate) const ALIAS_PREFIX: &str = "agent:";
 
 /// Environment variable overriding the node quota per session.
-pub const NODE_QUOTA_ENV: &str = "REASONING_LEDGER_AGENT_NODE_QUOTA";
+pub(crate) const NODE_QUOTA_ENV: &str = "REASONING_LEDGER_AGENT_NODE_QUOTA";
 
 /// Largest `max_tokens` a `chat_agent` call may ask for.
-pub const MAX_TOKENS_LIMIT: u64 = 384_000;
+pub(crate) const MAX_TOKENS_LIMIT: u64 = 384_000;
 
 /// Defaults of `chat_agent`.
-pub const DEFAULT_TEMPERATURE: f64 = 0.7;
-pub const DEFAULT_TOP_P: f64 = 0.9;
-pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+pub(crate) const DEFAULT_TEMPERATURE: f64 = 0.7;
+pub(crate) const DEFAULT_TOP_P: f64 = 0.9;
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// The agent family, as registered in [`super::FAMILIES`].
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "agent",
     instructions: "agent (hand self-contained sub-questions to another model; a persistent tree of branch nodes)",
     default_on: false,
@@ -85,10 +85,10 @@ pub static FAMILY: Family = Family {
 
 /// Environment variable choosing the suggestions' language: `zh` for the original's
 /// Chinese texts, English otherwise.
-pub const LANGUAGE_ENV: &str = "REASONING_LEDGER_AGENT_LANGUAGE";
+pub(crate) const LANGUAGE_ENV: &str = "REASONING_LEDGER_AGENT_LANGUAGE";
 
 /// The suggestions' language ([`LANGUAGE_ENV`]).
-pub fn language() -> read::Language {
+pub(crate) fn language() -> read::Language {
     static LANGUAGE: OnceLock<read::Language> = OnceLock::new();
     *LANGUAGE.get_or_init(|| match std::env::var(LANGUAGE_ENV) {
         Ok(v) if v.trim().to_ascii_lowercase().starts_with("zh") => read::Language::Chinese,
@@ -97,7 +97,7 @@ pub fn language() -> read::Language {
 }
 
 /// The node quota: [`read::DEFAULT_NODE_QUOTA`] unless [`NODE_QUOTA_ENV`] says otherwise.
-pub fn node_quota() -> u64 {
+pub(crate) fn node_quota() -> u64 {
     static QUOTA: OnceLock<u64> = OnceLock::new();
     *QUOTA.get_or_init(|| {
         std::env::var(NODE_QUOTA_ENV)

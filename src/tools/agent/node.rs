@@ -13,15 +13,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// The family's name, as its codec and its parts of the projections give it.
-pub const FAMILY: &str = "agent";
+pub(crate) const FAMILY: &str = "agent";
 
 /// The parent of a node hanging off the session's trunk.
-pub const TRUNK: &str = "trunk";
+pub(crate) const TRUNK: &str = "trunk";
 
 /// What a branch is for; decides the sampling strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CallType {
+pub(crate) enum CallType {
     DrillDown,
     Verify,
     Explore,
@@ -29,7 +29,7 @@ pub enum CallType {
 }
 
 impl CallType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CallType::DrillDown => "drill_down",
             CallType::Verify => "verify",
@@ -39,7 +39,7 @@ impl CallType {
     }
 
     /// The named type; anything else falls back to drill_down (the original's rule).
-    pub fn parse_or_default(text: &str) -> Self {
+    pub(crate) fn parse_or_default(text: &str) -> Self {
         match text.trim().to_ascii_lowercase().as_str() {
             "verify" => CallType::Verify,
             "explore" => CallType::Explore,
@@ -51,7 +51,7 @@ impl CallType {
 
 /// One branch node: the sub-question, the model's full answer and what was read from it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentNode {
+pub(crate) struct AgentNode {
     /// "n_" + 8 hex digits.
     pub node_id: String,
     /// [`TRUNK`] or an earlier node of the session.
@@ -70,7 +70,7 @@ pub struct AgentNode {
 
 /// A node as folded: with the seq and time of the event that recorded it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FoldedNode {
+pub(crate) struct FoldedNode {
     pub seq: u64,
     #[serde(skip)]
     pub at: u64,
@@ -80,11 +80,11 @@ pub struct FoldedNode {
 
 /// Branch nodes of an agent session, in seq order: the family's state in the tree.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentNodes(pub Vec<FoldedNode>);
+pub(crate) struct AgentNodes(pub Vec<FoldedNode>);
 
 impl AgentNodes {
     /// The branch nodes of `tree` (none when it has none).
-    pub fn of(tree: &ThoughtTree) -> &[FoldedNode] {
+    pub(crate) fn of(tree: &ThoughtTree) -> &[FoldedNode] {
         tree.family::<AgentNodes>().map_or(&[], |nodes| &nodes.0)
     }
 }
@@ -110,18 +110,18 @@ fn is_zero(n: &u64) -> bool {
 
 /// What the agent family keeps in a session's summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentSummary {
+pub(crate) struct AgentSummary {
     /// Branch nodes of an agent session (`create_branch`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub agent_nodes: u64,
 }
 
 /// The JSON keys of [`AgentSummary`].
-pub const SUMMARY_KEYS: &[&str] = &["agent_nodes"];
+pub(crate) const SUMMARY_KEYS: &[&str] = &["agent_nodes"];
 
 impl AgentSummary {
     /// Branch nodes the session holds.
-    pub fn nodes(summary: &SessionSummary) -> u64 {
+    pub(crate) fn nodes(summary: &SessionSummary) -> u64 {
         summary.part::<AgentSummary>().map_or(0, |p| p.agent_nodes)
     }
 }

@@ -14,14 +14,14 @@ use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, FAMILY, Fol
 use serde::{Deserialize, Serialize};
 
 /// Schema of the agent family's payloads written by this build.
-pub const AGENT_SCHEMA: u32 = 1;
+pub(crate) const AGENT_SCHEMA: u32 = 1;
 /// Tag of a branch node.
-pub const BRANCH_NODE_CREATED: &str = "branch_node_created";
+pub(crate) const BRANCH_NODE_CREATED: &str = "branch_node_created";
 
 /// A node `create_branch` made. Written as `{"type": "branch_node_created", <node
 /// fields>, "call": {…}}`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BranchNodeCreated {
+pub(crate) struct BranchNodeCreated {
     pub node: AgentNode,
     pub call: CallRecord,
 }
@@ -92,7 +92,7 @@ impl FoldTree for BranchNodeCreated {
 }
 
 /// The agent family's codec: its one event, stored as its JSON.
-pub static AGENT_CODEC: JsonCodec = JsonCodec {
+pub(crate) static AGENT_CODEC: JsonCodec = JsonCodec {
     family: FAMILY,
     types: &[BRANCH_NODE_CREATED],
     schema: AGENT_SCHEMA,

@@ -16,7 +16,7 @@ use crate::tools::agent::node::{AgentNodes, TRUNK};
 use std::collections::HashMap;
 
 /// The agent family's registration with the pictures.
-pub static PICTURES: Pictures = Pictures {
+pub(crate) static PICTURES: Pictures = Pictures {
     kinds: &[BRANCH_NODE, CHAT],
     links: &[NESTS],
     draw,

@@ -13,7 +13,7 @@ use crate::projection::tree::ThoughtTree;
 use serde_json::{Value, json};
 
 /// The last `last` branch nodes (`None`: the session has none).
-pub fn nodes(tree: &ThoughtTree, last: usize) -> Option<Value> {
+pub(crate) fn nodes(tree: &ThoughtTree, last: usize) -> Option<Value> {
     let all = AgentNodes::of(tree);
     if all.is_empty() {
         return None;
@@ -36,7 +36,11 @@ pub fn nodes(tree: &ThoughtTree, last: usize) -> Option<Value> {
 }
 
 /// The next `create_branch`, under the caller's session id (the `agent:` alias).
-pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Option<PromptResume> {
+pub(crate) fn resume(
+    tree: &ThoughtTree,
+    summary: &SessionSummary,
+    session: &str,
+) -> Option<PromptResume> {
     if AgentNodes::of(tree).is_empty() {
         return None;
     }
@@ -54,7 +58,7 @@ pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Op
 }
 
 /// Every branch node's confidence (`None`: the session has none).
-pub fn confidences(tree: &ThoughtTree) -> Option<Value> {
+pub(crate) fn confidences(tree: &ThoughtTree) -> Option<Value> {
     let all = AgentNodes::of(tree);
     if all.is_empty() {
         return None;

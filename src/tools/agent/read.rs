@@ -1,23 +1,23 @@
 //! Pure readings of a model's answer and of a branch request: the gatekeeper, the
 //! conclusion, the confidence and the suggestions (specs/agent.md).
 //!
-//! Owns: [`gatekeeper`], [`conclusion`], [`confidence`], [`suggestions`], the prompts'
+//! Owns: [`gatekeeper`], [`conclusion`], [`confidence`], [`suggestions_in`], the prompts'
 //! fixed texts and the strategies by call type. Must not: do I/O.
 
 use crate::tools::agent::node::CallType;
 
 /// Fewest characters of a branch's `input_text`.
-pub const MIN_BRANCH_INPUT_CHARS: usize = 30;
+pub(crate) const MIN_BRANCH_INPUT_CHARS: usize = 30;
 
 /// Nodes one session may hold (the original's quota).
-pub const DEFAULT_NODE_QUOTA: u64 = 16;
+pub(crate) const DEFAULT_NODE_QUOTA: u64 = 16;
 
 /// Below this confidence a verify branch is suggested.
-pub const LOW_CONFIDENCE: f64 = 0.7;
+pub(crate) const LOW_CONFIDENCE: f64 = 0.7;
 
 /// Phrases that hand a sub-model the whole task (the original's Chinese ones and ours in
 /// English), matched case-insensitively.
-pub const WHOLE_TASK_PHRASES: [&str; 16] = [
+pub(crate) const WHOLE_TASK_PHRASES: [&str; 16] = [
     "完成整个任务",
     "完成全部任务",
     "输出最终答案",
@@ -37,10 +37,10 @@ pub const WHOLE_TASK_PHRASES: [&str; 16] = [
 ];
 
 /// The system prompt of every branch: fixed, first, byte-stable (provider caches).
-pub const BRANCH_SYSTEM_PROMPT: &str = "You answer one self-contained sub-question of a larger analysis. Write a line \"[Analysis]\" followed by your reasoning, then a line \"[Final Conclusion]\" followed by the conclusion in a few sentences. End with a line \"Confidence: 0.xx\": how sure you are of the conclusion, from 0 to 1.";
+pub(crate) const BRANCH_SYSTEM_PROMPT: &str = "You answer one self-contained sub-question of a larger analysis. Write a line \"[Analysis]\" followed by your reasoning, then a line \"[Final Conclusion]\" followed by the conclusion in a few sentences. End with a line \"Confidence: 0.xx\": how sure you are of the conclusion, from 0 to 1.";
 
 /// The instruction in front of a branch's input, by call type.
-pub fn branch_instruction(call_type: CallType) -> &'static str {
+pub(crate) fn branch_instruction(call_type: CallType) -> &'static str {
     match call_type {
         CallType::DrillDown => "Task (drill down): go deep into this specific point.",
         CallType::Verify => {
@@ -54,7 +54,7 @@ pub fn branch_instruction(call_type: CallType) -> &'static str {
 }
 
 /// (temperature, top_p, max_tokens) by call type.
-pub fn strategy(call_type: CallType) -> (f64, f64, u64) {
+pub(crate) fn strategy(call_type: CallType) -> (f64, f64, u64) {
     match call_type {
         CallType::DrillDown => (0.2, 0.2, 2048),
         CallType::Verify => (0.0, 0.1, 2048),
@@ -65,7 +65,11 @@ pub fn strategy(call_type: CallType) -> (f64, f64, u64) {
 
 /// Why a branch request is refused, in the gatekeeper's order (short input, whole task,
 /// quota), or `None`.
-pub fn gatekeeper(input_text: &str, nodes: u64, quota: u64) -> Option<(&'static str, String)> {
+pub(crate) fn gatekeeper(
+    input_text: &str,
+    nodes: u64,
+    quota: u64,
+) -> Option<(&'static str, String)> {
     let chars = input_text.trim().chars().count();
     if chars < MIN_BRANCH_INPUT_CHARS {
         return Some((
@@ -106,7 +110,7 @@ const CONCLUSION_MARKERS: [&str; 4] = [
 /// The conclusion of a model's answer: the text after the first marker, trimmed; else
 /// the last paragraph when there are several; else the whole text. A trailing
 /// `Confidence:` line is not part of it.
-pub fn conclusion(text: &str) -> String {
+pub(crate) fn conclusion(text: &str) -> String {
     let lower = text.to_lowercase();
     // Byte offsets of `lower` match `text` only when lowercasing kept lengths; find the
     // marker in `text` by char-insensitive search instead.
@@ -193,24 +197,19 @@ fn confidence_of_line(line: &str) -> Option<f64> {
 
 /// The confidence the model stated (the last `Confidence:` line), 0–1; `None` when it
 /// gave none.
-pub fn confidence(text: &str) -> Option<f64> {
+pub(crate) fn confidence(text: &str) -> Option<f64> {
     text.lines().rev().find_map(confidence_of_line)
 }
 
 /// The language of the suggestions: English, or the original's Chinese texts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Language {
+pub(crate) enum Language {
     English,
     Chinese,
 }
 
-/// The suggestions of a `create_branch` answer, in the spec's order.
-pub fn suggestions(call_type: CallType, confidence: Option<f64>, remaining: u64) -> Vec<String> {
-    suggestions_in(Language::English, call_type, confidence, remaining)
-}
-
-/// [`suggestions`] in `language`.
-pub fn suggestions_in(
+/// The suggestions of a `create_branch` answer, in the spec's order, in `language`.
+pub(crate) fn suggestions_in(
     language: Language,
     call_type: CallType,
     confidence: Option<f64>,
@@ -305,10 +304,10 @@ mod tests {
 
     #[test]
     fn suggestions_follow_the_spec_order() {
-        let s = suggestions(CallType::Explore, Some(0.5), 10);
+        let s = suggestions_in(Language::English, CallType::Explore, Some(0.5), 10);
         assert_eq!(s.len(), 3);
         assert!(s[0].contains("verify") && s[1].contains("drill") && s[2].starts_with("10 more"));
-        assert!(suggestions(CallType::Stash, None, 3).is_empty());
+        assert!(suggestions_in(Language::English, CallType::Stash, None, 3).is_empty());
         let zh = suggestions_in(Language::Chinese, CallType::Explore, None, 12);
         assert_eq!(
             zh,

@@ -20,10 +20,10 @@ use std::fmt::Write as _;
 const INDENT: &str = "    ";
 
 /// Mermaid id of the trunk (thought ids are `t<seq>`, so not `t0`).
-pub const TRUNK_ID: &str = "r0";
+pub(crate) const TRUNK_ID: &str = "r0";
 
 /// Characters of a conclusion or title shown in a node label.
-pub const AGENT_LABEL_MAX_CHARS: usize = 80;
+pub(crate) const AGENT_LABEL_MAX_CHARS: usize = 80;
 
 pub(crate) const AGENT_CLASS_DEFS: [(&str, &str); 3] = [
     ("trunk", "fill:#e7f5ff,stroke:#1c7ed6,color:#1864ab"),
@@ -38,10 +38,10 @@ fn cut(text: &str) -> String {
 }
 
 /// The agent family's pieces of a session's Markdown and Mermaid.
-pub struct AgentRender;
+pub(crate) struct AgentRender;
 
 /// The one instance, registered with the family.
-pub static RENDER: AgentRender = AgentRender;
+pub(crate) static RENDER: AgentRender = AgentRender;
 
 impl FamilyRender for AgentRender {
     fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
@@ -84,17 +84,17 @@ impl FamilyRender for AgentRender {
 }
 
 /// Edges [`write_agent_nodes`] draws: one per node (from its parent).
-pub fn agent_edges(tree: &ThoughtTree) -> usize {
+pub(crate) fn agent_edges(tree: &ThoughtTree) -> usize {
     AgentNodes::of(tree).len()
 }
 
 /// Whether the session has an agent tree to draw.
-pub fn has_agent_tree(tree: &ThoughtTree) -> bool {
+pub(crate) fn has_agent_tree(tree: &ThoughtTree) -> bool {
     tree.kind() == Some(crate::event::SessionKind::AGENT) || !AgentNodes::of(tree).is_empty()
 }
 
 /// The trunk, the nodes and their edges.
-pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
+pub(crate) fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
     for (class, style) in AGENT_CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
@@ -141,7 +141,7 @@ pub fn write_agent_nodes(out: &mut String, tree: &ThoughtTree) {
 }
 
 /// What a session's Markdown export adds: its branch nodes (empty when it has none).
-pub fn session_markdown(tree: &ThoughtTree) -> String {
+pub(crate) fn session_markdown(tree: &ThoughtTree) -> String {
     let mut out = String::new();
     if !AgentNodes::of(tree).is_empty() {
         out.push_str("## Branch nodes\n\n");

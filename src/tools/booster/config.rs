@@ -11,24 +11,24 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Most candidates one iteration may ask for.
-pub const MAX_CANDIDATES: u64 = 16;
+pub(crate) const MAX_CANDIDATES: u64 = 16;
 /// Most iterations one session may run (`maxSteps` can be raised up to this).
-pub const MAX_STEPS_LIMIT: u64 = 64;
+pub(crate) const MAX_STEPS_LIMIT: u64 = 64;
 /// Widest beam.
-pub const MAX_BEAM_WIDTH: u64 = 4;
+pub(crate) const MAX_BEAM_WIDTH: u64 = 4;
 /// Deepest beam.
-pub const MAX_BEAM_DEPTH: u64 = 4;
+pub(crate) const MAX_BEAM_DEPTH: u64 = 4;
 /// Most model calls `llmMaxCalls` may allow in one session.
-pub const MAX_LLM_CALLS: u64 = 256;
+pub(crate) const MAX_LLM_CALLS: u64 = 256;
 /// Most tokens a model may be asked for per call.
-pub const MAX_SAMPLING_TOKENS: u64 = 32_000;
+pub(crate) const MAX_SAMPLING_TOKENS: u64 = 32_000;
 /// Largest absolute weight or `minImprovement`.
-pub const MAX_WEIGHT: f64 = 100.0;
+pub(crate) const MAX_WEIGHT: f64 = 100.0;
 
 /// A session's configuration (camelCase as the spec names it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Config {
+pub(crate) struct Config {
     pub num_candidates: u64,
     pub top_m: u64,
     pub allow_backtrack: bool,
@@ -68,7 +68,7 @@ impl Default for Config {
 }
 
 /// The keys a `config` object may have.
-pub const CONFIG_KEYS: [&str; 13] = [
+pub(crate) const CONFIG_KEYS: [&str; 13] = [
     "numCandidates",
     "topM",
     "allowBacktrack",
@@ -135,7 +135,7 @@ fn boolean(value: &Value) -> Result<bool, String> {
 
 /// Reads a client's `config` (an object, or a JSON string of one) over the defaults.
 /// Every problem is returned, each `config.<key>: message`.
-pub fn parse_config(value: Option<&Value>) -> Result<Config, Vec<String>> {
+pub(crate) fn parse_config(value: Option<&Value>) -> Result<Config, Vec<String>> {
     let mut config = Config::default();
     let owned;
     let map: &Map<String, Value> = match value {

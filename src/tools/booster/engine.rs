@@ -18,7 +18,7 @@ use crate::tools::booster::state::{
 
 /// Candidates for one iteration, as the generation seam produced them.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Generated {
+pub(crate) struct Generated {
     /// Filtered, filled to the asked number with heuristics.
     pub proposals: Vec<Proposal>,
     pub source: Source,
@@ -26,7 +26,7 @@ pub struct Generated {
 }
 
 /// Scores and sorts `proposals` (best first; ties keep their order).
-pub fn score_all(
+pub(crate) fn score_all(
     scorer: &dyn Scorer,
     state: &BoosterState,
     steps: &[&str],
@@ -126,7 +126,7 @@ fn beam(
 }
 
 /// Pure: the events of one iteration over `state` with `generated` candidates.
-pub fn decide_iteration(
+pub(crate) fn decide_iteration(
     scorer: &dyn Scorer,
     state: &BoosterState,
     generated: Generated,

@@ -19,14 +19,14 @@ use crate::tools::booster::state::{BoosterState, ModelOutput, Proposal, Source};
 use rmcp::model::InputRequiredResult;
 
 /// The system prompt (fixed, first: prefix caches keep it).
-pub const SYSTEM_PROMPT: &str = "You propose small, concrete, verifiable next steps for a task. You answer with a JSON array only.";
+pub(crate) const SYSTEM_PROMPT: &str = "You propose small, concrete, verifiable next steps for a task. You answer with a JSON array only.";
 /// Sampling temperature asked for.
-pub const TEMPERATURE: f64 = 0.4;
+pub(crate) const TEMPERATURE: f64 = 0.4;
 /// Provider name of heuristic candidate sets.
-pub const HEURISTIC_PROVIDER: &str = "heuristic";
+pub(crate) const HEURISTIC_PROVIDER: &str = "heuristic";
 
 /// What one generation produced.
-pub enum Generation {
+pub(crate) enum Generation {
     /// Candidates, and the model call behind them (to record), if one was made.
     Ready {
         generated: Box<Generated>,
@@ -47,7 +47,7 @@ fn heuristic_source(fallback: Option<String>) -> Source {
 }
 
 /// Heuristic candidates for `state` (pending hints first).
-pub fn heuristics(state: &BoosterState, k: u64, fallback: Option<String>) -> Generated {
+pub(crate) fn heuristics(state: &BoosterState, k: u64, fallback: Option<String>) -> Generated {
     Generated {
         proposals: heuristic(
             &state.task,
@@ -62,7 +62,7 @@ pub fn heuristics(state: &BoosterState, k: u64, fallback: Option<String>) -> Gen
 
 /// Pure: candidates from a model's answer (or its failure): hints first, then the
 /// model's steps, filtered, at most `k`; heuristics when none of the model's survive.
-pub fn from_response(
+pub(crate) fn from_response(
     state: &BoosterState,
     k: u64,
     record: &ModelCallRecord,
@@ -134,7 +134,7 @@ pub fn from_response(
 /// Candidates for the next iteration of `state`. `rounds_ok`: whether this tool may
 /// answer "input required" (one model call per tool call: `step`); multi-iteration tools
 /// use heuristics where the client's sampling needs a round per call.
-pub async fn generate(
+pub(crate) async fn generate(
     call: &ToolCall,
     state: &BoosterState,
     k: u64,

@@ -43,10 +43,10 @@ fn score(total: f64) -> String {
 }
 
 /// The booster family's piece of the Mermaid export: its own diagram of its sessions.
-pub struct BoosterRender;
+pub(crate) struct BoosterRender;
 
 /// The one instance, registered with the family.
-pub static RENDER: BoosterRender = BoosterRender;
+pub(crate) static RENDER: BoosterRender = BoosterRender;
 
 impl FamilyRender for BoosterRender {
     /// A booster session draws its search: chosen path, rejected candidates, backtracks.
@@ -78,7 +78,7 @@ impl FamilyRender for BoosterRender {
 }
 
 /// The flowchart of a booster session (its fold in `tree`).
-pub fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
+pub(crate) fn mermaid(tree: &ThoughtTree, state: &BoosterState) -> String {
     let mut out = String::with_capacity(512 + state.iterations.len() * 400);
     out.push_str("flowchart TD\n");
     let candidates: usize = state.iterations.iter().map(|i| i.candidates.len()).sum();

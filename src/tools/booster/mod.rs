@@ -15,18 +15,18 @@
 //! sessions in memory, or answer before the events are committed.
 
 pub(crate) mod candidates;
-pub mod config;
-pub mod engine;
-pub mod generate;
-pub mod mermaid;
-pub mod output;
-pub mod payload;
-pub mod picture;
-pub mod prompt;
+pub(crate) mod config;
+pub(crate) mod engine;
+pub(crate) mod generate;
+pub(crate) mod mermaid;
+pub(crate) mod output;
+pub(crate) mod payload;
+pub(crate) mod picture;
+pub(crate) mod prompt;
 mod run;
 use run::{read, solve, start, step};
-pub mod state;
-pub mod verifier;
+pub(crate) mod state;
+pub(crate) mod verifier;
 
 use super::args::{
     Args, MAX_ID_BYTES, boolean_schema, count_schema, count_schema_up_to, finish,
@@ -55,26 +55,26 @@ impl SessionKind {
     pub const BOOSTER: SessionKind = SessionKind::new("booster");
 }
 
-pub const USAGE: &str = "usage";
-pub const START: &str = "start";
-pub const STEP: &str = "step";
-pub const MULTI_STEP: &str = "multi-step";
-pub const GET_STATE: &str = "get-state";
-pub const SUMMARIZE: &str = "summarize";
-pub const SOLVE: &str = "solve";
-pub const SOLVE_TEXT: &str = "solve-text";
+pub(crate) const USAGE: &str = "usage";
+pub(crate) const START: &str = "start";
+pub(crate) const STEP: &str = "step";
+pub(crate) const MULTI_STEP: &str = "multi-step";
+pub(crate) const GET_STATE: &str = "get-state";
+pub(crate) const SUMMARIZE: &str = "summarize";
+pub(crate) const SOLVE: &str = "solve";
+pub(crate) const SOLVE_TEXT: &str = "solve-text";
 
 /// Longest task accepted, in bytes (it is in every prompt).
-pub const MAX_TASK_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_TASK_BYTES: usize = 16 * 1024;
 /// Most hints one call may add.
-pub const MAX_HINTS: usize = 16;
+pub(crate) const MAX_HINTS: usize = 16;
 /// `solve`'s default iterations.
-pub const SOLVE_DEFAULT_ITERATIONS: u64 = 8;
+pub(crate) const SOLVE_DEFAULT_ITERATIONS: u64 = 8;
 /// Characters of the chosen step in a progress message.
-pub const PROGRESS_TEXT_CHARS: usize = 80;
+pub(crate) const PROGRESS_TEXT_CHARS: usize = 80;
 
 /// The booster family, as registered in [`super::FAMILIES`].
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "booster",
     instructions: "booster (best-of-N step search with a verifier: solve a task in scored steps)",
     default_on: false,
@@ -95,7 +95,7 @@ pub static FAMILY: Family = Family {
 };
 
 /// The tools of this family, as listed (`usage` first).
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let config = json!({"type": ["object", "string"]});
     let hints = string_list_schema();

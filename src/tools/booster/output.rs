@@ -19,14 +19,14 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 /// The environment variable naming the export directory.
-pub const EXPORT_DIR_ENV: &str = "REASONING_LEDGER_EXPORT_DIR";
+pub(crate) const EXPORT_DIR_ENV: &str = "REASONING_LEDGER_EXPORT_DIR";
 /// The export directory's name beside the ledger when the variable is unset.
-pub const DEFAULT_EXPORT_DIR: &str = "exports";
+pub(crate) const DEFAULT_EXPORT_DIR: &str = "exports";
 /// Longest `outputPath` accepted, in bytes.
-pub const MAX_OUTPUT_PATH_BYTES: usize = 1024;
+pub(crate) const MAX_OUTPUT_PATH_BYTES: usize = 1024;
 
 /// The export directory for a ledger at `ledger_path`.
-pub fn export_dir(ledger_path: &Path) -> PathBuf {
+pub(crate) fn export_dir(ledger_path: &Path) -> PathBuf {
     match std::env::var_os(EXPORT_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => ledger_path
@@ -62,7 +62,7 @@ fn existing_ancestor(path: &Path) -> Result<(PathBuf, Vec<std::ffi::OsString>), 
 /// A checked `outputPath`: the export directory and the file's directory, both held open
 /// (what [`write`] writes through), and the file's name.
 #[derive(Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The export directory, canonical, and its handle.
     root: PathBuf,
     root_fd: OwnedFd,
@@ -76,7 +76,7 @@ pub struct Target {
 
 impl Target {
     /// Where the file is written (for answers).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -113,7 +113,7 @@ fn same(a: &OwnedFd, b: &OwnedFd) -> bool {
 /// Checks `requested` against the export directory `root` and returns the file's
 /// [`Target`] (its parent directories created inside `root`, 0700). Errors say how to fix
 /// the argument.
-pub fn resolve(root: &Path, requested: &str, overwrite: bool) -> Result<Target, String> {
+pub(crate) fn resolve(root: &Path, requested: &str, overwrite: bool) -> Result<Target, String> {
     if requested.trim().is_empty() {
         return Err("outputPath is empty; give a file name such as summary.json".into());
     }
@@ -218,7 +218,7 @@ pub fn resolve(root: &Path, requested: &str, overwrite: bool) -> Result<Target, 
 /// there, once the path is found to lead to that same directory still (without following
 /// symlinks): a new file, or with `overwrite` a complete temporary file renamed over the
 /// old one; 0600. A failure leaves nothing at the path that was not there before.
-pub fn write(target: &Target, contents: &[u8], overwrite: bool) -> Result<(), String> {
+pub(crate) fn write(target: &Target, contents: &[u8], overwrite: bool) -> Result<(), String> {
     let shown = target.path.display();
     let moved = || {
         let dir = target.path.parent().unwrap_or(&target.root);

@@ -13,27 +13,27 @@ use crate::event::{
 };
 use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
-pub use crate::tools::booster::state::{
-    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Scored, Started,
+pub(crate) use crate::tools::booster::state::{
+    Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Started,
 };
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
 /// Schema of the booster family's payloads written by this build.
-pub const BOOSTER_SCHEMA: u32 = 1;
+pub(crate) const BOOSTER_SCHEMA: u32 = 1;
 
-pub const BOOSTER_STARTED: &str = "booster_started";
-pub const HINTS_ADDED: &str = "hints_added";
-pub const CANDIDATES_SCORED: &str = "candidates_scored";
-pub const BEAM_ROLLED_OUT: &str = "beam_rolled_out";
-pub const STEP_APPLIED: &str = "step_applied";
-pub const BACKTRACKED: &str = "backtracked";
-pub const LOOP_DETECTED: &str = "loop_detected";
+pub(crate) const BOOSTER_STARTED: &str = "booster_started";
+pub(crate) const HINTS_ADDED: &str = "hints_added";
+pub(crate) const CANDIDATES_SCORED: &str = "candidates_scored";
+pub(crate) const BEAM_ROLLED_OUT: &str = "beam_rolled_out";
+pub(crate) const STEP_APPLIED: &str = "step_applied";
+pub(crate) const BACKTRACKED: &str = "backtracked";
+pub(crate) const LOOP_DETECTED: &str = "loop_detected";
 
 /// What a booster event records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Body {
+pub(crate) enum Body {
     BoosterStarted(Started),
     HintsAdded(Hints),
     CandidatesScored(CandidateSet),
@@ -46,7 +46,7 @@ pub enum Body {
 }
 
 /// The `type` tag of a body.
-pub fn tag_of(body: &Body) -> &'static str {
+pub(crate) fn tag_of(body: &Body) -> &'static str {
     match body {
         Body::BoosterStarted(_) => BOOSTER_STARTED,
         Body::HintsAdded(_) => HINTS_ADDED,
@@ -60,15 +60,9 @@ pub fn tag_of(body: &Body) -> &'static str {
 
 /// One booster event: its body and, on a call's first event, the call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BoosterEvent {
+pub(crate) struct BoosterEvent {
     pub body: Body,
     pub call: Option<CallRecord>,
-}
-
-impl BoosterEvent {
-    pub fn new(body: Body) -> Self {
-        BoosterEvent { body, call: None }
-    }
 }
 
 impl Serialize for BoosterEvent {
@@ -212,10 +206,10 @@ struct StoredBooster<'a> {
 }
 
 /// The booster family's codec.
-pub struct BoosterCodec;
+pub(crate) struct BoosterCodec;
 
 /// The one instance, registered with the family.
-pub static BOOSTER_CODEC: BoosterCodec = BoosterCodec;
+pub(crate) static BOOSTER_CODEC: BoosterCodec = BoosterCodec;
 
 impl PayloadCodec for BoosterCodec {
     fn family(&self) -> &'static str {

@@ -21,7 +21,7 @@ use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Iteration, LoopKind, Score, Via};
 
 /// The booster family's registration with the pictures.
-pub static PICTURES: Pictures = Pictures {
+pub(crate) static PICTURES: Pictures = Pictures {
     kinds: &[TASK, HINTS, STEP, CANDIDATE, BEAM, BACKTRACK, LOOP],
     links: &[PATH, CHOOSES, BEAM_PICKS],
     draw,

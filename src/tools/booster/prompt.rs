@@ -12,7 +12,7 @@ use crate::projection::tree::ThoughtTree;
 use serde_json::{Value, json};
 
 /// The task, hints, counts and the last `last` steps with their scores.
-pub fn state(tree: &ThoughtTree, last: usize) -> Option<Value> {
+pub(crate) fn state(tree: &ThoughtTree, last: usize) -> Option<Value> {
     let booster = tree.family::<BoosterState>()?;
     let skip = booster.steps.len().saturating_sub(last);
     let steps: Vec<Value> = booster.steps[skip..]
@@ -37,7 +37,11 @@ pub fn state(tree: &ThoughtTree, last: usize) -> Option<Value> {
 }
 
 /// The next `step` of the search.
-pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Option<PromptResume> {
+pub(crate) fn resume(
+    tree: &ThoughtTree,
+    summary: &SessionSummary,
+    session: &str,
+) -> Option<PromptResume> {
     tree.family::<BoosterState>()?;
     Some(PromptResume {
         tool: "step",
@@ -48,7 +52,7 @@ pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Op
 }
 
 /// Every step's scores.
-pub fn step_scores(tree: &ThoughtTree) -> Option<Value> {
+pub(crate) fn step_scores(tree: &ThoughtTree) -> Option<Value> {
     let booster = tree.family::<BoosterState>()?;
     let steps: Vec<Value> = booster
         .steps

@@ -17,18 +17,18 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Raw model samples kept in the diagnostics (the newest).
-pub const MAX_RAW_SAMPLES: usize = 5;
+pub(crate) const MAX_RAW_SAMPLES: usize = 5;
 /// Characters of a prompt or response kept in one raw sample.
-pub const RAW_SAMPLE_CHARS: usize = 2_000;
+pub(crate) const RAW_SAMPLE_CHARS: usize = 2_000;
 /// Most arbiter picks kept.
-pub const MAX_ARBITER_PICKS: usize = 5;
+pub(crate) const MAX_ARBITER_PICKS: usize = 5;
 /// Most distinct recent steps in a summary.
-pub const SUMMARY_STEPS: usize = 5;
+pub(crate) const SUMMARY_STEPS: usize = 5;
 
 /// One proposed next step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Proposal {
+pub(crate) struct Proposal {
     pub text: String,
     #[serde(default)]
     pub rationale: String,
@@ -41,7 +41,7 @@ pub struct Proposal {
 /// A proposal's score, in parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Score {
+pub(crate) struct Score {
     pub rules_score: f64,
     pub redundancy_score: f64,
     pub consistency_score: f64,
@@ -50,7 +50,7 @@ pub struct Score {
 
 /// A proposal with its score.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Scored {
+pub(crate) struct Scored {
     pub proposal: Proposal,
     pub score: Score,
 }
@@ -58,7 +58,7 @@ pub struct Scored {
 /// `booster_started`: what the session is for and how it runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Started {
+pub(crate) struct Started {
     pub task: String,
     pub config: Config,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -67,14 +67,14 @@ pub struct Started {
 
 /// `hints_added`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Hints {
+pub(crate) struct Hints {
     pub hints: Vec<String>,
 }
 
 /// Where an iteration's candidates came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Source {
+pub(crate) struct Source {
     /// `heuristic`, `mcp` (client sampling) or the HTTP provider's name.
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,7 +88,7 @@ pub struct Source {
 /// attempts) is the `model_call_recorded` event just before the candidate set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ModelOutput {
+pub(crate) struct ModelOutput {
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -107,7 +107,7 @@ pub struct ModelOutput {
 /// `candidates_scored`: one iteration's candidates, best first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CandidateSet {
+pub(crate) struct CandidateSet {
     pub iteration: u64,
     pub source: Source,
     pub scorer: String,
@@ -119,7 +119,7 @@ pub struct CandidateSet {
 /// One head of a beam rollout and its best continuation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BeamHead {
+pub(crate) struct BeamHead {
     /// Its position in the candidate set.
     pub candidate: u64,
     pub text: String,
@@ -132,7 +132,7 @@ pub struct BeamHead {
 /// One simulated step of a rollout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PathStep {
+pub(crate) struct PathStep {
     pub text: String,
     pub total_score: f64,
 }
@@ -140,7 +140,7 @@ pub struct PathStep {
 /// `beam_rolled_out`: why a beam ran, its heads and which won.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Beam {
+pub(crate) struct Beam {
     pub iteration: u64,
     /// Total of the last applied step and of the best candidate: their difference was
     /// below `minImprovement`.
@@ -154,7 +154,7 @@ pub struct Beam {
 /// How a step was chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Via {
+pub(crate) enum Via {
     /// Best-of-N.
     Best,
     /// The beam's winner.
@@ -164,7 +164,7 @@ pub enum Via {
 /// `step_applied`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Applied {
+pub(crate) struct Applied {
     pub iteration: u64,
     /// Its position in the candidate set.
     pub candidate: u64,
@@ -176,7 +176,7 @@ pub struct Applied {
 /// Why a loop check fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LoopKind {
+pub(crate) enum LoopKind {
     /// The last two steps are equal.
     Stagnation,
     /// The new step repeats an earlier one.
@@ -187,7 +187,7 @@ pub enum LoopKind {
 /// or `loop_detected` (backtracking is off: the step stays).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LoopCheck {
+pub(crate) struct LoopCheck {
     pub iteration: u64,
     pub kind: LoopKind,
     /// The repeated step's text.
@@ -199,7 +199,7 @@ pub struct LoopCheck {
 /// A step on the scratchpad.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Step {
+pub(crate) struct Step {
     /// 0-based position on the scratchpad.
     pub index: u64,
     pub iteration: u64,
@@ -212,7 +212,7 @@ pub struct Step {
 /// One iteration as folded.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Iteration {
+pub(crate) struct Iteration {
     pub iteration: u64,
     pub seq: u64,
     pub source: Source,
@@ -245,7 +245,7 @@ pub struct Iteration {
 /// One kept model sample.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawSample {
+pub(crate) struct RawSample {
     pub provider: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -257,7 +257,7 @@ pub struct RawSample {
 /// Model diagnostics, bounded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Diagnostics {
+pub(crate) struct Diagnostics {
     /// The provider of the last candidate set.
     pub provider: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -280,7 +280,7 @@ pub struct Diagnostics {
 impl Diagnostics {
     /// These diagnostics with the raw samples of the session's model calls, and the
     /// arbiter picks of all of them (bounded: [`MAX_RAW_SAMPLES`], [`MAX_ARBITER_PICKS`]).
-    pub fn sampled(&self, calls: &[ModelCallView]) -> (Diagnostics, Vec<String>) {
+    pub(crate) fn sampled(&self, calls: &[ModelCallView]) -> (Diagnostics, Vec<String>) {
         let mut out = self.clone();
         let mut picks = Vec::new();
         for view in calls {
@@ -312,7 +312,7 @@ impl Diagnostics {
 /// A booster session as folded.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BoosterState {
+pub(crate) struct BoosterState {
     pub task: String,
     pub config: Config,
     pub hints: Vec<String>,
@@ -375,7 +375,7 @@ fn states_answer(line: &str) -> bool {
 
 /// The lines of `response` that state an answer, added to `picks` (distinct, at most
 /// [`MAX_ARBITER_PICKS`]).
-pub fn arbiter_picks(response: &str, picks: &mut Vec<String>) {
+pub(crate) fn arbiter_picks(response: &str, picks: &mut Vec<String>) {
     for line in response.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if picks.len() >= MAX_ARBITER_PICKS {
             return;
@@ -398,7 +398,7 @@ impl FamilyState for BoosterState {
 }
 
 impl BoosterState {
-    pub fn new(started: Started) -> Self {
+    pub(crate) fn new(started: Started) -> Self {
         BoosterState {
             task: started.task,
             config: started.config,
@@ -418,12 +418,12 @@ impl BoosterState {
     }
 
     /// Iterations run so far.
-    pub fn iteration_count(&self) -> u64 {
+    pub(crate) fn iteration_count(&self) -> u64 {
         self.iterations.len() as u64
     }
 
     /// The scratchpad's texts, oldest first.
-    pub fn step_texts(&self) -> Vec<&str> {
+    pub(crate) fn step_texts(&self) -> Vec<&str> {
         self.steps
             .iter()
             .map(|s| s.proposal.text.as_str())
@@ -431,20 +431,20 @@ impl BoosterState {
     }
 
     /// Every text ever applied (backtracked ones too), oldest first.
-    pub fn applied_texts(&self) -> Vec<&str> {
+    pub(crate) fn applied_texts(&self) -> Vec<&str> {
         self.iterations
             .iter()
             .filter_map(|i| i.chosen.as_ref().map(|c| c.proposal.text.as_str()))
             .collect()
     }
 
-    pub fn hints_added(&mut self, hints: Vec<String>) {
+    pub(crate) fn hints_added(&mut self, hints: Vec<String>) {
         self.hints.extend(hints.iter().cloned());
         self.pending_hints.extend(hints);
     }
 
     /// Folds a candidate set committed at `at` (ms) as event `seq`.
-    pub fn candidates_scored(&mut self, seq: u64, at: u64, set: CandidateSet) {
+    pub(crate) fn candidates_scored(&mut self, seq: u64, at: u64, set: CandidateSet) {
         self.pending_hints.clear();
         self.diagnostics.provider = set.source.provider.clone();
         if let Some(output) = &set.model_output {
@@ -480,14 +480,14 @@ impl BoosterState {
     }
 
     /// Folds a beam rollout recorded as event `seq`.
-    pub fn beam_rolled_out(&mut self, seq: u64, beam: Beam) {
+    pub(crate) fn beam_rolled_out(&mut self, seq: u64, beam: Beam) {
         if let Some(last) = self.iterations.last_mut() {
             last.beam = Some(beam);
             last.beam_seq = Some(seq);
         }
     }
 
-    pub fn step_applied(&mut self, seq: u64, applied: Applied) {
+    pub(crate) fn step_applied(&mut self, seq: u64, applied: Applied) {
         self.steps.push(Step {
             index: self.steps.len() as u64,
             iteration: applied.iteration,
@@ -503,7 +503,7 @@ impl BoosterState {
 
     /// A loop check recorded as event `seq`: `backtracked` drops the last step from the
     /// scratchpad.
-    pub fn loop_checked(&mut self, seq: u64, check: LoopCheck, backtracked: bool) {
+    pub(crate) fn loop_checked(&mut self, seq: u64, check: LoopCheck, backtracked: bool) {
         if backtracked {
             self.steps.pop();
             self.backtracks += 1;
@@ -516,7 +516,7 @@ impl BoosterState {
     }
 
     /// `Summary:\nTask: …` then the last ≤ [`SUMMARY_STEPS`] distinct steps as `- ` lines.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut recent: Vec<&str> = Vec::new();
         for step in self.steps.iter().rev() {
             let text = step.proposal.text.trim();

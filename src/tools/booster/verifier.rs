@@ -13,7 +13,7 @@ use super::payload::{Proposal, Score};
 use std::collections::HashSet;
 
 /// What scores a candidate step.
-pub trait Scorer {
+pub(crate) trait Scorer {
     /// Its name, as recorded with every candidate set it scored.
     fn name(&self) -> &'static str;
     /// Scores `proposal` for `task`, given the steps applied so far (oldest first).
@@ -21,52 +21,52 @@ pub trait Scorer {
 }
 
 /// Name of the reference scorer in events.
-pub const REFERENCE_SCORER: &str = "reference-1";
+pub(crate) const REFERENCE_SCORER: &str = "reference-1";
 
 // ---- rules: length ----
 /// A step this long or shorter is "short".
-pub const SHORT_CHARS: usize = 200;
+pub(crate) const SHORT_CHARS: usize = 200;
 /// A step this long or shorter (and not short) is "medium".
-pub const MEDIUM_CHARS: usize = 400;
-pub const SHORT_BONUS: f64 = 0.3;
-pub const MEDIUM_BONUS: f64 = 0.1;
-pub const LONG_PENALTY: f64 = -0.2;
+pub(crate) const MEDIUM_CHARS: usize = 400;
+pub(crate) const SHORT_BONUS: f64 = 0.3;
+pub(crate) const MEDIUM_BONUS: f64 = 0.1;
+pub(crate) const LONG_PENALTY: f64 = -0.2;
 
 // ---- rules: vague words ----
 /// Matched case-insensitively anywhere in the text, every occurrence counted.
-pub const VAGUE_WORDS: [&str; 5] = [
+pub(crate) const VAGUE_WORDS: [&str; 5] = [
     "obviously",
     "evidently",
     "clearly",
     "trivial",
     "without proof",
 ];
-pub const VAGUE_PENALTY_EACH: f64 = 0.2;
-pub const VAGUE_PENALTY_CAP: f64 = 0.6;
+pub(crate) const VAGUE_PENALTY_EACH: f64 = 0.2;
+pub(crate) const VAGUE_PENALTY_CAP: f64 = 0.6;
 
 // ---- rules: verification ----
 /// A non-empty `howToVerify`.
-pub const HOW_TO_VERIFY_BONUS: f64 = 0.2;
+pub(crate) const HOW_TO_VERIFY_BONUS: f64 = 0.2;
 /// Entropy boost: `min(ENTROPY_CAP, ENTROPY_FACTOR · log2 n)` for n ≥ 2 outcomes.
-pub const ENTROPY_FACTOR: f64 = 0.12;
-pub const ENTROPY_CAP: f64 = 0.25;
+pub(crate) const ENTROPY_FACTOR: f64 = 0.12;
+pub(crate) const ENTROPY_CAP: f64 = 0.25;
 /// Value of information: `min(VOI_CAP, boost / cost)`, cost 1 (a proposal states none).
-pub const VOI_CAP: f64 = 0.2;
-pub const VERIFICATION_COST: f64 = 1.0;
+pub(crate) const VOI_CAP: f64 = 0.2;
+pub(crate) const VERIFICATION_COST: f64 = 1.0;
 
 // ---- rules: information-gain words (in the step's text) ----
 /// Matched case-insensitively as substrings, every occurrence counted; `if` and `then`
 /// only followed by white space.
-pub const INFO_WORDS: [&str; 10] = [
+pub(crate) const INFO_WORDS: [&str; 10] = [
     "if ", "then ", "case", "outcome", "tilt", "balance", "verify", "check", "observe", "measure",
 ];
-pub const INFO_BONUS_EACH: f64 = 0.08;
-pub const INFO_BONUS_CAP: f64 = 0.3;
+pub(crate) const INFO_BONUS_EACH: f64 = 0.08;
+pub(crate) const INFO_BONUS_CAP: f64 = 0.3;
 
 // ---- rules: meta openers ----
 /// A step opening with one of these (case-insensitive) is talk about the task, not a
 /// step: penalised here and dropped by the candidate filter.
-pub const META_OPENERS: [&str; 9] = [
+pub(crate) const META_OPENERS: [&str; 9] = [
     "we are",
     "standard approach",
     "each step must",
@@ -77,54 +77,54 @@ pub const META_OPENERS: [&str; 9] = [
     "approach:",
     "constraints:",
 ];
-pub const META_PENALTY: f64 = -0.35;
+pub(crate) const META_PENALTY: f64 = -0.35;
 
 // ---- rules: final step ----
-pub const FINAL_STEP_WITH_CHECK_BONUS: f64 = 0.15;
-pub const FINAL_STEP_BONUS: f64 = 0.05;
+pub(crate) const FINAL_STEP_WITH_CHECK_BONUS: f64 = 0.15;
+pub(crate) const FINAL_STEP_BONUS: f64 = 0.05;
 
 // ---- rules: objective proxies ----
 /// A step naming an observation (each followed by a word boundary).
-pub const OBSERVATION_VERBS: [&str; 9] = [
+pub(crate) const OBSERVATION_VERBS: [&str; 9] = [
     "draw", "pick", "measure", "record", "log", "check", "verify", "test", "observe",
 ];
-pub const OBSERVATION_BONUS: f64 = 0.3;
+pub(crate) const OBSERVATION_BONUS: f64 = 0.3;
 /// A step that labels or assigns (each followed by a word boundary).
-pub const LABEL_VERBS: [&str; 4] = ["label", "assign", "relabel", "rename"];
-pub const LABEL_BONUS: f64 = 0.1;
+pub(crate) const LABEL_VERBS: [&str; 4] = ["label", "assign", "relabel", "rename"];
+pub(crate) const LABEL_BONUS: f64 = 0.1;
 
 // ---- rules: the task's keywords ----
 /// Tokens this long or longer are keywords.
-pub const KEYWORD_MIN_CHARS: usize = 5;
-pub const KEYWORD_BONUS: f64 = 0.15;
-pub const NO_KEYWORD_PENALTY: f64 = -0.1;
+pub(crate) const KEYWORD_MIN_CHARS: usize = 5;
+pub(crate) const KEYWORD_BONUS: f64 = 0.15;
+pub(crate) const NO_KEYWORD_PENALTY: f64 = -0.1;
 
 // ---- rules: novelty against the steps so far ----
-pub const NOVEL_MEAN_BELOW: f64 = 0.3;
-pub const NOVEL_BONUS: f64 = 0.2;
-pub const FRESH_MEAN_BELOW: f64 = 0.5;
-pub const FRESH_BONUS: f64 = 0.1;
+pub(crate) const NOVEL_MEAN_BELOW: f64 = 0.3;
+pub(crate) const NOVEL_BONUS: f64 = 0.2;
+pub(crate) const FRESH_MEAN_BELOW: f64 = 0.5;
+pub(crate) const FRESH_BONUS: f64 = 0.1;
 
 // ---- redundancy ----
-pub const FIRST_STEP_REDUNDANCY: f64 = 0.05;
-pub const DUPLICATE_AT: f64 = 0.95;
-pub const DUPLICATE_PENALTY: f64 = -0.5;
-pub const NEAR_DUPLICATE_AT: f64 = 0.8;
-pub const NEAR_DUPLICATE_PENALTY: f64 = -0.3;
-pub const NEW_STEP_REDUNDANCY: f64 = 0.1;
+pub(crate) const FIRST_STEP_REDUNDANCY: f64 = 0.05;
+pub(crate) const DUPLICATE_AT: f64 = 0.95;
+pub(crate) const DUPLICATE_PENALTY: f64 = -0.5;
+pub(crate) const NEAR_DUPLICATE_AT: f64 = 0.8;
+pub(crate) const NEAR_DUPLICATE_PENALTY: f64 = -0.3;
+pub(crate) const NEW_STEP_REDUNDANCY: f64 = 0.1;
 
 // ---- consistency ----
-pub const CONTRADICTION_WORDS: [&str; 4] = [
+pub(crate) const CONTRADICTION_WORDS: [&str; 4] = [
     "in contradiction",
     "in conflict",
     "contradicts",
     "inconsistent",
 ];
-pub const CONTRADICTION_PENALTY: f64 = -0.3;
-pub const CONSISTENT_BONUS: f64 = 0.05;
+pub(crate) const CONTRADICTION_PENALTY: f64 = -0.3;
+pub(crate) const CONSISTENT_BONUS: f64 = 0.05;
 
 /// Lower-case word tokens: letters and digits, everything else a separator.
-pub fn tokens(text: &str) -> Vec<String> {
+pub(crate) fn tokens(text: &str) -> Vec<String> {
     let lowered: String = text
         .chars()
         .map(|c| if c.is_alphanumeric() { c } else { ' ' })
@@ -134,7 +134,7 @@ pub fn tokens(text: &str) -> Vec<String> {
 }
 
 /// Token Jaccard similarity of two texts (0 when both have no tokens).
-pub fn jaccard(a: &str, b: &str) -> f64 {
+pub(crate) fn jaccard(a: &str, b: &str) -> f64 {
     let a: HashSet<String> = tokens(a).into_iter().collect();
     let b: HashSet<String> = tokens(b).into_iter().collect();
     let union = a.union(&b).count();
@@ -145,7 +145,7 @@ pub fn jaccard(a: &str, b: &str) -> f64 {
 }
 
 /// Whether `text` opens with a meta opener.
-pub fn is_meta(text: &str) -> bool {
+pub(crate) fn is_meta(text: &str) -> bool {
     let lower = text.trim().to_lowercase();
     META_OPENERS.iter().any(|opener| lower.starts_with(opener))
 }
@@ -166,7 +166,7 @@ fn has_verb(lower: &str, verb: &str) -> bool {
 
 /// How many distinguishable outcomes a proposal states: its expected outcomes when it
 /// gives two or more distinct ones, else what its check and rationale spell out.
-pub fn outcome_count(proposal: &Proposal) -> usize {
+pub(crate) fn outcome_count(proposal: &Proposal) -> usize {
     let labels: HashSet<String> = proposal
         .expected_outcomes
         .iter()
@@ -224,7 +224,7 @@ pub fn outcome_count(proposal: &Proposal) -> usize {
 }
 
 /// The entropy boost of `n` outcomes.
-pub fn entropy_boost(n: usize) -> f64 {
+pub(crate) fn entropy_boost(n: usize) -> f64 {
     if n < 2 {
         return 0.0;
     }
@@ -232,11 +232,11 @@ pub fn entropy_boost(n: usize) -> f64 {
 }
 
 /// The scorer of `specs/booster.md`, the original's rules and weights.
-pub struct ReferenceVerifier;
+pub(crate) struct ReferenceVerifier;
 
 impl ReferenceVerifier {
     /// The rules part of a score.
-    pub fn rules(task: &str, steps: &[&str], proposal: &Proposal) -> f64 {
+    pub(crate) fn rules(task: &str, steps: &[&str], proposal: &Proposal) -> f64 {
         let text = proposal.text.trim();
         // White space of any kind counts as one space (`if\t` is `if `).
         let lower: String = text
@@ -305,7 +305,7 @@ impl ReferenceVerifier {
     }
 
     /// The redundancy part: against the most similar step so far.
-    pub fn redundancy(steps: &[&str], text: &str) -> f64 {
+    pub(crate) fn redundancy(steps: &[&str], text: &str) -> f64 {
         if steps.is_empty() {
             return FIRST_STEP_REDUNDANCY;
         }
@@ -323,7 +323,7 @@ impl ReferenceVerifier {
     }
 
     /// The consistency part.
-    pub fn consistency(text: &str) -> f64 {
+    pub(crate) fn consistency(text: &str) -> f64 {
         let lower = text.to_lowercase();
         if CONTRADICTION_WORDS.iter().any(|w| lower.contains(w)) {
             CONTRADICTION_PENALTY
@@ -334,7 +334,7 @@ impl ReferenceVerifier {
 }
 
 /// Whether a step opens with "Final step:" (any case, spaces before the colon allowed).
-pub fn is_final_step(text: &str) -> bool {
+pub(crate) fn is_final_step(text: &str) -> bool {
     let lower = text.trim_start().to_lowercase();
     let Some(rest) = lower.strip_prefix("final") else {
         return false;

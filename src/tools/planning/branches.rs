@@ -25,16 +25,16 @@ use crate::tools::{
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
-pub const EVALUATE_BRANCH: &str = "evaluate_branch";
-pub const COMPARE_BRANCHES: &str = "compare_branches";
-pub const CLOSE_BRANCH: &str = "close_branch";
-pub const MERGE_BRANCH: &str = "merge_branch";
+pub(crate) const EVALUATE_BRANCH: &str = "evaluate_branch";
+pub(crate) const COMPARE_BRANCHES: &str = "compare_branches";
+pub(crate) const CLOSE_BRANCH: &str = "close_branch";
+pub(crate) const MERGE_BRANCH: &str = "merge_branch";
 
 /// A criterion's name, weight, and whether lower is better.
-pub type Weight = (&'static str, f64, bool);
+pub(crate) type Weight = (&'static str, f64, bool);
 
 /// deep_planning's weights (`specs/planning.md`).
-pub const PLAN_WEIGHTS: &[Weight] = &[
+pub(crate) const PLAN_WEIGHTS: &[Weight] = &[
     ("feasibility", 0.3, false),
     ("completeness", 0.25, false),
     ("coherence", 0.25, false),
@@ -42,7 +42,7 @@ pub const PLAN_WEIGHTS: &[Weight] = &[
 ];
 
 /// evaluate_branch's weights (`specs/ledger.md`).
-pub const BRANCH_WEIGHTS: &[Weight] = &[
+pub(crate) const BRANCH_WEIGHTS: &[Weight] = &[
     ("feasibility", 0.25, false),
     ("completeness", 0.20, false),
     ("coherence", 0.20, false),
@@ -52,15 +52,16 @@ pub const BRANCH_WEIGHTS: &[Weight] = &[
 ];
 
 /// The ranking methods of compare_branches.
-pub const METHODS: [&str; 4] = ["max_score", "weighted_voting", "risk_adjusted", "consensus"];
+pub(crate) const METHODS: [&str; 4] =
+    ["max_score", "weighted_voting", "risk_adjusted", "consensus"];
 
 /// A score's schema: 0–10, a number or a numeric string.
-pub fn score_schema() -> Value {
+pub(crate) fn score_schema() -> Value {
     json!({"type": ["number", "string"], "minimum": 0, "maximum": 10})
 }
 
 /// The criteria of `weights`, each 0–10 (default 5): a number or a numeric string.
-pub fn criteria(
+pub(crate) fn criteria(
     args: &mut Args<'_>,
     raw: &Map<String, Value>,
     weights: &[Weight],
@@ -98,7 +99,10 @@ pub fn criteria(
 }
 
 /// `recommendation`: pursue, refine or abandon.
-pub fn recommendation(args: &mut Args<'_>, _tool: &str) -> Result<Option<&'static str>, ToolError> {
+pub(crate) fn recommendation(
+    args: &mut Args<'_>,
+    _tool: &str,
+) -> Result<Option<&'static str>, ToolError> {
     let Some(text) = args.string_limited(&["recommendation"], false, MAX_ID_BYTES) else {
         return Ok(None);
     };
@@ -118,7 +122,7 @@ pub fn recommendation(args: &mut Args<'_>, _tool: &str) -> Result<Option<&'stati
 }
 
 /// The branch tools, as listed.
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let score = score_schema();
     vec![
@@ -180,7 +184,7 @@ pub fn tools() -> Vec<Tool> {
 }
 
 /// Runs one branch tool call.
-pub async fn call(call: ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call(call: ToolCall) -> Result<CallToolResult, ToolError> {
     match call.name.as_str() {
         EVALUATE_BRANCH => evaluate(call).await,
         COMPARE_BRANCHES => {

@@ -19,10 +19,10 @@ use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
 /// The planning family's pieces of a session's Markdown and Mermaid.
-pub struct PlanningRender;
+pub(crate) struct PlanningRender;
 
 /// The one instance, registered with the family.
-pub static RENDER: PlanningRender = PlanningRender;
+pub(crate) static RENDER: PlanningRender = PlanningRender;
 
 impl FamilyRender for PlanningRender {
     fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
@@ -81,7 +81,7 @@ impl FamilyRender for PlanningRender {
 }
 
 /// `8` as "8", `7.5` as "7.5".
-pub fn number(value: f64) -> String {
+pub(crate) fn number(value: f64) -> String {
     if value.fract() == 0.0 {
         format!("{value:.0}")
     } else {
@@ -131,7 +131,7 @@ fn evaluation_lines(out: &mut String, evaluation: &Evaluation) {
 
 /// The plan of a planning session as Markdown (finalized, or so far); `None` when the
 /// session has no plan.
-pub fn markdown(planning: &Planning) -> Option<String> {
+pub(crate) fn markdown(planning: &Planning) -> Option<String> {
     let plan = planning.plan.as_ref()?;
     let mut out = String::new();
     let selected = plan.finalized.as_ref().map(|f| &f.item);
@@ -300,7 +300,7 @@ fn approach_json(planning: &Planning, branch: &str, name: &str, recommendation: 
 /// The plan as the spec's JSON: `{title, problem, context?, constraints, clarifications,
 /// selectedApproach?, rejectedApproaches, steps, risks, assumptions, successCriteria}`;
 /// `None` when the session has no plan. Absent values are left out, never null.
-pub fn json(planning: &Planning) -> Option<Value> {
+pub(crate) fn json(planning: &Planning) -> Option<Value> {
     let plan = planning.plan.as_ref()?;
     let selected = plan.finalized.as_ref().map(|f| &f.item);
     let selected_approach = selected.and_then(|f| planning.approach(&f.selected_branch));
@@ -354,7 +354,7 @@ pub fn json(planning: &Planning) -> Option<Value> {
 const INDENT: &str = "    ";
 
 /// Node classes of the plan diagram (constant text).
-pub const PLAN_CLASS_DEFS: [(&str, &str); 3] = [
+pub(crate) const PLAN_CLASS_DEFS: [(&str, &str); 3] = [
     ("problem", "fill:#f3f0ff,stroke:#7048e8"),
     ("approach", "fill:#ebfbee,stroke:#2f9e44"),
     ("selected", "fill:#fff9db,stroke:#f08c00,stroke-width:3px"),
@@ -364,7 +364,7 @@ pub const PLAN_CLASS_DEFS: [(&str, &str); 3] = [
 /// approach with its score and recommendation, the selected one styled. Ids are
 /// generated; every text is an escaped, quoted label. The header states the counts the
 /// real Mermaid parser must find (no thought nodes; one edge per approach).
-pub fn mermaid(tree: &ThoughtTree) -> String {
+pub(crate) fn mermaid(tree: &ThoughtTree) -> String {
     let mut out = String::from("flowchart TD\n");
     let _ = writeln!(
         out,
@@ -379,7 +379,7 @@ pub fn mermaid(tree: &ThoughtTree) -> String {
 }
 
 /// Edges [`write_plan_nodes`] draws: one per approach.
-pub fn plan_edges(tree: &ThoughtTree) -> usize {
+pub(crate) fn plan_edges(tree: &ThoughtTree) -> usize {
     Planning::of(tree)
         .plan
         .as_ref()
@@ -387,7 +387,7 @@ pub fn plan_edges(tree: &ThoughtTree) -> usize {
 }
 
 /// The `classDef` lines of the plan's nodes.
-pub fn write_plan_class_defs(out: &mut String) {
+pub(crate) fn write_plan_class_defs(out: &mut String) {
     for (class, style) in PLAN_CLASS_DEFS {
         let _ = writeln!(out, "{INDENT}classDef {class} {style}");
     }
@@ -395,7 +395,7 @@ pub fn write_plan_class_defs(out: &mut String) {
 
 /// The plan's nodes (`p0`, `a<n>`) and its [`plan_edges`] edges, for this diagram and
 /// the session's.
-pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
+pub(crate) fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
     let approaches = Planning::of(tree)
         .plan
         .as_ref()
@@ -445,7 +445,7 @@ pub fn write_plan_nodes(out: &mut String, tree: &ThoughtTree) {
 
 /// What a session's Markdown export adds for its plan, evaluations, closes and merges
 /// (empty when it has none): the plan's document with its headings two levels down.
-pub fn session_markdown(planning: &Planning) -> String {
+pub(crate) fn session_markdown(planning: &Planning) -> String {
     let mut out = String::new();
     if let Some(plan) = markdown(planning) {
         out.push_str("## Plan\n\n");

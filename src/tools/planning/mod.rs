@@ -11,18 +11,18 @@
 //! the plan's documents in [`crate::tools::planning::document`]. Must not: keep state but the
 //! process's current plan, or answer before the commit.
 
-pub mod branches;
-pub mod document;
+pub(crate) mod branches;
+pub(crate) mod document;
 mod parse;
-pub mod payload;
-pub mod picture;
+pub(crate) mod payload;
+pub(crate) mod picture;
 mod plan_prompt;
-pub mod prompt;
+pub(crate) mod prompt;
 mod read;
-pub mod state;
+pub(crate) mod state;
 
+pub(crate) use parse::PlanArgs;
 use parse::refused;
-pub use parse::{PlanArgs, new_plan_id, normalize_step, string_array};
 use read::{get_plan, list_plans};
 
 use super::args::{Args, MAX_ID_BYTES, describe, finish};
@@ -50,12 +50,12 @@ impl SessionKind {
     pub const PLANNING: SessionKind = SessionKind::new("planning");
 }
 
-pub const DEEP_PLANNING: &str = "deep_planning";
-pub const LIST_PLANS: &str = "list_plans";
-pub const GET_PLAN: &str = "get_plan";
+pub(crate) const DEEP_PLANNING: &str = "deep_planning";
+pub(crate) const LIST_PLANS: &str = "list_plans";
+pub(crate) const GET_PLAN: &str = "get_plan";
 
 /// The planning family, as registered in [`super::FAMILIES`].
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "planning",
     instructions: "planning (phased plans with scored approaches; evaluate, compare, close and merge branches)",
     default_on: false,
@@ -78,7 +78,7 @@ pub static FAMILY: Family = Family {
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";
 
 /// The tools of this family, as listed.
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let list = json!({"type": ["array", "string"], "items": {"type": "string"}});
     let objects = json!({"type": ["array", "string"], "items": {"type": "object"}});
@@ -184,13 +184,13 @@ pub(crate) async fn blocking<R: Send + 'static>(
 }
 
 /// The phases a call may name.
-pub const PHASES: [&str; 5] = ["init", "clarify", "explore", "evaluate", "finalize"];
+pub(crate) const PHASES: [&str; 5] = ["init", "clarify", "explore", "evaluate", "finalize"];
 /// The recommendations an evaluation may give.
-pub const RECOMMENDATIONS: [&str; 3] = ["pursue", "refine", "abandon"];
+pub(crate) const RECOMMENDATIONS: [&str; 3] = ["pursue", "refine", "abandon"];
 
 /// The phases allowed after `phase` (`None`: no session). `init` is accepted from any
 /// state but listed only here.
-pub fn valid_next(phase: Option<&str>) -> &'static [&'static str] {
+pub(crate) fn valid_next(phase: Option<&str>) -> &'static [&'static str] {
     match phase {
         None | Some(PHASE_DONE) => &["init"],
         Some("init") => &["clarify", "explore"],
@@ -211,7 +211,7 @@ fn describe_short(text: &str) -> String {
 
 /// Pure: the events one `deep_planning` call appends to the plan at `head` (`None`: no
 /// session; init starts a new one), or why it is refused.
-pub fn decide_planning(
+pub(crate) fn decide_planning(
     head: Option<&SessionHead>,
     args: &PlanArgs,
     call: CallRecord,
@@ -284,7 +284,7 @@ pub fn decide_planning(
 }
 
 /// The id a plan is shown by: its `dp-` alias.
-pub fn plan_id(session: SessionId, summary: &SessionSummary) -> String {
+pub(crate) fn plan_id(session: SessionId, summary: &SessionSummary) -> String {
     summary
         .aliases
         .first()
@@ -474,16 +474,16 @@ mod tests {
 
     #[test]
     fn plan_ids_are_dp_and_8_base62() {
-        let id = new_plan_id();
+        let id = parse::new_plan_id();
         assert_eq!(id.len(), 11, "{id}");
         assert!(id.starts_with("dp-"));
         assert!(id[3..].chars().all(|c| c.is_ascii_alphanumeric()));
-        assert_ne!(new_plan_id(), id);
+        assert_ne!(parse::new_plan_id(), id);
     }
 
     #[test]
     fn steps_normalise_with_aliases_canonical_first() {
-        let step = |v: Value| normalize_step(3, v.as_object().unwrap());
+        let step = |v: Value| parse::normalize_step(3, v.as_object().unwrap());
         let s = step(json!({"action": "act", "title": "canon", "detail": "d"}));
         assert_eq!((s.title.as_str(), s.description.as_str()), ("canon", "d"));
         let s = step(json!({"name": 5, "step": "from step", "info": "i"}));

@@ -9,7 +9,7 @@ use super::*;
 
 /// A validated `deep_planning` call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// One of [`PHASES`].
     pub phase: &'static str,
     /// The session to resume (not for init).
@@ -22,7 +22,7 @@ pub struct PlanArgs {
 }
 
 /// A new plan's id: `dp-` and 8 base62 characters.
-pub fn new_plan_id() -> String {
+pub(crate) fn new_plan_id() -> String {
     const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut random = ulid::Ulid::generate().random();
     let mut id = String::from("dp-");
@@ -75,7 +75,11 @@ pub(super) fn json_array(
 }
 
 /// An array of strings, as [`json_array`] reads it.
-pub fn string_array(args: &mut Args<'_>, raw: &Map<String, Value>, field: &str) -> Vec<String> {
+pub(crate) fn string_array(
+    args: &mut Args<'_>,
+    raw: &Map<String, Value>,
+    field: &str,
+) -> Vec<String> {
     let Some(items) = json_array(args, raw, field) else {
         return Vec::new();
     };
@@ -122,7 +126,7 @@ pub(super) fn texts(value: Option<&Value>) -> Vec<String> {
 /// Step normalisation: title ← first string of title, action, name, step; description ←
 /// first string of description, detail, details, info ("Step N" and "" when missing);
 /// files, dependencies, complexity pass through (as text).
-pub fn normalize_step(position: usize, object: &Map<String, Value>) -> Step {
+pub(crate) fn normalize_step(position: usize, object: &Map<String, Value>) -> Step {
     Step {
         title: first_string(object, &["title", "action", "name", "step"])
             .unwrap_or_else(|| format!("Step {position}")),
@@ -182,7 +186,7 @@ pub(super) fn refused(message: impl Into<String>) -> ToolError {
 impl PlanArgs {
     /// Decodes and checks what the arguments alone decide; the phase machine and the
     /// approaches are checked against the stored session ([`decide_planning`]).
-    pub fn parse(raw: &Map<String, Value>) -> Result<Self, ToolError> {
+    pub(crate) fn parse(raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
         let phase_text = args.string_limited(&["phase"], false, MAX_ID_BYTES);
         let Some(phase_text) = phase_text else {

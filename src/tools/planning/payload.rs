@@ -23,27 +23,27 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
 /// Schema of the planning family's payloads written by this build.
-pub const PLANNING_SCHEMA: u32 = 1;
+pub(crate) const PLANNING_SCHEMA: u32 = 1;
 
-pub const PLAN_INITIALIZED: &str = "plan_initialized";
-pub const PLAN_CLARIFIED: &str = "plan_clarified";
-pub const APPROACH_EXPLORED: &str = "approach_explored";
-pub const BRANCH_EVALUATED: &str = "branch_evaluated";
-pub const PLAN_FINALIZED: &str = "plan_finalized";
-pub const BRANCH_CLOSED: &str = "branch_closed";
-pub const BRANCH_MERGED: &str = "branch_merged";
+pub(crate) const PLAN_INITIALIZED: &str = "plan_initialized";
+pub(crate) const PLAN_CLARIFIED: &str = "plan_clarified";
+pub(crate) const APPROACH_EXPLORED: &str = "approach_explored";
+pub(crate) const BRANCH_EVALUATED: &str = "branch_evaluated";
+pub(crate) const PLAN_FINALIZED: &str = "plan_finalized";
+pub(crate) const BRANCH_CLOSED: &str = "branch_closed";
+pub(crate) const BRANCH_MERGED: &str = "branch_merged";
 
 /// Phases as stored in the summary and shown in answers.
-pub const PHASE_INIT: &str = "init";
-pub const PHASE_CLARIFY: &str = "clarify";
-pub const PHASE_EXPLORE: &str = "explore";
-pub const PHASE_EVALUATE: &str = "evaluate";
-pub const PHASE_DONE: &str = "done";
+pub(crate) const PHASE_INIT: &str = "init";
+pub(crate) const PHASE_CLARIFY: &str = "clarify";
+pub(crate) const PHASE_EXPLORE: &str = "explore";
+pub(crate) const PHASE_EVALUATE: &str = "evaluate";
+pub(crate) const PHASE_DONE: &str = "done";
 
 /// What a planning event records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Body {
+pub(crate) enum Body {
     PlanInitialized(PlanInit),
     PlanClarified(Clarification),
     ApproachExplored(Approach),
@@ -55,7 +55,7 @@ pub enum Body {
 
 /// One planning event: its body and the call that recorded it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PlanningEvent {
+pub(crate) struct PlanningEvent {
     pub body: Body,
     pub call: CallRecord,
 }
@@ -77,7 +77,7 @@ impl Serialize for PlanningEvent {
 }
 
 /// The `type` tag of a body.
-pub fn tag_of(body: &Body) -> &'static str {
+pub(crate) fn tag_of(body: &Body) -> &'static str {
     match body {
         Body::PlanInitialized(_) => PLAN_INITIALIZED,
         Body::PlanClarified(_) => PLAN_CLARIFIED,
@@ -286,10 +286,10 @@ struct StoredPlanning<'a> {
 }
 
 /// The planning family's codec.
-pub struct PlanningCodec;
+pub(crate) struct PlanningCodec;
 
 /// The one instance, registered with the family.
-pub static PLANNING_CODEC: PlanningCodec = PlanningCodec;
+pub(crate) static PLANNING_CODEC: PlanningCodec = PlanningCodec;
 
 impl PayloadCodec for PlanningCodec {
     fn family(&self) -> &'static str {

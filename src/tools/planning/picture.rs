@@ -18,7 +18,7 @@ use crate::tools::planning::document::number;
 use crate::tools::planning::state::{Evaluation, Planning};
 
 /// The planning family's registration with the pictures.
-pub static PICTURES: Pictures = Pictures {
+pub(crate) static PICTURES: Pictures = Pictures {
     kinds: &[
         PLAN,
         CLARIFICATION,

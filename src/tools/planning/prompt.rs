@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 const DEEP_PLANNING: &str = "deep_planning";
 
 /// A plan's phase, problem and approaches (with their evaluated scores).
-pub fn plan_state(tree: &ThoughtTree) -> Option<Value> {
+pub(crate) fn plan_state(tree: &ThoughtTree) -> Option<Value> {
     let planning = Planning::of(tree);
     let plan = planning.plan.as_ref()?;
     let approaches: Vec<Value> = plan
@@ -46,7 +46,11 @@ pub fn plan_state(tree: &ThoughtTree) -> Option<Value> {
 }
 
 /// The `deep_planning` call in the plan's next phase (a note when it is finalized).
-pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Option<PromptResume> {
+pub(crate) fn resume(
+    tree: &ThoughtTree,
+    summary: &SessionSummary,
+    session: &str,
+) -> Option<PromptResume> {
     let plan = Planning::of(tree).plan.as_ref()?;
     let next = valid_next(Some(plan.phase));
     let note = (plan.phase == "done").then(|| {
@@ -64,7 +68,7 @@ pub fn resume(tree: &ThoughtTree, summary: &SessionSummary, session: &str) -> Op
 }
 
 /// Whether the plan merged `branch`.
-pub fn merged(tree: &ThoughtTree, branch: &str) -> bool {
+pub(crate) fn merged(tree: &ThoughtTree, branch: &str) -> bool {
     Planning::of(tree)
         .merges
         .iter()
@@ -72,7 +76,7 @@ pub fn merged(tree: &ThoughtTree, branch: &str) -> bool {
 }
 
 /// Every evaluation with its criteria, rationale and recommendation (`None`: none).
-pub fn evaluations(tree: &ThoughtTree) -> Option<Value> {
+pub(crate) fn evaluations(tree: &ThoughtTree) -> Option<Value> {
     let evaluations: Vec<Value> = Planning::of(tree)
         .evaluations
         .iter()

@@ -13,11 +13,11 @@ use crate::projection::family::FamilyState;
 use serde::{Deserialize, Serialize};
 
 /// The family's name, as its codec and its parts of the projections give it.
-pub const FAMILY: &str = "planning";
+pub(crate) const FAMILY: &str = "planning";
 
 /// One item as folded: the seq of the event that recorded it, and the item.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Folded<T> {
+pub(crate) struct Folded<T> {
     pub seq: u64,
     #[serde(flatten)]
     pub item: T,
@@ -26,7 +26,7 @@ pub struct Folded<T> {
 /// What `init` records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PlanInit {
+pub(crate) struct PlanInit {
     pub problem: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
@@ -37,7 +37,7 @@ pub struct PlanInit {
 /// A clarifying question, answered or not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Clarification {
+pub(crate) struct Clarification {
     pub question: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
@@ -46,7 +46,7 @@ pub struct Clarification {
 /// An approach explored: a branch of the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Approach {
+pub(crate) struct Approach {
     pub branch_id: String,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,7 +61,7 @@ pub struct Approach {
 /// can be recomputed later whatever the weights of the day).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Criterion {
+pub(crate) struct Criterion {
     pub name: String,
     /// 0–10 as given.
     pub score: f64,
@@ -74,7 +74,7 @@ pub struct Criterion {
 /// An evaluation of one branch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     pub branch_id: String,
     pub criteria: Vec<Criterion>,
     /// [`weighted_score`] of the criteria, as computed when recorded.
@@ -87,7 +87,7 @@ pub struct Evaluation {
 
 impl Evaluation {
     /// The given score of criterion `name`, if it has one.
-    pub fn criterion(&self, name: &str) -> Option<f64> {
+    pub(crate) fn criterion(&self, name: &str) -> Option<f64> {
         self.criteria
             .iter()
             .find(|c| c.name == name)
@@ -96,7 +96,7 @@ impl Evaluation {
 }
 
 /// `Σ weight × score` (inverted criteria as `10 − score`), rounded to 2 decimals.
-pub fn weighted_score(criteria: &[Criterion]) -> f64 {
+pub(crate) fn weighted_score(criteria: &[Criterion]) -> f64 {
     let sum: f64 = criteria
         .iter()
         .map(|c| {
@@ -108,14 +108,14 @@ pub fn weighted_score(criteria: &[Criterion]) -> f64 {
 }
 
 /// Rounded to 2 decimals (half away from zero, after removing float noise).
-pub fn round2(value: f64) -> f64 {
+pub(crate) fn round2(value: f64) -> f64 {
     ((value * 100.0 + 1e-9_f64.copysign(value)).round()) / 100.0
 }
 
 /// A step of the final plan, normalised.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Step {
+pub(crate) struct Step {
     pub title: String,
     pub description: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,7 +129,7 @@ pub struct Step {
 /// A risk of the final plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Risk {
+pub(crate) struct Risk {
     pub description: String,
     pub mitigation: String,
 }
@@ -137,7 +137,7 @@ pub struct Risk {
 /// What `finalize` records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FinalPlan {
+pub(crate) struct FinalPlan {
     pub selected_branch: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<Step>,
@@ -152,7 +152,7 @@ pub struct FinalPlan {
 /// A branch ended with its conclusion.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BranchClose {
+pub(crate) struct BranchClose {
     pub branch_id: String,
     pub conclusion: String,
 }
@@ -160,7 +160,7 @@ pub struct BranchClose {
 /// A branch's finding brought back into the main line as a thought.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BranchMerge {
+pub(crate) struct BranchMerge {
     pub branch_id: String,
     /// `summary` or `append`.
     pub strategy: String,
@@ -173,7 +173,7 @@ pub struct BranchMerge {
 /// A planning session's state.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PlanState {
+pub(crate) struct PlanState {
     /// `init`, `clarify`, `explore`, `evaluate` or `done`.
     pub phase: &'static str,
     /// Seq of the event that initialized it (not exported: the pictures place it).
@@ -190,7 +190,7 @@ pub struct PlanState {
 /// Everything the planning family folded into a session's tree.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Planning {
+pub(crate) struct Planning {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanState>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -224,7 +224,7 @@ fn is_zero(n: &u64) -> bool {
 /// What the planning family keeps in a session's summary (after the core's fields, as
 /// every build wrote them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PlanningSummary {
+pub(crate) struct PlanningSummary {
     /// A plan's phase (`init`, `clarify`, `explore`, `evaluate`, `done`), in a planning
     /// session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,7 +244,7 @@ pub struct PlanningSummary {
 }
 
 /// The JSON keys of [`PlanningSummary`] (its codec reads them back).
-pub const SUMMARY_KEYS: &[&str] = &[
+pub(crate) const SUMMARY_KEYS: &[&str] = &[
     "phase",
     "clarifications",
     "evaluated",
@@ -254,7 +254,7 @@ pub const SUMMARY_KEYS: &[&str] = &[
 
 impl PlanningSummary {
     /// The planning part of `summary` (an empty one when the session has none).
-    pub fn of(summary: &crate::event::summary::SessionSummary) -> &PlanningSummary {
+    pub(crate) fn of(summary: &crate::event::summary::SessionSummary) -> &PlanningSummary {
         static EMPTY: PlanningSummary = PlanningSummary {
             phase: None,
             clarifications: 0,
@@ -287,7 +287,7 @@ impl SummaryPart for PlanningSummary {
 
 impl Planning {
     /// What the planning family folded into `tree` (empty when nothing).
-    pub fn of(tree: &crate::projection::tree::ThoughtTree) -> &Planning {
+    pub(crate) fn of(tree: &crate::projection::tree::ThoughtTree) -> &Planning {
         static EMPTY: Planning = Planning {
             plan: None,
             evaluations: Vec::new(),
@@ -298,7 +298,7 @@ impl Planning {
     }
 
     /// Nothing folded (every session of another family).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.plan.is_none()
             && self.evaluations.is_empty()
             && self.closes.is_empty()
@@ -306,7 +306,7 @@ impl Planning {
     }
 
     /// The latest evaluation of `branch`.
-    pub fn evaluation(&self, branch: &str) -> Option<&Folded<Evaluation>> {
+    pub(crate) fn evaluation(&self, branch: &str) -> Option<&Folded<Evaluation>> {
         self.evaluations
             .iter()
             .rev()
@@ -314,7 +314,7 @@ impl Planning {
     }
 
     /// The conclusion `branch` was closed with.
-    pub fn conclusion(&self, branch: &str) -> Option<&str> {
+    pub(crate) fn conclusion(&self, branch: &str) -> Option<&str> {
         self.closes
             .iter()
             .rev()
@@ -323,7 +323,7 @@ impl Planning {
     }
 
     /// The approach recorded as `branch`, in a planning session.
-    pub fn approach(&self, branch: &str) -> Option<&Approach> {
+    pub(crate) fn approach(&self, branch: &str) -> Option<&Approach> {
         self.plan.as_ref().and_then(|plan| {
             plan.approaches
                 .iter()

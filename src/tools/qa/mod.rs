@@ -9,10 +9,10 @@
 //! the caller wrote (its thought and its step are recorded as given), write stdout, or
 //! answer before the commit.
 
-pub mod node;
-pub mod payload;
-pub mod picture;
-pub mod workflow;
+pub(crate) mod node;
+pub(crate) mod payload;
+pub(crate) mod picture;
+pub(crate) mod workflow;
 
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, describe, described};
 use super::thinking::{Spelling, log_thought_box, starts_session, thought_fields};
@@ -25,7 +25,7 @@ use crate::event::{CallRecord, NewEvent, SessionKind};
 use crate::request::ToolCall;
 use crate::store::SessionHead;
 use crate::tools::thinking::SequentialThought;
-pub use payload::{QaStep, QaStepRecorded, Step, ToolRecommendation};
+pub(crate) use payload::{QaStep, QaStepRecorded, Step, ToolRecommendation};
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex};
@@ -37,26 +37,26 @@ impl SessionKind {
 }
 
 /// The tool's name.
-pub const QA_TOOL: &str = "sequentialthinking_qa";
+pub(crate) const QA_TOOL: &str = "sequentialthinking_qa";
 
 /// Most tools `available_client_tools` may list.
-pub const MAX_AVAILABLE_TOOLS: usize = 10_000;
+pub(crate) const MAX_AVAILABLE_TOOLS: usize = 10_000;
 
 /// Longest tool name accepted (in `available_client_tools` and in a step), in bytes.
-pub const MAX_TOOL_NAME_BYTES: usize = MAX_ID_BYTES;
+pub(crate) const MAX_TOOL_NAME_BYTES: usize = MAX_ID_BYTES;
 
 /// Most tools one step may recommend.
-pub const MAX_STEP_TOOLS: usize = 64;
+pub(crate) const MAX_STEP_TOOLS: usize = 64;
 
 /// Most items of a step's lists (conditions, alternatives), of `remaining_steps`, and
 /// steps in `previous_steps`.
-pub const MAX_LIST_ITEMS: usize = 256;
+pub(crate) const MAX_LIST_ITEMS: usize = 256;
 
 /// Longest item of a list (a condition, an alternative, a remaining step), in bytes.
-pub const MAX_ITEM_BYTES: usize = 4_096;
+pub(crate) const MAX_ITEM_BYTES: usize = 4_096;
 
 /// The qa family, as registered in [`super::FAMILIES`].
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "qa",
     instructions: "qa (verification steps; recommends next tools from the caller's own)",
     default_on: false,
@@ -139,7 +139,7 @@ fn call(call: ToolCall) -> CallFuture {
 
 /// A validated `sequentialthinking_qa` call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct QaArgs {
+pub(crate) struct QaArgs {
     pub thought: SequentialThought,
     pub verification_target: Option<String>,
     /// The caller's tool names, when it sent them.
@@ -424,7 +424,7 @@ fn parse_tool(value: &Value, path: &str, problems: &mut Vec<String>) -> Option<T
 
 impl QaArgs {
     /// Decodes the arguments with the coercion policy; every problem is reported at once.
-    pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
+    pub(crate) fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
         let thought = thought_fields(&mut args, Spelling::Snake);
         let verification_target =
@@ -480,7 +480,7 @@ impl QaArgs {
 
 /// What [`decide_step`] found: the recorded step and what only the answer shows.
 #[derive(Clone, Debug)]
-pub struct Decision {
+pub(crate) struct Decision {
     pub step: QaStep,
     /// Why the workflow was chosen.
     pub reason: String,
@@ -497,7 +497,7 @@ pub struct Decision {
 /// filtered by the caller's tools, and lists the caller's own tools it does not have.
 /// `available` is [`QaArgs::available`] indexed ([`available_index`]), built before the
 /// write so the writer thread does not.
-pub fn decide_step(
+pub(crate) fn decide_step(
     workflows: &Workflows,
     head: Option<&SessionHead>,
     args: &QaArgs,
@@ -553,7 +553,7 @@ pub fn decide_step(
 
 /// The caller's tools as [`decide_step`] looks them up; an empty list says nothing about
 /// them, so nothing is filtered then.
-pub fn available_index(args: &QaArgs) -> Option<Available> {
+pub(crate) fn available_index(args: &QaArgs) -> Option<Available> {
     args.available
         .as_deref()
         .filter(|names| !names.is_empty())
@@ -561,7 +561,11 @@ pub fn available_index(args: &QaArgs) -> Option<Available> {
 }
 
 /// The events one call appends (a new session gets its `session_started` first).
-pub fn decide_events(head: Option<&SessionHead>, step: QaStep, call: CallRecord) -> Vec<NewEvent> {
+pub(crate) fn decide_events(
+    head: Option<&SessionHead>,
+    step: QaStep,
+    call: CallRecord,
+) -> Vec<NewEvent> {
     let title = step.thought.thought.clone();
     with_start(
         head,
@@ -573,7 +577,7 @@ pub fn decide_events(head: Option<&SessionHead>, step: QaStep, call: CallRecord)
 
 /// Handles one `sequentialthinking_qa` call: parse, load the workflows, decide and append
 /// on the writer thread, answer after the commit.
-pub async fn call_qa(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call_qa(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let args = QaArgs::parse(QA_TOOL, &call.arguments)?;
     let data_dir = call.ctx.data_dir().map(std::path::Path::to_path_buf);
     let workflows = tokio::task::spawn_blocking(move || Workflows::load(data_dir.as_deref()))

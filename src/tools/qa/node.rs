@@ -15,12 +15,12 @@ use std::fmt::Write as _;
 
 /// Most characters of a verification step's tool list (used, or recommended next) shown
 /// in its Mermaid node label.
-pub const QA_TOOLS_MAX_CHARS: usize = 60;
+pub(crate) const QA_TOOLS_MAX_CHARS: usize = 60;
 
 /// What a verification step (`sequentialthinking_qa`) adds to its thought.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct QaNode {
+pub(crate) struct QaNode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification_target: Option<String>,
     /// The workflow the step was routed to.
@@ -37,7 +37,7 @@ pub struct QaNode {
 /// A recommended tool standing in for one the caller does not have.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StandIn {
+pub(crate) struct StandIn {
     pub tool: String,
     pub stands_in_for: String,
 }
@@ -49,10 +49,10 @@ impl NodeData for QaNode {
 }
 
 /// The qa family's pieces of the Markdown and Mermaid exports.
-pub struct QaRender;
+pub(crate) struct QaRender;
 
 /// The one instance, registered with the family.
-pub static RENDER: QaRender = QaRender;
+pub(crate) static RENDER: QaRender = QaRender;
 
 impl FamilyRender for QaRender {
     /// The step's target, workflow and tools, under its thought.

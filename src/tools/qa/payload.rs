@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Schema of the qa family's payloads written by this build.
-pub const QA_SCHEMA: u32 = 1;
+pub(crate) const QA_SCHEMA: u32 = 1;
 /// Tag of a `sequentialthinking_qa` step.
-pub const QA_STEP_RECORDED: &str = "qa_step_recorded";
+pub(crate) const QA_STEP_RECORDED: &str = "qa_step_recorded";
 
 /// A tool recommended for a step, with how sure and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolRecommendation {
+pub(crate) struct ToolRecommendation {
     pub tool_name: String,
     /// 0..1.
     pub confidence: f64,
@@ -41,7 +41,7 @@ pub struct ToolRecommendation {
 
 /// A verification step: the caller's (`current_step`) or the one recommended next.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Step {
+pub(crate) struct Step {
     pub step_description: String,
     pub expected_outcome: String,
     pub recommended_tools: Vec<ToolRecommendation>,
@@ -58,7 +58,7 @@ pub struct Step {
 /// `sequentialthinking` records it, the caller's step as given, and what the server
 /// recommended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct QaStep {
+pub(crate) struct QaStep {
     #[serde(flatten)]
     pub thought: SequentialThought,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,7 +82,7 @@ pub struct QaStep {
 /// What `sequentialthinking_qa` records: tag first, the step's fields flat, then the call.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename = "qa_step_recorded")]
-pub struct QaStepRecorded {
+pub(crate) struct QaStepRecorded {
     #[serde(flatten)]
     pub step: QaStep,
     pub call: CallRecord,
@@ -90,7 +90,7 @@ pub struct QaStepRecorded {
 
 impl QaStep {
     /// Tool names of the caller's own step.
-    pub fn used_tools(&self) -> Vec<String> {
+    pub(crate) fn used_tools(&self) -> Vec<String> {
         self.current_step
             .iter()
             .flat_map(|s| s.recommended_tools.iter().map(|t| t.tool_name.clone()))
@@ -207,10 +207,10 @@ struct StepOnly {
 }
 
 /// The qa family's codec.
-pub struct QaCodec;
+pub(crate) struct QaCodec;
 
 /// The one instance, registered with the family.
-pub static QA_CODEC: QaCodec = QaCodec;
+pub(crate) static QA_CODEC: QaCodec = QaCodec;
 
 impl PayloadCodec for QaCodec {
     fn family(&self) -> &'static str {

@@ -12,7 +12,7 @@ use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::QaNode;
 
 /// The qa family's registration with the pictures.
-pub static PICTURES: Pictures = Pictures {
+pub(crate) static PICTURES: Pictures = Pictures {
     kinds: &[TOOLS],
     links: &[RECOMMENDS],
     draw,

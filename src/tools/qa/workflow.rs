@@ -39,39 +39,41 @@ const BUILT_IN: [(&str, &str); 5] = [
 ];
 
 /// Name of the fallback workflow (a built-in; a user template may replace it).
-pub const GENERIC: &str = "generic";
+pub(crate) const GENERIC: &str = "generic";
 
 /// Folder of the data directory that holds user templates.
-pub const TEMPLATE_DIR: &str = "workflows";
+pub(crate) const TEMPLATE_DIR: &str = "workflows";
 
 /// Most user template files read (the first ones by file name).
-pub const MAX_TEMPLATE_FILES: usize = 64;
+pub(crate) const MAX_TEMPLATE_FILES: usize = 64;
 
 /// Largest user template file read, in bytes.
-pub const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
 
 /// Most steps, tools per step, and list items (keywords, conditions, alternatives,
 /// substitutes, matches) a template may hold.
-pub const MAX_TEMPLATE_ITEMS: usize = 32;
+pub(crate) const MAX_TEMPLATE_ITEMS: usize = 32;
 
 /// Longest text in a template (names, descriptions, rationales), in bytes.
-pub const MAX_TEMPLATE_TEXT_BYTES: usize = 2_048;
+pub(crate) const MAX_TEMPLATE_TEXT_BYTES: usize = 2_048;
 
 /// Multiplier of a tool's confidence when it stands in for the one the template names.
-pub const SUBSTITUTE_FACTOR: f64 = 0.8;
+pub(crate) const SUBSTITUTE_FACTOR: f64 = 0.8;
 /// Multiplier of every confidence when the thought revises an earlier one.
-pub const REVISION_FACTOR: f64 = 0.9;
+pub(crate) const REVISION_FACTOR: f64 = 0.9;
 /// Multiplier when a verification target is given and names none of the workflow's
 /// keywords.
-pub const TARGET_MISMATCH_FACTOR: f64 = 0.85;
+pub(crate) const TARGET_MISMATCH_FACTOR: f64 = 0.85;
 
 /// One workflow template, as its JSON file holds it.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Template {
+pub(crate) struct Template {
     #[serde(deserialize_with = "name")]
     pub name: String,
+    /// Part of the format (checked as text), shown nowhere yet.
     #[serde(default, deserialize_with = "text")]
+    #[allow(dead_code)]
     pub description: String,
     /// Words (case-insensitive, anywhere in the thought or the target) that route a
     /// thought here.
@@ -90,7 +92,7 @@ pub struct Template {
 /// A step of a template.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TemplateStep {
+pub(crate) struct TemplateStep {
     #[serde(deserialize_with = "text")]
     pub step_description: String,
     #[serde(deserialize_with = "text")]
@@ -110,7 +112,7 @@ pub struct TemplateStep {
 /// A tool a template step recommends.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TemplateTool {
+pub(crate) struct TemplateTool {
     #[serde(deserialize_with = "name")]
     pub tool_name: String,
     #[serde(deserialize_with = "confidence")]
@@ -215,14 +217,14 @@ fn priority<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 }
 
 /// Parses one template file's text; the error names the line and column.
-pub fn parse_template(text: &str) -> Result<Template, String> {
+pub(crate) fn parse_template(text: &str) -> Result<Template, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The workflows a call can be routed to: user templates first (a user template named
 /// like a built-in replaces it), then the built-ins; and the problems met loading them.
 #[derive(Clone, Debug)]
-pub struct Workflows {
+pub(crate) struct Workflows {
     pub templates: Vec<Template>,
     /// `path:line:column: message` for each user template that could not be read.
     pub errors: Vec<String>,
@@ -230,7 +232,7 @@ pub struct Workflows {
 
 impl Workflows {
     /// The built-in templates only (parsed once per process).
-    pub fn built_in() -> Workflows {
+    pub(crate) fn built_in() -> Workflows {
         static PARSED: std::sync::OnceLock<Vec<Template>> = std::sync::OnceLock::new();
         let templates = PARSED.get_or_init(|| {
             BUILT_IN
@@ -249,7 +251,7 @@ impl Workflows {
 
     /// The built-ins plus the user templates in `data_dir/workflows/*.json`. A missing
     /// folder is no error; a file that cannot be read or parsed is skipped and reported.
-    pub fn load(data_dir: Option<&Path>) -> Workflows {
+    pub(crate) fn load(data_dir: Option<&Path>) -> Workflows {
         let mut workflows = Workflows::built_in();
         let Some(dir) = data_dir.map(|d| d.join(TEMPLATE_DIR)) else {
             return workflows;
@@ -312,7 +314,12 @@ impl Workflows {
     /// target (or whose target keyword appears in the target); else the one the
     /// session's first thought (its title) routes to; else the generic one. Returns it
     /// with the reason.
-    pub fn route(&self, thought: &str, target: Option<&str>, title: Option<&str>) -> Routed<'_> {
+    pub(crate) fn route(
+        &self,
+        thought: &str,
+        target: Option<&str>,
+        title: Option<&str>,
+    ) -> Routed<'_> {
         let target_lower = target.unwrap_or("").to_lowercase();
         let text = format!("{} {target_lower}", thought.to_lowercase());
         if let Some(routed) = self.route_text(&text, &target_lower, "this step") {
@@ -360,7 +367,7 @@ impl Workflows {
 
     /// The step to do at `position` (1-based) of `template`: its own step, or after the
     /// last one its `later` step (else the generic workflow's).
-    pub fn step_at<'a>(&'a self, template: &'a Template, position: u64) -> &'a TemplateStep {
+    pub(crate) fn step_at<'a>(&'a self, template: &'a Template, position: u64) -> &'a TemplateStep {
         let index = position.saturating_sub(1);
         if let Some(step) = usize::try_from(index)
             .ok()
@@ -377,7 +384,7 @@ impl Workflows {
     }
 
     /// Descriptions of the steps after `position` (none past the template's steps).
-    pub fn remaining_after(template: &Template, position: u64) -> Vec<String> {
+    pub(crate) fn remaining_after(template: &Template, position: u64) -> Vec<String> {
         let from = usize::try_from(position).unwrap_or(usize::MAX);
         template
             .steps
@@ -401,7 +408,7 @@ fn read_template(path: &Path) -> Result<Template, String> {
 
 /// A routing decision.
 #[derive(Clone, Debug)]
-pub struct Routed<'a> {
+pub(crate) struct Routed<'a> {
     pub template: &'a Template,
     /// The keyword that matched (empty for the fallback).
     pub keyword: String,
@@ -410,7 +417,7 @@ pub struct Routed<'a> {
 
 /// The caller's tools, for lookups: names as given, and lowercased.
 #[derive(Clone, Debug, Default)]
-pub struct Available {
+pub(crate) struct Available {
     names: Vec<String>,
     /// `names`, lowercased (same positions).
     lower_names: Vec<String>,
@@ -423,7 +430,7 @@ pub struct Available {
 const PREFIX_SEPARATORS: [&str; 4] = [":", "__", ".", "/"];
 
 impl Available {
-    pub fn new(names: &[String]) -> Available {
+    pub(crate) fn new(names: &[String]) -> Available {
         let lower_names: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
         let mut lower = std::collections::HashMap::with_capacity(names.len());
         for (index, name) in lower_names.iter().enumerate() {
@@ -438,7 +445,7 @@ impl Available {
 
     /// The caller's spelling of `tool`: the same name in any case, or a name that ends in
     /// it after a server prefix.
-    pub fn find(&self, tool: &str) -> Option<&str> {
+    pub(crate) fn find(&self, tool: &str) -> Option<&str> {
         let wanted = tool.to_lowercase();
         if let Some(&index) = self.lower.get(&wanted) {
             return Some(&self.names[index]);
@@ -466,7 +473,7 @@ impl Available {
 
 /// What shapes the confidence of a recommendation besides the template.
 #[derive(Clone, Debug, Default)]
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The caller's tools, when it sent them (`None`: nothing is filtered).
     pub available: Option<&'a Available>,
     /// The thought this step revises, when it is a revision.
@@ -493,7 +500,11 @@ fn target_matches(template: &Template, target: &str) -> bool {
 /// The recommendation for one template step: its tools resolved against the caller's
 /// (an unavailable tool replaced by a substitute with lower confidence, or dropped),
 /// confidences adjusted and explained, ranked by priority then confidence.
-pub fn recommend_step(template: &Template, step: &TemplateStep, context: &Context<'_>) -> Step {
+pub(crate) fn recommend_step(
+    template: &Template,
+    step: &TemplateStep,
+    context: &Context<'_>,
+) -> Step {
     let mut shared: Vec<(f64, String)> = Vec::new();
     if let Some(revises) = context.revises {
         shared.push((
@@ -591,7 +602,7 @@ pub fn recommend_step(template: &Template, step: &TemplateStep, context: &Contex
 /// The tool a recommendation stands in for, when [`recommend_step`] substituted it: read
 /// back from the reason it wrote into the rationale (the one record of it), so it must
 /// follow that text.
-pub fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
+pub(crate) fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
     let reason = format!(" (confidence {}: the workflow's ", tool.confidence);
     let rest = &tool.rationale[tool.rationale.rfind(&reason)? + reason.len()..];
     let marker = format!("; ×{SUBSTITUTE_FACTOR}: stands in for ");

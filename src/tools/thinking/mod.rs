@@ -6,7 +6,7 @@
 //! stderr box; its events, codec and folds are in [`payload`]. Must not: write stdout,
 //! keep any state but the process's current sessions, or answer before the commit.
 
-pub mod payload;
+pub(crate) mod payload;
 
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described, finish};
 use super::write::{Target, with_start};
@@ -17,11 +17,10 @@ use super::{
 use crate::event::{CallRecord, NewEvent, SessionKind};
 use crate::request::ToolCall;
 use crate::store::SessionHead;
-pub use payload::{SequentialThought, ThinkThought, ThinkingEvent};
+pub(crate) use payload::ThinkThought;
+pub use payload::{SequentialThought, ThinkingEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
-
-pub use super::write::{TITLE_CHARS, title_of};
 
 impl SessionKind {
     /// A `sequentialthinking` session.
@@ -31,7 +30,7 @@ impl SessionKind {
 }
 
 /// The thinking family, as registered in [`super::FAMILIES`].
-pub static FAMILY: Family = Family {
+pub(crate) static FAMILY: Family = Family {
     name: "thinking",
     instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
@@ -68,10 +67,10 @@ fn call(call: ToolCall) -> CallFuture {
 }
 
 /// Name the reference server lists.
-pub const SEQUENTIAL: &str = "sequentialthinking";
+pub(crate) const SEQUENTIAL: &str = "sequentialthinking";
 /// Accepted alias (other servers' spelling); not listed, to keep `tools/list` small.
-pub const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
-pub const THINK: &str = "think";
+pub(crate) const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
+pub(crate) const THINK: &str = "think";
 
 /// The reference server's guidance (when to use it, its features, the "You should"
 /// list) in fewer words, plus how a session persists and continues. Every byte of it is
@@ -89,7 +88,7 @@ You should:
 const THINK_DESCRIPTION: &str = "Use the tool to think about something. It will not obtain new information or change anything; it just records the thought. Use it for complex reasoning or a to-do list. Start a thread (new thread_purpose, thought_index 1) per user message; continue it with the same purpose and next index.";
 
 /// The tools of this family, as listed.
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     vec![sequential_tool(), think_tool()]
 }
 
@@ -163,14 +162,14 @@ fn think_tool() -> Tool {
 
 /// A validated `sequentialthinking` call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SequentialArgs {
+pub(crate) struct SequentialArgs {
     pub thought: SequentialThought,
     pub session_id: Option<String>,
 }
 
 impl SequentialArgs {
     /// Decodes the arguments with the coercion policy; every problem is reported at once.
-    pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
+    pub(crate) fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
         let thought = thought_fields(&mut args, Spelling::Camel);
         let session_id = args.string_limited(&["sessionId", "session_id"], false, MAX_ID_BYTES);
@@ -182,7 +181,7 @@ impl SequentialArgs {
     }
 
     /// A first thought that is neither a revision nor a branch starts a new session.
-    pub fn starts_session(&self) -> bool {
+    pub(crate) fn starts_session(&self) -> bool {
         starts_session(&self.thought)
     }
 }
@@ -190,7 +189,7 @@ impl SequentialArgs {
 /// Which spelling of the thought fields a tool lists (and names in its errors); the
 /// other spelling is accepted too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spelling {
+pub(crate) enum Spelling {
     /// `thoughtNumber` (sequentialthinking, as the reference lists it).
     Camel,
     /// `thought_number` (sequentialthinking_qa, as its seed lists it).
@@ -210,7 +209,7 @@ impl Spelling {
 /// the numbers, revision and branch fields) with the coercion policy. `None` when a
 /// problem was recorded in `args`; the total is raised to the thought number (the
 /// reference's rule).
-pub fn thought_fields(args: &mut Args<'_>, spelling: Spelling) -> Option<SequentialThought> {
+pub(crate) fn thought_fields(args: &mut Args<'_>, spelling: Spelling) -> Option<SequentialThought> {
     let names = |camel, snake| spelling.names(camel, snake);
     let thought = args.string(&["thought"], true);
     let next_thought_needed =
@@ -246,7 +245,7 @@ pub fn thought_fields(args: &mut Args<'_>, spelling: Spelling) -> Option<Sequent
 }
 
 /// A first thought that is neither a revision nor a branch starts a new session.
-pub fn starts_session(thought: &SequentialThought) -> bool {
+pub(crate) fn starts_session(thought: &SequentialThought) -> bool {
     thought.thought_number == 1
         && thought.is_revision != Some(true)
         && thought.revises_thought.is_none()
@@ -255,7 +254,7 @@ pub fn starts_session(thought: &SequentialThought) -> bool {
 
 /// Pure: the events one `sequentialthinking` call appends to the session at `head`
 /// (`None`: a new session, which gets its `session_started` first).
-pub fn decide_sequential(
+pub(crate) fn decide_sequential(
     head: Option<&SessionHead>,
     args: &SequentialArgs,
     call: CallRecord,
@@ -295,7 +294,7 @@ fn refuse_closed_branch(
 
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
-pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     // Errors name the listed tool, as the reference's text does, whatever alias was used.
     let args = SequentialArgs::parse(SEQUENTIAL, &call.arguments)?;
     let target = Target {
@@ -335,7 +334,7 @@ pub async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolE
 }
 
 /// The box the reference server draws on stderr for each thought.
-pub fn thought_box(thought: &SequentialThought) -> String {
+pub(crate) fn thought_box(thought: &SequentialThought) -> String {
     let position = format!("{}/{}", thought.thought_number, thought.total_thoughts);
     let header = if thought.is_revision == Some(true) {
         match thought.revises_thought {
@@ -391,7 +390,7 @@ pub(crate) fn log_thought_box(thought: &SequentialThought) {
 
 /// A validated `think` call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ThinkArgs {
+pub(crate) struct ThinkArgs {
     pub thought: ThinkThought,
     /// Whether the client named a tool (absent means the default "None").
     pub recommendation_given: bool,
@@ -399,7 +398,7 @@ pub struct ThinkArgs {
 }
 
 impl ThinkArgs {
-    pub fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
+    pub(crate) fn parse(tool: &str, raw: &Map<String, Value>) -> Result<Self, ToolError> {
         let mut args = Args::new(raw);
         let thread_purpose = args.string(&["thread_purpose", "threadPurpose"], true);
         let thought = args.string(&["thought"], true);
@@ -431,7 +430,7 @@ impl ThinkArgs {
     }
 
     /// The recommended tool to mention in the answer, if any.
-    pub fn recommended_tool(&self) -> Option<&str> {
+    pub(crate) fn recommended_tool(&self) -> Option<&str> {
         let rec = self.thought.tool_recommendation.as_str();
         (self.recommendation_given && !rec.trim().eq_ignore_ascii_case("none")).then_some(rec)
     }
@@ -439,7 +438,7 @@ impl ThinkArgs {
 
 /// Splits `left_to_be_done` into items: one per line (bullets and numbering removed), or
 /// `;`-separated on a single line. "None" and blank give no items.
-pub fn open_items(text: &str) -> Vec<String> {
+pub(crate) fn open_items(text: &str) -> Vec<String> {
     let trimmed = text.trim();
     if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("none") {
         return Vec::new();
@@ -475,7 +474,7 @@ fn strip_bullet(line: &str) -> &str {
 }
 
 /// Pure: the events one `think` call appends (a new thread gets `session_started`).
-pub fn decide_think(
+pub(crate) fn decide_think(
     head: Option<&SessionHead>,
     args: &ThinkArgs,
     call: CallRecord,
@@ -493,7 +492,7 @@ pub fn decide_think(
 }
 
 /// Handles one `think` call.
-pub async fn call_think(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call_think(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     let args = ThinkArgs::parse(&call.name, &call.arguments)?;
     let purpose = args.thought.thread_purpose.clone();
     let target = Target {

@@ -17,11 +17,11 @@ use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::{Deserialize, Serialize};
 
 /// Schema of the thinking family's payloads written by this build.
-pub const THINKING_SCHEMA: u32 = 1;
+pub(crate) const THINKING_SCHEMA: u32 = 1;
 /// Tag of a `sequentialthinking` thought.
-pub const THOUGHT_RECORDED: &str = "thought_recorded";
+pub(crate) const THOUGHT_RECORDED: &str = "thought_recorded";
 /// Tag of a `think` thought.
-pub const THINK_RECORDED: &str = "think_recorded";
+pub(crate) const THINK_RECORDED: &str = "think_recorded";
 
 /// One `sequentialthinking` thought, with the values after coercion.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,10 +189,10 @@ impl FoldTree for ThinkingEvent {
 }
 
 /// The thinking family's codec.
-pub struct ThinkingCodec;
+pub(crate) struct ThinkingCodec;
 
 /// The one instance, registered with the family.
-pub static THINKING_CODEC: ThinkingCodec = ThinkingCodec;
+pub(crate) static THINKING_CODEC: ThinkingCodec = ThinkingCodec;
 
 impl PayloadCodec for ThinkingCodec {
     fn family(&self) -> &'static str {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use reasoning_ledger::mcp_client::McpClient;
+use reasoning_ledger::testing::McpClient;
 use serde_json::{Map, Value};
 
 /// Name of the tool both servers expose.
