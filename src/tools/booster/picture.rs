@@ -510,9 +510,9 @@ mod tests {
         assert_eq!(
             labels("booster-step"),
             [
-                "🚀 1/16 · #5 · 0.901 b",
-                "🚀 2/16 · #8 · 0.80 · beam · ↩ dropped2 b",
-                "🚀 3/16 · #11 · 0.90 · ⟳ repeat1 b"
+                "🚀 1/16 · #5\u{a0}· 0.901 b",
+                "🚀 2/16 · #8\u{a0}· 0.80\u{a0}· beam\u{a0}· ↩ dropped2 b",
+                "🚀 3/16 · #11\u{a0}· 0.90\u{a0}· ⟳ repeat1 b"
             ]
         );
         let chosen: Vec<String> = labels("booster-candidate")
@@ -522,9 +522,9 @@ mod tests {
         assert_eq!(
             chosen,
             [
-                "🎲 #4 #1.1 · 0.90 · ✓ chosen1 b",
-                "🎲 #6 #2.2 · 0.80 · ✓ chosen2 b",
-                "🎲 #10 #3.1 · 0.90 · ✓ chosen1 b"
+                "🎲 #4 #1.1 · 0.90\u{a0}· ✓ chosen1 b",
+                "🎲 #6 #2.2 · 0.80\u{a0}· ✓ chosen2 b",
+                "🎲 #10 #3.1 · 0.90\u{a0}· ✓ chosen1 b"
             ]
         );
     }
