@@ -178,10 +178,13 @@ impl Families {
     /// The product's families (`tools::REGISTRY`, asked once): what a decode outside any
     /// ledger's scope reads with, and what a ledger is built with unless handed others.
     pub fn product() -> Families {
+        Self::product_ref().clone()
+    }
+
+    /// [`Families::product`], borrowed: built once, never dropped.
+    fn product_ref() -> &'static Families {
         static PRODUCT: OnceLock<Families> = OnceLock::new();
-        PRODUCT
-            .get_or_init(|| Families::of(crate::registry()))
-            .clone()
+        PRODUCT.get_or_init(|| Families::of(crate::registry()))
     }
 
     /// Every codec, in registration order.
@@ -217,13 +220,13 @@ impl Families {
     }
 
     /// `ask` of the families of the decode in progress on this thread (the innermost
-    /// [`Families::in_scope`]), or of the product's outside any.
+    /// [`Families::in_scope`]), or of the product's outside any. Borrowed, not cloned: every
+    /// decoded event asks once. `ask` is a lookup and must not enter a scope itself.
     pub fn with_current<R>(ask: impl FnOnce(&Families) -> R) -> R {
-        let current = IN_SCOPE.with(|scope| scope.borrow().last().cloned());
-        match current {
-            Some(families) => ask(&families),
-            None => ask(&Families::product()),
-        }
+        IN_SCOPE.with(|scope| match scope.borrow().last() {
+            Some(families) => ask(families),
+            None => ask(Self::product_ref()),
+        })
     }
 }
 
