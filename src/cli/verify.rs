@@ -6,6 +6,13 @@ use crate::progress::Progress;
 
 pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
+    // The lasting verdicts any process recorded before this check.
+    let recorded = ledger.damage().reload().unwrap_or_else(|error| {
+        vec![crate::store::verdict::Verdict::now(
+            None,
+            format!("the recorded verdicts cannot be read ({error})"),
+        )]
+    });
     if rebuild {
         let working = Progress::spinner("rebuilding session summaries");
         let fixed = ledger.rebuild_summaries()?;
@@ -31,7 +38,7 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
             })?;
             bar.finish();
             if check.is_damaged() {
-                bail!("{}", damage_report(&ledger, &check).trim_end());
+                bail!("{}", damage_report(&ledger, &check, &recorded).trim_end());
             }
             if let Some(finding) = check.findings.into_iter().next() {
                 return Err(finding.error.into());
@@ -47,6 +54,22 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         ledger.path().display(),
         index_report(&ledger)
     );
+    match (id, recorded.is_empty()) {
+        (_, true) => {}
+        // Only a check of the whole ledger clears what was recorded.
+        (Some(_), false) => report.push_str(&format!(
+            "{} damage verdict(s) recorded earlier stay until `reasoning-ledger verify` finds the whole ledger sound\n",
+            recorded.len()
+        )),
+        (None, false) => {
+            ledger.damage().clear_recorded()?;
+            report.push_str(&format!(
+                "cleared {} damage verdict(s) recorded earlier: the whole ledger verified sound \
+                 (restored, or rebuilt by `recover`), so servers take writes again\n",
+                recorded.len()
+            ));
+        }
+    }
     if let Some(line) = vectors_report(&ledger) {
         report.push_str(&line);
         report.push('\n');
@@ -55,7 +78,11 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
 }
 
 /// What `verify` prints for a damaged ledger: every finding, what is intact, what to do.
-fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
+fn damage_report(
+    ledger: &Ledger,
+    check: &crate::store::LedgerCheck,
+    recorded: &[crate::store::verdict::Verdict],
+) -> String {
     let mut text = format!("the ledger {} is damaged:\n", ledger.path().display());
     for finding in &check.structure {
         text.push_str(&format!("  structure: {finding}\n"));
@@ -82,6 +109,13 @@ fn damage_report(ledger: &Ledger, check: &crate::store::LedgerCheck) -> String {
     }
     if let Some(orphans) = &check.orphans {
         text.push_str(&format!("  {orphans}\n"));
+    }
+    if !recorded.is_empty() {
+        text.push_str("recorded earlier (each stops writes in every process until a whole `verify` passes):\n");
+        for verdict in recorded {
+            let when = crate::event::format_time(verdict.at);
+            text.push_str(&format!("  {when}: {}\n", verdict.detail));
+        }
     }
     let events: u64 = check.verified.iter().map(|v| v.events).sum();
     text.push_str(&format!(

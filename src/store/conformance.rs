@@ -56,6 +56,9 @@ macro_rules! conformance_suite {
             a_watch_wakes_on_a_local_commit,
             two_handles_see_each_other_and_conflict,
             a_panicking_job_answers_an_error_and_the_writer_goes_on,
+            a_write_checks_what_it_chains_onto,
+            a_read_never_hands_out_damage_as_sound,
+            a_verdict_outlasts_its_finder_and_only_a_sound_ledger_clears_it,
         );
     };
     (@cases $fresh:path; $($case:ident),* $(,)?) => {
@@ -516,9 +519,9 @@ pub(super) fn verify_catches_each_kind_of_damage(fresh: &MakeFresh) {
     );
     assert!(matches!(
         ledger.verify_session(head.session),
-        Err(VerifyError::HeadMismatch {
-            expected: 2,
-            found: 3,
+        Err(VerifyError::AfterHead {
+            head: 2,
+            last: 3,
             ..
         })
     ));
@@ -863,6 +866,231 @@ pub(super) fn a_panicking_job_answers_an_error_and_the_writer_goes_on(fresh: &Ma
     assert_eq!(ledger.last_position().unwrap(), 0);
     append(&ledger, session, 0, vec![start(&[])]).unwrap();
     assert_eq!(ledger.verify_all().unwrap().len(), 1);
+}
+
+/// Whether `outcome` (of an append) is a refusal for damage, not a conflict to retry.
+fn refused_for_damage(outcome: &Result<Result<Appended, AppendError>, StoreError>) -> bool {
+    matches!(
+        outcome,
+        Err(StoreError::Damaged { .. }) | Ok(Err(AppendError::Storage(StoreError::Damaged { .. })))
+    )
+}
+
+pub(super) fn a_write_checks_what_it_chains_onto(fresh: &MakeFresh) {
+    // The head's hash altered: the next write would chain onto a hash no event has.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    let position = ledger.last_position().unwrap();
+    put_head(
+        &ledger,
+        SessionHead {
+            hash: "0".repeat(64),
+            ..head.clone()
+        },
+    );
+    let session = head.session;
+    let refused =
+        ledger.write_blocking(move |txn| txn.append(session, 3, vec![thought("after", 3)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    let text = format!("{:?}", refused);
+    assert!(text.contains("head row was altered"), "{text}");
+    assert!(!text.contains("call again"), "{text}");
+    assert_eq!(ledger.last_position().unwrap(), position, "nothing written");
+
+    // The head set back one event (seq and hash of seq 2): an event is stored after it.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    let second = ledger.events(head.session, 2, 2).unwrap().remove(0);
+    let mut set_back = head.clone();
+    set_back.seq = 2;
+    set_back.hash = second.hash.clone();
+    put_head(&ledger, set_back);
+    let session = head.session;
+    let refused =
+        ledger.write_blocking(move |txn| txn.append(session, 2, vec![thought("again", 3)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    assert!(
+        format!("{refused:?}").contains("stored after its head"),
+        "{refused:?}"
+    );
+
+    // A head at the largest seq: refused, never wrapped to seq 0.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 1);
+    put_head(
+        &ledger,
+        SessionHead {
+            seq: u64::MAX,
+            ..head.clone()
+        },
+    );
+    let session = head.session;
+    let refused =
+        ledger.write_blocking(move |txn| txn.append(session, u64::MAX, vec![thought("wrap", 2)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    assert_eq!(ledger.events(head.session, 0, 0).unwrap(), Vec::new());
+
+    // A sound session of the same ledger: a database goes on taking its writes.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let damaged = session_with(&ledger, 1);
+    let sound = session_with(&ledger, 1);
+    put_head(
+        &ledger,
+        SessionHead {
+            hash: "1".repeat(64),
+            ..damaged.clone()
+        },
+    );
+    let session = damaged.session;
+    let refused = ledger.write_blocking(move |txn| txn.append(session, 2, vec![thought("x", 2)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    let session = sound.session;
+    let other =
+        ledger.write_blocking(move |txn| txn.append(session, 2, vec![thought("goes on", 2)]));
+    match ledger.damage().stops_every_write() {
+        // A file: every write stops (its pages are shared by every session).
+        Some(_) => assert!(refused_for_damage(&other), "{other:?}"),
+        None => assert_eq!(other.unwrap().unwrap().head.seq, 3),
+    }
+}
+
+pub(super) fn a_read_never_hands_out_damage_as_sound(fresh: &MakeFresh) {
+    // An altered event: the events before it are handed out, then the damage, named.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    let mut altered = next_event(&head);
+    altered.payload = Payload::SessionClosed {
+        reason: "other".into(),
+    };
+    inject(&ledger, plan_after(&head, vec![altered]));
+    let mut seen = Vec::new();
+    let read = ledger.for_each_event(head.session, 0, u64::MAX, |event| {
+        seen.push(event.seq);
+        true
+    });
+    assert_eq!(seen, [1, 2, 3]);
+    let error = read.unwrap_err();
+    assert!(error.is_damage(), "{error}");
+    assert!(error.to_string().contains("seq 4 was altered"), "{error}");
+
+    // The head set back: the log goes on past it.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    let second = ledger.events(head.session, 2, 2).unwrap().remove(0);
+    put_head(
+        &ledger,
+        SessionHead {
+            seq: 2,
+            hash: second.hash,
+            ..head.clone()
+        },
+    );
+    let error = ledger.events(head.session, 1, u64::MAX).unwrap_err();
+    assert!(
+        error.to_string().contains("stored after its head"),
+        "{error}"
+    );
+
+    // The head ahead of the log: the end is missing, not silently short.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        ..
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    put_head(
+        &ledger,
+        SessionHead {
+            seq: 9,
+            ..head.clone()
+        },
+    );
+    let error = ledger.events(head.session, 1, u64::MAX).unwrap_err();
+    assert!(
+        error.to_string().contains("seq 4 to 9 are missing"),
+        "{error}"
+    );
+    // A range inside what is sound still reads.
+    assert_eq!(ledger.events(head.session, 1, 2).unwrap().len(), 2);
+}
+
+pub(super) fn a_verdict_outlasts_its_finder_and_only_a_sound_ledger_clears_it(fresh: &MakeFresh) {
+    // What verify finds is recorded: a handle opened afterwards (another process) refuses
+    // writes to the session.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        another_handle,
+    } = fresh();
+    let head = session_with(&ledger, 2);
+    put_head(
+        &ledger,
+        SessionHead {
+            hash: "2".repeat(64),
+            ..head.clone()
+        },
+    );
+    assert!(ledger.verify_session(head.session).is_err());
+    let later = another_handle();
+    let recorded = later.damage().recorded();
+    assert!(
+        recorded.iter().any(|v| v.session == Some(head.session)),
+        "{recorded:?}"
+    );
+    let session = head.session;
+    let refused = later.write_blocking(move |txn| txn.append(session, 3, vec![thought("x", 3)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    // A whole check still finds it, so nothing clears it.
+    assert!(later.check_all(|_, _| {}).unwrap().is_damaged());
+    drop((ledger, later));
+
+    // A verdict on a ledger that is sound (restored from a backup, say): it stops writes in
+    // every handle until a check of the whole ledger passes, which clears it.
+    let Fresh {
+        keep: _keep,
+        ledger,
+        another_handle,
+    } = fresh();
+    let head = session_with(&ledger, 1);
+    ledger
+        .damage()
+        .found_in(head.session, "found damaged before the restore");
+    let later = another_handle();
+    let session = head.session;
+    let refused = later.write_blocking(move |txn| txn.append(session, 2, vec![thought("x", 2)]));
+    assert!(refused_for_damage(&refused), "{refused:?}");
+    let check = later.check_all(|_, _| {}).unwrap();
+    assert!(!check.is_damaged(), "{:?}", check.findings);
+    later.damage().clear_recorded().unwrap();
+    drop((ledger, later));
+    let reopened = another_handle();
+    assert!(reopened.damage().recorded().is_empty());
+    let appended = append(&reopened, head.session, 2, vec![thought("on", 2)]);
+    assert_eq!(appended.unwrap().head.seq, 3);
 }
 
 /// A fresh ledger at `location` (opened as every command opens one), another handle on it,

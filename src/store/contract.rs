@@ -115,6 +115,18 @@ pub trait Backend: Send + Sync + 'static {
         let _ = damage;
     }
 
+    /// Where this ledger's lasting damage verdicts are kept ([`super::verdict`]); `label`
+    /// is the ledger's name (a file's path). The default keeps none: what a process finds
+    /// stops its own writes only.
+    #[allow(private_interfaces)]
+    fn verdicts(
+        &self,
+        label: &std::path::Path,
+    ) -> std::sync::Arc<dyn super::verdict::VerdictStore> {
+        let _ = label;
+        std::sync::Arc::new(super::verdict::Unrecorded)
+    }
+
     /// Called when the last handle on the ledger is dropped, before the writer thread is
     /// joined: let go of the writer and of everything serving other processes.
     fn close(&self) {}

@@ -1,8 +1,9 @@
 //! Damage found in a ledger, and the one place a panic of the storage engine is contained
 //! (DESIGN §15).
 //!
-//! Owns: [`Damage`] (what this process found damaged in one ledger, and whether that
-//! stops its writes), [`contain`] (runs a storage call so that a panic inside it — redb
+//! Owns: [`Damage`] (what this process found damaged in one ledger, and what any process
+//! recorded in the ledger's lasting verdicts, [`super::verdict`]; whether that stops a
+//! write), [`contain`] (runs a storage call so that a panic inside it — redb
 //! assumes a sound file and panics on a damaged page — becomes [`StoreError::Damaged`],
 //! printed by no panic hook), and [`Contained`] (a read or write view whose every call is
 //! contained: the backend's edge, wrapped once). Must not: decide what is damaged beyond
@@ -15,6 +16,7 @@
 
 use super::contract::AppendPlan;
 use super::contract::{Decode, PositionVisitor, ReadView, RowVisitor, WriteView};
+use super::verdict::{Unrecorded, Verdict, VerdictStore};
 use super::{SessionHead, StoreError};
 use crate::event::{Event, EventId, SessionId};
 use std::cell::{Cell, RefCell};
@@ -46,6 +48,12 @@ struct DamageInner {
     ledger: Mutex<Option<String>>,
     /// Damage found in a session, by session (the first found in each).
     sessions: Mutex<BTreeMap<SessionId, String>>,
+    /// Where findings are recorded so that they outlast this process, and where the
+    /// findings of other processes are read from.
+    store: Arc<dyn VerdictStore>,
+    /// The verdicts recorded in `store`, as last read (this process's among them once
+    /// recorded): they stop writes as this process's own findings do.
+    recorded: Mutex<Vec<Verdict>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -53,14 +61,85 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Damage {
+    /// What this process finds, kept in this process only.
     pub(crate) fn new(scope: DamageScope, label: impl Into<String>) -> Damage {
+        Damage::recorded_in(scope, label, Arc::new(Unrecorded))
+    }
+
+    /// What this process finds, recorded in `store`; starts with what `store` holds
+    /// already (a store that cannot be read is logged and taken as empty).
+    pub(crate) fn recorded_in(
+        scope: DamageScope,
+        label: impl Into<String>,
+        store: Arc<dyn VerdictStore>,
+    ) -> Damage {
+        let label = label.into();
+        let recorded = store.load().unwrap_or_else(|error| {
+            tracing::warn!(ledger = %label, %error, "cannot read the ledger's damage record");
+            Vec::new()
+        });
         Damage(Arc::new(DamageInner {
-            any: AtomicBool::new(false),
+            any: AtomicBool::new(!recorded.is_empty()),
             scope,
-            label: label.into(),
+            label,
             ledger: Mutex::new(None),
             sessions: Mutex::new(BTreeMap::new()),
+            store,
+            recorded: Mutex::new(recorded),
         }))
+    }
+
+    /// Reads again what other processes recorded, if the store says it changed (one
+    /// `stat` of a file): called before each group commit.
+    pub(crate) fn refresh(&self) {
+        if let Some(verdicts) = self.0.store.reload_if_changed() {
+            self.absorb(verdicts);
+        }
+    }
+
+    /// Takes `verdicts` as what the store holds now (a write transaction that read them
+    /// with its first statement).
+    pub(crate) fn absorb(&self, verdicts: Vec<Verdict>) {
+        if !verdicts.is_empty() {
+            self.0.any.store(true, Ordering::Release);
+        }
+        *lock(&self.0.recorded) = verdicts;
+    }
+
+    /// The verdicts recorded in the ledger's store, as last read.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn recorded(&self) -> Vec<Verdict> {
+        lock(&self.0.recorded).clone()
+    }
+
+    /// Reads the store's verdicts now (what `verify` lists).
+    pub(crate) fn reload(&self) -> Result<Vec<Verdict>, StoreError> {
+        let verdicts = self.0.store.load()?;
+        self.absorb(verdicts.clone());
+        Ok(verdicts)
+    }
+
+    /// Removes every recorded verdict: the whole ledger verified sound (after a restore
+    /// or on a rebuilt ledger). What this process found itself still stops its writes.
+    pub(crate) fn clear_recorded(&self) -> Result<(), StoreError> {
+        self.0.store.clear()?;
+        lock(&self.0.recorded).clear();
+        Ok(())
+    }
+
+    /// Records `verdict` in the store, unless the store holds one for its session (or
+    /// the ledger) already; a store that cannot be written is logged, no more.
+    fn record(&self, verdict: Verdict) {
+        {
+            let mut recorded = lock(&self.0.recorded);
+            if recorded.iter().any(|v| v.session == verdict.session) {
+                return;
+            }
+            recorded.push(verdict.clone());
+        }
+        if let Err(error) = self.0.store.record(&verdict) {
+            tracing::warn!(ledger = %self.0.label, %error, "cannot record the damage found: it stops this process's writes only");
+        }
     }
 
     /// The ledger's name in messages.
@@ -69,35 +148,70 @@ impl Damage {
     }
 
     /// Damage that is no one session's (a page of the file, the redo log): stops every
-    /// write, whatever the scope. The first one found is kept.
+    /// write, whatever the scope. The first one found is kept, and recorded.
     pub(crate) fn found(&self, detail: impl Into<String>) {
-        let detail = detail.into();
+        if let Some(detail) = self.stop_every_write(detail.into()) {
+            self.record(Verdict::now(None, detail));
+        }
+    }
+
+    /// Makes `detail` what stops every write here, unless something does already: returns
+    /// it when it is the first.
+    fn stop_every_write(&self, detail: String) -> Option<String> {
         let mut ledger = lock(&self.0.ledger);
         self.0.any.store(true, Ordering::Release);
-        if ledger.is_none() {
-            tracing::debug!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes in this process");
-            *ledger = Some(detail);
+        if ledger.is_some() {
+            return None;
         }
+        tracing::debug!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes");
+        *ledger = Some(detail.clone());
+        Some(detail)
     }
 
     /// Damage in one session (an event that does not decode or verify): stops writes to
     /// that session, and to the whole ledger when the scope is [`DamageScope::Ledger`].
     pub(crate) fn found_in(&self, session: SessionId, detail: impl Into<String>) {
         let detail = in_session(session, detail.into());
-        lock(&self.0.sessions)
-            .entry(session)
-            .or_insert_with(|| detail.clone());
+        let new = {
+            let mut sessions = lock(&self.0.sessions);
+            let new = !sessions.contains_key(&session);
+            sessions.entry(session).or_insert_with(|| detail.clone());
+            new
+        };
         self.0.any.store(true, Ordering::Release);
+        if new {
+            self.record(Verdict::now(Some(session), detail.clone()));
+        }
         if self.0.scope == DamageScope::Ledger {
-            self.found(detail);
+            // A file's every write stops on it (see `stops_every_write`).
+            tracing::debug!(ledger = %self.0.label, %detail, "the ledger is damaged: it takes no more writes");
         } else {
             tracing::debug!(ledger = %self.0.label, %session, %detail, "a session of the ledger is damaged: it takes no more writes");
         }
     }
 
-    /// The damage that stops every write, if any was found.
+    /// The damage this process found in no one session (a page, the redo log), if any:
+    /// what a walk of the tables may not show again.
     pub(crate) fn ledger_damage(&self) -> Option<String> {
         lock(&self.0.ledger).clone()
+    }
+
+    /// What stops every write: this process's own finding, else a recorded verdict on
+    /// the whole ledger (or, in a file, any recorded verdict: its pages are shared).
+    pub(crate) fn stops_every_write(&self) -> Option<String> {
+        if let Some(detail) = self.ledger_damage() {
+            return Some(detail);
+        }
+        if self.0.scope == DamageScope::Ledger
+            && let Some(detail) = lock(&self.0.sessions).values().next()
+        {
+            return Some(detail.clone());
+        }
+        let recorded = lock(&self.0.recorded);
+        recorded
+            .iter()
+            .find(|v| v.session.is_none() || self.0.scope == DamageScope::Ledger)
+            .map(|v| v.detail.clone())
     }
 
     /// The sessions found damaged so far, with what was found in each.
@@ -111,21 +225,28 @@ impl Damage {
         if !self.0.any.load(Ordering::Acquire) {
             return Ok(());
         }
-        if let Some(detail) = self.ledger_damage() {
+        if let Some(detail) = self.stops_every_write() {
             return Err(StoreError::Damaged {
                 ledger: self.0.label.clone(),
                 detail,
             });
         }
-        if let Some(session) = session
-            && let Some(detail) = lock(&self.0.sessions).get(&session)
-        {
-            return Err(StoreError::Damaged {
+        let Some(session) = session else {
+            return Ok(());
+        };
+        let found = lock(&self.0.sessions).get(&session).cloned().or_else(|| {
+            lock(&self.0.recorded)
+                .iter()
+                .find(|v| v.session == Some(session))
+                .map(|v| v.detail.clone())
+        });
+        match found {
+            Some(detail) => Err(StoreError::Damaged {
                 ledger: self.0.label.clone(),
-                detail: detail.clone(),
-            });
+                detail,
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Records what `error` says is damaged, if anything: a contained panic or an event

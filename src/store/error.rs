@@ -24,7 +24,9 @@ pub enum StoreError {
     DiskFull(BackendError),
     #[error("ledger storage error: {0}")]
     Backend(BackendError),
-    #[error("ledger holds an event that cannot be decoded: {0}")]
+    /// Stored bytes that do not decode, or events that do not verify where they are
+    /// stored (an altered hash, a broken chain, a gap): damage, named where it is.
+    #[error("the ledger holds damaged data: {0}")]
     Corrupt(String),
     #[error("ledger holds events of session {session} but no head for it")]
     MissingHead { session: SessionId },
@@ -216,13 +218,41 @@ pub enum VerifyError {
     NoHead { session: SessionId },
     #[error("session {session}: its head row cannot be read ({detail})")]
     UnreadableHead { session: SessionId, detail: String },
-    #[error("session {session}: event seq {seq} cannot be decoded")]
-    Undecodable { session: SessionId, seq: u64 },
-    #[error("session {session}: expected event seq {expected}, found seq {found} (a gap)")]
+    #[error("session {session}: event seq {seq} cannot be decoded ({detail})")]
+    Undecodable {
+        session: SessionId,
+        seq: u64,
+        detail: String,
+    },
+    #[error(
+        "session {session}: events are missing: seq {expected} was due, the next stored is seq {found}"
+    )]
     Gap {
         session: SessionId,
         expected: u64,
         found: u64,
+    },
+    #[error("session {session}: event seq {seq} is stored twice")]
+    Duplicate { session: SessionId, seq: u64 },
+    #[error("session {session}: event seq {seq} is stored out of order, after seq {after}")]
+    OutOfOrder {
+        session: SessionId,
+        seq: u64,
+        after: u64,
+    },
+    #[error("session {session}: the row stored as seq {seq} holds event seq {found} (renumbered)")]
+    Renumbered {
+        session: SessionId,
+        seq: u64,
+        found: u64,
+    },
+    #[error(
+        "session {session}: events seq {from} to {to} are missing (the log ends before its head)"
+    )]
+    Missing {
+        session: SessionId,
+        from: u64,
+        to: u64,
     },
     #[error("session {session}: event seq {seq} claims session {found}")]
     WrongSession {
@@ -250,12 +280,34 @@ pub enum VerifyError {
     },
     #[error("session {session}: first event is {found}, expected session_started")]
     FirstEventNotStart { session: SessionId, found: String },
-    #[error("session {session}: head says seq {expected} but the log ends at seq {found}")]
+    #[error("session {session}: its head says seq {expected} but the log ends at seq {found}")]
     HeadMismatch {
         session: SessionId,
         expected: u64,
         found: u64,
     },
+    #[error(
+        "session {session}: its head row names seq {seq} with a hash that is not the stored event's (the head row was altered)"
+    )]
+    HeadHashMismatch { session: SessionId, seq: u64 },
+    #[error(
+        "session {session}: events are stored after its head (the head says seq {head}, the log goes on to seq {last})"
+    )]
+    AfterHead {
+        session: SessionId,
+        head: u64,
+        last: u64,
+    },
+    #[error(
+        "session {session}: {count} events are stored from seq {first} on, but the session has no head row"
+    )]
+    NoHeadForEvents {
+        session: SessionId,
+        first: u64,
+        count: u64,
+    },
+    #[error("session {session}: seq {seq} is the largest there is; no event can follow it")]
+    SeqOverflow { session: SessionId, seq: u64 },
     #[error("session {session}: the stored summary differs from a fold of the log")]
     SummaryMismatch { session: SessionId },
     #[error(
@@ -293,10 +345,14 @@ impl VerifyError {
     pub fn first_bad_seq(&self) -> Option<u64> {
         match self {
             VerifyError::Undecodable { seq, .. }
+            | VerifyError::Renumbered { seq, .. }
             | VerifyError::WrongSession { seq, .. }
             | VerifyError::BrokenChain { seq, .. }
             | VerifyError::HashMismatch { seq, .. } => Some(*seq),
             VerifyError::Gap { expected, .. } => Some(*expected),
+            VerifyError::Duplicate { seq, .. } | VerifyError::OutOfOrder { seq, .. } => Some(*seq),
+            VerifyError::Missing { from, .. } => Some(*from),
+            VerifyError::AfterHead { head, .. } => head.checked_add(1),
             VerifyError::FirstEventNotStart { .. } => Some(1),
             _ => None,
         }
@@ -312,6 +368,14 @@ impl VerifyError {
             | VerifyError::UnreadableHead { session, .. }
             | VerifyError::Undecodable { session, .. }
             | VerifyError::Gap { session, .. }
+            | VerifyError::Duplicate { session, .. }
+            | VerifyError::OutOfOrder { session, .. }
+            | VerifyError::Renumbered { session, .. }
+            | VerifyError::Missing { session, .. }
+            | VerifyError::HeadHashMismatch { session, .. }
+            | VerifyError::AfterHead { session, .. }
+            | VerifyError::NoHeadForEvents { session, .. }
+            | VerifyError::SeqOverflow { session, .. }
             | VerifyError::WrongSession { session, .. }
             | VerifyError::BrokenChain { session, .. }
             | VerifyError::HashMismatch { session, .. }

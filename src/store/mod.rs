@@ -16,6 +16,7 @@
 //! is what keeps two writers from both taking seq N, and numbering events after the last
 //! position inside it makes commit order position order.
 
+mod chain;
 pub(crate) mod codec;
 #[cfg(test)]
 mod conformance;
@@ -29,6 +30,7 @@ mod redb;
 pub(crate) mod rules;
 pub(crate) mod salvage;
 mod scoped;
+pub(crate) mod verdict;
 pub(crate) mod watch;
 pub(crate) mod writer;
 
@@ -39,7 +41,7 @@ pub(crate) use writer::{AppendTxn, Appended};
 
 use crate::event::family::Families;
 use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
-use crate::event::{Event, GENESIS_HASH, SessionId};
+use crate::event::{Event, SessionId};
 use contract::{Backend, CommitSignal, Decode, ReadView};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -204,7 +206,11 @@ impl Ledger {
     pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
         let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
         backend.on_commits(commits.clone());
-        let damage = damage::Damage::new(backend.damage_scope(), label.display().to_string());
+        let damage = damage::Damage::recorded_in(
+            backend.damage_scope(),
+            label.display().to_string(),
+            backend.verdicts(label),
+        );
         backend.on_damage(damage.clone());
         let backend: Arc<dyn Backend> = Arc::new(backend);
         let (writer, thread) =
@@ -373,8 +379,12 @@ impl Ledger {
         self.scan_session(session, from_seq, to_seq, Decode::ToFold, visit)
     }
 
-    /// Streams the events of `session` in `from_seq..=to_seq`; the first row that does
-    /// not decode ends the scan with its error.
+    /// Streams the events of `session` in `from_seq..=to_seq`, each checked as it is read
+    /// ([`chain::ChainCheck`]: where it is stored, its hash, its place in the chain; read
+    /// whole for that, whatever `decode` asks), and, when the scan reads to its end, that
+    /// the log ends where the session's head says. The first row that does not check ends
+    /// the scan with [`StoreError::Corrupt`] naming it, after every sound event before it
+    /// was visited; the damage is recorded.
     fn scan_session(
         &self,
         session: SessionId,
@@ -383,26 +393,45 @@ impl Ledger {
         decode: Decode,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        let mut failed = None;
-        self.read()?
-            .scan_session(
-                session,
-                from_seq,
-                to_seq,
-                decode,
-                &mut |seq, decoded| match decoded.and_then(|event| verified(decode, event)) {
-                    Ok(event) => visit(event),
-                    Err(error) => {
-                        self.damage.note(
-                            Some(session),
-                            &StoreError::Corrupt(format!("event seq {seq}: {error}")),
-                        );
-                        failed = Some(error);
-                        false
-                    }
-                },
-            )?;
-        failed.map_or(Ok(()), Err)
+        let _ = decode;
+        let view = self.read()?;
+        let mut chain = chain::ChainCheck::from(session, from_seq, Decode::Full);
+        let mut finding: Option<VerifyError> = None;
+        let mut stopped = false;
+        view.scan_session(
+            session,
+            from_seq,
+            to_seq,
+            Decode::Full,
+            &mut |seq, decoded| match chain.check(seq, decoded) {
+                Ok(event) => {
+                    stopped = !visit(event);
+                    !stopped
+                }
+                Err(error) => {
+                    finding = Some(error);
+                    false
+                }
+            },
+        )?;
+        if finding.is_none() && !stopped && from_seq <= to_seq {
+            finding = match view.head(session)? {
+                Some(head) => chain.check_ends_at(&head, to_seq).err(),
+                None if chain.last_seq() >= from_seq.max(1) => Some(VerifyError::NoHeadForEvents {
+                    session,
+                    first: from_seq.max(1),
+                    count: chain.last_seq() + 1 - from_seq.max(1),
+                }),
+                None => None,
+            };
+        }
+        match finding {
+            Some(finding) => {
+                self.note_verify_error(&finding);
+                Err(StoreError::Corrupt(finding.to_string()))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Calls `visit` with every event of every session (sessions in id order, events in
@@ -522,7 +551,7 @@ impl Ledger {
     /// [`SUMMARY_VERSION`] is reported as [`VerifyError::StaleSummary`], fixable, apart
     /// from damage). Stops at the first bad event.
     pub fn verify_session(&self, session: SessionId) -> Result<VerifiedSession, VerifyError> {
-        let verified = verify_in(&*self.read()?, session);
+        let verified = chain::verify_in(&*self.read()?, session);
         if let Err(error) = &verified {
             self.note_verify_error(error);
         }
@@ -558,7 +587,7 @@ impl Ledger {
         heads.sort();
         let mut out = Vec::new();
         for session in &heads {
-            out.push(verify_in(&*view, *session)?);
+            out.push(chain::verify_in(&*view, *session)?);
             progress(out.len(), heads.len());
         }
         let total = view.event_count()?;
@@ -622,7 +651,7 @@ impl Ledger {
             let verified = self
                 .read()
                 .map_err(VerifyError::from)
-                .and_then(|view| verify_in(&*view, *session));
+                .and_then(|view| chain::verify_in(&*view, *session));
             match verified {
                 Ok(verified) => check.verified.push(verified),
                 Err(error) => {
@@ -726,120 +755,4 @@ fn verified(decode: Decode, event: Event) -> Result<Event, StoreError> {
         )));
     }
     Ok(event)
-}
-
-/// [`Ledger::verify_session`] over any view.
-fn verify_in(view: &dyn ReadView, session: SessionId) -> Result<VerifiedSession, VerifyError> {
-    let head = view.head(session)?.ok_or(VerifyError::NoHead { session })?;
-    let mut expected_seq = 1;
-    let mut prev = GENESIS_HASH.to_string();
-    let mut summary: Option<SessionSummary> = None;
-    let mut found: Option<VerifyError> = None;
-    view.scan_session(
-        session,
-        0,
-        u64::MAX,
-        Decode::Full,
-        &mut |stored_seq, decoded| match verify_event(
-            session,
-            stored_seq,
-            decoded,
-            expected_seq,
-            &prev,
-            &mut summary,
-        ) {
-            Ok(hash) => {
-                prev = hash;
-                expected_seq += 1;
-                true
-            }
-            Err(error) => {
-                found = Some(error);
-                false
-            }
-        },
-    )?;
-    if let Some(error) = found {
-        return Err(error);
-    }
-    let last = expected_seq - 1;
-    if head.seq != last || head.hash != prev {
-        return Err(VerifyError::HeadMismatch {
-            session,
-            expected: head.seq,
-            found: last,
-        });
-    }
-    if head.summary.version != SUMMARY_VERSION {
-        return Err(VerifyError::StaleSummary {
-            session,
-            found: head.summary.version,
-            current: SUMMARY_VERSION,
-        });
-    }
-    if summary.as_ref() != Some(&head.summary) {
-        return Err(VerifyError::SummaryMismatch { session });
-    }
-    Ok(VerifiedSession {
-        session,
-        events: last,
-    })
-}
-
-/// Checks one stored row against the chain so far; returns its hash.
-fn verify_event(
-    session: SessionId,
-    stored_seq: u64,
-    decoded: Result<Event, StoreError>,
-    expected_seq: u64,
-    prev: &str,
-    summary: &mut Option<SessionSummary>,
-) -> Result<String, VerifyError> {
-    let event = decoded.map_err(|_| VerifyError::Undecodable {
-        session,
-        seq: stored_seq,
-    })?;
-    if stored_seq != expected_seq || event.seq != expected_seq {
-        return Err(VerifyError::Gap {
-            session,
-            expected: expected_seq,
-            found: stored_seq,
-        });
-    }
-    if event.session != session {
-        return Err(VerifyError::WrongSession {
-            session,
-            seq: stored_seq,
-            found: event.session,
-        });
-    }
-    if event.prev != prev {
-        return Err(VerifyError::BrokenChain {
-            session,
-            seq: stored_seq,
-            expected: prev.to_string(),
-            found: event.prev,
-        });
-    }
-    let computed = event.computed_hash();
-    if computed != event.hash {
-        return Err(VerifyError::HashMismatch {
-            session,
-            seq: stored_seq,
-            expected: computed,
-            found: event.hash,
-        });
-    }
-    match summary.as_mut() {
-        None => {
-            *summary = Some(SessionSummary::start(&event).ok_or_else(|| {
-                VerifyError::FirstEventNotStart {
-                    session,
-                    found: event.payload.type_name().to_string(),
-                }
-            })?)
-        }
-        Some(summary) => summary.apply(&event),
-    }
-    Ok(event.hash)
 }

@@ -172,7 +172,7 @@ fn build(
     let mut prev = head.map_or_else(|| GENESIS_HASH.to_string(), |h| h.hash.clone());
     let mut built = Vec::with_capacity(events.len());
     for (offset, new) in events.into_iter().enumerate() {
-        let seq = actual + 1 + offset as u64;
+        let seq = next_seq(session, actual, offset)?;
         let schema = new.payload.schema();
         let mut event = Event {
             id: new.id,
@@ -192,6 +192,20 @@ fn build(
     Ok(built)
 }
 
+/// The seq of the batch's event at `offset` after a head at `after`: checked, never
+/// wrapping (a head at the largest seq is damage, found before this by the write's check
+/// of what it chains onto).
+fn next_seq(session: SessionId, after: u64, offset: usize) -> Result<u64, AppendError> {
+    after
+        .checked_add(1)
+        .and_then(|first| first.checked_add(offset as u64))
+        .ok_or_else(|| {
+            AppendError::Storage(StoreError::Corrupt(format!(
+                "session {session}: seq {after} is the largest there is; no event can follow it"
+            )))
+        })
+}
+
 /// Imported events must continue the stored chain: same session, next seq, `prev` the
 /// previous hash, `hash` what the content hashes to.
 fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Event>, AppendError> {
@@ -199,10 +213,10 @@ fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Ev
         return Ok(events);
     };
     let session = first.session;
-    let mut seq = head.map_or(0, |h| h.seq);
+    let after = head.map_or(0, |h| h.seq);
     let mut prev = head.map_or_else(|| GENESIS_HASH.to_string(), |h| h.hash.clone());
-    for event in &events {
-        seq += 1;
+    for (offset, event) in events.iter().enumerate() {
+        let seq = next_seq(session, after, offset)?;
         let mismatch = |expected: String, found: String| AppendError::ImportMismatch {
             session,
             seq: event.seq,
@@ -211,6 +225,11 @@ fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Ev
         };
         if event.session != session {
             return Err(mismatch(session.to_string(), event.session.to_string()));
+        }
+        // Inside the batch, a seq out of place is the data's own damage, not a session
+        // that moved on.
+        if event.seq != seq && offset > 0 {
+            return Err(mismatch(format!("seq {seq}"), format!("seq {}", event.seq)));
         }
         if event.seq != seq {
             return Err(AppendError::Conflict {

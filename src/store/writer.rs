@@ -14,6 +14,7 @@
 //! out a result before the commit returned, or keep a half-applied job in a transaction
 //! that commits. Backend-neutral: it sees a [`Backend`], never a table.
 
+use super::chain;
 use super::contract::{Backend, CommitSignal, WriteView};
 use super::damage::Damage;
 use super::rules::{self, Batch, Plan};
@@ -266,7 +267,7 @@ fn spin_for_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
 /// Tells the backend the writer is idle; a panic there is logged, never fatal. Not once
 /// the ledger is known to be damaged: its upkeep (a checkpoint) writes to the file.
 fn idle(backend: &dyn Backend, damage: &Damage) {
-    if damage.ledger_damage().is_some() {
+    if damage.stops_every_write().is_some() {
         return;
     }
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| backend.idle())) {
@@ -278,7 +279,9 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, 
     let started = COMMIT_OBSERVER
         .get()
         .map(|observe| (observe, Instant::now()));
-    // Nothing is written to a ledger known to be damaged (not even a job's upkeep).
+    // Nothing is written to a ledger known to be damaged (not even a job's upkeep), by
+    // this process or, as its lasting verdicts say, by any other.
+    damage.refresh();
     let began = damage.check_write(None).and_then(|()| backend.write());
     let mut txn = match began {
         Ok(txn) => txn,
@@ -298,6 +301,7 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, 
     let mut append = AppendTxn {
         txn: &mut *txn,
         damage,
+        chained: Vec::new(),
         appended: 0,
         raw: 0,
         poisoned: None,
@@ -351,6 +355,9 @@ pub struct AppendTxn<'a> {
     txn: &'a mut dyn WriteView,
     /// Refuses an append to a session (or a ledger) known to be damaged.
     damage: &'a Damage,
+    /// The sessions whose stored end this transaction checked or wrote: a later job of
+    /// the group chains onto what it has seen.
+    chained: Vec<SessionId>,
     /// Events appended in this transaction so far (by every job of the group).
     appended: usize,
     /// Times the backend's transaction was handed out for a raw write ([`Self::backend`]).
@@ -407,8 +414,21 @@ impl AppendTxn<'_> {
     /// Reads what the rules need, plans, and writes the plan.
     fn run(&mut self, batch: Batch) -> Result<Appended, AppendError> {
         let session = batch.session().ok_or(AppendError::EmptyBatch)?;
-        self.damage.check_write(Some(session))?;
         let (head, stored) = rules::lookups(&*self.txn, session, &batch)?;
+        // After the first read: a database's transaction reads the verdicts with it.
+        self.damage.check_write(Some(session))?;
+        if !self.chained.contains(&session) {
+            if let Err(finding) = chain::check_end(&*self.txn, session, head.as_ref())? {
+                let detail = finding.to_string();
+                self.damage.found_in(session, detail.clone());
+                return Err(StoreError::Damaged {
+                    ledger: self.damage.label().to_string(),
+                    detail,
+                }
+                .into());
+            }
+            self.chained.push(session);
+        }
         match rules::plan_append(head.as_ref(), &stored, batch)? {
             Plan::Again(appended) => Ok(appended),
             Plan::Write(plan) => {

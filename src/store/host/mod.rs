@@ -260,6 +260,15 @@ fn listen(socket: &Path, local: &Arc<RedbBackend>, writer: WriterHandle) -> Opti
 }
 
 impl Backend for HostBackend {
+    /// A file's verdicts: `ledger.damage` beside it.
+    #[allow(private_interfaces)]
+    fn verdicts(
+        &self,
+        label: &std::path::Path,
+    ) -> std::sync::Arc<dyn crate::store::verdict::VerdictStore> {
+        std::sync::Arc::new(crate::store::verdict::VerdictFile::beside(label))
+    }
+
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
         let mode = self.shared.current();
         match &*mode {

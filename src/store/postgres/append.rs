@@ -10,10 +10,12 @@ use super::connect::{Pooled, blocking};
 use super::error::{PgError, connection_lost, query_error, refusal, refused};
 use super::read::{PgRead, decode_head, key, session_key, to_i64};
 use super::schema;
+use super::verdicts::{verdicts_of, verdicts_sql};
 use crate::event::{Event, EventId, SessionId};
 use crate::store::contract::{
     AppendPlan, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
 };
+use crate::store::damage::Damage;
 use crate::store::{SessionHead, StoreError, codec};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -51,6 +53,8 @@ pub(super) struct PgWrite<'p> {
     /// no one else changes a head meanwhile: a job's second look at a head (its target,
     /// then the append rules) costs no round trip.
     heads: RefCell<std::collections::HashMap<SessionId, Option<SessionHead>>>,
+    /// Told the lasting damage verdicts read with the `BEGIN`.
+    damage: Option<Damage>,
 }
 
 /// The bytes of hex `text` (what `encode(…, 'hex')` answers).
@@ -93,7 +97,7 @@ fn hex_column(row: &postgres::SimpleQueryRow, index: usize) -> Result<Vec<u8>, S
 impl<'p> PgWrite<'p> {
     /// A write transaction on `conn`, not begun yet (its first message begins it);
     /// `channel`: the NOTIFY channel its commit wakes other servers on.
-    pub(super) fn new(conn: Pooled<'p>, channel: Arc<str>) -> PgWrite<'p> {
+    pub(super) fn new(conn: Pooled<'p>, channel: Arc<str>, damage: Option<Damage>) -> PgWrite<'p> {
         PgWrite {
             read: PgRead::new(conn, false),
             last: Cell::new(0),
@@ -103,6 +107,7 @@ impl<'p> PgWrite<'p> {
             pending: Default::default(),
             error: Default::default(),
             heads: Default::default(),
+            damage,
         }
     }
 }
@@ -124,8 +129,10 @@ impl PgWrite<'_> {
         if self.read.failed.get() {
             return Err(StoreError::backend(PgError::FailedEarlier));
         }
-        const BEGIN: &str =
-            "BEGIN;SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE;";
+        const BEGIN: &str = concat!(
+            "BEGIN;SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE;",
+            verdicts_sql!()
+        );
         let beginning = !self.begun();
         let mut sql = String::new();
         if beginning {
@@ -186,6 +193,10 @@ impl PgWrite<'_> {
             };
             self.last.set(last);
             self.counted.set(last);
+            let verdicts = all.next().unwrap_or_default();
+            if let Some(damage) = &self.damage {
+                damage.absorb(verdicts_of(&verdicts));
+            }
         }
         let answers: Vec<_> = all.skip(pending_statements).collect();
         if answers.len() != tail_statements {

@@ -23,6 +23,8 @@
 //!   (`SELECT … FOR UPDATE`), which makes write transactions exclusive across servers and
 //!   commit order position order. The unique keys are the second line.
 //! - `ledger_meta`: `schema_version`.
+//! - `ledger_damage`: the lasting damage verdicts ([`verdicts`], schema version 4), read
+//!   by every write transaction with its `BEGIN`.
 //! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
 //!   projection kept by recall (`crate::recall::postgres::search`, schema version 2).
 //! - `ledger_vectors`, `ledger_vector_checkpoints` (and `ledger_vectors_hnsw` where
@@ -41,6 +43,7 @@ pub(crate) mod listen;
 mod read;
 pub(crate) mod schema;
 mod tls;
+mod verdicts;
 
 pub(crate) use connect::{TlsState, is_postgres_url, redact_url, tls_state};
 pub(crate) use database::Database;
@@ -65,6 +68,9 @@ pub(crate) struct PgBackend {
     /// The NOTIFY channel of this ledger (its schema's name in it).
     channel: Arc<str>,
     listener: listen::Listener,
+    /// The ledger's record of damage, once it is built over this backend: each write
+    /// transaction hands it the verdicts it read with its `BEGIN`.
+    damage: std::sync::OnceLock<crate::store::damage::Damage>,
 }
 
 impl PgBackend {
@@ -92,6 +98,7 @@ impl PgBackend {
             listener: listen::Listener::new(target, channel.clone()),
             pool,
             channel,
+            damage: std::sync::OnceLock::new(),
         })
     }
 }
@@ -142,11 +149,22 @@ impl Backend for PgBackend {
         Ok(Box::new(PgWrite::new(
             self.pool.client()?,
             self.channel.clone(),
+            self.damage.get().cloned(),
         )))
     }
 
     fn poll_interval(&self) -> Duration {
         PG_WATCH_POLL_INTERVAL
+    }
+
+    #[allow(private_interfaces)]
+    fn on_damage(&self, damage: crate::store::damage::Damage) {
+        let _ = self.damage.set(damage);
+    }
+
+    #[allow(private_interfaces)]
+    fn verdicts(&self, _label: &Path) -> Arc<dyn crate::store::verdict::VerdictStore> {
+        Arc::new(verdicts::PgVerdicts::new(self.pool.clone()))
     }
 
     fn on_commits(&self, signal: CommitSignal) {

@@ -11,7 +11,7 @@ use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
@@ -37,7 +37,18 @@ const MIGRATIONS: &[&str] = &[
 ",
     SEARCH_MIGRATION,
     VECTORS_MIGRATION,
+    DAMAGE_MIGRATION,
 ];
+
+/// Migration 4: the lasting damage verdicts (`super::verdicts`): a session's (`session`
+/// its key) or the whole ledger's (`session` NULL).
+const DAMAGE_MIGRATION: &str = "
+    CREATE TABLE ledger_damage (
+        session bytea,
+        detail text NOT NULL,
+        at bigint NOT NULL
+    );
+";
 
 /// Migration 2: the search projection (kept by `crate::recall::postgres::search`).
 const SEARCH_MIGRATION: &str = "

@@ -206,7 +206,7 @@ impl Drop for RedbBackend {
     fn drop(&mut self) {
         // A damaged ledger is left exactly as it is: no checkpoint, and its log keeps every
         // record (`recover` reads them). A read-only one is never written.
-        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
+        if self.damage().stops_every_write().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
@@ -228,6 +228,15 @@ impl Drop for RedbBackend {
 }
 
 impl Backend for RedbBackend {
+    /// A file's verdicts: `ledger.damage` beside it.
+    #[allow(private_interfaces)]
+    fn verdicts(
+        &self,
+        label: &std::path::Path,
+    ) -> std::sync::Arc<dyn crate::store::verdict::VerdictStore> {
+        std::sync::Arc::new(crate::store::verdict::VerdictFile::beside(label))
+    }
+
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
         self.read_owned()
     }
@@ -244,7 +253,7 @@ impl Backend for RedbBackend {
     }
 
     fn idle(&self) {
-        if self.damage().ledger_damage().is_some() || self.handle.read_only().is_some() {
+        if self.damage().stops_every_write().is_some() || self.handle.read_only().is_some() {
             return;
         }
         let damage = self.damage().clone();
