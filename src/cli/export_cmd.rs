@@ -15,16 +15,21 @@ pub(super) fn export_cmd(
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let text = query::export_session(&ledger, &head, at, format)?;
+    let exported = query::export_session_up_to_damage(&ledger, &head, at, format)?;
+    let (text, shown_to) = &exported.read;
     match output {
-        None => stdout_write(&text),
+        None => stdout_write(text)?,
         Some(path) => {
             let mut file = NewFile::create(path)?;
             file.write_all(text.as_bytes())?;
             file.finish()?;
             eprintln!("wrote {} ({} bytes)", path.display(), text.len());
-            Ok(())
         }
+    }
+    // A damaged session is exported up to its damage, and the command fails naming it.
+    match exported.damage_note(&head, *shown_to) {
+        Some(note) => bail!("{note}"),
+        None => Ok(()),
     }
 }
 

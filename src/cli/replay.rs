@@ -10,12 +10,13 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
     check_at(&head, at)?;
-    let (tree, events) = query::load_for_export(&ledger, &head, at, Format::Jsonl)?;
+    let loaded = query::load_for_export_up_to_damage(&ledger, &head, at, Format::Jsonl)?;
+    let (tree, events) = &loaded.read;
     let mut text = format!(
         "Replay of session {} at seq {} of {}\n\n",
         head.session, tree.at_seq, head.seq
     );
-    for event in &events {
+    for event in events {
         let line = export::markdown::terminal_line(event.payload.text().unwrap_or(""));
         let line = export::truncate(&line, REPLAY_LINE_CHARS, export::Ellipsis::Within);
         text.push_str(&format!(
@@ -27,6 +28,10 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
         ));
     }
     text.push('\n');
-    text.push_str(&export::markdown::render(&tree));
-    stdout_write(&text)
+    text.push_str(&export::markdown::render(tree));
+    stdout_write(&text)?;
+    match loaded.damage_note(&head, tree.at_seq) {
+        Some(note) => bail!("{note}"),
+        None => Ok(()),
+    }
 }

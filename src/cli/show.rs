@@ -1,10 +1,15 @@
-//! `show ID`: a session as Markdown.
+//! `show ID`: a session as Markdown (a damaged one up to its damage, then exit 1 naming
+//! it).
 
 use super::*;
 
 pub(super) fn show(settings: &Settings, id: &str) -> anyhow::Result<()> {
     let ledger = open_existing(settings)?;
     let head = find_session(&ledger, id)?;
-    let tree = query::load_tree(&ledger, &head, None)?;
-    stdout_write(&export::markdown::render(&tree))
+    let loaded = query::load_tree_up_to_damage(&ledger, &head, None)?;
+    stdout_write(&export::markdown::render(&loaded.read))?;
+    match loaded.damage_note(&head, loaded.read.at_seq) {
+        Some(note) => bail!("{note}"),
+        None => Ok(()),
+    }
 }

@@ -32,10 +32,14 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         }
         None => {
             let bar = Progress::bar("verifying", 0, "sessions");
-            let check = ledger.check_all(|done, total| {
-                bar.set_total(total as u64);
-                bar.set(done as u64);
-            })?;
+            let check = ledger
+                .check_all(|done, total| {
+                    bar.set_total(total as u64);
+                    bar.set(done as u64);
+                })
+                .map_err(|error| {
+                    anyhow::anyhow!("{error}\n{}", recorded_report(&recorded).trim_end())
+                })?;
             bar.finish();
             if check.is_damaged() {
                 bail!("{}", damage_report(&ledger, &check, &recorded).trim_end());
@@ -110,13 +114,7 @@ fn damage_report(
     if let Some(orphans) = &check.orphans {
         text.push_str(&format!("  {orphans}\n"));
     }
-    if !recorded.is_empty() {
-        text.push_str("recorded earlier (each stops writes in every process until a whole `verify` passes):\n");
-        for verdict in recorded {
-            let when = crate::event::format_time(verdict.at);
-            text.push_str(&format!("  {when}: {}\n", verdict.detail));
-        }
-    }
+    text.push_str(&recorded_report(recorded));
     let events: u64 = check.verified.iter().map(|v| v.events).sum();
     text.push_str(&format!(
         "intact: {} session(s), {events} event(s) verified; {} session(s) damaged\n",
@@ -130,6 +128,21 @@ fn damage_report(
          ledger and reports what it cut; then use --data-dir NEW_DIR. Keep the damaged \
          files until you have checked the new ledger.\n",
     );
+    text
+}
+
+/// The lasting verdicts recorded before this check, a line each (nothing when none).
+fn recorded_report(recorded: &[crate::store::verdict::Verdict]) -> String {
+    if recorded.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "recorded earlier (each stops writes in every process until a whole `verify` passes):\n",
+    );
+    for verdict in recorded {
+        let when = crate::event::format_time(verdict.at);
+        text.push_str(&format!("  {when}: {}\n", verdict.detail));
+    }
     text
 }
 

@@ -28,18 +28,22 @@ pub(crate) struct HistoryPage {
     pub events: Vec<Event>,
     /// The seq of the first wanted event past the page, when there is one.
     pub next_from_seq: Option<u64>,
+    /// The seq of the last event read (sound), wanted or not.
+    pub read_to: u64,
 }
 
 /// The events of `head`'s session from `filter.from_seq` that pass the filter, at most
-/// `filter.limit` of them.
+/// `filter.limit` of them; a damaged session's up to its damage.
 pub(crate) fn history(
     ledger: &Ledger,
     head: &SessionHead,
     filter: &HistoryFilter,
-) -> Result<HistoryPage, StoreError> {
+) -> Result<super::UpToDamage<HistoryPage>, StoreError> {
     let mut events = Vec::new();
     let mut next_from_seq = None;
-    ledger.for_each_event(head.session, filter.from_seq, head.seq, |event| {
+    let mut read_to = filter.from_seq.saturating_sub(1);
+    let result = ledger.for_each_event(head.session, filter.from_seq, head.seq, |event| {
+        read_to = event.seq;
         let wanted = filter
             .branch
             .as_deref()
@@ -56,11 +60,23 @@ pub(crate) fn history(
             events.push(event);
         }
         true
-    })?;
-    Ok(HistoryPage {
+    });
+    let page = HistoryPage {
         events,
         next_from_seq,
-    })
+        read_to,
+    };
+    match result {
+        Ok(()) => Ok(super::UpToDamage {
+            read: page,
+            damage: None,
+        }),
+        Err(damage) if damage.is_damage() => Ok(super::UpToDamage {
+            read: page,
+            damage: Some(damage),
+        }),
+        Err(error) => Err(error),
+    }
 }
 
 /// An event as `get_history` shows it.

@@ -23,6 +23,11 @@ pub(crate) mod sessions;
 
 pub(crate) use history::{HistoryFilter, event_row, history};
 pub(crate) use search::{RecallError, SearchRequest, search};
+#[cfg(test)]
+pub(crate) use session::load_for_export;
 pub use session::load_tree;
-pub(crate) use session::{export_session, find_session, load_for_export};
+pub(crate) use session::{
+    UpToDamage, export_session, export_session_up_to_damage, find_session,
+    load_for_export_up_to_damage, load_tree_up_to_damage,
+};
 pub(crate) use sessions::{all_sessions, list_sessions, parse_cursor, sessions_answer};

@@ -400,10 +400,13 @@ impl Recall {
         } else {
             SearchMode::Lexical
         });
-        if request.by_session {
-            return self.by_session(ledger, &request, &parsed, mode);
-        }
-        self.ranked_page(ledger, &request, &parsed, mode)
+        let mut ranked = if request.by_session {
+            self.by_session(ledger, &request, &parsed, mode)?
+        } else {
+            self.ranked_page(ledger, &request, &parsed, mode)?
+        };
+        keep_sound(ledger, &mut ranked)?;
+        Ok(ranked)
     }
 
     /// [`Recall::search_ranked`] grouped by session: the ranking read deep enough for
@@ -675,6 +678,43 @@ impl Recall {
         }
         Ok(related)
     }
+}
+
+/// Leaves out of `ranked` every match whose event no longer verifies in the ledger (an
+/// index is derived data: it may hold an event altered or removed since it was built),
+/// saying so in its note. The damage is recorded by the read that meets it.
+fn keep_sound(ledger: &Ledger, ranked: &mut RankedAnswer) -> Result<(), RecallError> {
+    let matches = std::mem::take(&mut ranked.answer.matches);
+    let mut rankers = std::mem::take(&mut ranked.rankers).into_iter();
+    let mut left_out = 0;
+    for found in matches {
+        let found_rankers = rankers.next();
+        let sound = match found.session_id.parse::<SessionId>() {
+            Ok(session) => ledger
+                .events(session, found.seq, found.seq)
+                .map(|events| (!events.is_empty()).then_some(()))
+                .or_else(StoreError::skip_damage)?
+                .is_some(),
+            Err(_) => false,
+        };
+        if !sound {
+            left_out += 1;
+            continue;
+        }
+        ranked.answer.matches.push(found);
+        ranked.rankers.extend(found_rankers);
+    }
+    if left_out > 0 {
+        let why = format!(
+            "{left_out} match(es) left out: their events no longer verify in the ledger \
+             (`reasoning-ledger verify` names the damage)"
+        );
+        ranked.note = Some(match ranked.note.take() {
+            Some(note) => format!("{note}; {why}"),
+            None => why,
+        });
+    }
+    Ok(())
 }
 
 /// The searchable text of a match's event (empty when it cannot be read).

@@ -283,7 +283,8 @@ fn call_get_history(
         from_seq,
         limit,
     };
-    let page = query::history(ledger, &head, &filter)?;
+    let loaded = query::history(ledger, &head, &filter)?;
+    let page = &loaded.read;
     let rows: Vec<Value> = page.events.iter().map(query::event_row).collect();
     let mut answer = json!({
         "sessionId": head.session.to_string(),
@@ -294,7 +295,8 @@ fn call_get_history(
     if let Some(next) = page.next_from_seq {
         answer["nextFromSeq"] = json!(next);
     }
-    Ok(structured_result(answer))
+    let shown_to = page.read_to;
+    Ok(marked(answer, loaded.damage_note(&head, shown_to)))
 }
 
 /// One `search_history` call's arguments as a [`recall::SearchRequest`], and whether
@@ -486,8 +488,13 @@ fn call_export(
     finish(tool, args)?;
     let head = head.expect("checked");
     let format = format.expect("checked");
-    let text = query::export_session(ledger, &head, at_seq, format)?;
-    Ok(CallToolResult::success(vec![Content::text(text)]))
+    let exported = query::export_session_up_to_damage(ledger, &head, at_seq, format)?;
+    let (text, shown_to) = &exported.read;
+    Ok(match exported.damage_note(&head, *shown_to) {
+        // What verified, marked: never a damaged session passed off as whole.
+        Some(note) => CallToolResult::error(vec![Content::text(note), Content::text(text.clone())]),
+        None => CallToolResult::success(vec![Content::text(text.clone())]),
+    })
 }
 
 fn call_replay(
@@ -500,9 +507,24 @@ fn call_replay(
     let at_seq = at_seq_arg(&mut args, head.as_ref(), true);
     finish(tool, args)?;
     let head = head.expect("checked");
-    let tree = query::load_tree(ledger, &head, at_seq)?;
-    let mut answer = tree.to_json();
+    let loaded = query::load_tree_up_to_damage(ledger, &head, at_seq)?;
+    let mut answer = loaded.read.to_json();
     answer["headSeq"] = json!(head.seq);
     answer["note"] = json!(PROVENANCE_NOTE);
-    Ok(structured_result(answer))
+    Ok(marked(
+        answer,
+        loaded.damage_note(&head, loaded.read.at_seq),
+    ))
+}
+
+/// `answer`, and when the session read is damaged, that said in it (`damaged`) and the
+/// result an error: what verified is shown, never as the whole session.
+fn marked(mut answer: Value, damage: Option<String>) -> CallToolResult {
+    let Some(damage) = damage else {
+        return structured_result(answer);
+    };
+    answer["damaged"] = json!(damage);
+    let mut result = structured_result(answer);
+    result.is_error = Some(true);
+    result
 }

@@ -263,3 +263,69 @@ async fn a_server_that_found_damage_accepts_no_write() {
         "verify found damage that a server reading every session did not: {unseen:?}"
     );
 }
+
+/// Issue 40: what `verify` finds lasts. For every damaged copy that `verify` flags (exit
+/// 1), a server started afterwards refuses a new session's thought as its very first call
+/// (before it reads anything), and says what to do; a `verify` after it still lists the
+/// recorded verdict. Nothing of the refused call is recorded.
+#[tokio::test]
+async fn what_verify_found_a_server_started_afterwards_refuses_from_its_first_call() {
+    let mut flagged = 0;
+    let mut refused = 0;
+    for copy in damaged_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger.redb");
+        std::fs::write(&ledger, &copy.bytes).unwrap();
+        let verify = cli(dir.path(), &["verify"]);
+        assert_answered(&copy.name, &["verify"], &verify);
+        if verify.status.code() != Some(1) {
+            continue;
+        }
+        flagged += 1;
+        let before = cli(dir.path(), &["export", "--all", "-f", "jsonl"]).stdout;
+        let Some(client) = try_serve(dir.path()).await else {
+            continue;
+        };
+        let first = call(
+            &client,
+            "sequentialthinking",
+            thought(1, 1, false, "after verify found damage"),
+        )
+        .await;
+        assert!(
+            says_damaged(&first),
+            "{}: verify exited 1, yet a server started afterwards took a write: {}",
+            copy.name,
+            crate::common::text(&first)
+        );
+        assert!(
+            crate::common::text(&first).contains("recover --to"),
+            "{}: says what to do: {}",
+            copy.name,
+            crate::common::text(&first)
+        );
+        client.cancel().await.ok();
+        refused += 1;
+        let after = cli(dir.path(), &["export", "--all", "-f", "jsonl"]).stdout;
+        assert!(
+            after == before,
+            "{}: the refused server recorded something: {} lines before, {} after; first: {}",
+            copy.name,
+            before.split(|b| *b == b'\n').count(),
+            after.split(|b| *b == b'\n').count(),
+            crate::common::text(&first)
+        );
+        let again = cli(dir.path(), &["verify"]);
+        assert_eq!(again.status.code(), Some(1), "{}", copy.name);
+        assert!(
+            stderr(&again).contains("recorded earlier"),
+            "{}: verify lists the lasting verdict: {}",
+            copy.name,
+            stderr(&again)
+        );
+    }
+    eprintln!(
+        "{flagged} copies flagged by verify; {refused} servers started on them, every one refusing writes"
+    );
+    assert!(refused > 0, "some flagged copy could be served");
+}

@@ -159,7 +159,7 @@ async fn verify_catches_a_removed_event() {
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
     assert!(
-        message.contains("expected event seq 2, found seq 3"),
+        message.contains("events are missing: seq 2 was due, the next stored is seq 3"),
         "{message}"
     );
 }

@@ -207,6 +207,7 @@ impl Drop for RedbBackend {
         // A damaged ledger is left exactly as it is: no checkpoint, and its log keeps every
         // record (`recover` reads them). A read-only one is never written.
         if self.damage().stops_every_write().is_some() || self.handle.read_only().is_some() {
+            self.handle.close_quietly();
             return;
         }
         let damage = self.damage().clone();

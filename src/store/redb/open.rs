@@ -92,6 +92,20 @@ pub(crate) struct ReadOnly {
 }
 
 impl Handle {
+    /// Closes the database now, containing a panic of its close: redb commits its
+    /// allocator state when the last handle on a database drops, which reads pages a
+    /// damaged file may not hold soundly. For a ledger known to be damaged.
+    pub(crate) fn close_quietly(&self) {
+        let taken = self
+            .current
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        if let Err(message) = crate::store::damage::catch_quietly(move || drop(taken)) {
+            tracing::debug!(%message, "closing a damaged ledger stopped on its bytes");
+        }
+    }
+
     /// The handle over `db` once the log is replayed into it.
     fn recovered(
         label: &Path,
