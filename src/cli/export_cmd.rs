@@ -62,7 +62,9 @@ pub(super) fn export_all(
             .map(|(session, _)| (session, None)),
     );
     sessions.sort();
-    let total: u64 = heads.iter().map(|head| head.seq).sum();
+    let total: u64 = heads
+        .iter()
+        .fold(0u64, |sum, head| sum.saturating_add(head.seq));
     let bar = Progress::bar("exporting", total, "events");
     let written = match output {
         None => {

@@ -332,7 +332,7 @@ impl ThoughtTree {
     }
 
     fn follows(&self, event: &Event) -> bool {
-        event.session == self.session && event.seq == self.at_seq + 1
+        event.session == self.session && Some(event.seq) == self.at_seq.checked_add(1)
     }
 
     /// Adds a thought: linked to the previous one on its line, to what it revises and to

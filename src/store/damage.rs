@@ -190,6 +190,21 @@ impl Damage {
         }
     }
 
+    /// What this process found in `session`, or a verdict recorded on it (`None` when the
+    /// session is not known damaged): a read that finds nothing itself still marks it.
+    pub(crate) fn verdict_on(&self, session: SessionId) -> Option<String> {
+        if !self.0.any.load(Ordering::Acquire) {
+            return None;
+        }
+        if let Some(detail) = lock(&self.0.sessions).get(&session) {
+            return Some(detail.clone());
+        }
+        lock(&self.0.recorded)
+            .iter()
+            .find(|v| v.session == Some(session))
+            .map(|v| v.detail.clone())
+    }
+
     /// The damage this process found in no one session (a page, the redo log), if any:
     /// what a walk of the tables may not show again.
     pub(crate) fn ledger_damage(&self) -> Option<String> {

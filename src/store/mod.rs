@@ -395,15 +395,29 @@ impl Ledger {
     ) -> Result<(), StoreError> {
         let _ = decode;
         let view = self.read()?;
+        let head = view.head(session)?;
+        // A read to the head reads on past it: an event stored after the head is damage.
+        let scan_to = match &head {
+            Some(head) if to_seq >= head.seq => u64::MAX,
+            _ => to_seq,
+        };
         let mut chain = chain::ChainCheck::from(session, from_seq, Decode::Full);
         let mut finding: Option<VerifyError> = None;
         let mut stopped = false;
         view.scan_session(
             session,
             from_seq,
-            to_seq,
+            scan_to,
             Decode::Full,
             &mut |seq, decoded| match chain.check(seq, decoded) {
+                Ok(event) if head.as_ref().is_some_and(|h| event.seq > h.seq) => {
+                    finding = Some(VerifyError::AfterHead {
+                        session,
+                        head: head.as_ref().map_or(0, |h| h.seq),
+                        last: event.seq,
+                    });
+                    false
+                }
                 Ok(event) => {
                     stopped = !visit(event);
                     !stopped
@@ -415,8 +429,8 @@ impl Ledger {
             },
         )?;
         if finding.is_none() && !stopped && from_seq <= to_seq {
-            finding = match view.head(session)? {
-                Some(head) => chain.check_ends_at(&head, to_seq).err(),
+            finding = match &head {
+                Some(head) => chain.check_ends_at(head, to_seq).err(),
                 None if chain.last_seq() >= from_seq.max(1) => Some(VerifyError::NoHeadForEvents {
                     session,
                     first: from_seq.max(1),
@@ -424,6 +438,15 @@ impl Ledger {
                 }),
                 None => None,
             };
+        }
+        // What a read cannot see again (a row after the head it did not read, damage
+        // `verify` found elsewhere in the session) lasts in the session's verdict.
+        if finding.is_none()
+            && let Some(detail) = self.damage.verdict_on(session)
+        {
+            return Err(StoreError::Corrupt(format!(
+                "session {session} was found damaged and not yet verified sound again: {detail}"
+            )));
         }
         match finding {
             Some(finding) => {

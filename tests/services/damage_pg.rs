@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const FIXTURE_JSONL: &str = "tests/fixtures/ledger-v2/ledger.jsonl";
 
 /// Runs SQL on the schema of `url`, off the async runtime (the blocking client).
-fn sql(url: &str, statement: String) {
+pub(crate) fn sql(url: &str, statement: String) {
     let url = url.to_string();
     std::thread::spawn(move || {
         let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
@@ -22,7 +22,7 @@ fn sql(url: &str, statement: String) {
     .unwrap();
 }
 
-fn hex(session: &str) -> String {
+pub(crate) fn hex(session: &str) -> String {
     let id: ulid::Ulid = session.parse().unwrap();
     id.0.to_be_bytes()
         .iter()

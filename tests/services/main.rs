@@ -19,6 +19,7 @@ mod common;
 
 mod actor_pg;
 mod bench;
+mod containment_pg;
 mod damage_pg;
 mod doctor;
 mod local_embed;

@@ -100,7 +100,10 @@ fn ledger_end(ledger: &Ledger) -> Result<LedgerEnd, RecallError> {
     if last > 0 {
         return Ok(LedgerEnd::Positioned(last));
     }
-    let events: u64 = ledger.heads()?.iter().map(|h| h.seq).sum();
+    let events: u64 = ledger
+        .heads()?
+        .iter()
+        .fold(0u64, |sum, h| sum.saturating_add(h.seq));
     Ok(if events == 0 {
         LedgerEnd::Positioned(0)
     } else {

@@ -358,7 +358,7 @@ impl ReadView for RemoteRead {
             },
             &mut |ops| {
                 ops.scan_session(session, next.get(), to_seq, decode, &mut |seq, row| {
-                    next.set(seq + 1);
+                    next.set(seq.saturating_add(1));
                     (visit.borrow_mut())(seq, row)
                 })
             },

@@ -319,7 +319,7 @@ impl RemoteWrite {
                 .or(stored_head);
             let continues = match &head {
                 None => first.seq == 1,
-                Some(head) => head.seq + 1 == first.seq && head.hash == first.prev,
+                Some(head) => head.seq.checked_add(1) == Some(first.seq) && head.hash == first.prev,
             };
             if !continues {
                 return moved();
@@ -484,7 +484,7 @@ impl ReadView for RemoteWrite {
         let visit = RefCell::new(visit);
         // One step for either side: a retried scan goes on from the row after the last.
         let step = |seq: u64, row| {
-            next.set(seq + 1);
+            next.set(seq.saturating_add(1));
             let more = (visit.borrow_mut())(seq, row);
             going.set(more);
             more

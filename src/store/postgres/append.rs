@@ -131,7 +131,8 @@ impl PgWrite<'_> {
         }
         const BEGIN: &str = concat!(
             "BEGIN;SELECT last_position FROM ledger_counter WHERE id = 1 FOR UPDATE;",
-            verdicts_sql!()
+            verdicts_sql!(),
+            "SELECT coalesce(max(position), 0) FROM ledger_events;"
         );
         let beginning = !self.begun();
         let mut sql = String::new();
@@ -196,6 +197,26 @@ impl PgWrite<'_> {
             let verdicts = all.next().unwrap_or_default();
             if let Some(damage) = &self.damage {
                 damage.absorb(verdicts_of(&verdicts));
+            }
+            let stored = all
+                .next()
+                .and_then(|rows| rows.first().and_then(|r| r.get(0)?.parse::<u64>().ok()))
+                .unwrap_or(0);
+            if stored > last {
+                // Numbering after the counter would take positions events hold: damage to
+                // the whole ledger, never a conflict to retry.
+                let detail = format!(
+                    "ledger_counter.last_position is {last} but events are stored up to \
+                     position {stored}: every write would collide with a stored event"
+                );
+                let ledger = match &self.damage {
+                    Some(damage) => {
+                        damage.found(detail.clone());
+                        damage.label().to_string()
+                    }
+                    None => "the PostgreSQL ledger".to_string(),
+                };
+                return Err(self.fail(StoreError::Damaged { ledger, detail }));
             }
         }
         let answers: Vec<_> = all.skip(pending_statements).collect();

@@ -189,7 +189,10 @@ impl ReadView for PgRead<'_> {
                 if !visit(seq as u64, decode(row.get::<_, &[u8]>(1))) {
                     return Ok(());
                 }
-                from = seq + 1;
+                match seq.checked_add(1) {
+                    Some(next) => from = next,
+                    None => return Ok(()),
+                }
             }
             if !full || from > to {
                 return Ok(());
