@@ -286,11 +286,16 @@ pub(crate) fn check_end(
             }),
         });
     };
-    let Some((last_seq, _)) = last_two.last() else {
-        return Ok(Err(VerifyError::HeadMismatch {
+    if head.seq == u64::MAX {
+        return Ok(Err(VerifyError::SeqOverflow {
             session,
-            expected: head.seq,
-            found: head.seq.saturating_sub(1),
+            seq: head.seq,
+        }));
+    }
+    let Some((last_seq, _)) = last_two.last() else {
+        return Ok(Err(VerifyError::NoEventAtHead {
+            session,
+            seq: head.seq,
         }));
     };
     if *last_seq > head.seq {
@@ -314,12 +319,6 @@ pub(crate) fn check_end(
         prev: None,
         hashes: true,
     };
-    if head.seq == u64::MAX {
-        return Ok(Err(VerifyError::SeqOverflow {
-            session,
-            seq: head.seq,
-        }));
-    }
     if let Err(finding) = chain.check(stored_seq, row) {
         return Ok(Err(finding));
     }

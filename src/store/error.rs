@@ -306,6 +306,8 @@ pub enum VerifyError {
         first: u64,
         count: u64,
     },
+    #[error("session {session}: its head names seq {seq}, but no event is stored there")]
+    NoEventAtHead { session: SessionId, seq: u64 },
     #[error("session {session}: seq {seq} is the largest there is; no event can follow it")]
     SeqOverflow { session: SessionId, seq: u64 },
     #[error("session {session}: the stored summary differs from a fold of the log")]
@@ -376,6 +378,7 @@ impl VerifyError {
             | VerifyError::AfterHead { session, .. }
             | VerifyError::NoHeadForEvents { session, .. }
             | VerifyError::SeqOverflow { session, .. }
+            | VerifyError::NoEventAtHead { session, .. }
             | VerifyError::WrongSession { session, .. }
             | VerifyError::BrokenChain { session, .. }
             | VerifyError::HashMismatch { session, .. }

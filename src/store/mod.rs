@@ -395,7 +395,13 @@ impl Ledger {
     ) -> Result<(), StoreError> {
         let _ = decode;
         let view = self.read()?;
-        let head = view.head(session)?;
+        // A head row that does not decode is the session's damage, said after the events
+        // that verify (read as far as the caller asked).
+        let (head, unreadable_head) = match view.head(session) {
+            Ok(head) => (head, None),
+            Err(error) if error.is_damage() => (None, Some(error)),
+            Err(error) => return Err(error),
+        };
         // A read to the head reads on past it: an event stored after the head is damage.
         let scan_to = match &head {
             Some(head) if to_seq >= head.seq => u64::MAX,
@@ -428,6 +434,12 @@ impl Ledger {
                 }
             },
         )?;
+        if finding.is_none()
+            && let Some(error) = unreadable_head
+        {
+            self.damage.note(Some(session), &error);
+            return Err(error);
+        }
         if finding.is_none() && !stopped && from_seq <= to_seq {
             finding = match &head {
                 Some(head) => chain.check_ends_at(head, to_seq).err(),

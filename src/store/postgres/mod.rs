@@ -164,7 +164,7 @@ impl Backend for PgBackend {
 
     #[allow(private_interfaces)]
     fn verdicts(&self, _label: &Path) -> Arc<dyn crate::store::verdict::VerdictStore> {
-        Arc::new(verdicts::PgVerdicts::new(self.pool.clone()))
+        Arc::new(verdicts::PgVerdicts::new(&self.pool))
     }
 
     fn on_commits(&self, signal: CommitSignal) {

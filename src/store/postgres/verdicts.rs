@@ -12,7 +12,7 @@ use super::error::query_error;
 use super::read::{session_key, session_of};
 use crate::store::StoreError;
 use crate::store::verdict::{MAX_VERDICTS, Verdict, VerdictStore};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// The verdicts as a write transaction reads them with its `BEGIN` (session as hex, or
 /// NULL for the whole ledger; detail; time): a macro, so that the `BEGIN` message is one
@@ -57,12 +57,17 @@ pub(super) fn verdicts_of(rows: &[postgres::SimpleQueryRow]) -> Vec<Verdict> {
 
 /// The table `ledger_damage` as a [`VerdictStore`].
 pub(crate) struct PgVerdicts {
-    pool: Arc<Pool>,
+    /// The backend's pool, not kept alive by this: a connection must be dropped off the
+    /// async workers, where the writer thread drops the backend (the ledger's record of
+    /// damage may be dropped last, anywhere).
+    pool: Weak<Pool>,
 }
 
 impl PgVerdicts {
-    pub(super) fn new(pool: Arc<Pool>) -> PgVerdicts {
-        PgVerdicts { pool }
+    pub(super) fn new(pool: &Arc<Pool>) -> PgVerdicts {
+        PgVerdicts {
+            pool: Arc::downgrade(pool),
+        }
     }
 
     fn run<T>(
@@ -70,7 +75,8 @@ impl PgVerdicts {
         what: &'static str,
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let mut pooled = self.pool.client()?;
+        let pool = self.pool.upgrade().ok_or(StoreError::WriterGone)?;
+        let mut pooled = pool.client()?;
         match blocking(|| f(pooled.get())) {
             Ok(value) => Ok(value),
             Err(error) => {
