@@ -17,13 +17,22 @@ pub(super) fn sessions(
     let damaged = ledger.damage().damaged_sessions();
     if json {
         let mut answer = query::sessions_answer(&rows, next);
-        if !unreadable.is_empty() {
-            answer["damaged"] = unreadable
-                .iter()
+        let mut named: Vec<serde_json::Value> = unreadable
+            .iter()
+            .map(|(session, detail)| {
+                serde_json::json!({"sessionId": session.to_string(), "error": format!("its head row cannot be read ({detail})")})
+            })
+            .collect();
+        // Listed sessions known damaged (found here, or a lasting verdict).
+        named.extend(
+            rows.iter()
+                .filter_map(|head| damaged.get(&head.session).map(|detail| (head.session, detail)))
                 .map(|(session, detail)| {
-                    serde_json::json!({"sessionId": session.to_string(), "error": format!("its head row cannot be read ({detail})")})
-                })
-                .collect();
+                    serde_json::json!({"sessionId": session.to_string(), "error": detail})
+                }),
+        );
+        if !named.is_empty() {
+            answer["damaged"] = named.into();
         }
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }

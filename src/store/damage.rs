@@ -229,9 +229,18 @@ impl Damage {
             .map(|v| v.detail.clone())
     }
 
-    /// The sessions found damaged so far, with what was found in each.
+    /// The sessions known damaged, with what was found in each: this process's findings
+    /// and the verdicts recorded on sessions.
     pub(crate) fn damaged_sessions(&self) -> BTreeMap<SessionId, String> {
-        lock(&self.0.sessions).clone()
+        let mut damaged = lock(&self.0.sessions).clone();
+        for verdict in lock(&self.0.recorded).iter() {
+            if let Some(session) = verdict.session {
+                damaged
+                    .entry(session)
+                    .or_insert_with(|| verdict.detail.clone());
+            }
+        }
+        damaged
     }
 
     /// Whether a write to `session` (or any write, with `None`) may go ahead: the error
