@@ -520,7 +520,7 @@ impl ServerHandler for LedgerServer {
         .await
         .map_err(|e| McpError::internal_error(e.to_string(), None))?
         .map_err(|e| McpError::internal_error(e.to_string(), None))?
-        .0;
+        .rows;
         let mut resources = vec![
             Resource::new("ledger://sessions", "sessions")
                 .with_description("Every stored session, newest first")

@@ -49,18 +49,15 @@ pub(super) fn export_all(
     }
     let ledger = open_existing(settings)?;
     let heads = ledger.heads()?;
-    // A session whose head row cannot be read is exported from its events alone (to the
-    // end of its chain): its events are what a backup keeps.
+    // A session whose head row cannot be read (or that has none) is exported from its
+    // events alone, to the end of its chain, and named: its events are what a backup
+    // keeps, and whether it held more cannot be told.
     let mut sessions: Vec<(SessionId, Option<u64>)> = heads
         .iter()
         .map(|head| (head.session, Some(head.seq)))
         .collect();
-    sessions.extend(
-        ledger
-            .undecodable_heads()?
-            .into_iter()
-            .map(|(session, _)| (session, None)),
-    );
+    let unreadable = ledger.undecodable_heads()?;
+    sessions.extend(unreadable.iter().map(|(session, _)| (*session, None)));
     sessions.sort();
     let total: u64 = heads
         .iter()
@@ -92,6 +89,13 @@ pub(super) fn export_all(
         }
     };
     let mut written = written;
+    for (session, detail) in &unreadable {
+        let exported = written.exported.get(session).copied().unwrap_or(0);
+        written.left_out.push(format!(
+            "session {session}: its head row cannot be read ({detail}); its {exported} \
+             event(s) that chain from seq 1 are exported, whether it held more cannot be told"
+        ));
+    }
     if written.left_out.is_empty()
         && let Some(detail) = ledger.damage().ledger_damage()
     {
@@ -102,9 +106,8 @@ pub(super) fn export_all(
     if written.left_out.is_empty() {
         return Ok(());
     }
-    let mut report = String::from(
-        "left out of the export (damaged; every event before each cut is exported):\n",
-    );
+    let mut report =
+        String::from("damaged (every event before each cut is exported, nothing after it):\n");
     for cut in &written.left_out {
         report.push_str(&format!("  {cut}\n"));
     }
@@ -118,9 +121,11 @@ pub(super) fn export_all(
     )
 }
 
-/// What `export --all` wrote: how many events, and what it left out (one line a session).
+/// What `export --all` wrote: how many events (in all, and per session), and what it
+/// left out (one line a session).
 struct Written {
     events: u64,
+    exported: std::collections::BTreeMap<SessionId, u64>,
     left_out: Vec<String>,
 }
 
@@ -137,6 +142,7 @@ fn write_sessions(
 ) -> anyhow::Result<Written> {
     let mut written = Written {
         events: 0,
+        exported: Default::default(),
         left_out: Vec::new(),
     };
     let mut line = Vec::new();
@@ -172,6 +178,7 @@ fn write_sessions(
         if let Some(error) = failed_write {
             return Err(error.into());
         }
+        written.exported.insert(session, expected_seq - 1);
         let problem = match (problem, scanned) {
             (Some(problem), _) => Some(problem),
             (None, Err(error)) => Some(format!("after seq {}: {error}", expected_seq - 1)),
@@ -185,8 +192,10 @@ fn write_sessions(
         };
         if let Some(problem) = problem {
             let rest = match last_seq {
-                Some(last) => format!("events {expected_seq}..={last} left out"),
-                None => format!("events from seq {expected_seq} on left out"),
+                Some(last) if expected_seq <= last => {
+                    format!("events {expected_seq}..={last} left out")
+                }
+                _ => format!("events from seq {expected_seq} on left out"),
             };
             written
                 .left_out

@@ -10,32 +10,29 @@ pub(super) fn sessions(
 ) -> anyhow::Result<()> {
     let kinds = super::search::kinds_arg(&kind)?;
     let ledger = open_existing(settings)?;
-    let (rows, next) = query::list_sessions(&ledger, &kinds, None, None, limit)?;
-    // Sessions this process found damaged: a head row that does not decode is not in
-    // `rows`; one whose events were found damaged is marked in them.
-    let unreadable = ledger.undecodable_heads()?;
+    let list = query::list_sessions(&ledger, &kinds, None, None, limit)?;
+    // Sessions this process found damaged: a head row that cannot be read is not in
+    // `rows` (the list names it); one whose events were found damaged is marked in them.
     let damaged = ledger.damage().damaged_sessions();
     if json {
-        let mut answer = query::sessions_answer(&rows, next);
-        let mut named: Vec<serde_json::Value> = unreadable
+        let mut answer = query::session_list_answer(&list);
+        // Listed sessions known damaged (found here, or a lasting verdict).
+        let named: Vec<serde_json::Value> = list
+            .rows
             .iter()
+            .filter_map(|head| damaged.get(&head.session).map(|detail| (head.session, detail)))
             .map(|(session, detail)| {
-                serde_json::json!({"sessionId": session.to_string(), "error": format!("its head row cannot be read ({detail})")})
+                serde_json::json!({"sessionId": session.to_string(), "error": detail})
             })
             .collect();
-        // Listed sessions known damaged (found here, or a lasting verdict).
-        named.extend(
-            rows.iter()
-                .filter_map(|head| damaged.get(&head.session).map(|detail| (head.session, detail)))
-                .map(|(session, detail)| {
-                    serde_json::json!({"sessionId": session.to_string(), "error": detail})
-                }),
-        );
         if !named.is_empty() {
-            answer["damaged"] = named.into();
+            let mut all = answer["damaged"].as_array().cloned().unwrap_or_default();
+            all.extend(named);
+            answer["damaged"] = all.into();
         }
         return stdout_write(&format!("{}\n", serde_json::to_string_pretty(&answer)?));
     }
+    let rows = &list.rows;
     let mut text = String::new();
     if rows.is_empty() {
         text.push_str(&format!("no sessions in {}\n", ledger.path().display()));
@@ -44,7 +41,7 @@ pub(super) fn sessions(
             "{:<26}  {:<8}  {:>6}  {:>8}  {:>10}  {:<8}  {:<24}  {}\n",
             "SESSION", "KIND", "EVENTS", "THOUGHTS", "BRANCH IDS", "STATUS", "UPDATED", "TITLE"
         ));
-        for head in &rows {
+        for head in rows {
             let s = &head.summary;
             let status = if damaged.contains_key(&head.session) {
                 "damaged"
@@ -68,10 +65,8 @@ pub(super) fn sessions(
             ));
         }
     }
-    for (session, detail) in &unreadable {
-        text.push_str(&format!(
-            "{session}  damaged: its head row cannot be read ({detail}); `reasoning-ledger verify` lists the damage\n"
-        ));
+    for (session, what) in &list.damaged {
+        text.push_str(&format!("{session}  {what}\n"));
     }
     stdout_write(&text)
 }

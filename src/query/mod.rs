@@ -30,4 +30,6 @@ pub(crate) use session::{
     UpToDamage, export_session, export_session_up_to_damage, find_session,
     load_for_export_up_to_damage, load_tree_up_to_damage,
 };
-pub(crate) use sessions::{all_sessions, list_sessions, parse_cursor, sessions_answer};
+pub(crate) use sessions::{
+    all_sessions, list_sessions, parse_cursor, session_list_answer, sessions_answer,
+};

@@ -2,8 +2,11 @@
 //! `sessions`, the `ledger://sessions` resource, the ui's list page) and its rows.
 //!
 //! Owns: the newest-first order and its cursor, the title/text filter, [`session_row`]
-//! and [`sessions_answer`] (the one JSON shape of a list of sessions). Must not: parse a
-//! tool's arguments (a cursor the caller did not check lets every session through).
+//! and [`sessions_answer`] (the one JSON shape of a list of sessions), and naming the
+//! sessions a list could not show ([`SessionList::damaged`]: a head row that cannot be
+//! read, events a text filter could not read): one damaged session never fails the list.
+//! Must not: parse a tool's arguments (a cursor the caller did not check lets every
+//! session through).
 
 use crate::event::{SessionId, SessionKind, format_time};
 use crate::store::{Ledger, SessionHead, StoreError};
@@ -30,13 +33,40 @@ pub(crate) fn session_row(head: &SessionHead) -> Value {
 }
 
 /// The one shape of a list of sessions, for `list_sessions`, `sessions --json` and the
-/// `ledger://sessions` resource: `{"sessions": [...], "nextCursor"?}`.
+/// `ledger://sessions` resource: `{"sessions": [...], "nextCursor"?, "damaged"?}`.
 pub(crate) fn sessions_answer(rows: &[SessionHead], next: Option<String>) -> Value {
     let mut answer = json!({"sessions": rows.iter().map(session_row).collect::<Vec<_>>()});
     if let Some(next) = next {
         answer["nextCursor"] = json!(next);
     }
     answer
+}
+
+/// [`sessions_answer`] of a [`SessionList`]: its damaged sessions, when there are any, as
+/// `"damaged": [{"sessionId", "error"}]`.
+pub(crate) fn session_list_answer(list: &SessionList) -> Value {
+    let mut answer = sessions_answer(&list.rows, list.next.clone());
+    if !list.damaged.is_empty() {
+        answer["damaged"] = list
+            .damaged
+            .iter()
+            .map(|(session, error)| json!({"sessionId": session.to_string(), "error": error}))
+            .collect();
+    }
+    answer
+}
+
+/// One page of sessions, and the sessions it could not show.
+#[derive(Debug, Default)]
+pub(crate) struct SessionList {
+    /// The sessions, newest first.
+    pub(crate) rows: Vec<SessionHead>,
+    /// The cursor of the next page, when there is one.
+    pub(crate) next: Option<String>,
+    /// Damaged sessions, with what is wrong (said in full, what to do included): on the
+    /// first page those whose head row cannot be read, on every page those a text filter
+    /// could not read. Never in `rows`.
+    pub(crate) damaged: Vec<(SessionId, String)>,
 }
 
 fn cursor_of(head: &SessionHead) -> String {
@@ -59,18 +89,34 @@ fn newest_key(head: &SessionHead) -> (u64, u64, SessionId) {
 
 /// Every session, newest first.
 pub(crate) fn all_sessions(ledger: &Ledger) -> Result<Vec<SessionHead>, StoreError> {
-    Ok(list_sessions(ledger, &[], None, None, usize::MAX)?.0)
+    Ok(list_sessions(ledger, &[], None, None, usize::MAX)?.rows)
+}
+
+/// What a list says of a session it cannot show, and what to do.
+fn damaged_text(what: &str) -> String {
+    format!("damaged: {what}; `reasoning-ledger verify` lists the damage")
 }
 
 /// Sessions newest first (by the position of their last event, then id), filtered, after
-/// `before`; at most `limit`, with the cursor of the next page when there is one.
+/// `before`; at most `limit`, with the cursor of the next page when there is one. A
+/// session whose head row cannot be read, or whose events a text filter cannot read, is
+/// left out and named in [`SessionList::damaged`]; the others are listed.
 pub(crate) fn list_sessions(
     ledger: &Ledger,
     kinds: &[SessionKind],
     query: Option<&str>,
     before: Option<&str>,
     limit: usize,
-) -> Result<(Vec<SessionHead>, Option<String>), StoreError> {
+) -> Result<SessionList, StoreError> {
+    let mut damaged: Vec<(SessionId, String)> = Vec::new();
+    if before.is_none() {
+        for (session, detail) in ledger.undecodable_heads()? {
+            damaged.push((
+                session,
+                damaged_text(&format!("its head row cannot be read ({detail})")),
+            ));
+        }
+    }
     let mut heads = ledger.heads()?;
     heads.sort_by_key(|h| std::cmp::Reverse(newest_key(h)));
     // Where the cursor's session stands in that order (an unreadable cursor, refused by
@@ -97,7 +143,17 @@ pub(crate) fn list_sessions(
                         .aliases
                         .iter()
                         .any(|a| a.to_lowercase().contains(q))
-                    || session_text_contains(ledger, &h, q)?
+                    || match session_text_contains(ledger, &h, q) {
+                        Ok(found) => found,
+                        Err(error) if error.is_damage() => {
+                            damaged.push((
+                                h.session,
+                                damaged_text(&format!("its events cannot be read ({error})")),
+                            ));
+                            false
+                        }
+                        Err(error) => return Err(error),
+                    }
             }
         };
         if wanted {
@@ -106,7 +162,11 @@ pub(crate) fn list_sessions(
     }
     let next = (rows.len() > limit).then(|| cursor_of(&rows[limit - 1]));
     rows.truncate(limit);
-    Ok((rows, next))
+    Ok(SessionList {
+        rows,
+        next,
+        damaged,
+    })
 }
 
 /// Whether any event of the session carries `lower_query` in its text (a think

@@ -244,14 +244,14 @@ fn call_list_sessions(
         );
     }
     finish(tool, args)?;
-    let (rows, next) = query::list_sessions(
+    let list = query::list_sessions(
         ledger,
         kind.as_slice(),
         text.as_deref(),
         before.as_deref(),
         limit as usize,
     )?;
-    Ok(structured_result(query::sessions_answer(&rows, next)))
+    Ok(structured_result(query::session_list_answer(&list)))
 }
 
 fn call_get_history(

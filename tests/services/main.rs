@@ -21,6 +21,7 @@ mod actor_pg;
 mod bench;
 mod containment_pg;
 mod damage_pg;
+mod damage_pg_sessions;
 mod doctor;
 mod local_embed;
 mod local_model;

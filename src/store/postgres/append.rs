@@ -330,6 +330,13 @@ impl ReadView for PgWrite<'_> {
         self.read.heads()
     }
 
+    fn heads_and_undecodable(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+        self.flush()?;
+        self.read.heads_and_undecodable()
+    }
+
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
         self.flush()?;
         self.read.alias(alias)

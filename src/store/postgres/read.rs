@@ -3,7 +3,11 @@
 //! Owns: [`PgRead`] (the [`ReadView`] of a read transaction, and the read side of the
 //! write transaction in [`super::append`]), the queries behind it (heads, aliases,
 //! events by id, scans streamed in chunks of [`SCAN_CHUNK_ROWS`]) and the keys rows are
-//! stored under. Must not: write, or end a transaction other than by its `end`.
+//! stored under. One damaged row is one damaged session: a head row that does not decode
+//! (or names another session), and events stored under a session without a head row, are
+//! named by [`ReadView::heads_and_undecodable`] and left out of [`ReadView::heads`]; the
+//! table-wide checks are `check_structure`'s. Must not: write, or end a transaction
+//! other than by its `end`.
 
 use super::connect::{Pooled, blocking};
 use super::error::{connection_lost, query_error};
@@ -43,6 +47,33 @@ pub(crate) fn to_i64(n: u64) -> i64 {
 pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
+
+/// The head row stored under `session`, or why it cannot be used (said to follow "its
+/// head row cannot be read"): it does not decode, or it is another session's head (a row
+/// copied over another).
+fn head_of(session: SessionId, bytes: &[u8]) -> Result<SessionHead, String> {
+    let head: SessionHead =
+        serde_json::from_slice(bytes).map_err(|e| format!("it does not decode: {e}"))?;
+    if head.session != session {
+        return Err(format!(
+            "it is the head of session {}, copied over this one's",
+            head.session
+        ));
+    }
+    Ok(head)
+}
+
+/// The sessions that hold events but have no head row, with how many events each holds:
+/// one index probe per session (a loose index scan of the primary key), not a pass over
+/// every event.
+const HEADLESS_SQL: &str = "WITH RECURSIVE s(session) AS ( \
+     (SELECT session FROM ledger_events ORDER BY session LIMIT 1) \
+     UNION ALL \
+     SELECT (SELECT e.session FROM ledger_events e WHERE e.session > s.session \
+             ORDER BY e.session LIMIT 1) FROM s WHERE s.session IS NOT NULL) \
+     SELECT s.session, (SELECT count(*) FROM ledger_events e WHERE e.session = s.session) \
+     FROM s WHERE s.session IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM ledger_heads h WHERE h.session = s.session)";
 
 /// A read transaction (REPEATABLE READ: one snapshot for every query of the view), or the
 /// read side of the write transaction.
@@ -108,6 +139,29 @@ impl Drop for PgRead<'_> {
     }
 }
 
+impl PgRead<'_> {
+    /// Every head row: those that decode, and the sessions of those that do not (a row
+    /// whose key is not a session's is left to `check_structure`).
+    #[allow(clippy::type_complexity)]
+    fn decoded_heads(&self) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+        let rows = self.with("reading session heads", |c| {
+            c.query("SELECT session, head FROM ledger_heads", &[])
+        })?;
+        let mut heads = Vec::with_capacity(rows.len());
+        let mut undecodable = Vec::new();
+        for row in &rows {
+            let Ok(session) = session_of(row.get::<_, &[u8]>(0)) else {
+                continue;
+            };
+            match head_of(session, row.get::<_, &[u8]>(1)) {
+                Ok(head) => heads.push(head),
+                Err(why) => undecodable.push((session, why)),
+            }
+        }
+        Ok((heads, undecodable))
+    }
+}
+
 impl ReadView for PgRead<'_> {
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
         let row = self.with("reading a session head", |c| {
@@ -116,17 +170,39 @@ impl ReadView for PgRead<'_> {
                 &[&&session_key(session)[..]],
             )
         })?;
-        row.map(|row| decode_head(row.get::<_, &[u8]>(0)))
-            .transpose()
+        row.map(|row| {
+            head_of(session, row.get::<_, &[u8]>(0)).map_err(|why| {
+                StoreError::Corrupt(format!("the head row of session {session}: {why}"))
+            })
+        })
+        .transpose()
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        let rows = self.with("reading session heads", |c| {
-            c.query("SELECT head FROM ledger_heads", &[])
+        Ok(self.decoded_heads()?.0)
+    }
+
+    /// Every head row that decodes; then the sessions whose head row does not, and those
+    /// whose events have no head row at all (a deleted head row: without this their events
+    /// would be left out of every listing and export without a word).
+    fn heads_and_undecodable(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+        let (heads, mut undecodable) = self.decoded_heads()?;
+        let rows = self.with("looking for events without a session head", |c| {
+            c.query(HEADLESS_SQL, &[])
         })?;
-        rows.iter()
-            .map(|row| decode_head(row.get::<_, &[u8]>(0)))
-            .collect()
+        for row in &rows {
+            // A session key that is not 16 bytes is named by `check_structure`.
+            if let Ok(session) = session_of(row.get::<_, &[u8]>(0)) {
+                let events: i64 = row.get(1);
+                undecodable.push((
+                    session,
+                    format!("there is none, though {events} event(s) are stored under it"),
+                ));
+            }
+        }
+        Ok((heads, undecodable))
     }
 
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {

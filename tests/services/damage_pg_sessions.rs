@@ -1,0 +1,264 @@
+//! Issue 40 on a team's PostgreSQL ledger: one bad row is one bad session. The ledger of
+//! every family is imported, then one SQL change damages one session ("B", the planning
+//! session, in the middle of the id order) and every other session stays intact:
+//! listing, `export --all`, `verify`, MCP `list_sessions`, `copy --to` and `recover --to`
+//! name B and go on for the others.
+
+use crate::common::{call, data_dir, is_error, spawn_with, stderr, stdout, structured, text};
+use crate::pg::{Schema, cli};
+use serde_json::{Value, json};
+use std::process::Output;
+
+/// The checked-in ledger of every family, as JSONL.
+const FIXTURE_JSONL: &str = "tests/fixtures/ledger-v2/ledger.jsonl";
+
+/// Runs SQL on the schema of `url`, off the async runtime (the blocking client).
+pub(crate) fn sql(url: &str, statement: String) {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        client.batch_execute(&statement).expect("damage the rows");
+    })
+    .join()
+    .unwrap();
+}
+
+/// A session id as its key in PostgreSQL, as a SQL literal.
+pub(crate) fn key(session: &str) -> String {
+    let id: ulid::Ulid = session.parse().unwrap();
+    let hex: String =
+        id.0.to_be_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+    format!("'\\x{hex}'::bytea")
+}
+
+/// One session as `sessions --json` lists it.
+#[derive(Clone, Debug)]
+pub(crate) struct Listed {
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) events: u64,
+}
+
+/// The fixture imported into a schema of its own, then damaged by `damage` (SQL in which
+/// `{B}` is B's session key).
+pub(crate) struct Ledger {
+    pub(crate) schema: Schema,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) sessions: Vec<Listed>,
+    /// The damaged session.
+    pub(crate) b: Listed,
+}
+
+impl Ledger {
+    pub(crate) fn damaged(damage: &str) -> Ledger {
+        let schema = Schema::new();
+        let dir = data_dir();
+        let imported = cli(&schema.url, dir.path(), &["import", FIXTURE_JSONL]);
+        assert!(imported.status.success(), "{}", stderr(&imported));
+        let listed: Value = serde_json::from_str(&stdout(&cli(
+            &schema.url,
+            dir.path(),
+            &["sessions", "--json"],
+        )))
+        .unwrap();
+        let mut sessions: Vec<Listed> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| Listed {
+                id: s["sessionId"].as_str().unwrap().to_string(),
+                kind: s["kind"].as_str().unwrap().to_string(),
+                events: s["events"].as_u64().unwrap(),
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        let b = sessions
+            .iter()
+            .find(|s| s.kind == "planning")
+            .unwrap()
+            .clone();
+        let position = sessions.iter().position(|s| s.id == b.id).unwrap();
+        assert!(
+            position > 0 && position + 1 < sessions.len(),
+            "B has intact sessions on both sides"
+        );
+        sql(&schema.url, damage.replace("{B}", &key(&b.id)));
+        Ledger {
+            schema,
+            dir,
+            sessions,
+            b,
+        }
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        cli(&self.schema.url, self.dir.path(), args)
+    }
+
+    /// Every event of the fixture.
+    pub(crate) fn total(&self) -> u64 {
+        self.sessions.iter().map(|s| s.events).sum()
+    }
+
+    /// The intact sessions.
+    pub(crate) fn others(&self) -> impl Iterator<Item = &Listed> {
+        self.sessions.iter().filter(|s| s.id != self.b.id)
+    }
+
+    /// The events of the intact sessions.
+    pub(crate) fn others_total(&self) -> u64 {
+        self.total() - self.b.events
+    }
+}
+
+/// What `sessions`, `sessions --json`, `export --all`, `verify` and MCP `list_sessions`
+/// (with and without a text filter) say: each names B and goes on for the others.
+async fn one_bad_session(ledger: &Ledger, export_lines: u64) {
+    let b = &ledger.b.id;
+    let listed = ledger.run(&["sessions"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let text_list = stdout(&listed);
+    for other in ledger.others() {
+        assert!(text_list.contains(&other.id), "{text_list}");
+    }
+    assert!(
+        text_list
+            .lines()
+            .any(|l| l.starts_with(b.as_str()) && l.contains("damaged")),
+        "{text_list}"
+    );
+
+    let json_list: Value =
+        serde_json::from_str(&stdout(&ledger.run(&["sessions", "--json"]))).unwrap();
+    assert_eq!(
+        json_list["sessions"].as_array().unwrap().len(),
+        ledger.sessions.len() - 1,
+        "{json_list}"
+    );
+    assert_eq!(
+        json_list["damaged"][0]["sessionId"],
+        json!(b),
+        "{json_list}"
+    );
+
+    let export = ledger.run(&["export", "--all", "-f", "jsonl"]);
+    assert_eq!(export.status.code(), Some(1), "{}", stderr(&export));
+    assert!(stderr(&export).contains(b.as_str()), "{}", stderr(&export));
+    let exported = stdout(&export);
+    assert_eq!(exported.lines().count() as u64, export_lines, "{exported}");
+    for other in ledger.others() {
+        let lines = exported.lines().filter(|l| l.contains(&other.id)).count() as u64;
+        assert_eq!(lines, other.events, "every event of {}", other.id);
+    }
+
+    let verify = ledger.run(&["verify"]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+    let report = stderr(&verify);
+    assert!(report.contains(b.as_str()), "{report}");
+    assert!(
+        report.contains(&format!(
+            "intact: {} session(s), {} event(s) verified",
+            ledger.sessions.len() - 1,
+            ledger.others_total()
+        )),
+        "{report}"
+    );
+
+    let client = spawn_with(ledger.dir.path(), &["--store", &ledger.schema.url], &[]).await;
+    for arguments in [json!({}), json!({"query": "no such words anywhere"})] {
+        let answer = call(&client, "list_sessions", arguments.clone()).await;
+        assert!(!is_error(&answer), "{arguments}: {}", text(&answer));
+        let answer = structured(&answer);
+        let damaged: Vec<&str> = answer["damaged"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{arguments}: B is named: {answer}"))
+            .iter()
+            .map(|d| d["sessionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(damaged, [b.as_str()], "{arguments}: {answer}");
+    }
+    let all = structured(&call(&client, "list_sessions", json!({})).await);
+    assert_eq!(
+        all["sessions"].as_array().unwrap().len(),
+        ledger.sessions.len() - 1,
+        "{all}"
+    );
+    client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_row_that_does_not_decode_is_one_bad_session() {
+    let ledger = Ledger::damaged("UPDATE ledger_heads SET head = 'garbage' WHERE session = {B}");
+    // B's events verify: the export keeps them and names B (its head cannot tell whether
+    // it held more).
+    one_bad_session(&ledger, ledger.total()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_head_row_is_one_bad_session_never_a_silent_loss() {
+    let ledger = Ledger::damaged("DELETE FROM ledger_heads WHERE session = {B}");
+    one_bad_session(&ledger, ledger.total()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_event_row_fails_no_listing_and_no_text_filter() {
+    let ledger = Ledger::damaged(
+        "UPDATE ledger_events SET row = substring(row from 1 for 9) \
+         WHERE session = {B} AND seq = 3",
+    );
+    let b = &ledger.b.id;
+    let client = spawn_with(ledger.dir.path(), &["--store", &ledger.schema.url], &[]).await;
+    let plain = structured(&call(&client, "list_sessions", json!({})).await);
+    assert_eq!(
+        plain["sessions"].as_array().unwrap().len(),
+        ledger.sessions.len(),
+        "B's head is sound: it is listed: {plain}"
+    );
+    let filtered = call(
+        &client,
+        "list_sessions",
+        json!({"query": "no such words anywhere"}),
+    )
+    .await;
+    assert!(!is_error(&filtered), "{}", text(&filtered));
+    let filtered = structured(&filtered);
+    assert_eq!(filtered["sessions"], json!([]), "{filtered}");
+    assert_eq!(
+        filtered["damaged"][0]["sessionId"],
+        json!(b),
+        "the session the filter could not read is named: {filtered}"
+    );
+    client.cancel().await.ok();
+
+    let export = ledger.run(&["export", "--all", "-f", "jsonl"]);
+    assert_eq!(export.status.code(), Some(1), "{}", stderr(&export));
+    assert_eq!(
+        stdout(&export).lines().count() as u64,
+        ledger.others_total() + 2,
+        "B up to its damaged seq 3"
+    );
+}
+
+#[test]
+fn a_head_seq_set_back_is_named_by_export_all() {
+    let ledger = Ledger::damaged(
+        "UPDATE ledger_heads SET head = convert_to(regexp_replace(convert_from(head, 'UTF8'), \
+         '\"seq\":[0-9]+', '\"seq\":2'), 'UTF8') WHERE session = {B}",
+    );
+    let export = ledger.run(&["export", "--all", "-f", "jsonl"]);
+    assert_eq!(export.status.code(), Some(1), "{}", stderr(&export));
+    let complaint = stderr(&export);
+    assert!(
+        complaint.contains(ledger.b.id.as_str()) && complaint.contains("seq 3 is stored past it"),
+        "{complaint}"
+    );
+    assert_eq!(
+        stdout(&export).lines().count() as u64,
+        ledger.others_total() + 2
+    );
+    let verify = ledger.run(&["verify"]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+}
