@@ -243,22 +243,123 @@ async fn an_undecodable_event_row_fails_no_listing_and_no_text_filter() {
 }
 
 #[test]
-fn a_head_seq_set_back_is_named_by_export_all() {
-    let ledger = Ledger::damaged(
-        "UPDATE ledger_heads SET head = convert_to(regexp_replace(convert_from(head, 'UTF8'), \
-         '\"seq\":[0-9]+', '\"seq\":2'), 'UTF8') WHERE session = {B}",
-    );
-    let export = ledger.run(&["export", "--all", "-f", "jsonl"]);
-    assert_eq!(export.status.code(), Some(1), "{}", stderr(&export));
-    let complaint = stderr(&export);
-    assert!(
-        complaint.contains(ledger.b.id.as_str()) && complaint.contains("seq 3 is stored past it"),
-        "{complaint}"
-    );
-    assert_eq!(
-        stdout(&export).lines().count() as u64,
-        ledger.others_total() + 2
-    );
+fn a_head_set_back_is_named_by_export_all() {
+    // The head's seq alone set back, and seq and hash both (a head that matches seq 2).
+    let ledger = Ledger::damaged("SELECT 1");
+    let b = ledger.b.id.clone();
+    let export_b = stdout(&ledger.run(&["export", &b, "-f", "jsonl"]));
+    let second: Value = serde_json::from_str(export_b.lines().nth(1).unwrap()).unwrap();
+    let seq = "regexp_replace(convert_from(head, 'UTF8'), '\"seq\":[0-9]+', '\"seq\":2')";
+    for head in [
+        seq.to_string(),
+        format!(
+            "regexp_replace({seq}, '\"hash\":\"[0-9a-f]+\"', '\"hash\":\"{}\"')",
+            second["hash"].as_str().unwrap()
+        ),
+    ] {
+        sql(
+            &ledger.schema.url,
+            format!(
+                "UPDATE ledger_heads SET head = convert_to({head}, 'UTF8') WHERE session = {}",
+                key(&b)
+            ),
+        );
+        let export = ledger.run(&["export", "--all", "-f", "jsonl"]);
+        assert_eq!(export.status.code(), Some(1), "{head}: {}", stderr(&export));
+        let complaint = stderr(&export);
+        assert!(complaint.contains(b.as_str()), "{complaint}");
+        assert_eq!(
+            stdout(&export).lines().count() as u64,
+            ledger.others_total() + 2
+        );
+    }
     let verify = ledger.run(&["verify"]);
     assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+}
+
+/// `verify`'s report of `ledger` (it must fail), checked to hold each of `says`.
+fn verify_says(ledger: &Ledger, says: &[&str]) -> String {
+    let verify = ledger.run(&["verify"]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+    let report = stderr(&verify);
+    for said in says {
+        assert!(report.contains(said), "verify says {said:?}: {report}");
+    }
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_counter_set_back_is_damage_said_by_writes_and_by_verify() {
+    let ledger = Ledger::damaged("UPDATE ledger_counter SET last_position = 3");
+    let client = spawn_with(ledger.dir.path(), &["--store", &ledger.schema.url], &[]).await;
+    let refused = call(
+        &client,
+        "sequentialthinking",
+        crate::common::thought(1, 1, false, "a new session"),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    let said = text(&refused);
+    assert!(
+        said.contains("ledger_counter") && !said.contains("call again"),
+        "damage, not a conflict to retry: {said}"
+    );
+    client.cancel().await.ok();
+    verify_says(
+        &ledger,
+        &[
+            "ledger_counter.last_position is 3 but events hold positions up to 37",
+            "UPDATE ledger_counter SET last_position = 37",
+        ],
+    );
+}
+
+#[test]
+fn an_id_column_that_names_another_event_is_found_by_verify() {
+    let ledger = Ledger::damaged(
+        "UPDATE ledger_events SET id = '\\x0000000000000000000000000000002a'::bytea \
+         WHERE session = {B} AND seq = 4",
+    );
+    verify_says(
+        &ledger,
+        &[
+            "the id column does not name the event its row holds",
+            &format!("session {} seq 4", ledger.b.id),
+            "copy --to",
+        ],
+    );
+}
+
+#[test]
+fn positions_out_of_order_or_shared_are_found_by_verify() {
+    let moved =
+        Ledger::damaged("UPDATE ledger_events SET position = 1000 WHERE session = {B} AND seq = 4");
+    verify_says(
+        &moved,
+        &[
+            "positions out of seq order",
+            &format!("session {} seq 5", moved.b.id),
+            "ledger_counter.last_position is 37 but events hold positions up to 1000",
+        ],
+    );
+    let shared = Ledger::damaged(
+        "ALTER TABLE ledger_events DROP CONSTRAINT ledger_events_position_key; \
+         UPDATE ledger_events SET position = (SELECT min(position) FROM ledger_events) \
+         WHERE session = {B} AND seq = 4",
+    );
+    verify_says(&shared, &["position(s) are held by more than one event"]);
+}
+
+#[test]
+fn a_head_without_events_is_named_by_verify() {
+    let ledger = Ledger::damaged("DELETE FROM ledger_events WHERE session = {B}");
+    let report = verify_says(&ledger, &[ledger.b.id.as_str()]);
+    assert!(
+        report.contains(&format!(
+            "intact: {} session(s), {} event(s) verified",
+            ledger.sessions.len() - 1,
+            ledger.others_total()
+        )),
+        "{report}"
+    );
 }

@@ -41,6 +41,16 @@ pub(crate) enum PgError {
          recorded; call again"
     )]
     KeyConflict { constraint: String },
+    /// The position key refused a new event: no other writer can have taken its position
+    /// (every writer holds the counter's lock), so the counter is behind the stored
+    /// positions, which is damage.
+    #[error(
+        "the ledger's position counter (ledger_counter) is behind the positions its events \
+         hold, so a new event's position is already taken: damage, not a conflict. Nothing of \
+         this call was recorded and calling again fails the same way; `reasoning-ledger \
+         verify` says how to set the counter right"
+    )]
+    PositionTaken,
     #[error("a statement of this write transaction failed earlier: nothing of it was recorded")]
     FailedEarlier,
     #[error(
@@ -112,11 +122,18 @@ pub(super) fn refused(error: &postgres::Error) -> bool {
     !error.is_closed() && !connection_lost(error)
 }
 
-/// The error of a refused statement: a unique key says another writer was first.
+/// The unique key on `ledger_events.position` (PostgreSQL's name for it).
+const POSITION_KEY: &str = "ledger_events_position_key";
+
+/// The error of a refused statement: a unique key says another writer was first, except
+/// the position key, which says the counter is behind ([`PgError::PositionTaken`]).
 pub(super) fn refusal(what: &'static str, source: postgres::Error) -> StoreError {
     if let Some(db) = source.as_db_error()
         && db.code().code() == "23505"
     {
+        if db.constraint() == Some(POSITION_KEY) {
+            return StoreError::backend(PgError::PositionTaken);
+        }
         return StoreError::backend(PgError::KeyConflict {
             constraint: db.constraint().unwrap_or("a unique key").to_string(),
         });

@@ -143,7 +143,9 @@ impl PgRead<'_> {
     /// Every head row: those that decode, and the sessions of those that do not (a row
     /// whose key is not a session's is left to `check_structure`).
     #[allow(clippy::type_complexity)]
-    fn decoded_heads(&self) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
+    pub(super) fn decoded_heads(
+        &self,
+    ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
         let rows = self.with("reading session heads", |c| {
             c.query("SELECT session, head FROM ledger_heads", &[])
         })?;
@@ -342,5 +344,10 @@ impl ReadView for PgRead<'_> {
                 return Ok(());
             }
         }
+    }
+
+    /// The tables' agreement beyond each session's chain ([`super::structure`]).
+    fn check_structure(&self) -> Result<Vec<String>, StoreError> {
+        self.structure()
     }
 }
