@@ -314,14 +314,24 @@ fn check_redb_ledger(report: &mut Report, dir: &Path) {
 
 fn verify_summary(report: &mut Report, ledger: &Ledger) {
     const WHAT: &str = "ledger";
+    // A database's ledger is salvaged into a directory or another database, and one whose
+    // every session verified needs no salvage.
+    let salvage = match ledger.database() {
+        Some(_) => {
+            "`reasoning-ledger recover --to NEW_DIR|URL` salvages every event whose hash \
+             verifies, `copy --to NEW_DIR|URL` copies every intact session"
+        }
+        None => {
+            "`reasoning-ledger recover --to NEW_DIR` copies every intact event into a new ledger"
+        }
+    };
     let check = match ledger.check_all(|_, _| {}) {
         Ok(check) => check,
         Err(error) => {
             return report.fail(
                 WHAT,
                 format!("{}: {error}", ledger.path().display()),
-                "run `reasoning-ledger verify`; `reasoning-ledger recover --to NEW_DIR` copies \
-                 every intact event into a new ledger",
+                format!("run `reasoning-ledger verify`; {salvage}"),
             );
         }
     };
@@ -341,8 +351,16 @@ fn verify_summary(report: &mut Report, ledger: &Ledger) {
                 check.findings.len(),
                 check.structure.len()
             ),
-            "`reasoning-ledger verify` lists everything damaged; `reasoning-ledger recover --to \
-             NEW_DIR` copies every intact event into a new ledger (this one is left as it is)",
+            if ledger.database().is_some() && check.findings.is_empty() && check.orphans.is_none() {
+                "`reasoning-ledger verify` lists each structural finding and how to set it \
+                 right (every session verified)"
+                    .to_string()
+            } else {
+                format!(
+                    "`reasoning-ledger verify` lists everything damaged; {salvage} (this one is \
+                     left as it is)"
+                )
+            },
         );
     }
     if !check.findings.is_empty() {

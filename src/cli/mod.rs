@@ -237,11 +237,11 @@ pub(crate) enum Command {
         #[arg(long, value_name = "URL|DIR")]
         to: String,
     },
-    /// Salvage a damaged ledger: every event whose hash verifies (in ledger.redb and ledger.wal, wherever it lies) into a new ledger in DIR; never touches the damaged one
+    /// Salvage a damaged ledger: every event whose hash verifies (in ledger.redb and ledger.wal, wherever it lies; or in any row of a PostgreSQL ledger) into a new ledger in DIR or at URL; never touches the damaged one
     Recover {
-        /// A new directory (or one without a ledger) for the new ledger, its salvage-report.txt and salvage-beyond-gaps.jsonl (the events a session could not keep past a gap)
-        #[arg(long, value_name = "DIR")]
-        to: PathBuf,
+        /// A new directory (or one without a ledger) for the new ledger, its salvage-report.txt and salvage-beyond-gaps.jsonl (the events a session could not keep past a gap); or a PostgreSQL URL whose schema holds no ledger (those two files then go to the data directory)
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
     },
 }
 

@@ -1,15 +1,17 @@
-//! `recover --to DIR` (issue 32, salvage): every event of a damaged ledger whose hash
-//! verifies — in `ledger.redb` and `ledger.wal`, wherever it lies ([`salvage`]) — into a
-//! new ledger in DIR, through the same import path as `import`; the events a session
-//! cannot keep (beyond its first gap, or of a session whose start was not found) into
-//! [`BEYOND_GAPS_FILE`] beside it, and what was kept, cut and lost into [`REPORT_FILE`]
-//! and stdout.
+//! `recover --to DIR|URL` (issues 32 and 40, salvage): every event of a damaged ledger
+//! whose hash verifies — in `ledger.redb` and `ledger.wal`, wherever it lies, or in any
+//! row of a PostgreSQL ledger's tables ([`salvage`]) — into a new ledger in DIR or at URL,
+//! through the same import path as `import`; the events a session cannot keep (beyond its
+//! first gap, or of a session whose start was not found) into [`BEYOND_GAPS_FILE`] (beside
+//! the new ledger in DIR; in the data directory for a URL), and what was kept, cut and
+//! lost into [`REPORT_FILE`] there and stdout.
 //!
-//! Owns: refusing a DIR that holds a ledger (or is the data directory), the order the
+//! Owns: refusing a target that holds a ledger (or is the damaged one), the order the
 //! kept events are imported in, the report and the exit code (1 when anything was cut or
-//! lost, after everything is written). Must not: open or write the damaged ledger's files
-//! (they are only read, with plain reads: the command works on read-only media and on a
-//! file the storage engine cannot open).
+//! lost, after everything is written). Must not: open or write the damaged ledger (its
+//! files are only read, with plain reads: the command works on read-only media and on a
+//! file the storage engine cannot open; a PostgreSQL ledger's rows are only selected, in
+//! a read-only transaction).
 
 use super::*;
 use crate::export::{Ellipsis, truncate};
@@ -30,28 +32,36 @@ const RECOVER_BATCH_EVENTS: usize = 1000;
 /// Characters of a session's title the report shows.
 const TITLE_CHARS: usize = 60;
 
-pub(super) fn recover(settings: &Settings, to: &Path) -> anyhow::Result<()> {
-    if settings.store.is_some() {
-        bail!(
-            "recover reads the files of a ledger.redb in the data directory; a PostgreSQL \
-             ledger checks its own pages (`copy --to DIR` copies what it holds)"
-        );
-    }
-    let from = &settings.data_dir;
-    check_target(from, to)?;
+pub(super) fn recover(settings: &Settings, to: &str) -> anyhow::Result<()> {
+    let target = Location::parse(to);
     let scanning = crate::progress::Progress::spinner("scanning for events whose hash verifies");
-    let found = salvage::salvage_dir(from)?;
+    let (from, found) = match &settings.store {
+        Some(url) => {
+            let from = crate::store::postgres::redact_url(url);
+            check_target(None, &from, &target)?;
+            (from, salvage::salvage_url(url)?)
+        }
+        None => {
+            let dir = &settings.data_dir;
+            let from = dir.display().to_string();
+            check_target(Some(dir), &from, &target)?;
+            (from, salvage::salvage_dir(dir)?)
+        }
+    };
     scanning.finish();
     let found_events = found.events.len();
     let sessions = salvage::chains(found.events, &found.heads);
 
-    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    let ledger = Ledger::open(to)?;
+    let (ledger, report_dir) = open_target(&target, &settings.data_dir)?;
     let imported = import_kept(&ledger, &sessions)?;
     let verified = super::verify::verify_all_with_progress(&ledger)
         .with_context(|| format!("verifying the new ledger {}", ledger.path().display()))?;
     let new_path = ledger.path().to_path_buf();
     drop(ledger);
+    let (to, apart) = match &target {
+        Location::DataDir(dir) => (dir.display().to_string(), None),
+        Location::Url(_) => (new_path.display().to_string(), Some(report_dir.as_path())),
+    };
 
     // What the new ledger could not keep: beyond each session's first gap, whole sessions
     // without a verified start, and what import refused.
@@ -62,11 +72,12 @@ pub(super) fn recover(settings: &Settings, to: &Path) -> anyhow::Result<()> {
         beyond.extend_from_slice(&session.beyond);
     }
     beyond.sort_by_key(|e| (e.session, e.seq, e.id));
-    write_beside(to, BEYOND_GAPS_FILE, &export::jsonl(&beyond))?;
+    write_beside(&report_dir, BEYOND_GAPS_FILE, &export::jsonl(&beyond))?;
 
     let report = Report {
-        from,
-        to,
+        from: &from,
+        to: &to,
+        apart,
         new_path: &new_path,
         sources: &found.sources,
         found: found_events,
@@ -77,7 +88,7 @@ pub(super) fn recover(settings: &Settings, to: &Path) -> anyhow::Result<()> {
         beyond: beyond.len(),
     };
     let (text, tally) = report.text();
-    write_beside(to, REPORT_FILE, &text)?;
+    write_beside(&report_dir, REPORT_FILE, &text)?;
     stdout_write(&text)?;
     if tally.complete() {
         Ok(())
@@ -89,8 +100,8 @@ pub(super) fn recover(settings: &Settings, to: &Path) -> anyhow::Result<()> {
             tally.lost,
             tally.missing,
             tally.beyond,
-            to.join(BEYOND_GAPS_FILE).display(),
-            to.join(REPORT_FILE).display()
+            report_dir.join(BEYOND_GAPS_FILE).display(),
+            report_dir.join(REPORT_FILE).display()
         )
     }
 }
@@ -114,15 +125,32 @@ impl Tally {
     }
 }
 
-/// DIR must not be the data directory, nor hold a ledger (nor its redo log).
-fn check_target(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// The target must not be the damaged ledger: a DIR not its data directory (`from_dir`,
+/// for a redb source) and holding no ledger (nor its redo log); a URL not the one read.
+/// Whether a URL's schema holds a ledger is checked once it is open ([`open_target`]).
+fn check_target(from_dir: Option<&Path>, from: &str, target: &Location) -> anyhow::Result<()> {
+    let to = match target {
+        Location::Url(url) => {
+            let to = crate::store::postgres::redact_url(url);
+            if to == from {
+                bail!(
+                    "recover --to {to}: that is the damaged ledger; salvage writes a new ledger \
+                     elsewhere (another database, or another schema: ?options=-csearch_path%3DNAME) \
+                     and never touches the damaged one"
+                );
+            }
+            return Ok(());
+        }
+        Location::DataDir(to) => to,
+    };
     if to.is_file() {
         bail!(
             "recover --to {}: that is a file, not a directory",
             to.display()
         );
     }
-    if let (Ok(a), Ok(b)) = (from.canonicalize(), to.canonicalize())
+    if let Some(from) = from_dir
+        && let (Ok(a), Ok(b)) = (from.canonicalize(), to.canonicalize())
         && a == b
     {
         bail!(
@@ -144,6 +172,33 @@ fn check_target(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens (creates) the new ledger, and says where the report files go: beside it in DIR,
+/// in the data directory for a URL. A URL whose schema already holds a ledger is refused.
+fn open_target(target: &Location, data_dir: &Path) -> anyhow::Result<(Ledger, PathBuf)> {
+    match target {
+        Location::DataDir(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            Ok((Ledger::open(dir)?, dir.clone()))
+        }
+        Location::Url(_) => {
+            let ledger = Ledger::open_at(target, OpenMode::Create)?;
+            let holds = !ledger.heads()?.is_empty()
+                || !ledger.undecodable_heads()?.is_empty()
+                || ledger.last_position()? > 0;
+            if holds {
+                bail!(
+                    "recover --to {}: its schema already holds a ledger; salvage writes a new \
+                     ledger, into an empty schema (?options=-csearch_path%3DNAME names another)",
+                    ledger.path().display()
+                );
+            }
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("creating {}", data_dir.display()))?;
+            Ok((ledger, data_dir.to_path_buf()))
+        }
+    }
 }
 
 /// How far one session's kept chain went into the new ledger.
@@ -252,8 +307,13 @@ fn write_beside(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
 
 /// What `recover` found and did, as the report says it.
 struct Report<'a> {
-    from: &'a Path,
-    to: &'a Path,
+    /// The damaged ledger (a data directory, or a URL without its password).
+    from: &'a str,
+    /// The new ledger.
+    to: &'a str,
+    /// Where [`REPORT_FILE`] and [`BEYOND_GAPS_FILE`] are written when not beside the new
+    /// ledger (a URL's: in the data directory).
+    apart: Option<&'a Path>,
     new_path: &'a Path,
     sources: &'a [SourceReport],
     found: usize,
@@ -271,11 +331,17 @@ impl Report<'_> {
         let _ = writeln!(
             out,
             "salvage of {} into {}: the damaged ledger was only read, and left untouched",
-            self.from.display(),
-            self.to.display()
+            self.from, self.to
         );
+        if let Some(dir) = self.apart {
+            let _ = writeln!(
+                out,
+                "  this report and {BEYOND_GAPS_FILE} are in {}",
+                dir.display()
+            );
+        }
         for source in self.sources {
-            let name = source.path.display();
+            let name = &source.name;
             match source.bytes {
                 None => {
                     let _ = writeln!(out, "  {name}: not there");

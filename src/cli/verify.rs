@@ -121,6 +121,10 @@ fn damage_report(
         check.verified.len(),
         check.findings.len()
     ));
+    if ledger.database().is_some() {
+        text.push_str(&database_advice(check));
+        return text;
+    }
     text.push_str(
         "what to do: nothing more is written to it by a process that found the damage (this \
          one, or a server). `reasoning-ledger recover --to NEW_DIR` copies every event \
@@ -144,6 +148,26 @@ fn recorded_report(recorded: &[crate::store::verdict::Verdict]) -> String {
         text.push_str(&format!("  {when}: {}\n", verdict.detail));
     }
     text
+}
+
+/// What to do about a damaged ledger in a database (PostgreSQL): a session's damage stops
+/// writes to it only, a structural finding every write; when every session verified, the
+/// findings say how to set each right, and no salvage is needed.
+fn database_advice(check: &crate::store::LedgerCheck) -> String {
+    if check.findings.is_empty() && check.orphans.is_none() {
+        return "what to do: every session verified; each finding above says how to set it \
+                right (then run `reasoning-ledger verify` again: a whole check that passes lets \
+                servers write again), or `reasoning-ledger copy --to NEW_DIR|URL` writes a new \
+                ledger of every session with every column rebuilt.\n"
+            .to_string();
+    }
+    "what to do: no server writes to a damaged session (to any, for a structural finding); \
+     the other sessions go on. `reasoning-ledger copy --to NEW_DIR|URL` copies every intact \
+     session and names the rest; `reasoning-ledger recover --to NEW_DIR|URL` salvages every \
+     event whose hash verifies, in any row of the ledger's tables (also past damage within a \
+     chain), into a new ledger and reports what it cut. Then point --store (or --data-dir) \
+     at the new ledger; keep the damaged schema until you have checked it.\n"
+        .to_string()
 }
 
 /// How far the vectors reach, when embeddings are configured (`None` otherwise: the

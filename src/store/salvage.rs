@@ -1,16 +1,19 @@
 //! Salvage (issue 32, `recover --to`): the events of a damaged ledger found by their own
-//! hashes, wherever they lie in its files, and the longest verified chain of each session.
+//! hashes, wherever they lie in its files or rows, and the longest verified chain of each
+//! session.
 //!
 //! Owns: the scan of raw bytes for event rows ([`Scan`]), reading a data directory's
-//! `ledger.redb` and `ledger.wal` for it with plain reads ([`salvage_dir`]), and the chains
-//! built from what was found ([`chains`]). Why a scan: an event row is self-contained
+//! `ledger.redb` and `ledger.wal` for it with plain reads ([`salvage_dir`]) or every row
+//! of a PostgreSQL ledger's tables ([`salvage_url`], read by
+//! [`super::postgres::salvage`]), and the chains built from what was found ([`chains`]). Why a scan: an event row is self-contained
 //! ([`codec`]: first byte `0x01`/`0x02`/`0x03` or `{`, then every field) and an event
 //! verifies itself (its hash covers `prev` and all its content), so a row that decodes at
 //! any offset and whose hash verifies *is* an event of the ledger, byte for byte, whichever
 //! page, freed page or redo-log record holds it; a damaged branch page hides nothing (the
 //! way SQLite's recovery walks pages). Must not: open a file with the storage engine (it
 //! may be damaged; the media may be read-only), trust anything that does not verify (page
-//! structure, heads, positions, checksums of log records), or panic on any input.
+//! structure, heads, positions, checksums of log records, a database's key columns), or
+//! panic on any input.
 
 use super::codec;
 use crate::event::{Event, EventId, GENESIS_HASH, Payload, SessionId};
@@ -43,13 +46,21 @@ pub(crate) enum SalvageError {
     },
     #[error("nothing to salvage in {dir}: it holds neither ledger.redb nor ledger.wal")]
     Nothing { dir: PathBuf },
+    #[error("nothing to salvage at {label}: its schema holds no ledger_events nor ledger_heads")]
+    NoTables { label: String },
+    #[error("cannot read the ledger at {label}: {source}")]
+    Database {
+        label: String,
+        source: super::postgres::PgError,
+    },
 }
 
-/// What one scanned file gave.
+/// What one scanned file (or table) gave.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct SourceReport {
-    pub(crate) path: PathBuf,
-    /// `None`: the file is not there.
+    /// The file's path, or `<URL> table <name>`.
+    pub(crate) name: String,
+    /// The bytes scanned; `None`: the file (or table) is not there.
     pub(crate) bytes: Option<u64>,
     /// Verified events first found in this file.
     pub(crate) found: u64,
@@ -156,7 +167,7 @@ pub(crate) fn salvage_dir(data_dir: &Path) -> Result<Found, SalvageError> {
     let mut sources = Vec::new();
     for path in [ledger, log] {
         let mut report = SourceReport {
-            path: path.clone(),
+            name: path.display().to_string(),
             ..SourceReport::default()
         };
         match std::fs::read(&path) {
@@ -174,6 +185,27 @@ pub(crate) fn salvage_dir(data_dir: &Path) -> Result<Found, SalvageError> {
             dir: data_dir.to_path_buf(),
         });
     }
+    let (events, heads) = scan.finish();
+    Ok(Found {
+        events,
+        heads,
+        sources,
+    })
+}
+
+/// Reads every row of the PostgreSQL ledger at `url` (`ledger_events` and `ledger_heads`,
+/// with plain queries in one read-only transaction: nothing is written, no key column or
+/// index is trusted) and keeps each event whose hash verifies, as [`salvage_dir`] does
+/// with a file's bytes.
+pub(crate) fn salvage_url(url: &str) -> Result<Found, SalvageError> {
+    let label = super::postgres::redact_url(url);
+    let mut scan = Scan::new();
+    let sources = super::postgres::salvage::scan_tables(url, &mut scan)
+        .map_err(|source| SalvageError::Database {
+            label: label.clone(),
+            source,
+        })?
+        .ok_or(SalvageError::NoTables { label })?;
     let (events, heads) = scan.finish();
     Ok(Found {
         events,

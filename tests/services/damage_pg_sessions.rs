@@ -363,3 +363,155 @@ fn a_head_without_events_is_named_by_verify() {
         "{report}"
     );
 }
+
+/// `recover --to DIR` of `ledger` into a new directory: its exit code, the report, and
+/// what `sessions --json` lists in the new ledger (session → events).
+fn recover_into_dir(
+    ledger: &Ledger,
+) -> (
+    Option<i32>,
+    String,
+    std::collections::BTreeMap<String, u64>,
+    tempfile::TempDir,
+) {
+    let new = data_dir();
+    let to = new.path().join("salvaged");
+    let recover = ledger.run(&["recover", "--to", to.to_str().unwrap()]);
+    let report = std::fs::read_to_string(to.join("salvage-report.txt"))
+        .unwrap_or_else(|e| panic!("{e}: {}", stderr(&recover)));
+    assert_eq!(report, stdout(&recover));
+    let listed = crate::common::cli(&to, &["sessions", "--json"]);
+    let listed: Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    let sessions = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap().to_string(),
+                s["events"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let verify = crate::common::cli(&to, &["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    (recover.status.code(), report, sessions, new)
+}
+
+#[test]
+fn recover_salvages_a_postgresql_ledger_past_damage_inside_a_chain() {
+    // B's seq 3 altered (it no longer verifies), or deleted: B is kept up to seq 2, its
+    // later events beside the new ledger, every other session whole.
+    for damage in [
+        "UPDATE ledger_events SET row = overlay(row placing '\\xffffffffffffffff'::bytea \
+         from 20) WHERE session = {B} AND seq = 3",
+        "DELETE FROM ledger_events WHERE session = {B} AND seq = 3",
+    ] {
+        let ledger = Ledger::damaged(damage);
+        let b = &ledger.b;
+        let (code, report, sessions, new) = recover_into_dir(&ledger);
+        assert_eq!(code, Some(1), "{damage}: {report}");
+        for other in ledger.others() {
+            assert_eq!(sessions.get(&other.id), Some(&other.events), "{report}");
+        }
+        assert_eq!(sessions.get(&b.id), Some(&2), "{report}");
+        assert!(
+            report.contains(&format!("cut: session {}", b.id))
+                && report.contains("kept seqs 1..=2; first gap at seq 3")
+                && report.contains(&format!("{} event(s) beyond it", b.events - 3)),
+            "{damage}: {report}"
+        );
+        assert!(report.contains("table ledger_events"), "{report}");
+        let beyond =
+            std::fs::read_to_string(new.path().join("salvaged/salvage-beyond-gaps.jsonl")).unwrap();
+        assert_eq!(beyond.lines().count() as u64, b.events - 3, "{beyond}");
+    }
+    // Rows renumbered (seqs 3 and 4 swapped), a row copied in as another seq, a head row
+    // that does not decode: every event still verifies itself, and is kept in its place.
+    let ledger = Ledger::damaged(
+        "UPDATE ledger_events SET seq = 1000 WHERE session = {B} AND seq = 3; \
+         UPDATE ledger_events SET seq = 3 WHERE session = {B} AND seq = 4; \
+         UPDATE ledger_events SET seq = 4 WHERE session = {B} AND seq = 1000; \
+         INSERT INTO ledger_events (session, seq, id, position, row) \
+           SELECT session, 99, '\\x0000000000000000000000000000002a'::bytea, 1000, row \
+           FROM ledger_events WHERE session = {B} AND seq = 2; \
+         UPDATE ledger_heads SET head = 'garbage' WHERE session = {B}",
+    );
+    let (code, report, sessions, _new) = recover_into_dir(&ledger);
+    assert_eq!(code, Some(0), "{report}");
+    for listed in &ledger.sessions {
+        assert_eq!(sessions.get(&listed.id), Some(&listed.events), "{report}");
+    }
+    assert!(
+        report.contains("1 copy(ies) of events already found"),
+        "{report}"
+    );
+}
+
+#[test]
+fn recover_writes_into_a_new_postgresql_schema_and_refuses_one_that_holds_a_ledger() {
+    let ledger = Ledger::damaged(
+        "UPDATE ledger_events SET row = substring(row from 1 for 9) \
+         WHERE session = {B} AND seq = 3",
+    );
+    let refused = ledger.run(&["recover", "--to", &ledger.schema.url]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("that is the damaged ledger"),
+        "{}",
+        stderr(&refused)
+    );
+    let target = Schema::new();
+    let recover = ledger.run(&["recover", "--to", &target.url]);
+    assert_eq!(recover.status.code(), Some(1), "{}", stderr(&recover));
+    let report = stdout(&recover);
+    assert!(
+        report.contains(&format!("cut: session {}", ledger.b.id)),
+        "{report}"
+    );
+    // The report and the events beyond the cut are in the data directory.
+    assert_eq!(
+        std::fs::read_to_string(ledger.dir.path().join("salvage-report.txt")).unwrap(),
+        report
+    );
+    assert!(ledger.dir.path().join("salvage-beyond-gaps.jsonl").exists());
+    let verify = cli(&target.url, ledger.dir.path(), &["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(
+        stdout(&verify).contains(&format!(
+            "ok: {} session(s), {} event(s)",
+            ledger.sessions.len(),
+            ledger.others_total() + 2
+        )),
+        "{}",
+        stdout(&verify)
+    );
+    // Again: the new schema holds a ledger now.
+    let again = ledger.run(&["recover", "--to", &target.url]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("already holds a ledger"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn verify_advises_what_applies_to_a_postgresql_ledger() {
+    let damaged = Ledger::damaged("DELETE FROM ledger_events WHERE session = {B} AND seq = 3");
+    let report = verify_says(
+        &damaged,
+        &["recover --to NEW_DIR|URL", "copy --to NEW_DIR|URL"],
+    );
+    assert!(!report.contains("ledger.wal"), "{report}");
+    // Every session intact, the counter set back: set it right, no salvage.
+    let structural = Ledger::damaged("UPDATE ledger_counter SET last_position = 3");
+    let report = verify_says(&structural, &["every session verified"]);
+    assert!(!report.contains("recover --to"), "{report}");
+    let doctor = structural.run(&["doctor"]);
+    let said = format!("{}{}", stdout(&doctor), stderr(&doctor));
+    assert!(
+        said.contains("how to set it right") && !said.contains("recover --to"),
+        "{said}"
+    );
+}

@@ -5,7 +5,8 @@
 //! [`Ledger`] on it. Its parts, by what changes together: [`connect`] (the URL, the one
 //! connect path, the pool), [`tls`] (libpq's `sslmode` and `sslrootcert` over rustls),
 //! [`read`] (the read view and its queries), [`structure`] (what `verify` checks of the
-//! tables beyond each session's chain), [`append`] (the
+//! tables beyond each session's chain), [`salvage`] (every row's bytes for `recover`),
+//! [`append`] (the
 //! write view: the group commit's SQL), [`schema`] (the tables and their versions),
 //! [`listen`] (LISTEN/NOTIFY: waking this process's watches when another server commits),
 //! [`error`] (turning a driver error into a message a user can act on: [`PgError`]) and
@@ -42,6 +43,7 @@ pub(crate) mod database;
 pub(crate) mod error;
 pub(crate) mod listen;
 mod read;
+pub(crate) mod salvage;
 pub(crate) mod schema;
 mod structure;
 mod tls;
