@@ -175,9 +175,24 @@ fn import_group(
             None => actors.push((actor.to_string(), 1)),
         }
     }
-    ledger
-        .write_blocking(move |txn| txn.import(fresh))?
-        .with_context(|| format!("importing session {session}"))?;
+    match ledger.write_blocking(move |txn| txn.import(fresh))? {
+        Ok(_) => {}
+        // The file's events do not go on where the ledger's copy of the session ends:
+        // events missing from the file (its damage), not a session that moved on.
+        Err(crate::store::AppendError::Conflict {
+            expected, actual, ..
+        }) => bail!(
+            "{}: session {session} goes on at seq {} in the file, but the ledger holds it up \
+             to seq {actual}: seq {} is missing from the file (damaged, or a part of an \
+             export); nothing of this session was imported past seq {actual}",
+            file.display(),
+            expected + 1,
+            actual + 1
+        ),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("importing session {session}")));
+        }
+    }
     done.events += count;
     if !done.sessions.contains(&session) {
         done.sessions.push(session);

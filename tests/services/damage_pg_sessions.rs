@@ -515,3 +515,149 @@ fn verify_advises_what_applies_to_a_postgresql_ledger() {
         "{said}"
     );
 }
+
+/// `copy --to DIR` of `ledger` into a new directory: the command's output, and what the
+/// copy's `sessions --json` lists (session → events), after its `verify` passed.
+fn copy_into_dir(
+    ledger: &Ledger,
+    to: &std::path::Path,
+) -> (Output, std::collections::BTreeMap<String, u64>) {
+    let copy = ledger.run(&["copy", "--to", to.to_str().unwrap()]);
+    let verify = crate::common::cli(to, &["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let listed: Value =
+        serde_json::from_str(&stdout(&crate::common::cli(to, &["sessions", "--json"]))).unwrap();
+    let sessions = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap().to_string(),
+                s["events"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (copy, sessions)
+}
+
+#[test]
+fn copy_copies_every_intact_session_and_names_the_damaged_one() {
+    // (damage of B, how many of B's events verify before it, whether B is named)
+    let cases: [(&str, u64, bool); 6] = [
+        (
+            "UPDATE ledger_events SET row = substring(row from 1 for 9) \
+             WHERE session = {B} AND seq = 3",
+            2,
+            true,
+        ),
+        (
+            "UPDATE ledger_events SET row = substring(row from 1 for 9) \
+             WHERE session = {B} AND seq = 1",
+            0,
+            true,
+        ),
+        (
+            "DELETE FROM ledger_events WHERE session = {B} AND seq = 3",
+            2,
+            true,
+        ),
+        (
+            "UPDATE ledger_heads SET head = 'garbage' WHERE session = {B}",
+            8,
+            true,
+        ),
+        // Positions out of seq order, or the counter set back: every event is intact and
+        // the copy is whole (its columns rebuilt).
+        (
+            "UPDATE ledger_events SET position = 1000 WHERE session = {B} AND seq = 4",
+            8,
+            false,
+        ),
+        ("UPDATE ledger_counter SET last_position = 3", 8, false),
+    ];
+    for (damage, kept, named) in cases {
+        let ledger = Ledger::damaged(damage);
+        let b = &ledger.b.id;
+        let new = data_dir();
+        let to = new.path().join("copy");
+        let (copy, sessions) = copy_into_dir(&ledger, &to);
+        let said = stderr(&copy);
+        assert_eq!(
+            copy.status.code(),
+            Some(if named { 1 } else { 0 }),
+            "{damage}: {said}"
+        );
+        for other in ledger.others() {
+            assert_eq!(
+                sessions.get(&other.id),
+                Some(&other.events),
+                "{damage}: {said}"
+            );
+        }
+        assert_eq!(
+            sessions.get(b).copied().unwrap_or(0),
+            kept,
+            "{damage}: {said}"
+        );
+        assert_eq!(said.contains(b.as_str()), named, "{damage}: {said}");
+        assert!(!said.contains("moved"), "damage is said as damage: {said}");
+        if named {
+            // Resumed: nothing more to copy, B named again.
+            let again = ledger.run(&["copy", "--to", to.to_str().unwrap()]);
+            assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+            assert!(
+                stdout(&again).starts_with("copied 0 event(s)"),
+                "{}",
+                stdout(&again)
+            );
+        }
+    }
+}
+
+#[test]
+fn copy_into_postgresql_goes_on_past_a_damaged_session() {
+    let ledger = Ledger::damaged("DELETE FROM ledger_events WHERE session = {B} AND seq = 3");
+    let target = Schema::new();
+    let copy = ledger.run(&["copy", "--to", &target.url]);
+    assert_eq!(copy.status.code(), Some(1), "{}", stderr(&copy));
+    assert!(stderr(&copy).contains(ledger.b.id.as_str()));
+    let verify = cli(&target.url, ledger.dir.path(), &["verify"]);
+    assert!(
+        stdout(&verify).contains(&format!(
+            "ok: {} session(s), {} event(s)",
+            ledger.sessions.len(),
+            ledger.others_total() + 2
+        )),
+        "{}",
+        stdout(&verify)
+    );
+}
+
+#[test]
+fn an_import_file_missing_a_sessions_first_events_says_so_not_moved() {
+    let ledger = Ledger::damaged("SELECT 1");
+    let b = &ledger.b.id;
+    let all = stdout(&ledger.run(&["export", "--all", "-f", "jsonl"]));
+    let file = ledger.dir.path().join("part.jsonl");
+    let kept: Vec<&str> = all
+        .lines()
+        .filter(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            event["session"] != json!(b) || event["seq"].as_u64().unwrap() > 3
+        })
+        .collect();
+    std::fs::write(&file, kept.join("\n") + "\n").unwrap();
+    let target = Schema::new();
+    let import = cli(
+        &target.url,
+        ledger.dir.path(),
+        &["import", file.to_str().unwrap()],
+    );
+    assert_eq!(import.status.code(), Some(1), "{}", stderr(&import));
+    let said = stderr(&import);
+    assert!(
+        said.contains("seq 1 is missing from the file") && !said.contains("moved"),
+        "{said}"
+    );
+}
