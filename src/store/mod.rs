@@ -673,10 +673,12 @@ impl Ledger {
         }
         let heads = self.read()?.heads()?;
         for (session, detail) in self.undecodable_heads()? {
+            let error = VerifyError::UnreadableHead { session, detail };
+            self.note_verify_error(&error);
             check.findings.push(SessionFinding {
                 session,
                 last_seq: 0,
-                error: VerifyError::UnreadableHead { session, detail },
+                error,
             });
         }
         let mut sessions: Vec<(SessionId, u64)> =
