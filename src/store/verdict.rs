@@ -131,6 +131,12 @@ impl VerdictFile {
         }
     }
 
+    /// [`VerdictFile::beside`] as a ledger's store (a file backend's
+    /// [`super::contract::Backend::verdicts`]).
+    pub(crate) fn store_beside(ledger: &Path) -> std::sync::Arc<dyn VerdictStore> {
+        std::sync::Arc::new(VerdictFile::beside(ledger))
+    }
+
     fn read(&self) -> Result<Vec<Verdict>, StoreError> {
         let stamp = FileStamp::of(&self.path);
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp;

@@ -12,26 +12,11 @@ use std::process::Output;
 /// The checked-in ledger of every family, as JSONL.
 const FIXTURE_JSONL: &str = "tests/fixtures/ledger-v2/ledger.jsonl";
 
-/// Runs SQL on the schema of `url`, off the async runtime (the blocking client).
-pub(crate) fn sql(url: &str, statement: String) {
-    let url = url.to_string();
-    std::thread::spawn(move || {
-        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        client.batch_execute(&statement).expect("damage the rows");
-    })
-    .join()
-    .unwrap();
-}
+use crate::damage_pg::{hex, sql};
 
 /// A session id as its key in PostgreSQL, as a SQL literal.
 pub(crate) fn key(session: &str) -> String {
-    let id: ulid::Ulid = session.parse().unwrap();
-    let hex: String =
-        id.0.to_be_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-    format!("'\\x{hex}'::bytea")
+    format!("'\\x{}'::bytea", hex(session))
 }
 
 /// One session as `sessions --json` lists it.

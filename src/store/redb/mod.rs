@@ -235,7 +235,7 @@ impl Backend for RedbBackend {
         &self,
         label: &std::path::Path,
     ) -> std::sync::Arc<dyn crate::store::verdict::VerdictStore> {
-        std::sync::Arc::new(crate::store::verdict::VerdictFile::beside(label))
+        crate::store::verdict::VerdictFile::store_beside(label)
     }
 
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
