@@ -243,3 +243,34 @@ pub struct ToolCall {
     pub received: Instant,
     pub request: Request,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(client: &str) -> Caller {
+        Caller {
+            actor: None,
+            client: Some(client.to_string()),
+            connection: None,
+        }
+    }
+
+    #[test]
+    fn current_sessions_are_per_caller_kind_and_key_and_bounded() {
+        let kind = SessionKind::new("note");
+        let mut current = CurrentSessions::default();
+        let (a, b) = (SessionId::generate(), SessionId::generate());
+        current.set(&caller("one"), kind, "A".into(), a);
+        current.set(&caller("one"), kind, "B".into(), b);
+        assert_eq!(current.get(&caller("one"), kind, "A"), Some(a));
+        assert_eq!(current.get(&caller("one"), kind, "B"), Some(b));
+        assert_eq!(current.get(&caller("two"), kind, "A"), None);
+        // Beyond the bound, the entry used longest ago goes first.
+        for i in 0..MAX_CURRENT_SESSIONS {
+            current.set(&caller(&format!("c{i}")), kind, String::new(), a);
+        }
+        assert_eq!(current.remembered.len(), MAX_CURRENT_SESSIONS);
+        assert_eq!(current.get(&caller("one"), kind, "A"), None);
+    }
+}

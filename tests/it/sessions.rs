@@ -7,7 +7,7 @@
 //! name only the plan they are about.
 
 use crate::common::data_dir;
-use crate::surface::{HttpServer, LogClient, Raw2026, stdio_client};
+use crate::surface::{HttpServer, LogClient, Raw2026, TOKEN, http_messages, stdio_client};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
@@ -391,4 +391,57 @@ async fn deep_planning_errors_name_only_the_plan_they_are_about() {
             .await;
         assert_eq!(explored["sessionId"], plan.as_str(), "{explored}");
     }
+}
+
+/// A stateless (2026-07-28) `tools/call` from the client named `client`: its structured
+/// content.
+async fn stateless_call(url: &str, client: &str, tool: &str, arguments: Value) -> Value {
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }});
+    let body = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(message.to_string())
+        .send()
+        .await
+        .expect("http")
+        .text()
+        .await
+        .unwrap();
+    let answer = http_messages(&body)
+        .into_iter()
+        .find(|m| m["id"] == json!(1))
+        .expect("an answer");
+    assert_ne!(answer["result"]["isError"], json!(true), "{answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
+#[tokio::test]
+async fn two_clients_over_stateless_http_each_continue_their_own_session() {
+    let dir = data_dir();
+    let server = HttpServer::start(dir.path(), &[]).await;
+    let url = server.url.as_str();
+    let alpha = stateless_call(url, "alpha", "sequentialthinking", seq_thought(1, 3)).await;
+    let beta = stateless_call(url, "beta", "sequentialthinking", seq_thought(1, 3)).await;
+    assert_ne!(alpha["sessionId"], beta["sessionId"]);
+    // Interleaved, each client's thought 2 joins its own thought 1.
+    let alpha2 = stateless_call(url, "alpha", "sequentialthinking", seq_thought(2, 3)).await;
+    let beta2 = stateless_call(url, "beta", "sequentialthinking", seq_thought(2, 3)).await;
+    assert_eq!(alpha2["sessionId"], alpha["sessionId"], "{alpha2}");
+    assert_eq!(beta2["sessionId"], beta["sessionId"], "{beta2}");
+    // A client that wrote nothing yet continues nobody's session: it starts one.
+    let gamma = stateless_call(url, "gamma", "sequentialthinking", seq_thought(2, 3)).await;
+    assert_eq!(gamma["started"], true, "{gamma}");
+    assert_ne!(gamma["sessionId"], alpha["sessionId"]);
+    assert_ne!(gamma["sessionId"], beta["sessionId"]);
 }
