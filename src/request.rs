@@ -24,24 +24,81 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The session a process continues, per kind, when a call names none: the session and
-/// the key it was remembered under (think: the thread purpose; otherwise empty).
+/// Most current sessions one process remembers (callers × kinds × thread purposes):
+/// beyond it the one used longest ago is forgotten (its next call without a session id
+/// starts a session, and says so).
+pub(crate) const MAX_CURRENT_SESSIONS: usize = 4_096;
+
+/// Who a call comes from, as far as the request says: the sessions a call without a
+/// session id continues are this caller's own ([`CurrentSessions`]). The same rule on
+/// every transport: the actor (HTTP: the token's name or the OAuth subject), the
+/// client's name (`clientInfo`, per request under 2026-07-28, else from `initialize`),
+/// and the transport session where there is one (HTTP of the `initialize`
+/// generation). Over stdio the process is one caller; a stateless HTTP request
+/// (2026-07-28) is its actor and client.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Caller {
+    pub actor: Option<Actor>,
+    pub client: Option<String>,
+    pub connection: Option<String>,
+}
+
+impl Caller {
+    /// The caller of a tool call: its actor, the client's name, and the HTTP transport
+    /// session (`Mcp-Session-Id`) when the request carries one.
+    pub fn of_call(
+        context: &rmcp::service::RequestContext<RoleServer>,
+        actor: Option<Actor>,
+    ) -> Self {
+        let connection = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        Caller {
+            actor,
+            client: context.client_info().map(|info| info.name),
+            connection,
+        }
+    }
+}
+
+/// The sessions calls without a session id continue: per caller, kind and key (think:
+/// the thread purpose; otherwise empty), the session last written under them. Shared by
+/// every connection of a process (and every stateless request); bounded by
+/// [`MAX_CURRENT_SESSIONS`].
 #[derive(Debug, Default)]
 pub struct CurrentSessions {
-    by_kind: HashMap<SessionKind, (SessionId, String)>,
+    remembered: HashMap<(Caller, SessionKind, String), (SessionId, u64)>,
+    /// Counts uses: the entry with the smallest is forgotten first.
+    clock: u64,
 }
 
 impl CurrentSessions {
-    /// The current session of `kind` if it was remembered under `key`.
-    pub fn get(&self, kind: SessionKind, key: &str) -> Option<SessionId> {
-        self.by_kind
-            .get(&kind)
-            .filter(|(_, remembered)| remembered == key)
+    /// The session `caller` last wrote of `kind` under `key`, if remembered.
+    pub fn get(&self, caller: &Caller, kind: SessionKind, key: &str) -> Option<SessionId> {
+        // A lookup by borrowed parts would need a second map; callers are small.
+        self.remembered
+            .get(&(caller.clone(), kind, key.to_string()))
             .map(|(session, _)| *session)
     }
 
-    pub fn set(&mut self, kind: SessionKind, session: SessionId, key: String) {
-        self.by_kind.insert(kind, (session, key));
+    /// Remembers `session` as `caller`'s current one of `kind` under `key`.
+    pub fn set(&mut self, caller: &Caller, kind: SessionKind, key: String, session: SessionId) {
+        self.clock += 1;
+        let entry = (caller.clone(), kind, key);
+        if !self.remembered.contains_key(&entry)
+            && self.remembered.len() >= MAX_CURRENT_SESSIONS
+            && let Some(oldest) = self
+                .remembered
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(entry, _)| entry.clone())
+        {
+            self.remembered.remove(&oldest);
+        }
+        self.remembered.insert(entry, (session, self.clock));
     }
 }
 
@@ -64,9 +121,20 @@ impl ToolContext {
 
     /// A context whose tools call `models`.
     pub fn with_models(ledger: Ledger, log_thoughts: bool, models: Arc<Models>) -> Arc<Self> {
+        Self::sharing_current(ledger, log_thoughts, models, Arc::default())
+    }
+
+    /// A context whose calls continue the sessions of `current`: every connection of
+    /// `serve --http` (and every stateless request) shares the process's one.
+    pub fn sharing_current(
+        ledger: Ledger,
+        log_thoughts: bool,
+        models: Arc<Models>,
+        current: Arc<Mutex<CurrentSessions>>,
+    ) -> Arc<Self> {
         Arc::new(ToolContext {
             ledger,
-            current: Arc::new(Mutex::new(CurrentSessions::default())),
+            current,
             log_thoughts,
             models,
         })
@@ -83,7 +151,7 @@ impl ToolContext {
 /// every event the request writes. [`crate::http`] puts it on the HTTP request's
 /// extensions once the request is authorized; rmcp hands the request's parts to the tool
 /// call, where [`Actor::of_call`] finds it. stdio calls have none.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Actor(pub Arc<str>);
 
 impl Actor {
@@ -128,6 +196,8 @@ pub struct Request {
     pub client_capabilities: Option<rmcp::model::ClientCapabilities>,
     /// Who sent it (HTTP with a named token or OAuth): every event it writes carries it.
     pub actor: Option<Actor>,
+    /// Whose current sessions a call without a session id continues.
+    pub caller: Caller,
 }
 
 impl Request {
@@ -143,6 +213,7 @@ impl Request {
             protocol_version: None,
             client_capabilities: None,
             actor: None,
+            caller: Caller::default(),
         }
     }
 }
@@ -171,4 +242,35 @@ pub struct ToolCall {
     /// When the call was received (for the recorded duration).
     pub received: Instant,
     pub request: Request,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(client: &str) -> Caller {
+        Caller {
+            actor: None,
+            client: Some(client.to_string()),
+            connection: None,
+        }
+    }
+
+    #[test]
+    fn current_sessions_are_per_caller_kind_and_key_and_bounded() {
+        let kind = SessionKind::new("note");
+        let mut current = CurrentSessions::default();
+        let (a, b) = (SessionId::generate(), SessionId::generate());
+        current.set(&caller("one"), kind, "A".into(), a);
+        current.set(&caller("one"), kind, "B".into(), b);
+        assert_eq!(current.get(&caller("one"), kind, "A"), Some(a));
+        assert_eq!(current.get(&caller("one"), kind, "B"), Some(b));
+        assert_eq!(current.get(&caller("two"), kind, "A"), None);
+        // Beyond the bound, the entry used longest ago goes first.
+        for i in 0..MAX_CURRENT_SESSIONS {
+            current.set(&caller(&format!("c{i}")), kind, String::new(), a);
+        }
+        assert_eq!(current.remembered.len(), MAX_CURRENT_SESSIONS);
+        assert_eq!(current.get(&caller("one"), kind, "A"), None);
+    }
 }

@@ -407,6 +407,7 @@ impl ServerHandler for LedgerServer {
         let client_capabilities = context.client_capabilities();
         let peer = context.peer.clone();
         let actor = crate::request::Actor::of_call(&context.extensions);
+        let caller = crate::request::Caller::of_call(&context, actor.clone());
         let request_context = Request {
             progress: context.meta.get_progress_token(),
             peer: Some(context.peer),
@@ -417,6 +418,7 @@ impl ServerHandler for LedgerServer {
             protocol_version,
             client_capabilities,
             actor,
+            caller,
         };
         // A 2026-07-28 request brings its own log level: its records go to its own stream,
         // sent before its answer.

@@ -12,7 +12,9 @@
 //! anything to stdout.
 //!
 //! Each HTTP session (the `initialize` generation) gets its own [`LedgerServer`] and
-//! [`ToolContext`] (its "current session" is its own, as a stdio connection's is); its
+//! [`ToolContext`], all sharing the process's current sessions, which are kept per caller
+//! ([`crate::request::Caller`]: actor, client, transport session if any), so a stateless
+//! request continues its caller's session as a stdio connection's call does; its
 //! tool calls get rmcp's real request context (the peer for sampling and progress, the
 //! cancellation token), as over stdio, and share the process's model providers: sampling
 //! reaches the HTTP client (`sampling/createMessage` on the session's stream, or the
@@ -27,7 +29,7 @@ pub(crate) mod ops;
 pub(crate) mod sessions;
 pub(crate) mod tokens;
 
-use crate::request::ToolContext;
+use crate::request::{CurrentSessions, ToolContext};
 use crate::server::LedgerServer;
 use crate::store::Ledger;
 use crate::tools::Toolset;
@@ -209,10 +211,18 @@ pub(crate) async fn serve_http(
     // One completion index for every connection (and every stateless request).
     let completions = Arc::new(crate::prompts::complete::SessionIndex::default());
     let sessions = BoundedSessions::start(&limits);
+    // One set of current sessions, keyed by caller: a stateless request continues what
+    // the same actor and client wrote before (`request::Caller`).
+    let current = Arc::new(std::sync::Mutex::new(CurrentSessions::default()));
     let service = StreamableHttpService::new(
         move || {
             Ok(LedgerServer::with_context(
-                ToolContext::with_models(factory_ledger.clone(), log_thoughts, models.clone()),
+                ToolContext::sharing_current(
+                    factory_ledger.clone(),
+                    log_thoughts,
+                    models.clone(),
+                    current.clone(),
+                ),
                 toolsets.clone(),
             )
             .sharing_completions(completions.clone()))

@@ -46,6 +46,15 @@ pub(crate) fn finish(tool: &str, args: Args<'_>) -> Result<(), super::ToolError>
     Ok(())
 }
 
+/// The argument names `tool` lists (its input schema's properties).
+pub(crate) fn property_names(tool: &rmcp::model::Tool) -> Vec<String> {
+    tool.input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
 /// Schema of a boolean argument: JSON `true`/`false`, or a string ("true"/"false" in
 /// any case are read).
 pub(crate) fn boolean_schema() -> Value {
@@ -235,10 +244,26 @@ impl<'a> Args<'a> {
 
     fn missing(&mut self, names: &[&'static str], expected: &str) {
         let field = names[0];
+        let near = match self.misspelt(names, &[]) {
+            Some(given) => format!(" (`{given}` was given: did you mean `{field}`?)"),
+            None => String::new(),
+        };
         self.problem(
             field,
-            format!("Invalid input: expected {expected}, received undefined"),
+            format!("Invalid input: expected {expected}, received undefined{near}"),
         );
+    }
+
+    /// A key of the arguments that is none of `names` nor of the tool's own argument
+    /// names (`known`) but close to one of `names` (case, `_`, or a couple of letters
+    /// off): the name meant, misspelt. A missing field with one is never given a default.
+    pub(crate) fn misspelt(&self, names: &[&'static str], known: &[String]) -> Option<&'a str> {
+        let wanted: BTreeSet<&str> = names.iter().copied().collect();
+        self.raw
+            .keys()
+            .filter(|key| !wanted.contains(key.as_str()) && !known.contains(key))
+            .find(|key| closest(key, &wanted).is_some())
+            .map(String::as_str)
     }
 
     /// A string field. `names[0]` is the canonical name, the rest accepted spellings.

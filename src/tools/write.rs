@@ -69,8 +69,10 @@ pub struct Target {
     pub field: &'static str,
     /// The session (id or alias) the call names, if any: it must exist and be of `kind`.
     pub named: Option<String>,
-    /// Without a named session: continue the process's current session of `kind` if it
+    /// Without a named session: continue the caller's current session of `kind` if it
     /// was remembered under this key (and is still open); `None` starts a new session.
+    /// A call with a key that finds none starts one and its answer says so
+    /// ([`Recorded::started`]).
     pub continue_key: Option<String>,
     /// The key the session is remembered under after the call.
     pub remember_key: String,
@@ -86,6 +88,26 @@ pub struct Recorded {
     /// Seq of the last event appended.
     pub seq: u64,
     pub head: SessionHead,
+    /// A session was started though the call asked for none (no session id, and no
+    /// current session of its caller to continue): the answer says so ([`started_hint`]).
+    pub started: bool,
+}
+
+/// The line an answer carries when its call started a session it did not ask for: the
+/// id, and the argument that continues it.
+pub(crate) fn started_hint(session: &str, field: &str) -> String {
+    format!(
+        "Started a new session {session}: no open session of yours to continue here; pass {field}: \"{session}\" to continue it."
+    )
+}
+
+/// Adds `"started": true` and the [`started_hint`] (as `sessionHint`) to a JSON answer of a call that
+/// started a session it did not ask for; nothing otherwise.
+pub(crate) fn mark_started(answer: &mut Value, recorded: &Recorded, shown: &str, field: &str) {
+    if recorded.started {
+        answer["started"] = Value::Bool(true);
+        answer["sessionHint"] = Value::String(started_hint(shown, field));
+    }
 }
 
 fn unknown_session(tool: &str, field: &str, given: &str) -> ToolError {
@@ -148,6 +170,7 @@ fn append(
         session,
         seq,
         head: appended.head,
+        started: false,
     })
 }
 
@@ -196,6 +219,7 @@ fn recorded_before(txn: &AppendTxn<'_>, key: &str) -> Result<Option<Recorded>, T
         session: last.session,
         seq: last.seq,
         head,
+        started: false,
     }))
 }
 
@@ -237,15 +261,16 @@ impl ToolCall {
             Value::Object(std::mem::take(&mut self.arguments)).into();
         let received = self.received;
         let actor = self.request.actor.clone();
+        let caller = self.request.caller.clone();
         self.write(move |txn| -> Result<Recorded, ToolError> {
             if let Some(key) = target.idempotency_key.as_deref()
                 && let Some(recorded) = recorded_before(txn, key)?
             {
-                lock(&sessions).set(target.kind, recorded.session, target.remember_key);
+                lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
                 return Ok(recorded);
             }
             let current = match target.continue_key.as_deref() {
-                Some(key) => lock(&sessions).get(target.kind, key),
+                Some(key) => lock(&sessions).get(&caller, target.kind, key),
                 None => None,
             };
             let head = target_head(txn, &tool, &target, current)?;
@@ -263,9 +288,11 @@ impl ToolCall {
                 Some(h) => (h.session, h.seq),
                 None => (SessionId::generate(), 0),
             };
-            let recorded = append(txn, session, expected, events)?;
+            let mut recorded = append(txn, session, expected, events)?;
+            recorded.started =
+                head.is_none() && target.named.is_none() && target.continue_key.is_some();
             crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
-            lock(&sessions).set(target.kind, recorded.session, target.remember_key);
+            lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
             Ok(recorded)
         })
         .await

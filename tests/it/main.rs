@@ -37,7 +37,10 @@
 //! strings, doctor, completions and man, progress only on a terminal, export --all, an
 //! interrupted copy or import resuming), `recover` (issue 32: `recover --to`, every 4 KiB
 //! page of the fixture damaged in turn, acknowledged redo-log records past a damaged
-//! one) and `security` (issue 36, files and text: terminal escapes in the CLI's text
+//! one), `sessions` (issue 42: the current session on stdio, HTTP with a transport session and
+//! stateless HTTP; `think` threads per purpose; started sessions said so; evaluate_branch's
+//! misspelt scores and replacements; deep_planning's errors about one plan only) and
+//! `security` (issue 36, files and text: terminal escapes in the CLI's text
 //! output, modes under a permissive umask, token files and short tokens refused by
 //! `serve --http`, a provider's redirect, `import`'s text limit). Storage faults (crash
 //! at every sync point, I/O errors, a full disk) are unit tests in `src/store/fault.rs`, behind redb's
@@ -78,6 +81,7 @@ mod recall_set;
 mod recover;
 mod sampling;
 mod security;
+mod sessions;
 mod surface;
 mod thinking;
 mod ui;

@@ -471,13 +471,16 @@ async fn a_plan_resumes_after_a_restart_and_from_another_process() {
     .await);
     assert_eq!(resumed["sessionId"], session.as_str());
     assert_eq!(resumed["approachCount"], 2);
-    // sessionId on init is ignored: a new plan.
-    let other = ok(&dp(
-        &client,
-        json!({"phase": "init", "problem": "Q", "sessionId": session}),
-    )
-    .await);
-    assert_ne!(other["sessionId"], session.as_str());
+    // init with a plan's sessionId never starts another plan silently (issue 42).
+    let other = refused(
+        &dp(
+            &client,
+            json!({"phase": "init", "problem": "Q", "sessionId": session}),
+        )
+        .await,
+        "init starts a new plan",
+    );
+    assert_eq!(other["sessionId"], session.as_str());
     let unknown = refused(
         &dp(
             &client,

@@ -459,7 +459,8 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
     let shown_session = session_id.unwrap_or_else(|| recorded.session.to_string());
     match outcome.result {
         Err(error) => Ok(provider_error(&error, Some(&shown_session))),
-        Ok(response) => Ok(structured_result(json!({
+        Ok(response) => {
+            let mut answer = json!({
             "success": true,
             "content": response.content,
             "finish_reason": response.finish_reason,
@@ -473,8 +474,10 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
             "session_id": shown_session,
             "ledger_session_id": recorded.session.to_string(),
             "event_seq": recorded.seq,
-        }))
-        .into()),
+            });
+            super::write::mark_started(&mut answer, &recorded, &shown_session, "session_id");
+            Ok(structured_result(answer).into())
+        }
     }
 }
 

@@ -60,17 +60,37 @@ pub(crate) fn score_schema() -> Value {
     json!({"type": ["number", "string"], "minimum": 0, "maximum": 10})
 }
 
-/// The criteria of `weights`, each 0–10 (default 5): a number or a numeric string.
+/// A criterion's score when the call does not give it (deep_planning's rule; an
+/// `evaluate_branch` answer names the criteria it filled so).
+pub(crate) const DEFAULT_SCORE: f64 = 5.0;
+
+/// The criteria of `weights`, each 0–10 (default [`DEFAULT_SCORE`]): a number or a
+/// numeric string. A criterion whose name was misspelt (`feasability`) is a problem
+/// naming both, never defaulted.
 pub(crate) fn criteria(
     args: &mut Args<'_>,
     raw: &Map<String, Value>,
     weights: &[Weight],
+    tool: &str,
 ) -> Vec<Criterion> {
+    let known = super::fields_of(tool);
     let mut out = Vec::with_capacity(weights.len());
     for &(name, weight, inverted) in weights {
         crate::tools::args::note_read(&[name]);
         let score = match raw.get(name) {
-            None => Some(5.0),
+            None => {
+                if let Some(given) = args.misspelt(&[name], known) {
+                    let given = given.to_string();
+                    args.problem(
+                        name,
+                        format!(
+                            "missing: `{given}` was given, did you mean `{name}`? (a score is never defaulted for a misspelt name)"
+                        ),
+                    );
+                    continue;
+                }
+                Some(DEFAULT_SCORE)
+            }
             Some(Value::Number(n)) => n.as_f64(),
             Some(Value::String(s)) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
             Some(_) => None,
@@ -302,7 +322,25 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     if branch.is_none() && !args.has_problems() {
         args.problem("branchId", "expected a non-empty branch id");
     }
-    let criteria = criteria(&mut args, &raw, BRANCH_WEIGHTS);
+    let criteria = criteria(&mut args, &raw, BRANCH_WEIGHTS, EVALUATE_BRANCH);
+    let defaulted: Vec<&str> = BRANCH_WEIGHTS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .filter(|name| !raw.contains_key(*name))
+        .collect();
+    if defaulted.len() == BRANCH_WEIGHTS.len() && !args.has_problems() {
+        args.problem(
+            "feasibility",
+            format!(
+                "expected at least one score (0 to 10) of {}; a branch is not scored by defaults alone",
+                BRANCH_WEIGHTS
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
     let rationale = args.string(&["rationale"], false);
     let recommendation = recommendation(&mut args, EVALUATE_BRANCH)?;
     finish(EVALUATE_BRANCH, args)?;
@@ -316,11 +354,17 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     };
     let answer_evaluation = evaluation.clone();
     let tool = call.name.clone();
+    // Whether the branch had an evaluation already (read in the transaction).
+    let replaces = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let replacing = replaces.clone();
     let recorded = call
         .try_record(target(&head, id), move |head, record| {
             check_branch(&tool, head, &branch)?;
             let summary = &head.expect("named").summary;
             let planned = PlanningSummary::of(summary);
+            if planned.evaluated.contains(&branch) {
+                replacing.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             if let Some(phase) = planned.phase.as_deref() {
                 // A plan's approach: deep_planning's rules (the phase machine, one
                 // evaluation per approach).
@@ -349,7 +393,7 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         })
         .await?;
     let e = answer_evaluation;
-    Ok(structured_result(json!({
+    let mut answer = json!({
         "sessionId": super::plan_id(recorded.session, &recorded.head.summary),
         "branchId": e.branch_id,
         "score": e.score,
@@ -357,7 +401,43 @@ async fn evaluate(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
         "criteria": e.criteria,
         "recommendation": e.recommendation,
         "eventSeq": recorded.seq,
-    })))
+    });
+    if !defaulted.is_empty() {
+        answer["defaulted"] = json!(defaulted);
+        answer["message"] = json!(format!(
+            "Not given, scored {DEFAULT_SCORE}: {}.",
+            defaulted.join(", ")
+        ));
+    }
+    if replaces.load(std::sync::atomic::Ordering::SeqCst) {
+        // The evaluation this one replaces: the branch's last one before it.
+        let ledger = call.ctx.ledger.clone();
+        let head = recorded.head.clone();
+        let (at, branch) = (recorded.seq - 1, e.branch_id.clone());
+        let previous = blocking(move || {
+            let tree = crate::query::load_tree(&ledger, &head, Some(at))?;
+            Ok(Planning::of(&tree).evaluation(&branch).cloned())
+        })
+        .await?;
+        if let Some(previous) = previous {
+            let replaced = format!(
+                "Replaces the evaluation of \"{}\" recorded at event {} (score {:.2}); compare_branches ranks by this one.",
+                short(&e.branch_id),
+                previous.seq,
+                previous.item.score
+            );
+            answer["replaces"] = json!({
+                "eventSeq": previous.seq,
+                "score": previous.item.score,
+                "scoreText": format!("{:.2}", previous.item.score),
+            });
+            answer["message"] = json!(match answer["message"].as_str() {
+                Some(earlier) => format!("{earlier} {replaced}"),
+                None => replaced,
+            });
+        }
+    }
+    Ok(structured_result(answer))
 }
 
 /// One branch's place in a ranking.

@@ -78,6 +78,23 @@ pub(crate) static FAMILY: Family = Family {
 const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";
 
 /// The tools of this family, as listed.
+/// The argument names each tool of this family lists, built once: a name of the tool's
+/// own is never taken for a misspelt one ([`branches::criteria`]).
+static FIELDS: std::sync::LazyLock<Vec<(String, Vec<String>)>> = std::sync::LazyLock::new(|| {
+    tools()
+        .iter()
+        .map(|tool| (tool.name.to_string(), super::args::property_names(tool)))
+        .collect()
+});
+
+/// The argument names `tool` lists (none for a tool of another family).
+pub(crate) fn fields_of(tool: &str) -> &'static [String] {
+    FIELDS
+        .iter()
+        .find(|(name, _)| name == tool)
+        .map_or(&[], |(_, fields)| fields.as_slice())
+}
+
 pub(crate) fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let list = json!({"type": ["array", "string"], "items": {"type": "string"}});
@@ -320,28 +337,83 @@ fn planning_result(value: Value, error: bool) -> CallToolResult {
     result
 }
 
+/// The plan a refused `deep_planning` call is about, as its arguments say: its answer
+/// shows that plan's state and no other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Subject {
+    /// None: `init`, no phase, or an id that names no plan (the message names the id).
+    Nothing,
+    /// The plan the call names.
+    Named(String),
+    /// The caller's current plan (a phase that continues one, without an id).
+    Current,
+}
+
+impl Subject {
+    /// What the raw arguments of a call (parsed or not) are about.
+    fn of(raw: &Map<String, Value>) -> Subject {
+        let text = |name: &str| raw.get(name).and_then(Value::as_str).map(str::trim);
+        if let Some(id) = text("sessionId").or_else(|| text("session_id")) {
+            return Subject::Named(id.to_string());
+        }
+        match text("phase") {
+            Some(phase) if phase != "init" && PHASES.contains(&phase) => Subject::Current,
+            _ => Subject::Nothing,
+        }
+    }
+}
+
 async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
+    let subject = Subject::of(&call.arguments);
+    let caller = call.request.caller.clone();
     let args = match PlanArgs::parse(&call.arguments) {
         Ok(args) => args,
-        Err(error) => return refusal(call.ctx.clone(), None, error).await,
+        Err(error) => return refusal(call.ctx.clone(), &caller, subject, error).await,
     };
-    // An unknown sessionId is named, said to be not found, and list_plans suggested.
-    if let Some(id) = &args.session_id {
+    // An unknown sessionId is named, said to be not found, and list_plans suggested; on
+    // init, any sessionId is refused: init starts a new plan, it never continues one.
+    if let Subject::Named(id) = &subject {
         let ledger = call.ctx.ledger.clone();
         let given = id.clone();
-        if blocking(move || Ok(ledger.resolve(&given)?))
-            .await?
-            .is_none()
-        {
+        let found = blocking(move || {
+            Ok(match ledger.resolve(&given)? {
+                Some(session) => ledger.head(session)?,
+                None => None,
+            })
+        })
+        .await?;
+        let Some(head) = found else {
             return refusal(
                 call.ctx.clone(),
-                None,
+                &caller,
+                Subject::Nothing,
                 refused(format!(
                     "Session \"{}\" not found; call list_plans to see stored plans",
                     describe_short(id)
                 )),
             )
             .await;
+        };
+        if args.phase == "init" {
+            let phase = PlanningSummary::of(&head.summary).phase.clone();
+            let next: Vec<&str> = valid_next(phase.as_deref())
+                .iter()
+                .copied()
+                .filter(|p| *p != "init")
+                .collect();
+            let message = if next.is_empty() {
+                format!(
+                    "init starts a new plan and takes no sessionId: plan \"{}\" is finished; call init without sessionId to start another",
+                    describe_short(id)
+                )
+            } else {
+                format!(
+                    "init starts a new plan and takes no sessionId: to continue plan \"{}\" call {} with this sessionId; to start another, call init without sessionId",
+                    describe_short(id),
+                    next.join(" or ")
+                )
+            };
+            return refusal(call.ctx.clone(), &caller, subject.clone(), refused(message)).await;
         }
     }
     let target = super::write::Target {
@@ -361,7 +433,7 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
     };
     let recorded = match recorded {
         Ok(recorded) => recorded,
-        Err(error) => return refusal(call.ctx.clone(), args.session_id.as_deref(), error).await,
+        Err(error) => return refusal(call.ctx.clone(), &caller, subject, error).await,
     };
     let summary = &recorded.head.summary;
     let plan = Some((recorded.session, summary));
@@ -431,28 +503,30 @@ async fn deep_planning(mut call: ToolCall) -> Result<CallToolResult, ToolError> 
 }
 
 /// A refused deep_planning call, answered in its own shape (status "error") with the
-/// state of the plan it was about; other failures stay tool errors.
+/// state of the plan it was about ([`Subject`]) and of no other; other failures stay tool
+/// errors.
 async fn refusal(
     ctx: std::sync::Arc<super::ToolContext>,
-    named: Option<&str>,
+    caller: &crate::request::Caller,
+    subject: Subject,
     error: ToolError,
 ) -> Result<CallToolResult, ToolError> {
     let ToolError::Validation { problems, .. } = &error else {
         return Err(error);
     };
     let message = problems.join("; ");
-    let current = ctx
-        .current
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(SessionKind::PLANNING, "");
+    let current = ctx.current.lock().unwrap_or_else(|p| p.into_inner()).get(
+        caller,
+        SessionKind::PLANNING,
+        "",
+    );
     let ledger = ctx.ledger.clone();
-    let named = named.map(str::to_string);
     // The plan's state as stored now (the refused call changed nothing).
     let head = blocking(move || {
-        let session = match named {
-            Some(id) => ledger.resolve(&id)?,
-            None => current,
+        let session = match subject {
+            Subject::Named(id) => ledger.resolve(&id)?,
+            Subject::Current => current,
+            Subject::Nothing => None,
         };
         Ok(match session {
             Some(session) => ledger.head(session)?,

@@ -216,7 +216,7 @@ impl PlanArgs {
         let description = nonblank(args.string(&["description"], false));
         let pros = string_array(&mut args, raw, "pros");
         let cons = string_array(&mut args, raw, "cons");
-        let criteria = branches::criteria(&mut args, raw, branches::PLAN_WEIGHTS);
+        let criteria = branches::criteria(&mut args, raw, branches::PLAN_WEIGHTS, DEEP_PLANNING);
         let rationale = nonblank(args.string(&["rationale"], false));
         let recommendation = branches::recommendation(&mut args, DEEP_PLANNING)?;
         let selected = nonblank(args.string_limited(

@@ -639,6 +639,8 @@ pub(crate) async fn call_qa(mut call: ToolCall) -> Result<CallToolResult, ToolEr
         "remaining_steps": remaining,
         "event_seq": recorded.seq,
     });
+    let session = recorded.session.to_string();
+    super::write::mark_started(&mut answer, &recorded, &session, "session_id");
     if !step.invalid_recommendations.is_empty() {
         answer["invalid_recommendations"] = json!(step.invalid_recommendations);
     }

@@ -4,12 +4,13 @@
 //! Owns: the family's registration ([`FAMILY`]), its tools' definitions, argument
 //! parsing, the pure [`decide_sequential`] and [`decide_think`], the answers, and the
 //! stderr box; its events, codec and folds are in [`payload`]. Must not: write stdout,
-//! keep any state but the process's current sessions, or answer before the commit.
+//! keep any state but the process's current sessions (per caller; `think`'s per thread
+//! purpose too), or answer before the commit.
 
 pub(crate) mod payload;
 
 use super::args::{Args, MAX_ID_BYTES, boolean_schema, count_schema, described, finish};
-use super::write::{Target, with_start};
+use super::write::{Target, mark_started, started_hint, with_start};
 use super::{
     CallFuture, Family, KindInfo, ToolError, structured_result, tool_definition,
     writing_annotations,
@@ -326,6 +327,12 @@ pub(crate) async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult
         "sessionId": recorded.session.to_string(),
         "eventSeq": recorded.seq,
     });
+    mark_started(
+        &mut answer,
+        &recorded,
+        &recorded.session.to_string(),
+        "sessionId",
+    );
     if args.starts_session() && recorded.seq == 2 {
         let (ledger, text) = (&call.ctx.ledger, &args.thought.thought);
         crate::recall::attach_related(ledger, text, recorded.session, &mut answer).await;
@@ -517,15 +524,22 @@ pub(crate) async fn call_think(mut call: ToolCall) -> Result<CallToolResult, Too
     if let Some(rec) = args.recommended_tool() {
         text.push_str(&format!(" Recommended tool: {rec}."));
     }
-    let mut result = CallToolResult::success(vec![Content::text(text)]);
-    result.structured_content = Some(json!({
-        "sessionId": recorded.session.to_string(),
+    let session = recorded.session.to_string();
+    if recorded.started {
+        text.push('\n');
+        text.push_str(&started_hint(&session, "session_id"));
+    }
+    let mut structured = json!({
+        "sessionId": session,
         "eventSeq": recorded.seq,
         "threadPurpose": args.thought.thread_purpose,
         "thoughtIndex": args.thought.thought_index,
         "recommendedTool": args.recommended_tool(),
         "openItems": args.thought.open_items,
-    }));
+    });
+    mark_started(&mut structured, &recorded, &session, "session_id");
+    let mut result = CallToolResult::success(vec![Content::text(text)]);
+    result.structured_content = Some(structured);
     Ok(result)
 }
 
