@@ -65,14 +65,19 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
             "{} damage verdict(s) recorded earlier stay until `reasoning-ledger verify` finds the whole ledger sound\n",
             recorded.len()
         )),
-        (None, false) => {
-            ledger.damage().clear_recorded()?;
-            report.push_str(&format!(
+        (None, false) => match ledger.damage().clear_recorded() {
+            Ok(()) => report.push_str(&format!(
                 "cleared {} damage verdict(s) recorded earlier: the whole ledger verified sound \
                  (restored, or rebuilt by `recover`), so servers take writes again\n",
                 recorded.len()
-            ));
-        }
+            )),
+            // A ledger this user may only read: sound, but its verdicts stay for its owner.
+            Err(error) => report.push_str(&format!(
+                "{} damage verdict(s) recorded earlier could not be cleared ({error}): run \
+                 `reasoning-ledger verify` as a user who may write the ledger\n",
+                recorded.len()
+            )),
+        },
     }
     if let Some(line) = vectors_report(&ledger) {
         report.push_str(&line);

@@ -329,3 +329,43 @@ async fn what_verify_found_a_server_started_afterwards_refuses_from_its_first_ca
     );
     assert!(refused > 0, "some flagged copy could be served");
 }
+
+/// Issue 40: a verdict outlasts the damage only until a whole `verify` finds the ledger
+/// sound (a restore from a backup): until then every server refuses writes and says
+/// what to do; `verify` clears it, and the next server writes again.
+#[tokio::test]
+async fn a_restored_ledger_takes_writes_again_once_verify_finds_it_sound() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(FIXTURE, dir.path().join("ledger.redb")).unwrap();
+    // What a server recorded before the file was restored from a backup.
+    std::fs::write(
+        dir.path().join("ledger.damage"),
+        r#"{"verdicts":[{"detail":"table events: a page cannot be read","at":1795632789712}]}"#,
+    )
+    .unwrap();
+    let client = try_serve(dir.path()).await.expect("serves");
+    let refused = call(
+        &client,
+        "sequentialthinking",
+        thought(1, 1, false, "before"),
+    )
+    .await;
+    assert!(says_damaged(&refused), "{}", crate::common::text(&refused));
+    client.cancel().await.ok();
+
+    let verify = cli(dir.path(), &["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let report = String::from_utf8_lossy(&verify.stdout).to_string();
+    assert!(report.contains("cleared 1 damage verdict"), "{report}");
+    assert!(!dir.path().join("ledger.damage").exists());
+
+    let client = try_serve(dir.path()).await.expect("serves");
+    let taken = call(&client, "sequentialthinking", thought(1, 1, false, "after")).await;
+    assert_ne!(
+        taken.is_error,
+        Some(true),
+        "{}",
+        crate::common::text(&taken)
+    );
+    client.cancel().await.ok();
+}
