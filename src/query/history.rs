@@ -79,6 +79,44 @@ pub(crate) fn history(
     }
 }
 
+/// Every event type name a history can hold (`session_started`, `session_closed` and
+/// each registered family's tags), in registration order.
+pub(crate) fn event_type_names() -> Vec<&'static str> {
+    let mut names = vec![crate::event::SESSION_STARTED, crate::event::SESSION_CLOSED];
+    for codec in crate::event::family::registered_codecs() {
+        names.extend(codec.types().iter().copied());
+    }
+    names
+}
+
+/// Whether `head`'s session has an event on `branch`; when it has none, the branches it
+/// has (in first-seen order; a damaged session's up to its damage).
+pub(crate) fn branches_without(
+    ledger: &Ledger,
+    head: &SessionHead,
+    branch: &str,
+) -> Result<Option<Vec<String>>, StoreError> {
+    let mut found = false;
+    let mut branches: Vec<String> = Vec::new();
+    let result = ledger.for_each_event(head.session, 1, head.seq, |event| {
+        match event.payload.branch() {
+            Some(b) if b == branch => {
+                found = true;
+                return false;
+            }
+            Some(b) if !branches.iter().any(|known| known == b) => branches.push(b.to_string()),
+            _ => {}
+        }
+        true
+    });
+    match result {
+        Ok(()) => {}
+        Err(damage) if damage.is_damage() => {}
+        Err(error) => return Err(error),
+    }
+    Ok((!found).then_some(branches))
+}
+
 /// An event as `get_history` shows it.
 pub(crate) fn event_row(event: &Event) -> Value {
     let mut payload = serde_json::to_value(&event.payload).expect("payload serializes");

@@ -21,7 +21,7 @@ pub(crate) mod search;
 pub(crate) mod session;
 pub(crate) mod sessions;
 
-pub(crate) use history::{HistoryFilter, event_row, history};
+pub(crate) use history::{HistoryFilter, branches_without, event_row, event_type_names, history};
 pub(crate) use search::{RecallError, SearchRequest, search};
 #[cfg(test)]
 pub(crate) use session::load_for_export;

@@ -275,6 +275,30 @@ fn call_get_history(
         );
     }
     let kinds = args.string_list(&["kinds"]);
+    // An event type no family writes, or a branch the session lacks, matches nothing:
+    // refused by name with what there is, never an empty page.
+    let known = query::event_type_names();
+    for name in kinds.iter().flatten() {
+        if !known.contains(&name.as_str()) {
+            args.problem(
+                "kinds",
+                format!("unknown event type {name:?}; use {}", known.join(", ")),
+            );
+        }
+    }
+    if let (Some(head), Some(wanted)) = (&head, &branch)
+        && let Some(branches) = query::branches_without(ledger, head, wanted)?
+    {
+        let has = if branches.is_empty() {
+            "it has no branches".to_string()
+        } else {
+            format!("its branches are {}", branches.join(", "))
+        };
+        args.problem(
+            "branchId",
+            format!("session {} has no branch {wanted:?}; {has}", head.session),
+        );
+    }
     finish(tool, args)?;
     let head = head.expect("session checked");
     let filter = HistoryFilter {
@@ -337,7 +361,7 @@ fn search_request(
             found
         }
     };
-    // Session kinds; a name no family registers matches nothing (as get_history's kinds).
+    // Session kinds; a name no family registers matches nothing.
     let listed = args.string_list(&["kinds", "kind"]);
     let kinds: Vec<SessionKind> = listed
         .iter()

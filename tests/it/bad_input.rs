@@ -635,3 +635,62 @@ async fn oversized_json_rpc_line_with_a_huge_thought_gets_the_size_error() {
     );
     raw.finish().await;
 }
+
+/// `get_history` refuses an event type no family writes and a branch the session lacks,
+/// naming the value and what there is, where it used to answer an empty page (issue 42).
+#[tokio::test]
+async fn get_history_refuses_an_unknown_kind_or_branch() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let answer = structured(&call(&client, SEQ, thought(1, 3, true, "root")).await);
+    let session = answer["sessionId"].clone();
+    let mut branch = thought(2, 3, true, "side");
+    branch["branchFromThought"] = json!(1);
+    branch["branchId"] = json!("alt");
+    branch["sessionId"] = session.clone();
+    structured(&call(&client, SEQ, branch).await);
+
+    let message = rejected(
+        &client,
+        "get_history",
+        json!({"sessionId": session, "kinds": ["thought_recorded", "thoughts"]}),
+    )
+    .await;
+    assert!(
+        message.contains(r#"kinds: unknown event type "thoughts""#),
+        "{message}"
+    );
+    assert!(message.contains("session_started"), "{message}");
+    assert!(!message.contains(r#"unknown event type "thought_recorded""#));
+
+    let message = rejected(
+        &client,
+        "get_history",
+        json!({"sessionId": session, "branchId": "main"}),
+    )
+    .await;
+    assert!(
+        message.contains(r#"has no branch "main"; its branches are alt"#),
+        "{message}"
+    );
+
+    // The branch it has, and a known type, still page.
+    let page = structured(
+        &call(
+            &client,
+            "get_history",
+            json!({"sessionId": session, "branchId": "alt"}),
+        )
+        .await,
+    );
+    assert_eq!(page["events"].as_array().unwrap().len(), 1, "{page}");
+    let page = structured(
+        &call(
+            &client,
+            "get_history",
+            json!({"sessionId": session, "kinds": ["session_started"]}),
+        )
+        .await,
+    );
+    assert_eq!(page["events"].as_array().unwrap().len(), 1, "{page}");
+}
