@@ -446,10 +446,23 @@ async fn without_a_provider_or_sampling_the_answer_is_a_config_error() {
         (Some("config"), Some("report"))
     );
     check_json("agent_error_config", &envelope);
-    // The refusal is recorded (a model call that reached nothing) and used no quota.
-    let sessions = structured(&call(&client, "list_sessions", json!({"kind": "agent"})).await);
-    assert_eq!(sessions["sessions"][0]["modelCalls"], 1);
-    assert!(sessions["sessions"][0].get("branchNodes").is_none());
+    assert!(
+        envelope["message"]
+            .as_str()
+            .unwrap()
+            .contains("Set REASONING_LEDGER_LLM_BASE_URL and REASONING_LEDGER_LLM_MODEL"),
+        "{envelope}"
+    );
+    // Nothing is written: no empty agent session per failed call (issue 42), however
+    // often it is tried, by either tool.
+    let again = call(&client, "create_branch", branch("cfg", QUESTION)).await;
+    assert_eq!(self::envelope(&again)["type"], "config");
+    let chat = call(&client, "chat_agent", json!({"input_text": QUESTION})).await;
+    let chat = self::envelope(&chat);
+    assert_eq!(chat["type"], "config", "{chat}");
+    assert!(chat.get("session_id").is_none(), "{chat}");
+    let sessions = structured(&call(&client, "list_sessions", json!({})).await);
+    assert_eq!(sessions["sessions"], json!([]), "{sessions}");
 }
 
 #[tokio::test]

@@ -7,8 +7,9 @@
 //! (kept as the ledger session's alias `agent:<session_id>`), the gatekeeper's order,
 //! the answers and the structured error envelope. Models are reached through
 //! [`crate::provider::Models`]; every model call, failed ones included, is recorded as a
-//! `model_call_recorded` event with the node (if any) in the same commit. Must not: hold
-//! the arrival turn across a model call, or count a failed call against the quota.
+//! `model_call_recorded` event with the node (if any) in the same commit; a call no model
+//! could take (none configured) records nothing. Must not: hold the arrival turn across
+//! a model call, or count a failed call against the quota.
 
 pub(crate) mod node;
 pub(crate) mod payload;
@@ -389,6 +390,15 @@ async fn ask(call: &mut ToolCall, chat: &ChatRequest) -> Result<ModelOutcome, Ca
     }
 }
 
+/// The answer to a call no model could take (none configured, no sampling offered): the
+/// `config` error, recording nothing, so a failing call leaves no empty session behind.
+fn unconfigured(outcome: &ModelOutcome, session: Option<&str>) -> Option<CallToolResponse> {
+    match &outcome.result {
+        Err(error @ ProviderError::Config { .. }) => Some(provider_error(error, session)),
+        _ => None,
+    }
+}
+
 fn provider_error(error: &ProviderError, session: Option<&str>) -> CallToolResponse {
     let mut envelope = error.envelope();
     if let Some(session) = session {
@@ -446,6 +456,9 @@ async fn chat_agent(mut call: ToolCall) -> Result<CallToolResponse, ToolError> {
         Ok(outcome) => outcome,
         Err(input_required) => return Ok(input_required),
     };
+    if let Some(refused) = unconfigured(&outcome, session_id.as_deref()) {
+        return Ok(refused);
+    }
     let (recorded, _) = record_outcome(
         &mut call,
         session_id.clone(),
@@ -571,6 +584,9 @@ async fn create_branch(mut call: ToolCall) -> Result<CallToolResponse, ToolError
         Ok(outcome) => outcome,
         Err(input_required) => return Ok(input_required),
     };
+    if let Some(refused) = unconfigured(&outcome, Some(&session_id)) {
+        return Ok(refused);
+    }
     let node = outcome.result.as_ref().ok().map(|response| {
         let raw_process = response.content.clone();
         let confidence = read::confidence(&raw_process);
