@@ -1328,3 +1328,40 @@ async fn a_plain_string_risk_renders_without_a_dangling_arrow() {
         "{page}"
     );
 }
+
+/// The `continue` prompt on a finalized plan offers only what continues it (reading it),
+/// never `init` (a new plan; issue 42); on an open plan, only its next phases.
+#[tokio::test]
+async fn the_continue_prompt_never_offers_init() {
+    let dir = data_dir();
+    let client = spawn_planning(dir.path()).await;
+    let plan = plan_to_evaluate(&client).await;
+    let open = continue_data(&client, &plan).await;
+    assert_eq!(open["resume"]["tool"], "deep_planning", "{open}");
+    assert_eq!(
+        open["plan"]["validNextPhases"],
+        json!(["evaluate", "explore", "finalize"])
+    );
+    ok(&dp(&client, finalize_args("markdown")).await);
+    let done = continue_data(&client, &plan).await;
+    assert_eq!(done["plan"]["phase"], "done", "{done}");
+    assert_eq!(done["plan"]["validNextPhases"], json!([]), "{done}");
+    assert_eq!(done["resume"]["tool"], "get_plan", "{done}");
+    assert_eq!(
+        done["resume"]["arguments"],
+        json!({"sessionId": plan}),
+        "{done}"
+    );
+    assert_eq!(done["resume"]["available"], true, "{done}");
+    assert!(!done.to_string().contains("init"), "{done}");
+}
+
+/// The data block of the `continue` prompt for `session`.
+async fn continue_data(client: &Client, session: &str) -> Value {
+    let arguments = json!({"sessionId": session}).as_object().unwrap().clone();
+    let result = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("continue").with_arguments(arguments))
+        .await
+        .expect("prompts/get");
+    crate::surface::data_of(&serde_json::to_value(result).unwrap())
+}

@@ -6,8 +6,9 @@
 //! family's renderer ([`super::document::RENDER`]). Must not: read the store, or quote
 //! anything outside the prompts' data blocks (the prompts place these values).
 
+use super::payload::PHASE_DONE;
 use super::state::Planning;
-use super::valid_next;
+use super::{GET_PLAN, valid_next};
 use crate::event::summary::SessionSummary;
 use crate::export::family::{PromptResume, resumable_id};
 use crate::projection::tree::ThoughtTree;
@@ -37,7 +38,7 @@ pub(crate) fn plan_state(tree: &ThoughtTree) -> Option<Value> {
         "problem": plan.init.problem,
         "clarifications": plan.clarifications.len(),
         "approaches": approaches,
-        "validNextPhases": valid_next(Some(plan.phase)),
+        "validNextPhases": continuing_phases(plan.phase),
     });
     if let Some(done) = &plan.finalized {
         state["selectedBranch"] = json!(done.item.selected_branch);
@@ -45,26 +46,46 @@ pub(crate) fn plan_state(tree: &ThoughtTree) -> Option<Value> {
     Some(state)
 }
 
-/// The `deep_planning` call in the plan's next phase (a note when it is finalized).
+/// The `deep_planning` call in the plan's next phase; `get_plan` for a finalized plan.
 pub(crate) fn resume(
     tree: &ThoughtTree,
     summary: &SessionSummary,
     session: &str,
 ) -> Option<PromptResume> {
     let plan = Planning::of(tree).plan.as_ref()?;
-    let next = valid_next(Some(plan.phase));
-    let note = (plan.phase == "done").then(|| {
-        "the plan is finalized: review it (get_plan) or start a new one with phase init".to_string()
-    });
+    let id = resumable_id(summary, session);
+    if plan.phase == PHASE_DONE {
+        // Nothing continues a finalized plan: offer reading it, never a new plan's init.
+        return Some(PromptResume {
+            tool: GET_PLAN,
+            arguments: json!({"sessionId": id}),
+            fill: &[],
+            note: Some(
+                "the plan is finalized and takes no more phases: read it (get_plan) and \
+                 report where it stands"
+                    .to_string(),
+            ),
+        });
+    }
+    let next = continuing_phases(plan.phase);
     Some(PromptResume {
         tool: DEEP_PLANNING,
         arguments: json!({
-            "sessionId": resumable_id(summary, session),
-            "phase": next.first().copied().unwrap_or("init"),
+            "sessionId": id,
+            "phase": next.first().copied().unwrap_or("explore"),
         }),
         fill: &["phase (any of plan.validNextPhases) and that phase's fields"],
-        note,
+        note: None,
     })
+}
+
+/// The phases that continue a plan in `phase` (`init` starts another plan: never one).
+fn continuing_phases(phase: &str) -> Vec<&'static str> {
+    valid_next(Some(phase))
+        .iter()
+        .copied()
+        .filter(|p| *p != "init")
+        .collect()
 }
 
 /// Whether the plan merged `branch`.
