@@ -1098,38 +1098,3 @@ async fn two_processes_stepping_one_session_at_once_never_both_decide_from_the_s
     b.cancel().await.unwrap();
     assert!(cli(dir.path(), &["verify"]).status.success());
 }
-
-/// A heuristic solve's steps are numbered against the steps it ran, never `maxSteps`
-/// ("Thought 1/16" in a 4-step solve; issue 42).
-#[tokio::test]
-async fn a_solves_steps_are_numbered_against_the_steps_it_ran() {
-    let dir = common::data_dir();
-    let client = spawn(dir.path(), &[]).await;
-    let solved = structured(
-        &call(
-            &client,
-            "solve",
-            json!({"task": TASK, "iterations": 4, "config": {"maxSteps": 16}}),
-        )
-        .await,
-    );
-    let steps = step_texts(&solved).len();
-    assert_eq!(steps, 4, "{solved}");
-    let id = solved["sessionId"].as_str().unwrap().to_string();
-    let markdown = text(
-        &call(
-            &client,
-            "export_session",
-            json!({"sessionId": id, "format": "markdown"}),
-        )
-        .await,
-    );
-    for n in 1..=steps {
-        assert!(
-            markdown.contains(&format!("Thought {n}/{steps}")),
-            "{markdown}"
-        );
-    }
-    assert!(!markdown.contains("/16"), "{markdown}");
-    client.cancel().await.unwrap();
-}

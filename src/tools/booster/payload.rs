@@ -180,20 +180,16 @@ impl FoldTree for BoosterEvent {
             Body::CandidatesScored(set) => state.candidates_scored(seq, at, set),
             Body::BeamRolledOut(beam) => state.beam_rolled_out(seq, beam),
             Body::StepApplied(applied) => {
-                let node = ThoughtNode::new(
+                let mut node = ThoughtNode::new(
                     seq,
                     at,
                     state.last_tool.clone(),
                     applied.iteration,
                     applied.proposal.text.clone(),
                 );
+                node.total_thoughts = Some(state.config.max_steps);
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
-                // Numbered against the steps the solve runs (so far), never maxSteps.
-                let steps = tree.thoughts().map(|t| t.thought_number).max();
-                for thought in tree.graph.node_weights_mut() {
-                    thought.total_thoughts = steps;
-                }
             }
             Body::Backtracked(check) => state.loop_checked(seq, check, true),
             Body::LoopDetected(check) => state.loop_checked(seq, check, false),
