@@ -235,8 +235,18 @@ async fn get_history_returns_events_in_order_with_filters() {
 
     let alt = history(&client, json!({"sessionId": session, "branchId": "alt"})).await;
     assert_eq!(seqs(&alt), [4, 5]);
-    let none = history(&client, json!({"sessionId": session, "branchId": "nope"})).await;
-    assert!(seqs(&none).is_empty());
+    // A branch the session does not have is named, never an empty page (issue 42).
+    let none = call(
+        &client,
+        "get_history",
+        json!({"sessionId": session, "branchId": "nope"}),
+    )
+    .await;
+    assert!(
+        is_error(&none) && text(&none).contains("no branch \"nope\""),
+        "{}",
+        text(&none)
+    );
 
     let thoughts = history(
         &client,
