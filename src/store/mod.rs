@@ -363,12 +363,12 @@ impl Ledger {
         to_seq: u64,
         visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        self.scan_session(session, from_seq, to_seq, Decode::Full, visit)
+        self.scan_session(session, from_seq, to_seq, visit)
     }
 
-    /// [`Ledger::for_each_event`] for projections: leaves out what a fold never reads, so
-    /// a rebuild does not pay for it. Each event's `prev` and `hash` are empty and its
-    /// call's arguments are `null`; never export, verify or compare these events.
+    /// [`Ledger::for_each_event`] for projections. Every event handed out is read whole and
+    /// checked (its hash included), as every read is; the name keeps the projections' call
+    /// sites apart for a cheaper check later (issue 41).
     pub fn for_each_event_to_fold(
         &self,
         session: SessionId,
@@ -376,12 +376,12 @@ impl Ledger {
         to_seq: u64,
         visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        self.scan_session(session, from_seq, to_seq, Decode::ToFold, visit)
+        self.scan_session(session, from_seq, to_seq, visit)
     }
 
     /// Streams the events of `session` in `from_seq..=to_seq`, each checked as it is read
     /// ([`chain::ChainCheck`]: where it is stored, its hash, its place in the chain; read
-    /// whole for that, whatever `decode` asks), and, when the scan reads to its end, that
+    /// whole for that), and, when the scan reads to its end, that
     /// the log ends where the session's head says. The first row that does not check ends
     /// the scan with [`StoreError::Corrupt`] naming it, after every sound event before it
     /// was visited; the damage is recorded.
@@ -390,10 +390,8 @@ impl Ledger {
         session: SessionId,
         from_seq: u64,
         to_seq: u64,
-        decode: Decode,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
-        let _ = decode;
         let view = self.read()?;
         // A head row that does not decode is the session's damage, said after the events
         // that verify (read as far as the caller asked).
