@@ -68,7 +68,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "agent",
     instructions: "agent (hand self-contained sub-questions to another model; a persistent tree of branch nodes)",
     default_on: false,
-    listing_budget_bytes: 2_200,
+    listing_budget_bytes: 2_000,
     tools,
     aliases: &[],
     call,
@@ -109,26 +109,26 @@ pub(crate) fn node_quota() -> u64 {
     })
 }
 
-fn number_schema(minimum: f64, maximum: f64) -> Value {
+/// Schema of a number argument in `minimum..=maximum` (or its string). The bounds are
+/// whole, written as JSON integers (`2`, not `2.0`: JSON Schema compares by value).
+fn number_schema(minimum: u32, maximum: u32) -> Value {
     json!({"type": ["number", "string"], "minimum": minimum, "maximum": maximum})
 }
 
 fn tools() -> Vec<Tool> {
-    let writing = || {
-        rmcp::model::ToolAnnotations::new()
-            .destructive(false)
-            .open_world(true)
-    };
+    // Appends to the ledger, destroys nothing, and reaches a model outside: open world,
+    // which is MCP's default for `openWorldHint`, so only `destructiveHint` is sent.
+    let writing = || rmcp::model::ToolAnnotations::new().destructive(false);
     vec![
         tool_definition(
             CHAT_AGENT,
             None,
-            "Delegate one self-contained subtask to a non-thinking model and get its answer (recorded). Give input_text all the context it needs. Strategies: verification temperature=0.1 top_p=0.1 max_tokens=2048 seed=42; exploration temperature=1.2 top_p=0.95 max_tokens=4096; balanced temperature=0.5 top_p=0.8 max_tokens=4096. Errors are JSON {success:false,type,action,message}: action retry/backoff/fix_input/report.",
+            "Delegate one self-contained subtask to a non-thinking model; input_text must hold all its context. Strategies (temperature, top_p, max_tokens): verification 0.1, 0.1, 2048, seed 42; exploration 1.2, 0.95, 4096; balanced 0.5, 0.8, 4096. Errors: {success:false,type,action,message}, action retry|backoff|fix_input|report.",
             json!({"type": "object", "properties": {
                 "input_text": {"type": "string"},
                 "system_prompt": {"type": "string"},
-                "temperature": described(number_schema(0.0, 2.0), "0-2, default 0.7"),
-                "top_p": described(number_schema(0.0, 1.0), "default 0.9"),
+                "temperature": described(number_schema(0, 2), "default 0.7"),
+                "top_p": described(number_schema(0, 1), "default 0.9"),
                 "max_tokens": described(count_schema_up_to(MAX_TOKENS_LIMIT), "default 4096"),
                 "stop": string_list_schema(),
                 "seed": count_schema(),
@@ -140,9 +140,9 @@ fn tools() -> Vec<Tool> {
         tool_definition(
             CREATE_BRANCH,
             None,
-            "Create a branch node: a model answers one self-contained sub-question (at least 30 characters; never the whole task) and the node keeps its conclusion and confidence. call_type: drill_down (default, go deep), verify (check a claim), explore (other angles), stash (note for later). parent_node_id: trunk (default) or a node id, to nest. At most 16 nodes per session_id; then integrate the conclusions.",
+            "A model answers one self-contained sub-question (30+ characters, never the whole task) as a branch node keeping its conclusion and confidence. call_type: drill_down (default, go deep), verify (check a claim), explore (other angles), stash (note). parent_node_id: trunk (default) or a node id. At most 16 nodes per session_id; then integrate the conclusions.",
             json!({"type": "object", "properties": {
-                "session_id": described(json!({"type": "string"}), "Your name for this reasoning session"),
+                "session_id": described(json!({"type": "string"}), "Your name for the session"),
                 "input_text": {"type": "string"},
                 "call_type": {"type": "string"},
                 "parent_node_id": {"type": "string"}

@@ -149,7 +149,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             EVALUATE_BRANCH,
             None,
-            "Score a branch (a sequentialthinking branch or a plan's approach) 0-10 on each criterion; recorded with its weights (feasibility .25, completeness .2, coherence .2, novelty .15, convergence .1, risk .1 inverted).",
+            "Score a sequentialthinking branch or a plan's approach 0-10 per criterion (risk: higher is worse); the weighted total is recorded.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,
@@ -168,7 +168,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             COMPARE_BRANCHES,
             None,
-            "Rank a session's evaluated branches, with the reason for each place.",
+            "Rank a session's evaluated branches, with reasons.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "method": {"type": "string", "enum": METHODS}
@@ -179,7 +179,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             CLOSE_BRANCH,
             None,
-            "End a branch with its conclusion; it then takes no more thoughts.",
+            "End a branch with its conclusion; it takes no more thoughts.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,
@@ -191,7 +191,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             MERGE_BRANCH,
             None,
-            "Bring a branch's conclusion (summary) or its thoughts (append) into the main line as a new thought citing it.",
+            "Add a thought to the main line citing a branch: its conclusion (summary) or its thoughts (append).",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,

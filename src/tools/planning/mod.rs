@@ -59,7 +59,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "planning",
     instructions: "planning (phased plans with scored approaches; evaluate, compare, close and merge branches)",
     default_on: false,
-    listing_budget_bytes: 5_000,
+    listing_budget_bytes: 4_450,
     tools,
     aliases: &[],
     call,
@@ -75,7 +75,10 @@ pub(crate) static FAMILY: Family = Family {
     doctor: None,
 };
 
-const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (branchId, name, description, pros, cons: one approach per call) → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Each answer lists validNextPhases. Plans persist: pass sessionId (dp-…) to resume one. Arrays may be JSON strings.";
+/// Each phase with the arguments it reads (the schema lists them all, for every phase).
+/// That a plan persists is said once for every tool, in the server instructions; that an
+/// array may come as a JSON string, by the schema's type union.
+const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (one approach: branchId, name, description, pros, cons)* → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Answers list validNextPhases; sessionId (dp-…) continues a plan.";
 
 /// The tools of this family, as listed.
 /// The argument names each tool of this family lists, built once: a name of the tool's
@@ -139,7 +142,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             LIST_PLANS,
             None,
-            "Stored plans, newest first; filter by status or keyword (problem, approach names).",
+            "Plans, newest first; keyword matches problems and approach names.",
             json!({"type": "object", "properties": {
                 "status": {"type": "string", "enum": ["complete", "in-progress"]},
                 "keyword": text
@@ -150,7 +153,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             GET_PLAN,
             None,
-            "A plan (finalized or so far) as markdown, json, mermaid, or its events as jsonl.",
+            "A plan, finalized or so far, in format (jsonl: its events).",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": ["markdown", "json", "jsonl", "mermaid"]}

@@ -60,7 +60,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "qa",
     instructions: "qa (verification steps; recommends next tools from the caller's own)",
     default_on: false,
-    listing_budget_bytes: 2_500,
+    listing_budget_bytes: 2_250,
     tools,
     aliases: &[],
     call,
@@ -76,9 +76,10 @@ pub(crate) static FAMILY: Family = Family {
     doctor: Some(&workflow::WORKFLOW_CHECK),
 };
 
-const DESCRIPTION: &str = "Sequential thinking for verification work (versions, syntax, compatibility, tests). Each call records one step; the answer recommends the next step from a workflow, with tools ranked by confidence, rationale, priority, alternatives, suggested inputs, and the outcomes that call for a revision (is_revision, revises_thought) or a branch (branch_from_thought, branch_id).
-
-Send available_client_tools (your tool names) so only tools you have are recommended; tools your own current_step names but you lack come back as invalid_recommendations. Steps persist: pass session_id to continue a session, also after a restart; previous steps need not be resent.";
+/// What the tool is for, what its answer recommends, and the two arguments whose use the
+/// names do not say. That a session persists and continues is said once for every tool,
+/// in the server instructions.
+const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. The answer recommends the next step from a workflow: ranked tools, and when to revise (is_revision, revises_thought) or branch (branch_from_thought, branch_id). Send available_client_tools so only tools you have are recommended; current_step tools you lack come back as invalid_recommendations. Earlier steps are kept: they need not be resent.";
 
 fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});

@@ -35,7 +35,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "thinking",
     instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
-    listing_budget_bytes: 2_500,
+    listing_budget_bytes: 2_360,
     tools,
     aliases: &[SEQUENTIAL_ALIAS],
     call,
@@ -73,20 +73,21 @@ pub(crate) const SEQUENTIAL: &str = "sequentialthinking";
 pub(crate) const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
 pub(crate) const THINK: &str = "think";
 
-/// The reference server's guidance (when to use it, its features, the "You should"
-/// list) in fewer words, plus how a session persists and continues. Every byte of it is
-/// sent with every model request (`tools/list`).
-const SEQUENTIAL_DESCRIPTION: &str = "Think step by step, revising and branching: for complex problems, changing plans, analysis of unclear scope. Each call records one thought; sessions persist across restarts: pass sessionId to continue one.
+/// The reference server's guidance (when to use it, its features, the parameters, the
+/// "You should" list) in fewer words. Every byte of it is sent with every model request
+/// (`tools/list`); how a session persists and continues (`sessionId`) is said once for
+/// every tool, in the server instructions.
+const SEQUENTIAL_DESCRIPTION: &str = "Step-by-step thinking that can revise and branch, for complex problems, changing plans or unclear scope. One thought per call.
 
 You should:
 1. Estimate totalThoughts, adjust it freely; set needsMoreThoughts to go past it.
 2. Question earlier thoughts; revise with isRevision, revisesThought.
-3. Explore alternatives as branches (branchFromThought, branchId).
+3. Branch to explore alternatives (branchFromThought, branchId).
 4. Form a hypothesis and verify it.
-5. Set nextThoughtNeeded to false only when done with a correct answer.";
+5. Set nextThoughtNeeded false only when done with a correct answer.";
 
-/// The original `think` tool's description, with how threads start and continue.
-const THINK_DESCRIPTION: &str = "Use the tool to think about something. It will not obtain new information or change anything; it just records the thought. Use it for complex reasoning or a to-do list. Start a thread (new thread_purpose, thought_index 1) per user message; continue it with the same purpose and next index.";
+/// The original `think` tool's guidance, with how threads start and continue.
+const THINK_DESCRIPTION: &str = "Record a thought; it gets no new information and changes nothing. For complex reasoning or a to-do list. Per user message, start a thread (new thread_purpose, thought_index 1); continue it with the same purpose and the next index.";
 
 /// The tools of this family, as listed.
 pub(crate) fn tools() -> Vec<Tool> {
