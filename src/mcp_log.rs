@@ -230,12 +230,14 @@ pub(crate) fn current_scope() -> Option<u64> {
     SCOPE.try_with(|scope| *scope).ok()
 }
 
-/// Runs `future` in `scope` (its log events go to that scope's client only).
-pub(crate) async fn in_scope<F: Future>(scope: Option<u64>, future: F) -> F::Output {
-    match scope {
-        Some(scope) => SCOPE.scope(scope, future).await,
-        None => future.await,
-    }
+/// Runs `future` in `scope` (its log events go to that scope's client only). The future
+/// returned holds `future` once (an `async fn` would hold it twice: as its argument and
+/// inside the scope it awaits), which is a request's size for every call.
+pub(crate) fn in_scope<F: Future>(
+    scope: u64,
+    future: F,
+) -> tokio::task::futures::TaskLocalFuture<u64, F> {
+    SCOPE.scope(scope, future)
 }
 
 /// Whether any client wants records at `level` (cheap: one atomic load).

@@ -26,7 +26,9 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -201,9 +203,12 @@ impl LedgerServer {
             request.turn.release();
         }
         mcp_log::tool_call(name, &arguments);
-        let scope = mcp_log::current_scope();
-        let keys: Map<String, Value> = arguments
+        // Only an argument the schema does not list can be ignored: a call with one records
+        // the names its parsers read, to name what they did not.
+        let listed = self.schema_properties(name);
+        let unlisted: Map<String, Value> = arguments
             .keys()
+            .filter(|key| !listed.contains(&key.as_str()))
             .map(|key| (key.clone(), Value::Null))
             .collect();
         let call = ToolCall {
@@ -213,16 +218,26 @@ impl LedgerServer {
             received,
             request,
         };
-        let task = tokio::spawn(mcp_log::in_scope(
-            scope,
-            args::recording((route.set.family().call)(call)),
+        let mut task = std::pin::pin!(args::recording(
+            (route.set.family().call)(call),
+            !unlisted.is_empty()
         ));
-        let (outcome, read) = match task.await {
+        // The call runs in this task (no task of its own to allocate and schedule); a
+        // panic in it is caught at each poll and becomes an error answer.
+        let finished = std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(cx))) {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(done)) => Poll::Ready(Ok(done)),
+                Err(panic) => Poll::Ready(Err(panic)),
+            }
+        })
+        .await;
+        let (outcome, read) = match finished {
             Ok((outcome, read)) => (outcome, read),
-            Err(join_error) => (
+            Err(panic) => (
                 Err(ToolError::Panicked {
                     tool: name.to_string(),
-                    message: join_error.to_string(),
+                    message: panic_text(&*panic),
                 }),
                 Default::default(),
             ),
@@ -244,7 +259,7 @@ impl LedgerServer {
             }
         };
         Ok(
-            match args::ignored_arguments(&keys, &self.schema_properties(name), &read) {
+            match args::ignored_arguments(&unlisted, &listed, &read) {
                 Some(note) => with_note(answer, note),
                 None => answer,
             },
@@ -427,10 +442,12 @@ impl ServerHandler for LedgerServer {
             .log_level()
             .map(|level| LogSink::new(mcp_log::new_scope(), peer, level));
         let scope = request_log.as_ref().map_or(self.log_scope, LogSink::scope);
-        let answer = mcp_log::in_scope(
-            Some(scope),
+        // Boxed: every request's task is as big as the biggest handler's future, and a
+        // tool call's is the biggest by far (the task is allocated and moved per request).
+        let answer = Box::pin(mcp_log::in_scope(
+            scope,
             self.dispatch_request(&request.name, arguments, request_context),
-        )
+        ))
         .await;
         if let Some(log) = request_log {
             log.finish().await;
@@ -638,7 +655,8 @@ impl ServerHandler for LedgerServer {
         }
         let cancel = context.request_context().ct.clone();
         let sink = context.sink().clone();
-        live::follow(
+        // Boxed, as a tool call is: a request's task is as big as the biggest handler.
+        Box::pin(live::follow(
             self.ledger().clone(),
             from,
             Arc::new(Mutex::new(interest)),
@@ -647,7 +665,7 @@ impl ServerHandler for LedgerServer {
                 let sink = sink.clone();
                 async move { sink.notify_resource_updated(uri).await.is_ok() }
             },
-        )
+        ))
         .await;
         Ok(())
     }
@@ -762,6 +780,16 @@ fn resource_name(head: &crate::store::SessionHead) -> String {
         "" => format!("untitled session {} ({kind})", head.session),
         title => format!("{title} ({kind})"),
     }
+}
+
+/// What a tool call's panic said (its message, when it is text).
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    format!("panicked: {message}")
 }
 
 /// `answer` with `note` (the arguments it ignored) as one more text block: the answer

@@ -92,9 +92,6 @@ pub(super) fn serve(
             if existed { "" } else { " (a new ledger)" }
         );
     }
-    for finding in ledger.scrub_on_start() {
-        tracing::error!(ledger = %ledger.path().display(), %finding, "the ledger is damaged: this server takes no writes (`reasoning-ledger verify` lists the damage, `recover --to NEW_DIR` salvages it)");
-    }
     let one_thread = http.is_none() && settings.store.is_none();
     let runtime = if one_thread {
         stdio_runtime()?

@@ -126,11 +126,20 @@ pub(crate) fn bytes_whole<S: serde::Serializer>(
 
 /// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
 /// (always, for events this build or an import wrote), JSON otherwise.
+/// Bytes a binary row takes besides its payload and actor (marker, ids, seq, time, schema,
+/// prev, hash, the payload's tag and lengths), rounded up: the row is written into one
+/// allocation of that much more than its payload, never grown.
+const ROW_FIXED_BYTES: usize = 160;
+
+/// Bytes set aside for a family's own encoding of its payload before it writes: most
+/// thoughts fit, so the buffer is seldom grown.
+const FAMILY_BYTES_CAPACITY: usize = 512;
+
 pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     let (Some(prev), Some(hash)) = (hex_to_bytes(&event.prev), hex_to_bytes(&event.hash)) else {
         return serde_json::to_vec(event).expect("events always serialize");
     };
-    let mut family_bytes = Vec::new();
+    let mut family_bytes = Vec::with_capacity(FAMILY_BYTES_CAPACITY);
     let written_json;
     let payload = match &event.payload {
         Payload::SessionStarted {
@@ -167,7 +176,16 @@ pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
         prev: prev.as_bytes(),
         hash: hash.as_bytes(),
     };
-    let mut row = Vec::new();
+    let payload_bytes = match &stored.payload {
+        StoredPayload::Written { json } => json.len(),
+        StoredPayload::Family { bytes, .. } => bytes.len(),
+        StoredPayload::SessionStarted { title, aliases, .. } => {
+            title.len() + aliases.iter().map(|alias| alias.len() + 1).sum::<usize>()
+        }
+        StoredPayload::SessionClosed { reason } => reason.len(),
+    };
+    let actor_bytes = event.actor.as_ref().map_or(0, |actor| actor.as_str().len());
+    let mut row = Vec::with_capacity(ROW_FIXED_BYTES + payload_bytes + actor_bytes);
     match &event.actor {
         None => row.push(BINARY_ROW_V2),
         Some(actor) => {
@@ -376,8 +394,11 @@ fn hex_unless_to_fold(bytes: &[u8], fields: DecodeFields) -> Result<String, Stor
 /// 64 lowercase hex digits as a hash; anything else is `None` (kept as JSON then, so the
 /// text round-trips exactly).
 fn hex_to_bytes(text: &str) -> Option<blake3::Hash> {
-    let hash = blake3::Hash::from_hex(text).ok()?;
-    (hash.to_hex().as_str() == text).then_some(hash)
+    // Lowercase only: a row stores the bytes, and decoding writes them back lowercase.
+    let canonical = text
+        .bytes()
+        .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+    canonical.then(|| blake3::Hash::from_hex(text).ok()).flatten()
 }
 
 #[cfg(test)]

@@ -54,11 +54,6 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 /// go through the OS page cache; redb's default (1 GiB) would dominate the server's RSS.
 pub(crate) const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
-/// Largest ledger file whose structure a server walks when it starts
-/// ([`Ledger::scrub_on_start`]): a few milliseconds of reads; a bigger ledger is checked by
-/// `verify`, and its damage is found by the reads and writes that meet it.
-pub(crate) const SCRUB_ON_START_MAX_BYTES: u64 = 32 << 20;
-
 /// The head of a session: its last seq and hash, the ledger-wide position of its last
 /// event, and the summary folded up to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -632,27 +627,6 @@ impl Ledger {
             });
         }
         Ok(out)
-    }
-
-    /// Walks the storage's own structure (every table's pages, decoding nothing) when the
-    /// ledger file is at most [`SCRUB_ON_START_MAX_BYTES`], recording what it finds as
-    /// damage, so a server that opens a damaged file refuses writes from its first call
-    /// instead of appending beside a page it never read. Returns what was found.
-    pub fn scrub_on_start(&self) -> Vec<String> {
-        let small =
-            std::fs::metadata(&*self.path).is_ok_and(|meta| meta.len() <= SCRUB_ON_START_MAX_BYTES);
-        if !small {
-            return Vec::new();
-        }
-        let found = match self.read().and_then(|view| view.check_structure()) {
-            Ok(found) => found,
-            Err(error) if error.is_damage() => vec![error.to_string()],
-            Err(_) => Vec::new(),
-        };
-        for finding in &found {
-            self.damage.found(finding.clone());
-        }
-        found
     }
 
     /// Checks the whole ledger and goes on past damage: the storage's own structure

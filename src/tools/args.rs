@@ -95,7 +95,8 @@ pub(crate) fn described(mut schema: Value, description: &str) -> Value {
 // note to the answer. Nothing of this is in `tools/list`.
 
 /// The names the parsers of the call in flight looked up.
-type ReadNames = Arc<Mutex<BTreeSet<&'static str>>>;
+/// The names a call's parsers looked up, when its call records them ([`recording`]).
+type ReadNames = Option<Arc<Mutex<BTreeSet<&'static str>>>>;
 
 tokio::task_local! {
     static READ: ReadNames;
@@ -108,27 +109,37 @@ const MAX_SUGGESTION_DISTANCE: usize = 2;
 /// of those names are not reported as ignored. Outside [`recording`], nothing.
 pub(crate) fn note_read(names: &[&'static str]) {
     let _ = READ.try_with(|read| {
-        read.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(names.iter().copied())
+        if let Some(read) = read {
+            read.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(names.iter().copied());
+        }
     });
 }
 
-/// Runs `call` recording the argument names its parsers look up; returns its output and
-/// those names.
-pub(crate) async fn recording<F: std::future::Future>(
+/// Runs `call`, recording the argument names its parsers look up when `record` (a call
+/// whose arguments the schema does not all list: only then can a name be ignored);
+/// returns its output and those names (none when not recorded). The future holds `call`
+/// once (taken by value into the scope, not kept as an argument beside it).
+pub(crate) fn recording<F: std::future::Future>(
     call: F,
-) -> (F::Output, BTreeSet<&'static str>) {
-    let read = ReadNames::default();
-    let output = READ.scope(read.clone(), call).await;
-    let names = std::mem::take(&mut *read.lock().unwrap_or_else(|e| e.into_inner()));
-    (output, names)
+    record: bool,
+) -> impl std::future::Future<Output = (F::Output, BTreeSet<&'static str>)> {
+    let read: ReadNames = record.then(Default::default);
+    let scoped = READ.scope(read.clone(), call);
+    async move {
+        let output = scoped.await;
+        let names = read
+            .map(|read| std::mem::take(&mut *read.lock().unwrap_or_else(|e| e.into_inner())))
+            .unwrap_or_default();
+        (output, names)
+    }
 }
 
 /// `f`, made to record into the call in flight when run on another thread
 /// (`spawn_blocking`): the recording is task-local and does not cross by itself.
 pub(crate) fn carry<R>(f: impl FnOnce() -> R) -> impl FnOnce() -> R {
-    let read = READ.try_with(Arc::clone).ok();
+    let read = READ.try_with(Clone::clone).ok();
     move || match read {
         Some(read) => READ.sync_scope(read, f),
         None => f(),
