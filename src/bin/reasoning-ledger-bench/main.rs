@@ -1,13 +1,15 @@
 //! `reasoning-ledger-bench`: the benchmark harness. A binary target of its own, so the
 //! `reasoning-ledger` binary a user installs carries none of it. It measures our stdio
 //! MCP server side by side with the Node reference server ([`servers`]) and the ledger
-//! itself ([`ledger`]), and prints the figures as Markdown tables or JSON.
+//! itself ([`ledger`]), or — with `--baseline` — side by side with another build of
+//! itself ([`servers::run_compare`]), and prints the figures as Markdown tables or JSON.
 //!
 //! Owns: the bench's command line, finding the `reasoning-ledger` binary it measures
 //! (`--server`, else the sibling of this executable in the same cargo target
-//! directory), the scratch directory, and the printed report. Must not: judge the
-//! figures (targets are shown beside them, never enforced), or drive our server other
-//! than as a child process behind its argv (what is measured is the binary users run).
+//! directory) and the baseline's (`--baseline`), the scratch directory, and the printed
+//! report. Must not: judge the figures (targets are shown beside them, never enforced),
+//! or drive our server other than as a child process behind its argv (what is measured
+//! is the binary users run).
 
 mod host;
 mod http;
@@ -41,6 +43,15 @@ struct BenchArgs {
     /// The server binary to measure [default: reasoning-ledger beside this executable]
     #[arg(long, value_name = "PATH")]
     server: Option<PathBuf>,
+    /// Another build's reasoning-ledger binary: measure it and this one side by side
+    /// (start on an empty and on a filled ledger, one caller's p50, 8 and 64 calls in
+    /// flight, server CPU per call, memory), their runs interleaved over --rounds rounds,
+    /// and print each figure's medians and ratio. Nothing else is measured then.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["no_servers", "host", "search", "http", "semantic"])]
+    baseline: Option<PathBuf>,
+    /// Rounds of the side-by-side run (--baseline); every figure is the median of its rounds
+    #[arg(long, default_value_t = servers::DEFAULT_COMPARE_ROUNDS, requires = "baseline")]
+    rounds: usize,
     /// Scratch directory for the benchmark ledgers [default: a new temporary directory]
     #[arg(long)]
     scratch: Option<PathBuf>,
@@ -50,9 +61,14 @@ struct BenchArgs {
     /// Spawn → initialize runs per server
     #[arg(long, default_value_t = servers::DEFAULT_SPAWN_RUNS)]
     spawn_runs: usize,
-    /// Thought counts at which RSS is read (comma-separated)
-    #[arg(long, default_values_t = [servers::DEFAULT_RSS_THOUGHTS], value_delimiter = ',')]
-    rss_at: Vec<usize>,
+    /// Thought counts at which RSS is read (comma-separated) [default: 10000; with
+    /// --baseline 6000]
+    #[arg(long, value_delimiter = ',')]
+    rss_at: Option<Vec<usize>>,
+    /// Thoughts in the ledger whose start (spawn → initialize) is measured beside the
+    /// empty ledger's, written once per run and copied for every spawn; 0 skips it
+    #[arg(long, default_value_t = servers::DEFAULT_FILLED_THOUGHTS)]
+    filled_thoughts: usize,
     /// Skip the MCP server benchmarks
     #[arg(long)]
     no_servers: bool,
@@ -183,7 +199,65 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// The server benchmarks' options from the command line (no servers selected yet).
+fn server_options(
+    args: &BenchArgs,
+    scratch: &Path,
+    default_rss_at: usize,
+) -> servers::ServerBenchOptions {
+    let mut options = servers::ServerBenchOptions::new(scratch.join("servers"));
+    options.calls = args.calls;
+    options.spawn_runs = args.spawn_runs;
+    options.filled_thoughts = args.filled_thoughts;
+    options.rss_checkpoints = args.rss_at.clone().unwrap_or_else(|| vec![default_rss_at]);
+    options
+}
+
+/// Writes the report to stdout.
+fn print(out: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// `--baseline`: the two builds side by side, nothing else. The report is printed
+/// whatever happened; a build whose measurement failed then makes the run fail.
+fn run_compare(args: &BenchArgs, baseline: &Path) -> anyhow::Result<()> {
+    if !baseline.is_file() {
+        bail!("--baseline {}: no such file", baseline.display());
+    }
+    let this = server_binary(args.server.clone())?;
+    let temp;
+    let scratch = match &args.scratch {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::tempdir().context("creating a scratch directory")?;
+            temp.path().to_path_buf()
+        }
+    };
+    eprintln!("bench: baseline {}", describe_binary(baseline));
+    eprintln!("bench: this     {}", describe_binary(&this));
+    let mut options = server_options(args, &scratch, servers::DEFAULT_COMPARE_RSS_THOUGHTS);
+    options.rounds = args.rounds;
+    let report = runtime()?.block_on(servers::run_compare(baseline, &this, options))?;
+    let out = if args.json {
+        let value = serde_json::json!({ "side_by_side": report.report_json() });
+        format!("{}\n", serde_json::to_string_pretty(&value)?)
+    } else {
+        report.to_string()
+    };
+    print(&out)?;
+    match report.failure() {
+        Some(failure) => bail!("the side-by-side run failed: {failure}"),
+        None => Ok(()),
+    }
+}
+
 fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(baseline) = &args.baseline {
+        return run_compare(&args, baseline);
+    }
     // Found before anything is measured: a missing binary fails at once, not after the
     // ledger fixtures.
     let server = if args.no_servers && args.no_postgres {
@@ -192,7 +266,7 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(server_binary(args.server.clone())?)
     };
     let temp;
-    let scratch = match args.scratch {
+    let scratch = match args.scratch.clone() {
         Some(dir) => dir,
         None => {
             temp = tempfile::tempdir().context("creating a scratch directory")?;
@@ -227,19 +301,22 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(server) = server.filter(|_| !args.no_servers) {
         bar.set_message("bench: MCP servers");
         bar.say(&format!("bench: measuring {}", describe_binary(&server)));
-        let mut options = servers::ServerBenchOptions::new(scratch.join("servers"));
-        options.ours = Some(servers::ours_command(&server));
-        options.calls = args.calls;
-        options.spawn_runs = args.spawn_runs;
-        options.rss_checkpoints = args.rss_at.clone();
+        let mut options = server_options(&args, &scratch, servers::DEFAULT_RSS_THOUGHTS);
+        let ours = servers::ours_command(&server);
+        options.filled_writer = Some(ours.clone());
+        options
+            .servers
+            .push(servers::ServerUnderTest::new(servers::OURS, ours));
         if !args.no_reference {
             let root = std::env::current_dir()?;
-            options.reference = servers::reference_command(&root);
-            if options.reference.is_none() {
-                bar.say(&format!(
+            match servers::reference_command(&root) {
+                Some(reference) => options
+                    .servers
+                    .push(servers::ServerUnderTest::new(servers::REFERENCE, reference)),
+                None => bar.say(&format!(
                     "bench: the Node reference server is not installed; run `npm ci --prefix {}` to compare side by side",
                     servers::REFERENCE_PROJECT_DIR
-                ));
+                )),
             }
         }
         let figures = runtime()?.block_on(servers::run_server_bench(options))?;
@@ -302,10 +379,7 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         text
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    print(&out)
 }
 
 #[cfg(test)]
@@ -323,7 +397,31 @@ mod tests {
     fn the_arguments_parse_with_their_defaults() {
         let args = BenchArgs::try_parse_from(["reasoning-ledger-bench"]).expect("no arguments");
         assert_eq!(args.calls, servers::DEFAULT_CALLS);
-        assert_eq!(args.rss_at, [servers::DEFAULT_RSS_THOUGHTS]);
+        assert_eq!(args.rss_at, None);
+        assert_eq!(args.filled_thoughts, servers::DEFAULT_FILLED_THOUGHTS);
         assert_eq!(args.open_events, ledger::DEFAULT_OPEN_EVENTS);
+        let options = server_options(&args, Path::new("/s"), servers::DEFAULT_RSS_THOUGHTS);
+        assert_eq!(options.rss_checkpoints, [servers::DEFAULT_RSS_THOUGHTS]);
+    }
+
+    #[test]
+    fn the_side_by_side_run_takes_its_own_defaults_and_no_other_part() {
+        let args = BenchArgs::try_parse_from(["reasoning-ledger-bench", "--baseline", "/b/rl"])
+            .expect("--baseline alone");
+        assert_eq!(args.rounds, servers::DEFAULT_COMPARE_ROUNDS);
+        let options = server_options(
+            &args,
+            Path::new("/s"),
+            servers::DEFAULT_COMPARE_RSS_THOUGHTS,
+        );
+        assert_eq!(
+            options.rss_checkpoints,
+            [servers::DEFAULT_COMPARE_RSS_THOUGHTS]
+        );
+        assert!(
+            BenchArgs::try_parse_from(["reasoning-ledger-bench", "--baseline", "/b/rl", "--host"])
+                .is_err()
+        );
+        assert!(BenchArgs::try_parse_from(["reasoning-ledger-bench", "--rounds", "3"]).is_err());
     }
 }

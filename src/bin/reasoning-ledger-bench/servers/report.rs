@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::filled::FilledLedger;
 use super::fsync::{FSYNC_WRITE_BYTES, FsyncFigures};
-use super::stats::{LatencySummary, fmt_count, fmt_duration, fmt_kib, micros};
+use super::session::{ConcurrentRun, MemoryReading};
+use super::stats::{self, LatencySummary, fmt_count, fmt_duration, fmt_kib, micros};
+use super::{Measured, OURS, REFERENCE, ServerBenchOptions};
 
 /// DESIGN's durability budget: our one-caller p50 should be at most this
 /// factor times (reference one-caller p50 + one `fdatasync` p50).
@@ -20,14 +23,18 @@ pub(super) const DURABILITY_BUDGET_FACTOR: f64 = 1.3;
 /// Everything one `run_server_bench` measured.
 #[derive(Debug, Clone)]
 pub(crate) struct ServerBenchReport {
-    /// Spawn → `initialize` runs per server.
+    /// Spawn → `initialize` runs per server, per ledger.
     pub spawn_runs: usize,
-    /// Measured calls per run (one caller; in flight).
+    /// Measured calls per run (one caller; each in-flight run).
     pub calls: usize,
     /// Unmeasured calls before the one-caller run.
     pub warmup_calls: usize,
     /// Requests in flight during the throughput run.
     pub in_flight: usize,
+    /// Requests in flight during the wide throughput run (CPU per call read over it).
+    pub wide_in_flight: usize,
+    /// The filled ledger whose start was measured, if it was written.
+    pub filled: Option<FilledLedger>,
     /// Thought counts at which RSS was read (ascending).
     pub rss_checkpoints: Vec<usize>,
     /// The durability baseline.
@@ -47,29 +54,112 @@ pub(crate) struct ServerOutcome {
     pub figures: Result<ServerFigures, String>,
 }
 
-/// Figures for one server.
+/// Figures for one server, from one round.
 #[derive(Debug, Clone)]
 pub(crate) struct ServerFigures {
     /// `serverInfo` name and version from `initialize`.
     pub server: Option<String>,
     /// Negotiated MCP protocol version.
     pub protocol_version: Option<String>,
-    /// Median time from spawn to `initialize` answered.
-    pub spawn_to_initialize_median: Duration,
-    /// All spawn → `initialize` samples summarised.
-    pub spawn_to_initialize: LatencySummary,
+    /// Spawn → `initialize` answered, on an empty data directory.
+    pub start_empty: StartTimes,
+    /// The same on a copy of the filled ledger; `None` when not measured (no filled
+    /// ledger, or a server that keeps none).
+    pub start_filled: Option<StartTimes>,
     /// Round trips with one caller.
     pub one_caller: LatencySummary,
-    /// Round trips while `in_flight` calls were outstanding.
-    pub in_flight: LatencySummary,
-    /// Wall time of the in-flight run.
-    pub in_flight_elapsed: Duration,
-    /// Calls answered per second during the in-flight run.
+    /// The throughput run.
+    pub in_flight: Throughput,
+    /// The wide throughput run.
+    pub wide_in_flight: Throughput,
+    /// The server's CPU time (user + system, all threads) over the wide run, per call.
+    pub cpu_per_call: Duration,
+    /// Memory right after `initialize` (when memory was read).
+    pub rss_idle: Option<MemoryReading>,
+    /// (thoughts recorded, memory) at each checkpoint.
+    pub rss: Vec<(usize, MemoryReading)>,
+}
+
+/// Spawn → `initialize` answered over several spawns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StartTimes {
+    /// Their conventional median.
+    pub median: Duration,
+    /// All of them summarised.
+    pub summary: LatencySummary,
+}
+
+impl StartTimes {
+    /// `None` without samples.
+    pub(crate) fn from_samples(mut samples: Vec<Duration>) -> Option<Self> {
+        samples.sort_unstable();
+        let median = (!samples.is_empty()).then(|| stats::median(&samples))?;
+        Some(Self {
+            median,
+            summary: LatencySummary::from_samples(samples)?,
+        })
+    }
+
+    fn to_json(self) -> Value {
+        json!({ "median_us": micros(self.median), "spawns": self.summary.to_json() })
+    }
+}
+
+/// Calls from several callers sharing one connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Throughput {
+    /// Requests kept in flight.
+    pub in_flight: usize,
+    /// Round trips under that load.
+    pub latency: LatencySummary,
+    /// Wall time from the first call sent to the last answer.
+    pub elapsed: Duration,
+    /// Calls answered per second.
     pub calls_per_sec: f64,
-    /// VmRSS right after `initialize`, in KiB.
-    pub rss_idle_kib: Option<u64>,
-    /// (thoughts recorded, VmRSS in KiB) at each checkpoint.
-    pub rss_kib: Vec<(usize, u64)>,
+}
+
+impl Throughput {
+    /// `None` for a run without calls.
+    pub(crate) fn from_run(in_flight: usize, run: ConcurrentRun) -> Option<Self> {
+        let calls = run.samples.len();
+        Some(Self {
+            in_flight,
+            latency: LatencySummary::from_samples(run.samples)?,
+            elapsed: run.elapsed,
+            calls_per_sec: calls as f64 / run.elapsed.as_secs_f64(),
+        })
+    }
+}
+
+/// One server's figures as JSON; durations in microseconds, sizes in KiB.
+pub(crate) fn figures_json(f: &ServerFigures) -> Value {
+    json!({
+        "server": f.server,
+        "protocol_version": f.protocol_version,
+        "spawn_to_initialize_median_us": micros(f.start_empty.median),
+        "spawn_to_initialize": f.start_empty.summary.to_json(),
+        "filled_spawn_to_initialize": f.start_filled.map(StartTimes::to_json),
+        "one_caller": f.one_caller.to_json(),
+        "in_flight": f.in_flight.latency.to_json(),
+        "in_flight_elapsed_us": micros(f.in_flight.elapsed),
+        "calls_per_sec": f.in_flight.calls_per_sec,
+        "wide_in_flight": {
+            "in_flight": f.wide_in_flight.in_flight,
+            "latency": f.wide_in_flight.latency.to_json(),
+            "elapsed_us": micros(f.wide_in_flight.elapsed),
+            "calls_per_sec": f.wide_in_flight.calls_per_sec,
+        },
+        "cpu_per_call_us": micros(f.cpu_per_call),
+        "rss_idle_kib": f.rss_idle.map(|reading| reading.vm_rss_kib),
+        "rss_anon_idle_kib": f.rss_idle.map(|reading| reading.rss_anon_kib),
+        "rss_kib": f.rss.iter()
+            .map(|(thoughts, reading)| json!({
+                "thoughts": thoughts,
+                "kib": reading.vm_rss_kib,
+                "anon_kib": reading.rss_anon_kib,
+            }))
+            .collect::<Vec<_>>(),
+    })
 }
 
 /// The budget for our one-caller p50 and how the measurement compares.
@@ -89,6 +179,40 @@ impl DurabilityBudget {
 }
 
 impl ServerBenchReport {
+    /// The report of a one-round [`super::measure`] of [`OURS`] and [`REFERENCE`].
+    pub(crate) fn new(opts: &ServerBenchOptions, measured: Measured) -> Self {
+        let mut ours = None;
+        let mut reference = None;
+        for server in measured.servers {
+            let slot = match server.label.as_str() {
+                OURS => &mut ours,
+                REFERENCE => &mut reference,
+                _ => continue,
+            };
+            *slot = Some(ServerOutcome {
+                command: server.command,
+                figures: server.rounds.and_then(|rounds| {
+                    rounds
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| "no round was measured".to_owned())
+                }),
+            });
+        }
+        Self {
+            spawn_runs: opts.spawn_runs,
+            calls: opts.calls,
+            warmup_calls: opts.warmup_calls,
+            in_flight: opts.in_flight,
+            wide_in_flight: opts.wide_in_flight,
+            filled: measured.filled,
+            rss_checkpoints: measured.rss_checkpoints,
+            fdatasync: measured.fdatasync,
+            ours,
+            reference,
+        }
+    }
+
     /// The durability budget, when both servers were measured.
     pub(crate) fn durability_budget(&self) -> Option<DurabilityBudget> {
         let ours = self.ours.as_ref()?.figures.as_ref().ok()?;
@@ -106,21 +230,11 @@ impl ServerBenchReport {
             None => Value::Null,
             Some(ServerOutcome { command, figures }) => match figures {
                 Err(error) => json!({ "command": command, "error": error }),
-                Ok(f) => json!({
-                    "command": command,
-                    "server": f.server,
-                    "protocol_version": f.protocol_version,
-                    "spawn_to_initialize_median_us": micros(f.spawn_to_initialize_median),
-                    "spawn_to_initialize": f.spawn_to_initialize.to_json(),
-                    "one_caller": f.one_caller.to_json(),
-                    "in_flight": f.in_flight.to_json(),
-                    "in_flight_elapsed_us": micros(f.in_flight_elapsed),
-                    "calls_per_sec": f.calls_per_sec,
-                    "rss_idle_kib": f.rss_idle_kib,
-                    "rss_kib": f.rss_kib.iter()
-                        .map(|&(thoughts, kib)| json!({ "thoughts": thoughts, "kib": kib }))
-                        .collect::<Vec<_>>(),
-                }),
+                Ok(f) => {
+                    let mut value = figures_json(f);
+                    value["command"] = json!(command);
+                    value
+                }
             },
         };
         json!({
@@ -129,6 +243,10 @@ impl ServerBenchReport {
                 "calls": self.calls,
                 "warmup_calls": self.warmup_calls,
                 "in_flight": self.in_flight,
+                "wide_in_flight": self.wide_in_flight,
+                "filled_thoughts": self.filled.as_ref().map(|filled| filled.thoughts),
+                "filled_bytes": self.filled.as_ref().map(|filled| filled.bytes),
+                "filled_ledger_file_bytes": self.filled.as_ref().and_then(|filled| filled.ledger_file_bytes),
                 "rss_checkpoints": self.rss_checkpoints,
             },
             "fdatasync": {
@@ -187,18 +305,33 @@ impl fmt::Display for ServerBenchReport {
                 ),
                 (
                     format!("spawn → initialize answered, median of {}", self.spawn_runs),
-                    Box::new(|s| fmt_duration(s.spawn_to_initialize_median)),
+                    Box::new(|s| fmt_duration(s.start_empty.median)),
                 ),
                 (
                     "spawn → initialize, min / max".into(),
                     Box::new(|s| {
                         format!(
                             "{} / {}",
-                            fmt_duration(s.spawn_to_initialize.min),
-                            fmt_duration(s.spawn_to_initialize.max)
+                            fmt_duration(s.start_empty.summary.min),
+                            fmt_duration(s.start_empty.summary.max)
                         )
                     }),
                 ),
+            ];
+            if let Some(filled) = &self.filled {
+                rows.push((
+                    format!(
+                        "{}, median of {}",
+                        filled_start_label(filled),
+                        self.spawn_runs
+                    ),
+                    Box::new(|s| {
+                        s.start_filled
+                            .map_or_else(|| "—".into(), |start| fmt_duration(start.median))
+                    }),
+                ));
+            }
+            rows.extend::<[(String, Cell<'_>); 7]>([
                 (
                     format!("one caller, p50 of {} calls", fmt_count(self.calls)),
                     Box::new(|s| fmt_duration(s.one_caller.p50)),
@@ -213,33 +346,58 @@ impl fmt::Display for ServerBenchReport {
                         self.in_flight,
                         fmt_count(self.calls)
                     ),
-                    Box::new(|s| format!("{:.0}", s.calls_per_sec)),
+                    Box::new(|s| format!("{:.0}", s.in_flight.calls_per_sec)),
                 ),
                 (
                     format!("{} in flight, p50 / p99", self.in_flight),
-                    Box::new(|s| {
-                        format!(
-                            "{} / {}",
-                            fmt_duration(s.in_flight.p50),
-                            fmt_duration(s.in_flight.p99)
-                        )
-                    }),
+                    Box::new(|s| latency_pair(&s.in_flight.latency)),
                 ),
-            ];
+                (
+                    format!(
+                        "{} in flight, calls/s over {} calls",
+                        self.wide_in_flight,
+                        fmt_count(self.calls)
+                    ),
+                    Box::new(|s| format!("{:.0}", s.wide_in_flight.calls_per_sec)),
+                ),
+                (
+                    format!("{} in flight, p50 / p99", self.wide_in_flight),
+                    Box::new(|s| latency_pair(&s.wide_in_flight.latency)),
+                ),
+                (
+                    cpu_per_call_label(self.wide_in_flight),
+                    Box::new(|s| fmt_duration(s.cpu_per_call)),
+                ),
+            ]);
             if !self.rss_checkpoints.is_empty() {
                 rows.push((
                     "RSS after initialize".into(),
-                    Box::new(|s| s.rss_idle_kib.map_or_else(|| "—".into(), fmt_kib)),
+                    Box::new(|s| {
+                        s.rss_idle
+                            .map_or_else(|| "—".into(), |reading| fmt_kib(reading.vm_rss_kib))
+                    }),
+                ));
+                rows.push((
+                    "private (RssAnon) after initialize".into(),
+                    Box::new(|s| {
+                        s.rss_idle
+                            .map_or_else(|| "—".into(), |reading| fmt_kib(reading.rss_anon_kib))
+                    }),
                 ));
             }
             for &checkpoint in &self.rss_checkpoints {
                 rows.push((
                     format!("RSS after {} thoughts", fmt_count(checkpoint)),
                     Box::new(move |s| {
-                        s.rss_kib
-                            .iter()
-                            .find(|&&(n, _)| n == checkpoint)
-                            .map_or_else(|| "—".into(), |&(_, kib)| fmt_kib(kib))
+                        memory_at(s, checkpoint)
+                            .map_or_else(|| "—".into(), |reading| fmt_kib(reading.vm_rss_kib))
+                    }),
+                ));
+                rows.push((
+                    format!("private (RssAnon) after {} thoughts", fmt_count(checkpoint)),
+                    Box::new(move |s| {
+                        memory_at(s, checkpoint)
+                            .map_or_else(|| "—".into(), |reading| fmt_kib(reading.rss_anon_kib))
                     }),
                 ));
             }
@@ -304,17 +462,50 @@ impl fmt::Display for ServerBenchReport {
     }
 }
 
+/// The memory reading taken after `thoughts` thoughts, if one was.
+pub(crate) fn memory_at(figures: &ServerFigures, thoughts: usize) -> Option<MemoryReading> {
+    figures
+        .rss
+        .iter()
+        .find(|&&(n, _)| n == thoughts)
+        .map(|&(_, reading)| reading)
+}
+
+/// The row name of the start on the filled ledger (without the spawn count): its
+/// size is the ledger file's, its redo log aside.
+pub(crate) fn filled_start_label(filled: &FilledLedger) -> String {
+    format!(
+        "spawn → initialize answered, a ledger of {} thoughts ({})",
+        fmt_count(filled.thoughts),
+        fmt_kib(filled.ledger_file_bytes.unwrap_or(filled.bytes) / 1024)
+    )
+}
+
+/// The row name of the server's CPU time per call.
+pub(crate) fn cpu_per_call_label(in_flight: usize) -> String {
+    format!("server CPU per durable call, {in_flight} in flight (user + system)")
+}
+
+/// `p50 / p99` of a summary.
+fn latency_pair(latency: &LatencySummary) -> String {
+    format!(
+        "{} / {}",
+        fmt_duration(latency.p50),
+        fmt_duration(latency.p99)
+    )
+}
+
 /// Keeps a cell from breaking the Markdown table.
 fn escape_cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn summary(p50_us: u64) -> LatencySummary {
+    pub(in super::super) fn summary(p50_us: u64) -> LatencySummary {
         let d = Duration::from_micros(p50_us);
         LatencySummary {
             samples: 10,
@@ -326,18 +517,38 @@ mod tests {
         }
     }
 
-    fn figures(p50_us: u64) -> ServerFigures {
+    /// Figures of a server whose one-caller p50 is `p50_us`, with everything measured.
+    pub(in super::super) fn figures(p50_us: u64) -> ServerFigures {
+        let start = |ms| StartTimes {
+            median: Duration::from_millis(ms),
+            summary: summary(ms * 1_000),
+        };
+        let throughput = |in_flight, calls_per_sec| Throughput {
+            in_flight,
+            latency: summary(p50_us * 4),
+            elapsed: Duration::from_secs(1),
+            calls_per_sec,
+        };
         ServerFigures {
             server: Some("demo 1.0".into()),
             protocol_version: Some("2025-11-25".into()),
-            spawn_to_initialize_median: Duration::from_millis(150),
-            spawn_to_initialize: summary(150_000),
+            start_empty: start(150),
+            start_filled: Some(start(160)),
             one_caller: summary(p50_us),
-            in_flight: summary(p50_us * 4),
-            in_flight_elapsed: Duration::from_secs(1),
-            calls_per_sec: 2000.0,
-            rss_idle_kib: Some(40_960),
-            rss_kib: vec![(10_000, 81_920)],
+            in_flight: throughput(8, 2000.0),
+            wide_in_flight: throughput(64, 4000.0),
+            cpu_per_call: Duration::from_micros(50),
+            rss_idle: Some(MemoryReading {
+                vm_rss_kib: 40_960,
+                rss_anon_kib: 1_024,
+            }),
+            rss: vec![(
+                10_000,
+                MemoryReading {
+                    vm_rss_kib: 81_920,
+                    rss_anon_kib: 2_048,
+                },
+            )],
         }
     }
 
@@ -347,6 +558,13 @@ mod tests {
             calls: 2000,
             warmup_calls: 50,
             in_flight: 8,
+            wide_in_flight: 64,
+            filled: Some(FilledLedger {
+                dir: PathBuf::from("/data/filled-ledger"),
+                thoughts: 20_000,
+                bytes: 25 * 1024 * 1024,
+                ledger_file_bytes: Some(17 * 1024 * 1024),
+            }),
             rss_checkpoints: vec![10_000],
             fdatasync: FsyncFigures {
                 dir: PathBuf::from("/data"),
@@ -359,7 +577,10 @@ mod tests {
             }),
             reference: Some(ServerOutcome {
                 command: vec!["node".into(), "index.js".into()],
-                figures: Ok(figures(100)),
+                figures: Ok(ServerFigures {
+                    start_filled: None,
+                    ..figures(100)
+                }),
             }),
         }
     }
@@ -384,6 +605,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Durability budget"), "{text}");
+        assert!(
+            text.contains("| spawn → initialize answered, a ledger of 20,000 thoughts (17.0 MiB), median of 20 | 160 ms | — |"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| server CPU per durable call, 64 in flight (user + system) | 50.0 µs | 50.0 µs |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 64 in flight, calls/s over 2,000 calls | 4000 | 4000 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| private (RssAnon) after 10,000 thoughts | 2.00 MiB | 2.00 MiB |"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -391,6 +630,21 @@ mod tests {
         let value = report().report_json();
         assert_eq!(value["servers"]["reference"]["one_caller"]["p50_us"], 100.0);
         assert_eq!(value["servers"]["ours"]["rss_kib"][0]["thoughts"], 10_000);
+        assert_eq!(value["servers"]["ours"]["rss_kib"][0]["anon_kib"], 2_048);
+        assert_eq!(value["servers"]["ours"]["cpu_per_call_us"], 50.0);
+        assert_eq!(
+            value["servers"]["ours"]["filled_spawn_to_initialize"]["median_us"],
+            160_000.0
+        );
+        assert_eq!(
+            value["servers"]["reference"]["filled_spawn_to_initialize"],
+            Value::Null
+        );
+        assert_eq!(
+            value["servers"]["ours"]["wide_in_flight"]["calls_per_sec"],
+            4000.0
+        );
+        assert_eq!(value["settings"]["filled_thoughts"], 20_000);
         assert_eq!(value["fdatasync"]["filesystem"], "ext4");
         assert_eq!(value["durability_budget"]["budget_us"], 1_430.0);
     }

@@ -1,6 +1,6 @@
 //! One MCP client session with a server under test: spawn it over stdio,
 //! complete the `initialize` handshake, call `sequentialthinking`, read the
-//! child's resident set size, shut it down.
+//! child's resident set size and the CPU time it has used, shut it down.
 //!
 //! Owns: the child process it spawns (it ends it before returning from
 //! [`Session::close`]) and the per-session data directory it is given. Must
@@ -107,10 +107,19 @@ impl Session {
         self.client.clone()
     }
 
-    /// VmRSS of the server process in KiB.
-    pub(crate) fn rss_kib(&self) -> anyhow::Result<u64> {
-        let pid = self.client.pid().context("server process id is unknown")?;
-        read_vm_rss_kib(pid)
+    /// VmRSS and RssAnon of the server process.
+    pub(crate) fn memory(&self) -> anyhow::Result<MemoryReading> {
+        read_memory(self.pid()?)
+    }
+
+    /// CPU time the server process has used since it started: user and system time of
+    /// all its threads, those already ended included (see [`process_cpu_time`]).
+    pub(crate) fn cpu_time(&self) -> anyhow::Result<Duration> {
+        process_cpu_time(self.pid()?)
+    }
+
+    fn pid(&self) -> anyhow::Result<u32> {
+        self.client.pid().context("server process id is unknown")
     }
 
     /// Closes the server's stdin and waits for it to exit; the child is gone on return.
@@ -225,19 +234,64 @@ fn thought_arguments(number: usize, total: usize) -> Map<String, Value> {
     }
 }
 
-/// `VmRSS` from `/proc/<pid>/status`, in KiB.
-fn read_vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    parse_vm_rss_kib(&status).with_context(|| format!("no VmRSS line in {path}"))
+/// A process's resident memory at one moment, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemoryReading {
+    /// `VmRSS`: every resident page, the binary's code and other file pages included.
+    pub vm_rss_kib: u64,
+    /// `RssAnon`: resident anonymous memory, the process's private heap and stacks.
+    pub rss_anon_kib: u64,
 }
 
-fn parse_vm_rss_kib(status: &str) -> Option<u64> {
+/// `VmRSS` and `RssAnon` from `/proc/<pid>/status`.
+fn read_memory(pid: u32) -> anyhow::Result<MemoryReading> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let field =
+        |name: &str| status_kib(&status, name).with_context(|| format!("no {name} line in {path}"));
+    Ok(MemoryReading {
+        vm_rss_kib: field("VmRSS")?,
+        rss_anon_kib: field("RssAnon")?,
+    })
+}
+
+/// The value of the `NAME:   1234 kB` line of a `/proc/<pid>/status` text, in KiB.
+fn status_kib(status: &str, name: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
+}
+
+/// CPU time process `pid` has used: user plus system time of all its threads, ended
+/// ones included. It is read from the process's CPU clock (`clock_getcpuclockid`),
+/// which the kernel keeps in nanoseconds; `/proc/<pid>/stat`'s `utime + stime` is the
+/// same sum rounded to clock ticks (10 ms), too coarse for a run of a few thousand calls.
+fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let pid = libc::pid_t::try_from(pid).context("process id out of range")?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a valid place for the one clockid_t the call writes.
+    let status = unsafe { libc::clock_getcpuclockid(pid, &mut clock) };
+    anyhow::ensure!(
+        status == 0,
+        "no CPU clock for process {pid}: {}",
+        std::io::Error::from_raw_os_error(status)
+    );
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    let read = unsafe { libc::clock_gettime(clock, &mut now) };
+    anyhow::ensure!(
+        read == 0,
+        "reading the CPU clock of process {pid}: {}",
+        std::io::Error::last_os_error()
+    );
+    let secs = u64::try_from(now.tv_sec).context("negative CPU time")?;
+    let nanos = u32::try_from(now.tv_nsec).context("CPU time nanoseconds out of range")?;
+    Ok(Duration::new(secs, nanos))
 }
 
 #[cfg(test)]
@@ -245,15 +299,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_vm_rss() {
-        let status = "Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t   51234 kB\nThreads:\t7\n";
-        assert_eq!(parse_vm_rss_kib(status), Some(51_234));
-        assert_eq!(parse_vm_rss_kib("Name:\tx\n"), None);
+    fn parses_status_fields() {
+        let status = "Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t   51234 kB\nRssAnon:\t    2048 kB\nRssAnonX:\t 1 kB\nThreads:\t7\n";
+        assert_eq!(status_kib(status, "VmRSS"), Some(51_234));
+        assert_eq!(status_kib(status, "RssAnon"), Some(2_048));
+        assert_eq!(status_kib("Name:\tx\n", "VmRSS"), None);
     }
 
     #[test]
-    fn reads_own_rss() {
-        assert!(read_vm_rss_kib(std::process::id()).expect("own status") > 0);
+    fn reads_own_memory_and_cpu_time() {
+        let memory = read_memory(std::process::id()).expect("own status");
+        assert!(
+            memory.vm_rss_kib > 0 && memory.rss_anon_kib > 0,
+            "{memory:?}"
+        );
+        assert!(memory.rss_anon_kib <= memory.vm_rss_kib, "{memory:?}");
+        let before = process_cpu_time(std::process::id()).expect("own CPU clock");
+        let mut spin = 0u64;
+        while process_cpu_time(std::process::id()).expect("own CPU clock") == before {
+            spin = std::hint::black_box(spin + 1);
+        }
+        assert!(process_cpu_time(u32::MAX).is_err());
     }
 
     #[test]
