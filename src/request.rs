@@ -70,7 +70,9 @@ impl Caller {
 /// [`MAX_CURRENT_SESSIONS`].
 #[derive(Debug, Default)]
 pub struct CurrentSessions {
-    remembered: HashMap<(Caller, SessionKind, String), (SessionId, u64)>,
+    /// Hashed with foldhash (seeded per process): looked up and set on every call.
+    remembered:
+        HashMap<(Caller, SessionKind, String), (SessionId, u64), foldhash::fast::RandomState>,
     /// Counts uses: the entry with the smallest is forgotten first.
     clock: u64,
 }
@@ -88,8 +90,8 @@ impl CurrentSessions {
     pub fn set(&mut self, caller: &Caller, kind: SessionKind, key: String, session: SessionId) {
         self.clock += 1;
         let entry = (caller.clone(), kind, key);
-        if !self.remembered.contains_key(&entry)
-            && self.remembered.len() >= MAX_CURRENT_SESSIONS
+        if self.remembered.len() >= MAX_CURRENT_SESSIONS
+            && !self.remembered.contains_key(&entry)
             && let Some(oldest) = self
                 .remembered
                 .iter()

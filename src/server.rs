@@ -258,12 +258,10 @@ impl LedgerServer {
                 error.into_result().into()
             }
         };
-        Ok(
-            match args::ignored_arguments(&unlisted, &listed, &read) {
-                Some(note) => with_note(answer, note),
-                None => answer,
-            },
-        )
+        Ok(match args::ignored_arguments(&unlisted, &listed, &read) {
+            Some(note) => with_note(answer, note),
+            None => answer,
+        })
     }
 
     /// The top-level property names of tool `name`'s input schema (none for an alias).

@@ -398,7 +398,9 @@ fn hex_to_bytes(text: &str) -> Option<blake3::Hash> {
     let canonical = text
         .bytes()
         .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
-    canonical.then(|| blake3::Hash::from_hex(text).ok()).flatten()
+    canonical
+        .then(|| blake3::Hash::from_hex(text).ok())
+        .flatten()
 }
 
 #[cfg(test)]
