@@ -757,6 +757,11 @@ fn stop_on_signal() -> std::io::Result<CancellationToken> {
 /// [`MAX_LINE_BYTES`] and lines that are not JSON-RPC are answered by the transport
 /// ([`crate::transport`]) and never reach a handler.
 pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
+    if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread
+    {
+        server.ledger().deliver_answers_on_this_thread();
+    }
     let transport = crate::transport::LineTransport::new(
         crate::transport::StdinReader::open()?,
         std::io::stdout(),

@@ -299,6 +299,13 @@ impl Ledger {
         Ok(async move { answer.await.map_err(|_| StoreError::WriterGone)? })
     }
 
+    /// Called on the one thread of a single-threaded runtime that serves for as long as
+    /// this ledger is written (a stdio server): the answers of the writes queued from it
+    /// reach it with one wake per group commit instead of one per answer.
+    pub fn deliver_answers_on_this_thread(&self) {
+        self.writer.deliver_on_this_thread();
+    }
+
     /// Blocking form of [`Ledger::write`] for threads outside the async runtime.
     pub fn write_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
     where

@@ -74,6 +74,33 @@ type Job = Box<dyn FnOnce(Option<&mut AppendTxn<'_>>) -> Completion + Send>;
 #[derive(Clone)]
 pub struct WriterHandle {
     jobs: mpsc::Sender<Job>,
+    /// Where the answers of jobs queued from one runtime's thread go, once set.
+    delivery: Arc<OnceLock<Delivery>>,
+}
+
+/// A job's answer, handed back to the task that waits for it.
+type Answer = Box<dyn FnOnce() + Send>;
+
+/// Hands the answers of the jobs queued from one thread (a single-threaded runtime's: a
+/// stdio server's) to a task on that runtime, which gives each to its caller there. The
+/// writer thus wakes that runtime once for a whole group (a task already woken is not
+/// woken again), not once per answer: every wake from another thread is a system call
+/// and a thread switch. Jobs queued from any other thread are answered directly.
+#[derive(Clone)]
+struct Delivery {
+    answers: tokio::sync::mpsc::UnboundedSender<Answer>,
+    /// The thread whose jobs' answers go this way.
+    thread: std::thread::ThreadId,
+}
+
+impl Delivery {
+    /// Gives `answer` to the delivering task, or now when that task has ended (its
+    /// runtime shut down).
+    fn deliver(&self, answer: Answer) {
+        if let Err(tokio::sync::mpsc::error::SendError(answer)) = self.answers.send(answer) {
+            answer();
+        }
+    }
 }
 
 /// The writer thread as its owner sees it: joined, within a bound, when the ledger closes.
@@ -108,6 +135,7 @@ impl WriterHandle {
         damage: Damage,
     ) -> (Self, WriterThread) {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let delivery = Arc::new(OnceLock::new());
         let (ended_tx, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -118,12 +146,30 @@ impl WriterHandle {
             })
             .expect("spawning the ledger writer thread");
         (
-            WriterHandle { jobs },
+            WriterHandle { jobs, delivery },
             WriterThread {
                 thread: Some(thread),
                 ended,
             },
         )
+    }
+
+    /// From now on, the answers of jobs queued from this thread, which must be the one
+    /// thread of the runtime this runs in (a stdio server's, for as long as it serves), go
+    /// through one task on it ([`Delivery`]). Only the first call counts.
+    pub(crate) fn deliver_on_this_thread(&self) {
+        self.delivery.get_or_init(|| {
+            let (answers, mut queue) = tokio::sync::mpsc::unbounded_channel::<Answer>();
+            tokio::spawn(async move {
+                while let Some(answer) = queue.recv().await {
+                    answer();
+                }
+            });
+            Delivery {
+                answers,
+                thread: std::thread::current().id(),
+            }
+        });
     }
 
     pub(crate) fn enqueue<R, F>(
@@ -135,10 +181,23 @@ impl WriterHandle {
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let delivery = self
+            .delivery
+            .get()
+            .filter(|delivery| delivery.thread == std::thread::current().id())
+            .cloned();
+        let reply = move |value: Result<R, StoreError>| match &delivery {
+            Some(delivery) => delivery.deliver(Box::new(move || {
+                let _ = reply.send(value);
+            })),
+            None => {
+                let _ = reply.send(value);
+            }
+        };
         let job: Job = Box::new(move |txn: Option<&mut AppendTxn<'_>>| {
             let Some(txn) = txn else {
                 return Box::new(move |committed: Result<(), StoreError>| {
-                    let _ = reply.send(committed.and(Err(StoreError::WriterGone)));
+                    reply(committed.and(Err(StoreError::WriterGone)));
                 }) as Completion;
             };
             let writes_before = txn.writes();
@@ -156,7 +215,7 @@ impl WriterHandle {
                 }
             };
             Box::new(move |committed: Result<(), StoreError>| {
-                let _ = reply.send(committed.and(outcome));
+                reply(committed.and(outcome));
             })
         });
         self.jobs.send(job).map_err(|_| StoreError::WriterGone)?;
