@@ -124,17 +124,17 @@ pub(crate) fn bytes_whole<S: serde::Serializer>(
     serializer.serialize_bytes(bytes)
 }
 
-/// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
-/// (always, for events this build or an import wrote), JSON otherwise.
 /// Bytes a binary row takes besides its payload and actor (marker, ids, seq, time, schema,
 /// prev, hash, the payload's tag and lengths), rounded up: the row is written into one
 /// allocation of that much more than its payload, never grown.
-const ROW_FIXED_BYTES: usize = 160;
+const ROW_FIXED_BYTES: usize = 192;
 
 /// Bytes set aside for a family's own encoding of its payload before it writes: most
 /// thoughts fit, so the buffer is seldom grown.
 const FAMILY_BYTES_CAPACITY: usize = 512;
 
+/// The bytes of the row for `event`: binary when its hashes are canonical lowercase hex
+/// (always, for events this build or an import wrote), JSON otherwise.
 pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     let (Some(prev), Some(hash)) = (hex_to_bytes(&event.prev), hex_to_bytes(&event.hash)) else {
         return serde_json::to_vec(event).expect("events always serialize");

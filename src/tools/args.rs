@@ -94,7 +94,6 @@ pub(crate) fn described(mut schema: Value, description: &str) -> Value {
 // call's keys with those and with the tool's schema ([`ignored_arguments`]) and adds the
 // note to the answer. Nothing of this is in `tools/list`.
 
-/// The names the parsers of the call in flight looked up.
 /// The names a call's parsers looked up, when its call records them ([`recording`]).
 type ReadNames = Option<Arc<Mutex<BTreeSet<&'static str>>>>;
 
