@@ -442,6 +442,16 @@ impl ThoughtTree {
             .or_else(|| latest.map(|l| l.any))
     }
 
+    /// Raises every numbered thought's total to at least `total`: a family whose count
+    /// grows as it goes (the booster's steps) numbers all its thoughts against the count.
+    pub fn raise_totals(&mut self, total: u64) {
+        for node in self.graph.node_weights_mut() {
+            if let Some(old) = node.total_thoughts.as_mut() {
+                *old = (*old).max(total);
+            }
+        }
+    }
+
     /// Thoughts in seq order.
     pub fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
         self.order.iter().map(|index| &self.graph[*index])

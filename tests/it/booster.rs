@@ -136,6 +136,42 @@ async fn a_heuristic_solve_gives_eight_distinct_task_steps_and_is_deterministic(
     check_json("booster_solve_heuristic", answer);
 }
 
+/// The "Thought n/N" headings of a session's Markdown export.
+async fn step_headings(client: &Client, id: &str) -> Vec<String> {
+    let markdown = text(
+        &call(
+            client,
+            "export_session",
+            json!({"sessionId": id, "format": "markdown"}),
+        )
+        .await,
+    );
+    markdown
+        .lines()
+        .filter_map(|line| line.split_once("Thought ").map(|(_, n)| n.to_string()))
+        .collect()
+}
+
+/// A solve numbers its steps against the iterations it set out to run, a stepped session
+/// against its steps so far; never against `maxSteps`, which is a cap, not a plan.
+#[tokio::test]
+async fn steps_are_numbered_against_the_plan_not_the_cap() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path(), &[]).await;
+    let solved = structured(&call(&client, "solve", json!({"task": TASK, "iterations": 4})).await);
+    let id = solved["sessionId"].as_str().unwrap();
+    assert_eq!(step_headings(&client, id).await, ["1/4", "2/4", "3/4", "4/4"]);
+
+    let started = structured(&call(&client, "start", json!({"task": TASK})).await);
+    let id = started["sessionId"].as_str().unwrap();
+    for _ in 0..2 {
+        let stepped = call(&client, "step", json!({"sessionId": id})).await;
+        assert!(!is_error(&stepped), "{}", text(&stepped));
+    }
+    assert_eq!(step_headings(&client, id).await, ["1/2", "2/2"]);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn every_answer_shape() {
     let dir = common::data_dir();

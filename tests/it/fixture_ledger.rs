@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 const FIXTURE_DIR: &str = "tests/fixtures/ledger-v2";
 /// The checked-in fixture of the build of issue 35 (its pictures drawn anew).
 const PICTURES_FIXTURE_DIR: &str = "tests/fixtures/ledger-v3";
+/// The fixture of issue 42's build: booster steps numbered against their plan.
+const STEP_COUNT_FIXTURE_DIR: &str = "tests/fixtures/ledger-v4";
 /// Where `generate` writes a new fixture (a directory that must not exist yet).
 const NEW_FIXTURE_ENV: &str = "REASONING_LEDGER_NEW_FIXTURE";
 /// Every session export format, with the file extension it is kept under.
@@ -118,6 +120,13 @@ async fn a_ledger_of_the_build_before_issue_19_verifies_and_exports_byte_identic
 #[tokio::test]
 async fn a_ledger_of_the_build_of_issue_35_verifies_and_exports_byte_identically() {
     check_fixture(PICTURES_FIXTURE_DIR, Pictures::Bytes);
+}
+
+/// The fixture made after issue 42 (a booster session records what its steps are
+/// numbered against): everything byte for byte.
+#[tokio::test]
+async fn a_ledger_of_the_build_of_issue_42_verifies_and_exports_byte_identically() {
+    check_fixture(STEP_COUNT_FIXTURE_DIR, Pictures::Bytes);
 }
 
 /// How a fixture's pictures (`svg`, `html`) are compared.

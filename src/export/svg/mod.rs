@@ -1058,6 +1058,7 @@ pub(crate) mod tests {
                         task: text.to_string(),
                         config: Config::default(),
                         seed_hints: vec![text.to_string()],
+                        step_count: None,
                     }),
                     Some("start"),
                 ),

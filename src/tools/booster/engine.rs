@@ -208,6 +208,7 @@ mod tests {
             task: TASK.into(),
             config,
             seed_hints: Vec::new(),
+            step_count: None,
         })
     }
 

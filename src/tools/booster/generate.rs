@@ -216,6 +216,7 @@ mod tests {
             task: "Find the counterfeit among 12 coins using a balance scale.".into(),
             config: Config::default(),
             seed_hints: Vec::new(),
+            step_count: None,
         })
     }
 

@@ -190,6 +190,7 @@ mod tests {
             task: "Find \"x\"]:::evil\n%% y".into(),
             config: Config::default(),
             seed_hints: Vec::new(),
+            step_count: None,
         });
         for i in 1..=2u64 {
             state.candidates_scored(
@@ -249,6 +250,7 @@ mod tests {
             task: text.into(),
             config: Config::default(),
             seed_hints: Vec::new(),
+            step_count: None,
         });
         for i in 1..=3u64 {
             state.candidates_scored(

@@ -42,7 +42,7 @@ use crate::projection::tree::ThoughtTree;
 use crate::provider::{ModelCallRecord, ModelCallRecorded};
 use crate::request::ToolCall;
 use crate::store::{Ledger, SessionHead};
-use crate::tools::booster::state::{BoosterState, Iteration, Started};
+use crate::tools::booster::state::{BoosterState, Iteration, Started, StepCount};
 use config::{Config, MAX_CANDIDATES, parse_config};
 use generate::Generation;
 use payload::{Body, BoosterEvent, Hints};

@@ -15,6 +15,7 @@ use crate::projection::family::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 pub(crate) use crate::tools::booster::state::{
     Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Started,
+    StepCount,
 };
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
@@ -187,9 +188,15 @@ impl FoldTree for BoosterEvent {
                     applied.iteration,
                     applied.proposal.text.clone(),
                 );
-                node.total_thoughts = Some(state.config.max_steps);
+                let total = StepCount::total(
+                    state.step_count,
+                    applied.iteration,
+                    state.config.max_steps,
+                );
+                node.total_thoughts = Some(total);
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
+                tree.raise_totals(total);
             }
             Body::Backtracked(check) => state.loop_checked(seq, check, true),
             Body::LoopDetected(check) => state.loop_checked(seq, check, false),

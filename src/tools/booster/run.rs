@@ -53,6 +53,7 @@ pub(super) async fn start(mut call: ToolCall) -> Result<CallToolResult, ToolErro
         task: task.expect("checked"),
         config: config.clone(),
         seed_hints,
+        step_count: Some(StepCount::SoFar),
     };
     let state = BoosterState::new(started.clone());
     let recorded = record_start(&mut call, started).await?;
@@ -419,6 +420,7 @@ pub(super) async fn solve(mut call: ToolCall) -> Result<CallToolResult, ToolErro
         task: task.expect("checked"),
         config,
         seed_hints,
+        step_count: Some(StepCount::Planned(iterations)),
     };
     call.request.turn.release();
     let recorded = record_start(&mut call, started).await?;

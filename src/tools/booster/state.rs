@@ -63,6 +63,32 @@ pub(crate) struct Started {
     pub config: Config,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_hints: Vec<String>,
+    /// What its steps are numbered against; none in a session recorded before this was
+    /// (its steps were numbered against `maxSteps`, and are drawn so still).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_count: Option<StepCount>,
+}
+
+/// What a booster session's steps are numbered against ("step 2 of N" in its pictures).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum StepCount {
+    /// The iterations a `solve` set out to run.
+    Planned(u64),
+    /// The steps applied so far (a session stepped call by call).
+    SoFar,
+}
+
+impl StepCount {
+    /// The total the step of iteration `iteration` is numbered against; `None` (a session
+    /// recorded before steps were counted) numbers against `max_steps`, as it was drawn.
+    pub(crate) fn total(count: Option<StepCount>, iteration: u64, max_steps: u64) -> u64 {
+        match count {
+            Some(StepCount::Planned(planned)) => planned.max(iteration),
+            Some(StepCount::SoFar) => iteration,
+            None => max_steps,
+        }
+    }
 }
 
 /// `hints_added`.
@@ -333,6 +359,9 @@ pub(crate) struct BoosterState {
     /// Each `hints_added` event: its seq and hints (for the pictures; not in answers).
     #[serde(skip)]
     pub hint_events: Vec<(u64, Vec<String>)>,
+    /// What its steps are numbered against (see [`Started::step_count`]).
+    #[serde(skip)]
+    pub step_count: Option<StepCount>,
 }
 
 fn cut(text: &str, chars: usize) -> String {
@@ -414,6 +443,7 @@ impl BoosterState {
             last_tool: String::new(),
             started_seq: 0,
             hint_events: Vec::new(),
+            step_count: started.step_count,
         }
     }
 
