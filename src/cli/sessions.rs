@@ -54,7 +54,7 @@ pub(super) fn sessions(
             // plan with two approaches lists 2 here and "No branches." there.
             text.push_str(&format!(
                 "{:<26}  {:<8}  {:>6}  {:>8}  {:>10}  {:<8}  {:<24}  {}\n",
-                head.session.to_string(),
+                export::family::resumable_id(s, &head.session.to_string()),
                 s.kind.as_str(),
                 head.seq,
                 s.thoughts,

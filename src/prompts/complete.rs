@@ -3,10 +3,11 @@
 //!
 //! Owns: [`SessionIndex`] (the sessions' ids, aliases and titles, newest first, kept until
 //! the ledger's last position moves) and [`complete`] (which references and arguments take
-//! session ids; matching by id, alias, title or title word prefix; at most
-//! [`MAX_VALUES`] with `total` and `hasMore`). Must not: fail on a reference it does not
-//! know (that gets an empty list), or read the ledger when nothing was written since the
-//! last completion.
+//! session ids; matching by id, alias, title or title word prefix; a session offered by
+//! the id its tools give, a plan's `dp-` id, and for a prompt's argument with its title
+//! beside it, [`TITLE_SEPARATOR`]; at most [`MAX_VALUES`] with `total` and `hasMore`).
+//! Must not: fail on a reference it does not know (that gets an empty list), or read the
+//! ledger when nothing was written since the last completion.
 
 use super::reads;
 use crate::event::SessionId;
@@ -20,6 +21,13 @@ pub(crate) const MAX_VALUES: usize = CompletionInfo::MAX_VALUES;
 /// Events since the snapshot above which it is read whole again rather than patched.
 pub(crate) const MAX_PATCHED_EVENTS: u64 = 1_024;
 
+/// Most characters of a title shown beside an id in a prompt argument's completion.
+pub(crate) const COMPLETION_TITLE_CHARS: usize = 60;
+
+/// Between an id and its title in a prompt argument's completion; the prompt reads the id
+/// before it ([`session_id_of`]).
+pub(crate) const TITLE_SEPARATOR: &str = " · ";
+
 /// Prefix of the resource templates whose `{id}` names a session.
 const SESSION_TEMPLATE_PREFIX: &str = "ledger://sessions/{id}";
 
@@ -30,6 +38,8 @@ struct Row {
     id: String,
     /// Lowercased.
     id_lower: String,
+    /// The title, cut to [`COMPLETION_TITLE_CHARS`] on one line.
+    title: String,
     /// As recorded, and lowercased.
     aliases: Vec<(String, String)>,
     title_lower: String,
@@ -54,7 +64,13 @@ impl Row {
         title: &str,
     ) -> Row {
         let title_lower = title.to_lowercase();
+        let one_line = title.split_whitespace().collect::<Vec<_>>().join(" ");
         Row {
+            title: crate::export::truncate(
+                &one_line,
+                COMPLETION_TITLE_CHARS,
+                crate::export::Ellipsis::After,
+            ),
             order,
             id_lower: id.to_lowercase(),
             id,
@@ -112,11 +128,13 @@ pub(crate) struct SessionIndex {
 }
 
 impl SessionIndex {
-    /// Session ids (or aliases) matching `prefix`, newest first.
+    /// Session ids (or aliases) matching `prefix`, newest first; each with its title
+    /// beside it when `titled`.
     pub(crate) fn complete(
         &self,
         ledger: &Ledger,
         prefix: &str,
+        titled: bool,
     ) -> Result<CompletionInfo, StoreError> {
         let position = reads::last_position(ledger)?;
         let mut kept = self
@@ -137,37 +155,58 @@ impl SessionIndex {
             _ => *kept = Some(Snapshot::read(ledger, position)?),
         }
         let rows = &kept.as_ref().expect("just set").rows;
-        Ok(matching(rows, prefix))
+        Ok(matching(rows, prefix, titled))
     }
 }
 
-/// What a row offers for `lower_prefix`: its id when the id or the title (or a word of
-/// it) starts so, the alias when an alias does and the id does not.
-fn value_for(row: &Row, lower_prefix: &str) -> Option<String> {
-    if row.id_lower.starts_with(lower_prefix) {
-        return Some(row.id.clone());
-    }
+/// The id a row offers for `lower_prefix`: an alias (a plan's `dp-` id, what its tool
+/// gives) when one starts so, its id when that does, and when the title (or a word of it)
+/// does, the alias if it has one, else the id.
+fn id_for<'r>(row: &'r Row, lower_prefix: &str) -> Option<&'r str> {
     if let Some((alias, _)) = row
         .aliases
         .iter()
         .find(|(_, lower)| lower.starts_with(lower_prefix))
     {
-        return Some(alias.clone());
+        return Some(alias);
+    }
+    if row.id_lower.starts_with(lower_prefix) {
+        return Some(&row.id);
     }
     let title_matches = row.title_lower.starts_with(lower_prefix)
         || row
             .title_words
             .iter()
             .any(|word| word.starts_with(lower_prefix));
-    title_matches.then(|| row.id.clone())
+    title_matches.then(|| row.aliases.first().map_or(row.id.as_str(), |(a, _)| a))
 }
 
-fn matching(rows: &[Row], prefix: &str) -> CompletionInfo {
-    let lower = prefix.trim().to_lowercase();
+/// The value a row offers: the id, with the title beside it when `titled`.
+fn value_for(row: &Row, lower_prefix: &str, titled: bool) -> Option<String> {
+    let id = id_for(row, lower_prefix)?;
+    Some(if titled && !row.title.is_empty() {
+        format!("{id}{TITLE_SEPARATOR}{}", row.title)
+    } else {
+        id.to_string()
+    })
+}
+
+/// The session id in a prompt's argument: all of it, or what comes before the title a
+/// completion put beside the id.
+pub(crate) fn session_id_of(argument: &str) -> &str {
+    argument
+        .split_once(TITLE_SEPARATOR.trim())
+        .map_or(argument, |(id, _)| id)
+        .trim()
+}
+
+fn matching(rows: &[Row], prefix: &str, titled: bool) -> CompletionInfo {
+    // A completed value typed on from: its id.
+    let lower = session_id_of(prefix).to_lowercase();
     let mut values = Vec::new();
     let mut total: usize = 0;
     for row in rows {
-        if let Some(value) = value_for(row, &lower) {
+        if let Some(value) = value_for(row, &lower, titled) {
             total += 1;
             if values.len() < MAX_VALUES {
                 values.push(value);
@@ -204,7 +243,9 @@ pub(crate) fn complete(
     if !wants_session(request) {
         return Ok(CompletionInfo::with_all_values(Vec::new()).expect("empty"));
     }
-    index.complete(ledger, &request.argument.value)
+    // A prompt's argument shows each id's title beside it; a URI takes the id alone.
+    let titled = matches!(request.r#ref, Reference::Prompt(_));
+    index.complete(ledger, &request.argument.value, titled)
 }
 
 #[cfg(test)]
@@ -224,14 +265,47 @@ mod tests {
             row("01BBB", Some("dp-Xy12abcd"), "Plan the migration"),
             row("02CCC", None, "Why is the build slow?"),
         ];
-        assert_eq!(matching(&rows, "01").values, ["01AAA", "01BBB"]);
-        assert_eq!(matching(&rows, "DP-x").values, ["dp-Xy12abcd"]);
-        assert_eq!(matching(&rows, "cache").values, ["01AAA"]);
-        assert_eq!(matching(&rows, "migr").values, ["01BBB"]);
-        assert_eq!(matching(&rows, "slow").values, ["02CCC"]);
-        let all = matching(&rows, "");
+        assert_eq!(matching(&rows, "01", false).values, ["01AAA", "01BBB"]);
+        assert_eq!(matching(&rows, "DP-x", false).values, ["dp-Xy12abcd"]);
+        assert_eq!(matching(&rows, "cache", false).values, ["01AAA"]);
+        // A plan is offered by the id deep_planning gives.
+        assert_eq!(matching(&rows, "migr", false).values, ["dp-Xy12abcd"]);
+        assert_eq!(matching(&rows, "slow", false).values, ["02CCC"]);
+        let all = matching(&rows, "", false);
+        assert_eq!(all.values, ["01AAA", "dp-Xy12abcd", "02CCC"]);
         assert_eq!((all.total, all.has_more), (Some(3), Some(false)));
-        assert!(matching(&rows, "zzz").values.is_empty());
+        assert!(matching(&rows, "zzz", false).values.is_empty());
+    }
+
+    #[test]
+    fn a_prompt_argument_shows_each_title_and_takes_the_id_back() {
+        let long = "word ".repeat(40);
+        let rows = vec![
+            row("01AAA", None, "Cache\ninvalidation"),
+            row("01BBB", Some("dp-Xy12abcd"), "Plan the migration"),
+            row("01CCC", None, ""),
+            row("01DDD", None, &long),
+        ];
+        let values = matching(&rows, "", true).values;
+        assert_eq!(
+            values[..3],
+            [
+                "01AAA · Cache invalidation",
+                "dp-Xy12abcd · Plan the migration",
+                "01CCC"
+            ]
+        );
+        assert!(values[3].chars().count() <= "01DDD · ".len() + COMPLETION_TITLE_CHARS);
+        for value in &values {
+            let id = session_id_of(value);
+            assert!(rows.iter().any(|r| r.id == id || r.aliases.iter().any(|(a, _)| a == id)), "{value}");
+        }
+        // A chosen value typed on from completes to itself.
+        assert_eq!(
+            matching(&rows, "dp-Xy12abcd · Plan", true).values,
+            ["dp-Xy12abcd · Plan the migration"]
+        );
+        assert_eq!(session_id_of("  01AAA  "), "01AAA");
     }
 
     #[test]
@@ -239,7 +313,7 @@ mod tests {
         let rows: Vec<Row> = (0..250)
             .map(|i| row(&format!("01K{i:05}"), None, "t"))
             .collect();
-        let info = matching(&rows, "01k");
+        let info = matching(&rows, "01k", false);
         assert_eq!(info.values.len(), MAX_VALUES);
         assert_eq!((info.total, info.has_more), (Some(250), Some(true)));
         assert_eq!(info.values[0], "01K00000");

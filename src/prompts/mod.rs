@@ -222,7 +222,9 @@ fn session_argument(
     prompt: &'static str,
     arguments: &Map<String, Value>,
 ) -> Result<SessionHead, PromptError> {
-    let id = text_argument(prompt, SESSION_ARGUMENT, arguments)?;
+    let argument = text_argument(prompt, SESSION_ARGUMENT, arguments)?;
+    // A completion's value carries the title beside the id.
+    let id = complete::session_id_of(&argument).to_string();
     if id.len() > crate::tools::args::MAX_ID_BYTES {
         return Err(PromptError::TooLong {
             argument: SESSION_ARGUMENT,
@@ -237,11 +239,14 @@ pub(crate) fn resumable_id(head: &SessionHead) -> String {
     family::resumable_id(&head.summary, &head.session.to_string())
 }
 
-/// The session's own facts, for every prompt about one session.
+/// The session's own facts, for every prompt about one session: by the id its tools give
+/// (as `list_sessions` lists it), its ledger id beside when that differs.
 pub(crate) fn session_facts(head: &SessionHead) -> Value {
     let s = &head.summary;
+    let ledger_id = head.session.to_string();
+    let id = resumable_id(head);
     let mut facts = json!({
-        "sessionId": head.session.to_string(),
+        "sessionId": id,
         "kind": s.kind.as_str(),
         "title": s.title,
         "status": s.status(),
@@ -250,6 +255,9 @@ pub(crate) fn session_facts(head: &SessionHead) -> Value {
         "createdAt": format_time(s.created_at),
         "updatedAt": format_time(s.updated_at),
     });
+    if id != ledger_id {
+        facts["ledgerId"] = json!(ledger_id);
+    }
     if !s.aliases.is_empty() {
         facts["aliases"] = json!(s.aliases);
     }
@@ -313,7 +321,8 @@ fn continue_prompt(
     }
     let resume = resume_call(head, &tree, tool_on);
     data["resume"] = resume;
-    let id = head.session;
+    // By the id its tool gives and takes (a plan's `dp-` id), as the lists show it.
+    let id = resumable_id(head);
     let instructions = format!(
         "Continue the reasoning-ledger session {id} where it left off.\n\n\
          1. Read where it stands in the data below: `session` (title, status), `lastThoughts`, \
@@ -480,7 +489,7 @@ fn recall_prompt(ledger: &Ledger, topic: &str) -> Result<GetPromptResult, Prompt
 
 fn review_prompt(ledger: &Ledger, head: &SessionHead) -> Result<GetPromptResult, PromptError> {
     let tree = reads::tree(ledger, head)?;
-    let id = head.session;
+    let id = resumable_id(head);
     let mut data = json!({"session": session_facts(head)});
     for render in renders() {
         if let Some((key, rows)) = render.prompt_review(&tree) {

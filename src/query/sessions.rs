@@ -12,11 +12,15 @@ use crate::event::{SessionId, SessionKind, format_time};
 use crate::store::{Ledger, SessionHead, StoreError};
 use serde_json::{Value, json};
 
-/// One row of `list_sessions`.
+/// One row of `list_sessions`: a session by the id its tools give and take back (a plan's
+/// `dp-` id, an agent session's name), with its ledger id beside as `ledgerId` when that
+/// differs.
 pub(crate) fn session_row(head: &SessionHead) -> Value {
     let s = &head.summary;
+    let ledger_id = head.session.to_string();
+    let id = crate::export::family::resumable_id(s, &ledger_id);
     let mut row = json!({
-        "sessionId": head.session.to_string(),
+        "sessionId": id,
         "kind": s.kind.as_str(),
         "title": s.title,
         "events": head.seq,
@@ -26,6 +30,9 @@ pub(crate) fn session_row(head: &SessionHead) -> Value {
         "updatedAt": format_time(s.updated_at),
         "status": s.status(),
     });
+    if id != ledger_id {
+        row["ledgerId"] = json!(ledger_id);
+    }
     // Sessions with model calls (any family) say what they cost; agent sessions, their
     // branch nodes.
     s.add_list_row_fields(&mut row);

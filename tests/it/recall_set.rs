@@ -104,9 +104,11 @@ pub(crate) async fn relevance_fixture(client: &Client) -> Fixture {
         let result = call(client, "deep_planning", args).await;
         assert!(!is_error(&result), "{}", text(&result));
     }
-    // deep_planning answers with the session's alias: the ledger's id is listed.
+    // deep_planning answers with the session's alias, and lists it so; search names a
+    // session by its ledger id, listed beside.
     let listed = structured(&call(client, "list_sessions", json!({"kind": "planning"})).await);
-    let plan = listed["sessions"][0]["sessionId"]
+    assert_eq!(listed["sessions"][0]["sessionId"], json!(plan), "{listed}");
+    let plan = listed["sessions"][0]["ledgerId"]
         .as_str()
         .unwrap()
         .to_string();

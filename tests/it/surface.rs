@@ -443,6 +443,9 @@ pub(crate) async fn ledger_of_every_kind(dir: &Path) -> Kinds {
     for kind in ["thinking", "think", "qa", "planning", "booster", "agent"] {
         assert!(ids.contains_key(kind), "a {kind} session: {listed}");
     }
+    // Listed by the ids their tools gave.
+    assert_eq!(ids["planning"], plan_id, "{listed}");
+    assert_eq!(ids["agent"], format!("agent:{AGENT_CALLER}"), "{listed}");
     client.cancel().await.unwrap();
     Kinds {
         ids,
@@ -659,10 +662,20 @@ async fn check_prompts(label: &str, conn: &mut Conn, kinds: &Kinds) {
             &id[..3],
         )
         .await;
-    assert!(
-        by_id["values"].as_array().unwrap().contains(&json!(id)),
-        "{label}: {by_id}"
-    );
+    // A prompt's completion shows the title beside the id, and the prompt takes it back.
+    let offered = by_id["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|value| value.starts_with(&format!("{id} · ")))
+        .unwrap_or_else(|| panic!("{label}: {by_id}"))
+        .to_string();
+    let continued = conn
+        .get_prompt("continue", json!({"sessionId": offered}))
+        .await
+        .unwrap();
+    assert_eq!(data_of(&continued)["session"]["sessionId"], json!(id), "{label}");
     let by_word = conn
         .complete(
             json!({"type": "ref/resource", "uri": "ledger://sessions/{id}"}),
@@ -682,10 +695,11 @@ async fn check_prompts(label: &str, conn: &mut Conn, kinds: &Kinds) {
             "dp-",
         )
         .await;
+    // A plan by the id deep_planning gives, its title beside.
     assert_eq!(
-        by_alias["values"].as_array().unwrap().len(),
-        1,
-        "{by_alias}"
+        by_alias["values"],
+        json!([format!("{} · {}", kinds.ids["planning"], kinds.problem)]),
+        "{label}: {by_alias}"
     );
     let other = conn
         .complete(json!({"type": "ref/prompt", "name": "nope"}), "x", "01")
@@ -908,7 +922,9 @@ async fn completion_of_a_3_character_prefix_among_1000_sessions_takes_at_most_10
             assert_eq!(first["total"], MANY_SESSIONS, "{first}");
             assert_eq!(first["hasMore"], true, "{first}");
             if typed == prefix {
-                assert_eq!(first["values"][0], json!(newest), "newest first");
+                // A prompt's value carries the title beside the id; a URI's is the id.
+                let value = first["values"][0].as_str().unwrap();
+                assert_eq!(value.split(" · ").next(), Some(newest.as_str()), "newest first");
             }
             // The bound holds for the server over stdio; over HTTP the figures (printed)
             // add the HTTP client's and server's own costs, which a loaded machine swings.
@@ -935,7 +951,7 @@ async fn completion_of_a_3_character_prefix_among_1000_sessions_takes_at_most_10
         );
         assert_eq!(
             found.completion.values,
-            [added["sessionId"].as_str().unwrap()]
+            [format!("{} · {word} crossing", added["sessionId"].as_str().unwrap())]
         );
     }
 }
