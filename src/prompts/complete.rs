@@ -298,7 +298,11 @@ mod tests {
         assert!(values[3].chars().count() <= "01DDD · ".len() + COMPLETION_TITLE_CHARS);
         for value in &values {
             let id = session_id_of(value);
-            assert!(rows.iter().any(|r| r.id == id || r.aliases.iter().any(|(a, _)| a == id)), "{value}");
+            assert!(
+                rows.iter()
+                    .any(|r| r.id == id || r.aliases.iter().any(|(a, _)| a == id)),
+                "{value}"
+            );
         }
         // A chosen value typed on from completes to itself.
         assert_eq!(

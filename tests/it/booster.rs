@@ -160,7 +160,10 @@ async fn steps_are_numbered_against_the_plan_not_the_cap() {
     let client = spawn(dir.path(), &[]).await;
     let solved = structured(&call(&client, "solve", json!({"task": TASK, "iterations": 4})).await);
     let id = solved["sessionId"].as_str().unwrap();
-    assert_eq!(step_headings(&client, id).await, ["1/4", "2/4", "3/4", "4/4"]);
+    assert_eq!(
+        step_headings(&client, id).await,
+        ["1/4", "2/4", "3/4", "4/4"]
+    );
 
     let started = structured(&call(&client, "start", json!({"task": TASK})).await);
     let id = started["sessionId"].as_str().unwrap();

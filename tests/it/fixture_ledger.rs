@@ -63,7 +63,11 @@ fn session_ids(dir: &Path) -> Vec<(String, String)> {
         .map(|s| {
             (
                 // Listed by its alias since issue 42 (a plan's `dp-` id), its ledger id beside.
-                s.get("ledgerId").unwrap_or(&s["sessionId"]).as_str().unwrap().to_string(),
+                s.get("ledgerId")
+                    .unwrap_or(&s["sessionId"])
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
                 s["kind"].as_str().unwrap().to_string(),
             )
         })

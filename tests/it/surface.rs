@@ -675,7 +675,11 @@ async fn check_prompts(label: &str, conn: &mut Conn, kinds: &Kinds) {
         .get_prompt("continue", json!({"sessionId": offered}))
         .await
         .unwrap();
-    assert_eq!(data_of(&continued)["session"]["sessionId"], json!(id), "{label}");
+    assert_eq!(
+        data_of(&continued)["session"]["sessionId"],
+        json!(id),
+        "{label}"
+    );
     let by_word = conn
         .complete(
             json!({"type": "ref/resource", "uri": "ledger://sessions/{id}"}),
@@ -924,7 +928,11 @@ async fn completion_of_a_3_character_prefix_among_1000_sessions_takes_at_most_10
             if typed == prefix {
                 // A prompt's value carries the title beside the id; a URI's is the id.
                 let value = first["values"][0].as_str().unwrap();
-                assert_eq!(value.split(" · ").next(), Some(newest.as_str()), "newest first");
+                assert_eq!(
+                    value.split(" · ").next(),
+                    Some(newest.as_str()),
+                    "newest first"
+                );
             }
             // The bound holds for the server over stdio; over HTTP the figures (printed)
             // add the HTTP client's and server's own costs, which a loaded machine swings.
@@ -951,7 +959,10 @@ async fn completion_of_a_3_character_prefix_among_1000_sessions_takes_at_most_10
         );
         assert_eq!(
             found.completion.values,
-            [format!("{} · {word} crossing", added["sessionId"].as_str().unwrap())]
+            [format!(
+                "{} · {word} crossing",
+                added["sessionId"].as_str().unwrap()
+            )]
         );
     }
 }

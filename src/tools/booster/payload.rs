@@ -188,11 +188,8 @@ impl FoldTree for BoosterEvent {
                     applied.iteration,
                     applied.proposal.text.clone(),
                 );
-                let total = StepCount::total(
-                    state.step_count,
-                    applied.iteration,
-                    state.config.max_steps,
-                );
+                let total =
+                    StepCount::total(state.step_count, applied.iteration, state.config.max_steps);
                 node.total_thoughts = Some(total);
                 state.step_applied(seq, applied);
                 tree.add_thought(node);
