@@ -9,16 +9,14 @@
 //! of a response until the next byte; none while a request is served (its body has its own
 //! timeout, a response stream none); both shortened to the unauthenticated timeout until
 //! the connection has sent a request with a valid token; [`ClockedIo`], the socket
-//! reporting arrivals to its clock; [`PeerSlots`], the connections held per peer address;
+//! reporting arrivals to its clock (who makes room in a full table: `connections.rs`);
 //! [`InFlight`], the calls (every request but a `GET` stream) not yet answered.
 //! Must not: cut a connection while one of its requests is being served, or touch MCP.
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, SizeHint};
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,8 +40,9 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1_024;
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Default of `--drain-timeout`: how long a shutdown waits for calls in flight.
 pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default of `--max-connections-per-peer`: connections one peer address may hold; more
-/// are closed at once. A quarter of [`DEFAULT_MAX_CONNECTIONS`]: one address cannot take
+/// Default of `--max-connections-per-peer`: connections one peer address may hold; beyond
+/// it the address's oldest connection that has shown no valid token is closed for the new
+/// one, which is refused only when there is none. A quarter of [`DEFAULT_MAX_CONNECTIONS`]: one address cannot take
 /// every slot (issue 36: 1,030 idle connections from one client), while one host running
 /// many clients (a NAT, a CI machine, the team-load test's 64 MCP clients, each a `POST`
 /// connection, a `GET` stream and pooled spares: about 130–200) is still served whole.
@@ -154,6 +153,12 @@ impl ConnectionClock {
         self.authenticated.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the connection may be closed to make room for another: it has not sent a
+    /// request with a valid token, and no request of it is being served.
+    pub(super) fn evictable(&self) -> bool {
+        !self.authenticated.load(Ordering::Relaxed) && !matches!(*self.phase(), Phase::Busy(_))
+    }
+
     /// When the connection is to be closed unless its phase changes; `None` while busy.
     pub(super) fn deadline(&self, limits: &HttpLimits) -> Option<Instant> {
         let short = |timeout: Duration| {
@@ -242,58 +247,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ClockedIo<T> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
-    }
-}
-
-/// The connections held per peer address.
-#[derive(Default)]
-pub(super) struct PeerSlots {
-    held: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl PeerSlots {
-    /// A slot for a connection of `peer`, unless it holds `cap` already.
-    pub(super) fn take(self: &Arc<Self>, peer: IpAddr, cap: usize) -> Option<PeerSlot> {
-        // An IPv4 peer on a dual-stack socket is one address, however it is written.
-        let peer = peer.to_canonical();
-        let mut held = self
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let count = held.entry(peer).or_default();
-        if *count >= cap {
-            if *count == 0 {
-                held.remove(&peer);
-            }
-            return None;
-        }
-        *count += 1;
-        Some(PeerSlot {
-            slots: self.clone(),
-            peer,
-        })
-    }
-}
-
-/// One connection's slot among its peer's; freed when dropped.
-pub(super) struct PeerSlot {
-    slots: Arc<PeerSlots>,
-    peer: IpAddr,
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut held = self
-            .slots
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if let Some(count) = held.get_mut(&self.peer) {
-            *count -= 1;
-            if *count == 0 {
-                held.remove(&self.peer);
-            }
-        }
     }
 }
 
@@ -429,21 +382,6 @@ mod tests {
             clock.deadline(&limits),
             Some(Instant::now() + limits.idle_timeout)
         );
-    }
-
-    #[test]
-    fn a_peer_holds_at_most_its_cap() {
-        let slots = Arc::new(PeerSlots::default());
-        let one: IpAddr = "127.0.0.2".parse().unwrap();
-        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
-        let other: IpAddr = "127.0.0.1".parse().unwrap();
-        let first = slots.take(one, 2).unwrap();
-        let _second = slots.take(mapped, 2).unwrap();
-        assert!(slots.take(one, 2).is_none());
-        let _third = slots.take(other, 2).unwrap();
-        drop(first);
-        assert!(slots.take(one, 2).is_some());
-        assert!(slots.take(one, 0).is_none());
     }
 
     #[tokio::test]

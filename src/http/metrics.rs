@@ -60,6 +60,7 @@ pub(crate) struct Metrics {
     live_sessions: Gauge,
     sessions_refused: Family<ScopeLabel, Counter>,
     connections_refused: Counter,
+    connections_evicted: Counter,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -116,14 +117,23 @@ pub(super) fn install() -> &'static Metrics {
         let connections_refused = Counter::default();
         registry.register(
             "connections_refused",
-            "Connections closed at once: their peer address held --max-connections-per-peer",
+            "Connections closed at once: their peer address held --max-connections-per-peer, \
+             each with a valid token",
             connections_refused.clone(),
+        );
+        let connections_evicted = Counter::default();
+        registry.register(
+            "connections_evicted",
+            "Connections that had shown no valid token, closed to make room for a new one (a \
+             full --max-connections, or their address's --max-connections-per-peer)",
+            connections_evicted.clone(),
         );
         Metrics {
             registry,
             live_sessions,
             sessions_refused,
             connections_refused,
+            connections_evicted,
             calls,
             call_seconds,
             commit_seconds,
@@ -166,6 +176,13 @@ pub(crate) fn session_refused(scope: super::sessions::Scope) {
 pub(crate) fn connection_refused() {
     if let Some(metrics) = METRICS.get() {
         metrics.connections_refused.inc();
+    }
+}
+
+/// A connection without a valid token was closed to make room for a new one.
+pub(crate) fn connection_evicted() {
+    if let Some(metrics) = METRICS.get() {
+        metrics.connections_evicted.inc();
     }
 }
 

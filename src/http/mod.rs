@@ -2,7 +2,8 @@
 //! `StreamableHttpService` over hyper), for remote clients of a shared server.
 //!
 //! Owns: where to listen (loopback unless an address is given), the accept loop (a
-//! connection slot, then a slot among its peer address's, else it is closed at once), asking
+//! connection slot, then a place among its peer address's; when either is full, the
+//! oldest connection that has shown no valid token makes room: [`connections`]), asking
 //! [`auth`] (and, with `--oauth-issuer`, [`oauth`]) about each request before it reaches
 //! MCP (a wrong or missing token gets 401 and nothing runs; a known token or a good access
 //! token names the request's [`crate::request::Actor`], and gives its connection the normal
@@ -22,6 +23,7 @@
 //! rmcp (a server per request), and pass session ids and request state explicitly.
 
 mod auth;
+mod connections;
 pub(crate) mod limits;
 pub(crate) mod metrics;
 mod oauth;
@@ -37,12 +39,13 @@ use anyhow::Context;
 use auth::Authenticator;
 pub(crate) use auth::{TOKEN_ENV, TOKEN_FILE_NAME};
 use bytes::Bytes;
+use connections::{ConnectionSlot, ConnectionTable};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 pub(crate) use limits::HttpLimits;
-use limits::{ClockedIo, ConnectionClock, Guarded, InFlight, PeerSlot, PeerSlots};
+use limits::{ClockedIo, ConnectionClock, Guarded, InFlight};
 pub(crate) use oauth::OAuthSettings;
 use ops::RequestId;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -150,8 +153,8 @@ fn rmcp_config(
 /// What every connection's requests share.
 struct Shared {
     service: StreamableHttpService<LedgerServer, Sessions>,
-    /// The connections held per peer address.
-    peers: Arc<PeerSlots>,
+    /// The open connections: per peer address, and who makes room when they are too many.
+    table: Arc<ConnectionTable>,
     /// Who a bearer token is (named tokens, the shared `default` one).
     auth: Authenticator,
     /// `--oauth-issuer`: access tokens beside the bearer tokens.
@@ -236,7 +239,7 @@ pub(crate) async fn serve_http(
     );
     let shared = Arc::new(Shared {
         service,
-        peers: Arc::default(),
+        table: Arc::default(),
         auth,
         oauth,
         ledger,
@@ -250,11 +253,6 @@ pub(crate) async fn serve_http(
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
-        // A connection slot first: beyond the cap, new connections wait in the backlog.
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            permit = shared.connections.clone().acquire_owned() => permit.expect("never closed"),
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -267,12 +265,28 @@ pub(crate) async fn serve_http(
                 }
             },
         };
-        // Beyond its peer's share, the connection is closed at once (its slot freed).
-        let Some(peer_slot) = shared
-            .peers
-            .take(peer.ip(), shared.limits.max_connections_per_peer)
-        else {
-            tracing::debug!(%peer, "connection closed: its address holds --max-connections-per-peer");
+        // A connection slot: when every one is held, the oldest connection that has shown
+        // no valid token is closed for this one; else this one waits for a slot (nothing
+        // more is accepted meanwhile: later connections wait in the backlog).
+        let permit = match shared.connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                shared.table.make_room();
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    permit = shared.connections.clone().acquire_owned() => permit.expect("never closed"),
+                }
+            }
+        };
+        // Beyond its peer's share, its address's oldest connection without a valid token
+        // is closed for it; with none, this one is closed at once (its slot freed).
+        let clock = ConnectionClock::start();
+        let Some(slot) = shared.table.admit(
+            peer.ip(),
+            shared.limits.max_connections_per_peer,
+            clock.clone(),
+        ) else {
+            tracing::debug!(%peer, "connection closed: its address holds --max-connections-per-peer, each with a valid token");
             metrics::connection_refused();
             drop(stream);
             continue;
@@ -285,7 +299,8 @@ pub(crate) async fn serve_http(
         tokio::spawn(serve_connection(
             stream,
             shared.clone(),
-            (permit, peer_slot),
+            clock,
+            (permit, slot),
             draining.clone(),
         ));
     }
@@ -324,15 +339,16 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// is spent.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// One connection: hyper's HTTP/1, closed by its clock's deadline (header or idle timeout),
-/// finished gracefully when `draining` fires. Holds its connection slots until closed.
+/// One connection: hyper's HTTP/1, closed by its clock's deadline (header or idle timeout)
+/// or when evicted to make room, finished gracefully when `draining` fires. Holds its
+/// connection slots until closed.
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     shared: Arc<Shared>,
-    _slots: (OwnedSemaphorePermit, PeerSlot),
+    clock: Arc<ConnectionClock>,
+    slots: (OwnedSemaphorePermit, ConnectionSlot),
     draining: CancellationToken,
 ) {
-    let clock = ConnectionClock::start();
     let handler = {
         let clock = clock.clone();
         let shared = shared.clone();
@@ -373,6 +389,10 @@ async fn serve_connection(
                 return;
             }
             _ = clock.changed() => {}
+            _ = slots.1.evicted() => {
+                tracing::debug!("HTTP connection closed: evicted for a new one (it showed no valid token)");
+                return;
+            }
             _ = sleep_until(deadline) => {
                 if clock.deadline(&shared.limits).is_some_and(|due| due <= tokio::time::Instant::now()) {
                     tracing::debug!("HTTP connection closed: header or idle timeout");
