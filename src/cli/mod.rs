@@ -204,6 +204,10 @@ pub(crate) enum Command {
     Import {
         /// A file written by `export --format jsonl`
         file: PathBuf,
+        /// All or nothing: check the whole file first and import nothing if any line or
+        /// session would be left out
+        #[arg(long)]
+        strict: bool,
     },
     /// Serve a read-only web view of the ledger on 127.0.0.1 (sessions, pictures, replay; updates live)
     Ui {
@@ -550,7 +554,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         ),
         Command::Reindex { embeddings } => reindex(&settings, embeddings),
         Command::Verify { id, rebuild } => verify(&settings, id.as_deref(), rebuild),
-        Command::Import { file } => import(&settings, &file),
+        Command::Import { file, strict } => import(&settings, &file, strict),
         Command::Ui { port } => {
             let ledger = open_existing(&settings)?;
             runtime()?.block_on(crate::ui::run(ledger, port))

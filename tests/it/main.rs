@@ -40,6 +40,7 @@
 //! one), `sessions` (issue 42: the current session on stdio, HTTP with a transport session and
 //! stateless HTTP; `think` threads per purpose; started sessions said so; evaluate_branch's
 //! misspelt scores and replacements; deep_planning's errors about one plan only) and
+//! `import` (issue 46: a file holding an export twice, a damaged line, `--strict`) and
 //! `security` (issue 36, files and text: terminal escapes in the CLI's text
 //! output, modes under a permissive umask, token files and short tokens refused by
 //! `serve --http`, a provider's redirect, `import`'s text limit). Storage faults (crash
@@ -66,6 +67,7 @@ mod fixture_ledger;
 mod host;
 mod hostile;
 mod http_limits;
+mod import;
 mod ledger;
 mod llm;
 mod oauth;
