@@ -71,7 +71,7 @@ struct Imported {
     failed: std::collections::HashSet<SessionId>,
     /// A dry run (`--strict`'s check before writing): each session's end as far as the
     /// file has been read, standing in for the head nothing was written to.
-    planned: Option<std::collections::HashMap<SessionId, (u64, String)>>,
+    planned: Option<std::collections::HashMap<SessionId, SessionEnd>>,
 }
 
 impl Imported {
@@ -255,19 +255,27 @@ fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<()> {
     }
 }
 
+/// Where a session ends: its last event's seq, hash and time (seq 0: no session yet).
+#[derive(Clone, Default)]
+struct SessionEnd {
+    seq: u64,
+    hash: Option<String>,
+    at: u64,
+}
+
 /// Where a session ends as far as this import knows: the ledger's head, or in a dry run
 /// what the file brought after it.
-fn session_end(
-    ledger: &Ledger,
-    done: &Imported,
-    session: SessionId,
-) -> anyhow::Result<(u64, Option<String>)> {
-    if let Some((seq, hash)) = done.planned.as_ref().and_then(|p| p.get(&session)) {
-        return Ok((*seq, Some(hash.clone())));
+fn session_end(ledger: &Ledger, done: &Imported, session: SessionId) -> anyhow::Result<SessionEnd> {
+    if let Some(end) = done.planned.as_ref().and_then(|p| p.get(&session)) {
+        return Ok(end.clone());
     }
     Ok(ledger
         .head(session)?
-        .map_or((0, None), |head| (head.seq, Some(head.hash))))
+        .map_or_else(SessionEnd::default, |head| SessionEnd {
+            seq: head.seq,
+            hash: Some(head.hash),
+            at: head.summary.updated_at,
+        }))
 }
 
 /// Imports the events of `group` (one session, in order) the ledger does not hold yet;
@@ -280,7 +288,8 @@ fn import_group(
     done: &mut Imported,
 ) -> anyhow::Result<()> {
     let session = group[0].session;
-    let (head_seq, head_hash) = session_end(ledger, done, session)?;
+    let end = session_end(ledger, done, session)?;
+    let head_seq = end.seq;
     let (known, fresh): (Vec<Event>, Vec<Event>) =
         group.into_iter().partition(|e| e.seq <= head_seq);
     // In a dry run, what lies past the ledger's head was read earlier in the file.
@@ -321,8 +330,8 @@ fn import_group(
         }
     }
     let written = match &mut done.planned {
-        Some(planned) => check_chain(head_seq, head_hash, &fresh).map(|(seq, hash)| {
-            planned.insert(session, (seq, hash));
+        Some(planned) => check_chain(end, &fresh).map(|end| {
+            planned.insert(session, end);
         }),
         None => match ledger.write_blocking(move |txn| txn.import(fresh))? {
             Ok(_) => Ok(()),
@@ -377,17 +386,16 @@ fn import_group(
     Ok(())
 }
 
-/// A dry run's check that `events` continue a session ending at `seq` with `hash` (none:
-/// a new session): next seqs, each `prev` the previous hash, each hash its content's. The
-/// end they leave, or why not.
-fn check_chain(
-    seq: u64,
-    hash: Option<String>,
-    events: &[Event],
-) -> Result<(u64, String), crate::store::AppendError> {
+/// A dry run's check that `events` continue a session ending at `end`: next seqs, each
+/// `prev` the previous hash, each hash its content's, time never going back (as the
+/// store's import checks). The end they leave, or why not.
+fn check_chain(end: SessionEnd, events: &[Event]) -> Result<SessionEnd, crate::store::AppendError> {
     let session = events[0].session;
-    let mut prev = hash.unwrap_or_else(|| crate::event::GENESIS_HASH.to_string());
-    let mut at_seq = seq;
+    let mut prev = end
+        .hash
+        .unwrap_or_else(|| crate::event::GENESIS_HASH.to_string());
+    let mut at_seq = end.seq;
+    let mut previous_at = end.at;
     for event in events {
         if event.seq != at_seq + 1 {
             return Err(crate::store::AppendError::Conflict {
@@ -401,9 +409,17 @@ fn check_chain(
             (prev, event.prev.clone())
         } else if computed != event.hash {
             (computed, event.hash.clone())
+        } else if event.at < previous_at {
+            return Err(crate::store::AppendError::TimeGoesBack {
+                session,
+                seq: event.seq,
+                at: event.at,
+                previous: previous_at,
+            });
         } else {
             prev = event.hash.clone();
             at_seq = event.seq;
+            previous_at = event.at;
             continue;
         };
         return Err(crate::store::AppendError::ImportMismatch {
@@ -413,7 +429,11 @@ fn check_chain(
             found,
         });
     }
-    Ok((at_seq, prev))
+    Ok(SessionEnd {
+        seq: at_seq,
+        hash: Some(prev),
+        at: previous_at,
+    })
 }
 
 #[cfg(test)]

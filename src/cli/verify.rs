@@ -58,6 +58,16 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         ledger.path().display(),
         index_report(&ledger)
     );
+    for session in &verified {
+        if let Some(seq) = session.time_goes_back {
+            report.push_str(&format!(
+                "note: session {}: event seq {seq} is dated before the event it follows; the \
+                 chain is sound, but its times are claims (an import of an earlier build, or \
+                 a clock that stepped back)\n",
+                session.session
+            ));
+        }
+    }
     match (id, recorded.is_empty()) {
         (_, true) => {}
         // Only a check of the whole ledger clears what was recorded.

@@ -176,15 +176,21 @@ pub(crate) fn verify_in(
     let mut chain = ChainCheck::from(session, 1, Decode::Full);
     let mut summary: Option<SessionSummary> = None;
     let mut found: Option<VerifyError> = None;
+    let mut previous_at = 0;
+    let mut time_goes_back = None;
     view.scan_session(
         session,
         0,
         u64::MAX,
         Decode::Full,
         &mut |stored_seq, decoded| {
-            let folded = chain
-                .check(stored_seq, decoded)
-                .and_then(|event| fold(session, &mut summary, &event));
+            let folded = chain.check(stored_seq, decoded).and_then(|event| {
+                if event.at < previous_at && time_goes_back.is_none() {
+                    time_goes_back = Some(event.seq);
+                }
+                previous_at = event.at;
+                fold(session, &mut summary, &event)
+            });
             match folded {
                 Ok(()) => true,
                 Err(error) => {
@@ -232,6 +238,7 @@ pub(crate) fn verify_in(
     Ok(VerifiedSession {
         session,
         events: last,
+        time_goes_back,
     })
 }
 

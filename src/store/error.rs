@@ -207,6 +207,15 @@ pub enum AppendError {
         expected: String,
         found: String,
     },
+    #[error(
+        "imported event {seq} of session {session} is dated {at} ms, before the event it follows ({previous} ms): within a session time never goes back"
+    )]
+    TimeGoesBack {
+        session: SessionId,
+        seq: u64,
+        at: u64,
+        previous: u64,
+    },
     #[error(transparent)]
     Storage(#[from] StoreError),
 }

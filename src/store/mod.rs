@@ -73,6 +73,10 @@ pub struct SessionHead {
 pub struct VerifiedSession {
     pub session: SessionId,
     pub events: u64,
+    /// The first event dated before the event it follows, if any: sound as a chain, but
+    /// its time is a claim (written before appends kept time from going back, or by a
+    /// clock that stepped back); `verify` says so.
+    pub time_goes_back: Option<u64>,
 }
 
 /// Events that cannot be read which one catch-up of a search index skips before it stops

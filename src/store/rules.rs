@@ -170,6 +170,9 @@ fn build(
         });
     }
     let mut prev = head.map_or_else(|| GENESIS_HASH.to_string(), |h| h.hash.clone());
+    // Within a session time never goes back: a clock stepped back (or another server's
+    // behind it) dates the events at their predecessor's time.
+    let at = head.map_or(at, |h| at.max(h.summary.updated_at));
     let mut built = Vec::with_capacity(events.len());
     for (offset, new) in events.into_iter().enumerate() {
         let seq = next_seq(session, actual, offset)?;
@@ -207,7 +210,8 @@ fn next_seq(session: SessionId, after: u64, offset: usize) -> Result<u64, Append
 }
 
 /// Imported events must continue the stored chain: same session, next seq, `prev` the
-/// previous hash, `hash` what the content hashes to.
+/// previous hash, `hash` what the content hashes to, and a time not before the previous
+/// event's.
 fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Event>, AppendError> {
     let Some(first) = events.first() else {
         return Ok(events);
@@ -215,6 +219,7 @@ fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Ev
     let session = first.session;
     let after = head.map_or(0, |h| h.seq);
     let mut prev = head.map_or_else(|| GENESIS_HASH.to_string(), |h| h.hash.clone());
+    let mut previous_at = head.map_or(0, |h| h.summary.updated_at);
     for (offset, event) in events.iter().enumerate() {
         let seq = next_seq(session, after, offset)?;
         let mismatch = |expected: String, found: String| AppendError::ImportMismatch {
@@ -245,6 +250,15 @@ fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Ev
         if computed != event.hash {
             return Err(mismatch(computed, event.hash.clone()));
         }
+        if event.at < previous_at {
+            return Err(AppendError::TimeGoesBack {
+                session,
+                seq: event.seq,
+                at: event.at,
+                previous: previous_at,
+            });
+        }
+        previous_at = event.at;
         prev = event.hash.clone();
     }
     Ok(events)

@@ -120,3 +120,56 @@ fn a_damaged_line_costs_only_its_own_session_from_there_and_strict_imports_nothi
     );
     assert_eq!(events_per_session(dir.path()), expected());
 }
+
+/// Issue 46: a forged event dated 1970 appended to a session through `import` (its chain
+/// consistent, its hash recomputed) is refused, said so, and nothing of it is written:
+/// within a session time never goes back.
+#[test]
+fn an_imported_event_dated_before_the_one_it_follows_is_refused() {
+    let dir = data_dir();
+    let imported = cli(dir.path(), &["import", EXPORT]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let export = std::fs::read_to_string(EXPORT).unwrap();
+    let lines: Vec<&str> = export.lines().collect();
+    // The first session's last event, continued by a forged one dated 1970.
+    let first: Value = serde_json::from_str(lines[0]).unwrap();
+    let last = lines
+        .iter()
+        .rev()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["session"] == first["session"])
+        .unwrap();
+    let mut forged = last.clone();
+    // A fresh id: the last one's with its random part changed.
+    let id = last["id"].as_str().unwrap();
+    let flipped = if id.ends_with('Z') { 'Y' } else { 'Z' };
+    forged["id"] = Value::from(format!("{}{flipped}", &id[..id.len() - 1]));
+    forged["seq"] = Value::from(last["seq"].as_u64().unwrap() + 1);
+    forged["prev"] = last["hash"].clone();
+    forged["at"] = Value::from(0);
+    let event: reasoning_ledger::testing::Event = serde_json::from_value(forged.clone()).unwrap();
+    forged["hash"] = Value::from(event.computed_hash());
+    let file = dir.path().join("forged.jsonl");
+    std::fs::write(&file, format!("{forged}\n")).unwrap();
+    let before = events_per_session(dir.path());
+    for strict in [false, true] {
+        let mut args = vec!["import", file.to_str().unwrap()];
+        if strict {
+            args.insert(1, "--strict");
+        }
+        let out = cli(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("within a session time never goes back"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(events_per_session(dir.path()), before);
+    let verify = cli(dir.path(), &["verify"]);
+    assert!(
+        verify.status.success() && !stdout(&verify).contains("note:"),
+        "{}",
+        stdout(&verify)
+    );
+}
