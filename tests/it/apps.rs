@@ -149,6 +149,7 @@ fn thought(text: &str, n: u64, session: Option<&str>) -> Value {
 /// The `data-seq` of every node (`<g class="node…`) of an SVG or HTML text, in order.
 fn node_seqs(text: &str) -> Vec<u64> {
     text.match_indices("<g class=\"node")
+        .filter(|(at, _)| matches!(text.as_bytes().get(at + 14), Some(b'"' | b' ')))
         .map(|(at, _)| {
             let rest = &text[at..];
             let start = rest.find("data-seq=\"").unwrap() + "data-seq=\"".len();
