@@ -7,6 +7,8 @@
 //! - [`server`]: the MCP side (rmcp): tool listing, dispatch, resources and their
 //!   subscriptions ([`live`]: `resources/updated` as any process commits), prompts and
 //!   completions ([`prompts`]), logs to clients ([`mcp_log`]).
+//! - [`apps`]: MCP Apps: the session drawn inside the client that declares the
+//!   extension (one `ui://` resource, `_meta.ui` links, an app-only tool).
 //! - [`http`]: `serve --http`: MCP's streamable HTTP transport at `/mcp` behind a bearer
 //!   token, Host and Origin checks.
 //! - [`tools`]: one module per tool family. Each parses its arguments ([`tools::args`]),
@@ -37,6 +39,7 @@
 //! The benchmark harness is not part of the library or of the `reasoning-ledger` binary:
 //! it is the second binary target, `reasoning-ledger-bench`.
 
+pub(crate) mod apps;
 pub(crate) mod cli;
 /// The `reasoning-ledger` binary's entry: parse the command line, run, exit code.
 pub use cli::main;

@@ -73,6 +73,9 @@ pub(crate) struct LedgerServer {
     log: Arc<Mutex<Option<LogSink>>>,
     /// Sessions for `completion/complete` (shared by the connections of a process).
     completions: Arc<SessionIndex>,
+    /// The tools as listed to a client that declared MCP Apps ([`crate::apps`]), made at
+    /// its first `tools/list`.
+    app_tools: Arc<std::sync::OnceLock<Vec<Tool>>>,
 }
 
 /// A connection's subscriptions (the `initialize` generation): the URIs, and the task
@@ -161,6 +164,7 @@ impl LedgerServer {
             log_scope: mcp_log::new_scope(),
             log: Arc::default(),
             completions: Arc::default(),
+            app_tools: Arc::default(),
         }
     }
 
@@ -197,6 +201,11 @@ impl LedgerServer {
     ) -> Result<CallToolResponse, McpError> {
         let received = Instant::now();
         let Some(route) = self.routes.get(name).copied() else {
+            if crate::apps::offered(name, request.client_capabilities.as_ref()) {
+                return Ok(crate::apps::call_draw(self.ledger().clone(), arguments)
+                    .await
+                    .into());
+            }
             return Err(McpError::invalid_params(Self::tool_not_found(name), None));
         };
         if route.read_only {
@@ -402,8 +411,14 @@ impl ServerHandler for LedgerServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if crate::apps::declared(context.client_capabilities().as_ref()) {
+            let tools = self
+                .app_tools
+                .get_or_init(|| crate::apps::app_tools(&self.tools));
+            return Ok(ListToolsResult::with_all_items(tools.clone()));
+        }
         Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
     }
 
@@ -528,7 +543,7 @@ impl ServerHandler for LedgerServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let ledger = self.ledger().clone();
         let rows = tokio::task::spawn_blocking(move || {
@@ -547,6 +562,9 @@ impl ServerHandler for LedgerServer {
             let uri = format!("ledger://sessions/{}", head.session);
             resources
                 .push(Resource::new(uri, resource_name(&head)).with_mime_type("application/json"));
+        }
+        if crate::apps::declared(context.client_capabilities().as_ref()) {
+            resources.push(crate::apps::resource());
         }
         Ok(ListResourcesResult::with_all_items(resources))
     }
@@ -671,8 +689,11 @@ impl ServerHandler for LedgerServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(app) = crate::apps::read(&request.uri, context.client_capabilities().as_ref()) {
+            return Ok(app.into());
+        }
         let ledger = self.ledger().clone();
         let uri = request.uri.clone();
         tokio::task::spawn_blocking(move || read_resource_blocking(&ledger, &uri))

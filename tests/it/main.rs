@@ -49,6 +49,7 @@
 
 mod actor;
 mod agent;
+mod apps;
 mod architecture;
 mod bad_input;
 mod booster;

@@ -10,7 +10,8 @@
 //! certificates the test makes, `tools/pg start-tls`) and a real local model (`local_model`: llama.cpp through
 //! `tools/local-model/run`, installed into a cached venv on first use; `local_embed`: a
 //! real embedding model through `tools/local-embed/run`, semantic search on redb and on
-//! PostgreSQL with and without pgvector). Everything that
+//! PostgreSQL with and without pgvector) and a host of MCP Apps in headless chromium (`apps`:
+//! `tools/apps-check/run`, the app bridge of `@modelcontextprotocol/ext-apps`). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
 
@@ -18,6 +19,7 @@
 mod common;
 
 mod actor_pg;
+mod apps;
 mod bench;
 mod containment_pg;
 mod damage_pg;
