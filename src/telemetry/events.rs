@@ -65,7 +65,10 @@ pub(crate) fn chat_span(event: &Event, capture_content: bool) -> Option<ChatSpan
         KeyValue::new("gen_ai.operation.name", "chat"),
         KeyValue::new("gen_ai.provider.name", record.provider.clone()),
         KeyValue::new("gen_ai.request.model", model.to_string()),
-        KeyValue::new("reasoning_ledger.model_call.transport", record.transport.clone()),
+        KeyValue::new(
+            "reasoning_ledger.model_call.transport",
+            record.transport.clone(),
+        ),
         KeyValue::new(
             "reasoning_ledger.model_call.attempts",
             record.attempts.len() as i64,

@@ -22,8 +22,8 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData,
-    SpanExporter, SpanProcessor,
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
+    SpanProcessor,
 };
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -164,6 +164,9 @@ impl Settings {
             .or_else(|| var("OTEL_EXPORTER_OTLP_TIMEOUT"))
             .and_then(|ms| ms.trim().parse().ok())
             .map_or(EXPORT_TIMEOUT, Duration::from_millis);
+        // reqwest is built without a TLS provider of its own: ring, as everywhere here
+        // (an https collector).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(self.protocol)
@@ -196,7 +199,10 @@ impl SpanExporter for Counted {
         self.stats.pending.fetch_sub(count, Ordering::Relaxed);
         match &result {
             Ok(()) => self.stats.sent.fetch_add(count as u64, Ordering::Relaxed),
-            Err(_) => self.stats.dropped.fetch_add(count as u64, Ordering::Relaxed),
+            Err(_) => self
+                .stats
+                .dropped
+                .fetch_add(count as u64, Ordering::Relaxed),
         };
         result
     }

@@ -27,7 +27,13 @@ fn call_of(event: &Event) -> Option<&CallRecord> {
 }
 
 fn context(trace: TraceId, span: SpanId) -> SpanContext {
-    SpanContext::new(trace, span, TraceFlags::SAMPLED, false, TraceState::default())
+    SpanContext::new(
+        trace,
+        span,
+        TraceFlags::SAMPLED,
+        false,
+        TraceState::default(),
+    )
 }
 
 fn scope() -> InstrumentationScope {
@@ -98,7 +104,10 @@ pub(crate) fn session_spans(events: &[Event], capture_content: bool) -> Vec<Span
         KeyValue::new("reasoning_ledger.session.events", events.len() as i64),
     ];
     if capture_content && let Payload::SessionStarted { title, .. } = &first.payload {
-        root_attributes.push(KeyValue::new("reasoning_ledger.session.title", title.clone()));
+        root_attributes.push(KeyValue::new(
+            "reasoning_ledger.session.title",
+            title.clone(),
+        ));
     }
     let mut spans = Vec::new();
     let mut start_of_all = events::time_of(first.at);

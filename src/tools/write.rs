@@ -294,40 +294,46 @@ impl ToolCall {
         let caller = self.request.caller.clone();
         let traced = Traced::of(self);
         let keeper = traced.clone();
-        let recorded = self.write(move |txn| -> Result<Recorded, ToolError> {
-            if let Some(key) = target.idempotency_key.as_deref()
-                && let Some(recorded) = recorded_before(txn, key)?
-            {
+        let recorded = self
+            .write(move |txn| -> Result<Recorded, ToolError> {
+                if let Some(key) = target.idempotency_key.as_deref()
+                    && let Some(recorded) = recorded_before(txn, key)?
+                {
+                    lock(&sessions).set(
+                        &caller,
+                        target.kind,
+                        target.remember_key,
+                        recorded.session,
+                    );
+                    return Ok(recorded);
+                }
+                let current = match target.continue_key.as_deref() {
+                    Some(key) => lock(&sessions).get(&caller, target.kind, key),
+                    None => None,
+                };
+                let head = target_head(txn, &tool, &target, current)?;
+                let call = CallRecord {
+                    tool,
+                    raw_arguments,
+                    duration_us: received.elapsed().as_micros() as u64,
+                };
+                let mut events = decide(head.as_ref(), call)?;
+                stamp(&mut events, actor.as_ref());
+                if let Some(key) = target.idempotency_key.as_deref() {
+                    key_events(key, &mut events)?;
+                }
+                let (session, expected) = match &head {
+                    Some(h) => (h.session, h.seq),
+                    None => (SessionId::generate(), 0),
+                };
+                let mut recorded = append(txn, session, expected, events, keeper.as_deref())?;
+                recorded.started =
+                    head.is_none() && target.named.is_none() && target.continue_key.is_some();
+                crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
                 lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
-                return Ok(recorded);
-            }
-            let current = match target.continue_key.as_deref() {
-                Some(key) => lock(&sessions).get(&caller, target.kind, key),
-                None => None,
-            };
-            let head = target_head(txn, &tool, &target, current)?;
-            let call = CallRecord {
-                tool,
-                raw_arguments,
-                duration_us: received.elapsed().as_micros() as u64,
-            };
-            let mut events = decide(head.as_ref(), call)?;
-            stamp(&mut events, actor.as_ref());
-            if let Some(key) = target.idempotency_key.as_deref() {
-                key_events(key, &mut events)?;
-            }
-            let (session, expected) = match &head {
-                Some(h) => (h.session, h.seq),
-                None => (SessionId::generate(), 0),
-            };
-            let mut recorded = append(txn, session, expected, events, keeper.as_deref())?;
-            recorded.started =
-                head.is_none() && target.named.is_none() && target.continue_key.is_some();
-            crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
-            lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
-            Ok(recorded)
-        })
-        .await;
+                Ok(recorded)
+            })
+            .await;
         if let (Ok(_), Some(traced)) = (&recorded, traced) {
             traced.report(self);
         }

@@ -83,5 +83,6 @@ mod sampling;
 mod security;
 mod sessions;
 mod surface;
+mod telemetry;
 mod thinking;
 mod ui;
