@@ -579,3 +579,54 @@ async fn export_otlp_sends_a_session_as_one_trace_with_the_same_ids_every_time()
         .await;
     assert_eq!(ids(&twice[count..]), first_ids, "the same ids again");
 }
+
+#[tokio::test]
+async fn a_model_call_is_a_chat_client_span_under_its_tool_call() {
+    let llm =
+        crate::llm::LlmServer::start(vec![crate::llm::Reply::completion("Caches go stale.")]).await;
+    let receiver = Receiver::start(false).await;
+    let dir = common::data_dir();
+    let client = common::spawn_agent(
+        dir.path(),
+        &[
+            ("REASONING_LEDGER_LLM_BASE_URL", &llm.base_url),
+            ("REASONING_LEDGER_LLM_MODEL", "loopback-model"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
+        ],
+        None,
+    )
+    .await;
+    common::call(
+        &client,
+        "chat_agent",
+        json!({"input_text": "Summarise: caches go stale.", "session_id": "traced"}),
+    )
+    .await;
+    let spans = receiver
+        .wait_for("the chat span", |spans| {
+            !named(spans, "chat loopback-model").is_empty()
+                && !named(spans, "tools/call chat_agent").is_empty()
+        })
+        .await;
+    let chat = &named(&spans, "chat loopback-model")[0].span;
+    let tool = &named(&spans, "tools/call chat_agent")[0].span;
+    assert_eq!(chat.kind, 3, "CLIENT");
+    assert_eq!(chat.trace_id, tool.trace_id);
+    assert_eq!(chat.parent_span_id, tool.span_id);
+    let a = |key| attr(&chat.attributes, key);
+    assert_eq!(a("gen_ai.request.model").as_deref(), Some("loopback-model"));
+    assert_eq!(a("gen_ai.usage.input_tokens").as_deref(), Some("12"));
+    assert_eq!(a("gen_ai.usage.output_tokens").as_deref(), Some("7"));
+    assert!(a("gen_ai.provider.name").is_some());
+    assert_eq!(
+        a("gen_ai.input.messages"),
+        None,
+        "no content without opt-in"
+    );
+    assert!(
+        tool.events.iter().any(|e| e.name == "model_call_recorded"),
+        "{:?}",
+        tool.events
+    );
+    client.cancel().await.unwrap();
+}
