@@ -65,6 +65,7 @@ pub(crate) mod recall;
 pub(crate) mod request;
 pub(crate) mod server;
 pub(crate) mod store;
+pub(crate) mod telemetry;
 pub(crate) mod tools;
 pub(crate) mod transport;
 pub(crate) mod ui;

@@ -15,6 +15,7 @@ pub(crate) mod arrival;
 use crate::event::{SessionId, SessionKind};
 use crate::provider::{ClientLink, Models};
 use crate::store::Ledger;
+use crate::telemetry::call::CallTrace;
 use rmcp::RoleServer;
 use rmcp::model::{InputResponses, ProgressToken};
 use rmcp::service::Peer;
@@ -200,6 +201,9 @@ pub struct Request {
     pub actor: Option<Actor>,
     /// Whose current sessions a call without a session id continues.
     pub caller: Caller,
+    /// The request's span, when telemetry is on ([`crate::telemetry`]): the write path
+    /// reports the events it committed to it.
+    pub(crate) trace: Option<Arc<CallTrace>>,
 }
 
 impl Request {
@@ -216,6 +220,7 @@ impl Request {
             client_capabilities: None,
             actor: None,
             caller: Caller::default(),
+            trace: None,
         }
     }
 }

@@ -436,6 +436,10 @@ impl ServerHandler for LedgerServer {
         let peer = context.peer.clone();
         let actor = crate::request::Actor::of_call(&context.extensions);
         let caller = crate::request::Caller::of_call(&context, actor.clone());
+        // One atomic load when telemetry is off: no span is built.
+        let trace = crate::telemetry::enabled()
+            .then(|| trace_call(&request.name, &context, &caller))
+            .flatten();
         let request_context = Request {
             progress: context.meta.get_progress_token(),
             peer: Some(context.peer),
@@ -447,6 +451,7 @@ impl ServerHandler for LedgerServer {
             client_capabilities,
             actor,
             caller,
+            trace: trace.clone(),
         };
         // A 2026-07-28 request brings its own log level: its records go to its own stream,
         // sent before its answer.
@@ -472,6 +477,9 @@ impl ServerHandler for LedgerServer {
         };
         let outcome = crate::http::metrics::outcome_label(&answer);
         crate::http::metrics::call_finished(&request_id, tool, outcome, received.elapsed());
+        if let Some(trace) = trace {
+            trace.finish(crate::telemetry::call::error_type(&answer));
+        }
         answer
     }
 
@@ -793,6 +801,25 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// The span of a tool call ([`crate::telemetry`]; called only when it is on).
+fn trace_call(
+    tool: &str,
+    context: &RequestContext<RoleServer>,
+    caller: &crate::request::Caller,
+) -> Option<Arc<crate::telemetry::call::CallTrace>> {
+    let http = context.extensions.get::<http::request::Parts>().is_some();
+    crate::telemetry::call::CallTrace::start(crate::telemetry::call::Start {
+        method: "tools/call",
+        target: Some(tool),
+        request_id: Some(context.id.to_string()),
+        protocol_version: context.protocol_version().map(|v| v.to_string()),
+        transport: if http { "tcp" } else { "pipe" },
+        meta: Some(&context.meta.0.0),
+        actor: caller.actor.as_ref().map(|a| a.as_str()),
+        mcp_session: caller.connection.as_deref(),
+    })
 }
 
 /// A session's name in `resources/list`: its title and kind; a session whose title is

@@ -24,6 +24,7 @@ mod copy;
 mod demo;
 mod doctor;
 mod export_cmd;
+mod export_otlp;
 mod import;
 mod recover;
 mod reindex;
@@ -135,9 +136,9 @@ pub(crate) enum Command {
         /// Every session of the ledger, one after another (--format jsonl only)
         #[arg(long, conflicts_with = "at")]
         all: bool,
-        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture) or html (one offline page: picture, thoughts, replay slider, filter)
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture), html (one offline page: picture, thoughts, replay slider, filter) or otlp (sent as a trace to OTEL_EXPORTER_OTLP_ENDPOINT)
         #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
-        format: Format,
+        format: ExportFormat,
         /// Export the session as it stood right after this event seq (default: its last event)
         #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
@@ -344,8 +345,18 @@ fn toolsets_help() -> String {
     )
 }
 
-fn parse_format(text: &str) -> Result<Format, String> {
-    text.parse()
+/// What `export --format` names: a rendering, or `otlp` (a trace sent to a collector).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ExportFormat {
+    Render(Format),
+    Otlp,
+}
+
+fn parse_format(text: &str) -> Result<ExportFormat, String> {
+    if text == "otlp" {
+        return Ok(ExportFormat::Otlp);
+    }
+    text.parse().map(ExportFormat::Render)
 }
 
 /// Settings resolved once from arguments and environment.
@@ -521,9 +532,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             format,
             at,
             output,
-        } => match id {
-            Some(id) if !all => export_cmd(&settings, &id, format, at, output.as_deref()),
-            _ => export_all(&settings, format, output.as_deref()),
+        } => match (format, id) {
+            (ExportFormat::Otlp, id) => {
+                export_otlp::export_otlp(&settings, id.filter(|_| !all).as_deref(), at, output)
+            }
+            (ExportFormat::Render(format), Some(id)) if !all => {
+                export_cmd(&settings, &id, format, at, output.as_deref())
+            }
+            (ExportFormat::Render(format), _) => export_all(&settings, format, output.as_deref()),
         },
         Command::Replay { id, at } => replay(&settings, &id, at),
         Command::Search {

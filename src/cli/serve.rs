@@ -92,6 +92,10 @@ pub(super) fn serve(
             if existed { "" } else { " (a new ledger)" }
         );
     }
+    // Traces, when the OTEL_* variables ask for them (nothing starts otherwise); made
+    // before the runtime and stopped after it (the exporter's client blocks on a thread
+    // of its own), flushing within telemetry::SHUTDOWN_DEADLINE.
+    let _telemetry = crate::telemetry::start();
     let one_thread = http.is_none() && settings.store.is_none();
     let runtime = if one_thread {
         stdio_runtime()?

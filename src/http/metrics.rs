@@ -6,7 +6,7 @@
 //! routing ([`call_finished`]) and the store's writer (its commit observer) call, and the
 //! rendering. Metrics: tool calls by tool and outcome, tool-call latency, group-commit
 //! latency, open connections, store reconnects, live MCP sessions, refused sessions and
-//! connections. Must not: take a label from anything a
+//! connections, trace spans dropped and exported. Must not: take a label from anything a
 //! client chose (a tool name is a listed tool's or `unknown`), or block a call.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -61,6 +61,9 @@ pub(crate) struct Metrics {
     sessions_refused: Family<ScopeLabel, Counter>,
     connections_refused: Counter,
     connections_evicted: Counter,
+    /// Spans the trace exporter dropped ([`crate::telemetry::dropped_spans`]), and sent.
+    spans_dropped: Counter,
+    spans_sent: Counter,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -128,7 +131,22 @@ pub(super) fn install() -> &'static Metrics {
              full --max-connections, or their address's --max-connections-per-peer)",
             connections_evicted.clone(),
         );
+        let spans_dropped = Counter::default();
+        registry.register(
+            "trace_spans_dropped",
+            "Trace spans dropped (the export queue full, or the collector failed or timed \
+             out); 0 without OTEL_EXPORTER_OTLP_ENDPOINT",
+            spans_dropped.clone(),
+        );
+        let spans_sent = Counter::default();
+        registry.register(
+            "trace_spans_exported",
+            "Trace spans the collector accepted",
+            spans_sent.clone(),
+        );
         Metrics {
+            spans_dropped,
+            spans_sent,
             registry,
             live_sessions,
             sessions_refused,
@@ -237,6 +255,15 @@ impl Metrics {
         let counted = self.store_reconnects.get();
         if reconnects > counted {
             self.store_reconnects.inc_by(reconnects - counted);
+        }
+        for (counter, now) in [
+            (&self.spans_dropped, crate::telemetry::dropped_spans()),
+            (&self.spans_sent, crate::telemetry::sent_spans()),
+        ] {
+            let counted = counter.get();
+            if now > counted {
+                counter.inc_by(now - counted);
+            }
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)

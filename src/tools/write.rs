@@ -163,8 +163,12 @@ fn append(
     session: SessionId,
     expected: u64,
     events: Vec<NewEvent>,
+    traced: Option<&Traced>,
 ) -> Result<Recorded, ToolError> {
     let appended = txn.append(session, expected, events)?;
+    if let Some(traced) = traced {
+        traced.keep(&appended.events);
+    }
     let seq = appended.events.last().map_or(appended.head.seq, |e| e.seq);
     Ok(Recorded {
         session,
@@ -172,6 +176,32 @@ fn append(
         head: appended.head,
         started: false,
     })
+}
+
+/// The events a traced call appended, kept for its span until the commit returns (a
+/// commit that fails reports none): made only when the request has a span.
+#[derive(Default)]
+struct Traced(std::sync::Mutex<Vec<crate::event::Event>>);
+
+impl Traced {
+    /// A keeper for `call`'s appends, when it is traced.
+    fn of(call: &ToolCall) -> Option<std::sync::Arc<Traced>> {
+        call.request.trace.as_ref().map(|_| Default::default())
+    }
+
+    fn keep(&self, events: &[crate::event::Event]) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(events);
+    }
+
+    /// Hands the committed events to the call's span.
+    fn report(&self, call: &ToolCall) {
+        if let Some(trace) = &call.request.trace {
+            trace.recorded(&self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
 }
 
 /// Gives `events` the request's actor (none over stdio): every event a call writes
@@ -262,40 +292,52 @@ impl ToolCall {
         let received = self.received;
         let actor = self.request.actor.clone();
         let caller = self.request.caller.clone();
-        self.write(move |txn| -> Result<Recorded, ToolError> {
-            if let Some(key) = target.idempotency_key.as_deref()
-                && let Some(recorded) = recorded_before(txn, key)?
-            {
+        let traced = Traced::of(self);
+        let keeper = traced.clone();
+        let recorded = self
+            .write(move |txn| -> Result<Recorded, ToolError> {
+                if let Some(key) = target.idempotency_key.as_deref()
+                    && let Some(recorded) = recorded_before(txn, key)?
+                {
+                    lock(&sessions).set(
+                        &caller,
+                        target.kind,
+                        target.remember_key,
+                        recorded.session,
+                    );
+                    return Ok(recorded);
+                }
+                let current = match target.continue_key.as_deref() {
+                    Some(key) => lock(&sessions).get(&caller, target.kind, key),
+                    None => None,
+                };
+                let head = target_head(txn, &tool, &target, current)?;
+                let call = CallRecord {
+                    tool,
+                    raw_arguments,
+                    duration_us: received.elapsed().as_micros() as u64,
+                };
+                let mut events = decide(head.as_ref(), call)?;
+                stamp(&mut events, actor.as_ref());
+                if let Some(key) = target.idempotency_key.as_deref() {
+                    key_events(key, &mut events)?;
+                }
+                let (session, expected) = match &head {
+                    Some(h) => (h.session, h.seq),
+                    None => (SessionId::generate(), 0),
+                };
+                let mut recorded = append(txn, session, expected, events, keeper.as_deref())?;
+                recorded.started =
+                    head.is_none() && target.named.is_none() && target.continue_key.is_some();
+                crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
                 lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
-                return Ok(recorded);
-            }
-            let current = match target.continue_key.as_deref() {
-                Some(key) => lock(&sessions).get(&caller, target.kind, key),
-                None => None,
-            };
-            let head = target_head(txn, &tool, &target, current)?;
-            let call = CallRecord {
-                tool,
-                raw_arguments,
-                duration_us: received.elapsed().as_micros() as u64,
-            };
-            let mut events = decide(head.as_ref(), call)?;
-            stamp(&mut events, actor.as_ref());
-            if let Some(key) = target.idempotency_key.as_deref() {
-                key_events(key, &mut events)?;
-            }
-            let (session, expected) = match &head {
-                Some(h) => (h.session, h.seq),
-                None => (SessionId::generate(), 0),
-            };
-            let mut recorded = append(txn, session, expected, events)?;
-            recorded.started =
-                head.is_none() && target.named.is_none() && target.continue_key.is_some();
-            crate::fault::hit(crate::fault::FaultPoint::JobAfterAppend);
-            lock(&sessions).set(&caller, target.kind, target.remember_key, recorded.session);
-            Ok(recorded)
-        })
-        .await
+                Ok(recorded)
+            })
+            .await;
+        if let (Ok(_), Some(traced)) = (&recorded, traced) {
+            traced.report(self);
+        }
+        recorded
     }
 
     /// Appends more events to a session this call already recorded to (a model call's
@@ -309,16 +351,23 @@ impl ToolCall {
     ) -> Result<Recorded, ToolError> {
         let (session, expected) = (after.session, after.seq);
         stamp(&mut events, self.request.actor.as_ref());
-        self.write(move |txn| {
-            if let Some(key) = idempotency_key.as_deref() {
-                if let Some(recorded) = recorded_before(txn, key)? {
-                    return Ok(recorded);
+        let traced = Traced::of(self);
+        let keeper = traced.clone();
+        let recorded = self
+            .write(move |txn| {
+                if let Some(key) = idempotency_key.as_deref() {
+                    if let Some(recorded) = recorded_before(txn, key)? {
+                        return Ok(recorded);
+                    }
+                    key_events(key, &mut events)?;
                 }
-                key_events(key, &mut events)?;
-            }
-            append(txn, session, expected, events)
-        })
-        .await
+                append(txn, session, expected, events, keeper.as_deref())
+            })
+            .await;
+        if let (Ok(_), Some(traced)) = (&recorded, traced) {
+            traced.report(self);
+        }
+        recorded
     }
 
     /// Queues `job` in this call's turn and waits for its commit. A call the client

@@ -40,7 +40,11 @@
 //! one), `sessions` (issue 42: the current session on stdio, HTTP with a transport session and
 //! stateless HTTP; `think` threads per purpose; started sessions said so; evaluate_branch's
 //! misspelt scores and replacements; deep_planning's errors about one plan only) and
-//! `import` (issue 46: a file holding an export twice, a damaged line, `--strict`) and
+//! `import` (issue 46: a file holding an export twice, a damaged line, `--strict`, time
+//! going back),
+//! `telemetry` (issue 44: OpenTelemetry spans against an OTLP receiver the test runs: names,
+//! traceparent parentage, attributes, span events, opt-in text, chat spans, no exporter
+//! without the variables, a hung collector, `export --format otlp` ids stable) and
 //! `security` (issue 36, files and text: terminal escapes in the CLI's text
 //! output, modes under a permissive umask, token files and short tokens refused by
 //! `serve --http`, a provider's redirect, `import`'s text limit). Storage faults (crash
@@ -86,5 +90,6 @@ mod sampling;
 mod security;
 mod sessions;
 mod surface;
+mod telemetry;
 mod thinking;
 mod ui;
