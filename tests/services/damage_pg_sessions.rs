@@ -22,9 +22,23 @@ pub(crate) fn key(session: &str) -> String {
 /// One session as `sessions --json` lists it.
 #[derive(Clone, Debug)]
 pub(crate) struct Listed {
+    /// The ledger id.
     pub(crate) id: String,
+    /// The id the lists show (a plan's `dp-` id, an agent session's name; else the ledger
+    /// id).
+    pub(crate) shown: String,
     pub(crate) kind: String,
     pub(crate) events: u64,
+}
+
+/// A listed session's ledger id (`ledgerId` beside the id its tool gave, else `sessionId`).
+pub(crate) fn ledger_id(listed: &Value) -> String {
+    listed
+        .get("ledgerId")
+        .unwrap_or(&listed["sessionId"])
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The fixture imported into a schema of its own, then damaged by `damage` (SQL in which
@@ -54,7 +68,8 @@ impl Ledger {
             .unwrap()
             .iter()
             .map(|s| Listed {
-                id: s["sessionId"].as_str().unwrap().to_string(),
+                id: ledger_id(s),
+                shown: s["sessionId"].as_str().unwrap().to_string(),
                 kind: s["kind"].as_str().unwrap().to_string(),
                 events: s["events"].as_u64().unwrap(),
             })
@@ -107,12 +122,15 @@ async fn one_bad_session(ledger: &Ledger, export_lines: u64) {
     assert!(listed.status.success(), "{}", stderr(&listed));
     let text_list = stdout(&listed);
     for other in ledger.others() {
-        assert!(text_list.contains(&other.id), "{text_list}");
+        assert!(text_list.contains(&other.shown), "{text_list}");
     }
     assert!(
         text_list
             .lines()
-            .any(|l| l.starts_with(b.as_str()) && l.contains("damaged")),
+            .any(
+                |l| (l.starts_with(ledger.b.shown.as_str()) || l.starts_with(b.as_str()))
+                    && l.contains("damaged")
+            ),
         "{text_list}"
     );
 
@@ -371,12 +389,7 @@ fn recover_into_dir(
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| {
-            (
-                s["sessionId"].as_str().unwrap().to_string(),
-                s["events"].as_u64().unwrap(),
-            )
-        })
+        .map(|s| (ledger_id(s), s["events"].as_u64().unwrap()))
         .collect();
     let verify = crate::common::cli(&to, &["verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
@@ -516,12 +529,7 @@ fn copy_into_dir(
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| {
-            (
-                s["sessionId"].as_str().unwrap().to_string(),
-                s["events"].as_u64().unwrap(),
-            )
-        })
+        .map(|s| (ledger_id(s), s["events"].as_u64().unwrap()))
         .collect();
     (copy, sessions)
 }

@@ -482,7 +482,10 @@ const QUERIES: &[(Kind, &str, &[&str])] = &[
 /// The id of the session recorded last (each session is recorded whole before the next).
 async fn newest_session(client: &Client) -> String {
     let listed = structured(&call(client, "list_sessions", json!({"limit": 1})).await);
-    listed["sessions"][0]["sessionId"]
+    // Search names a session by its ledger id, listed beside the id its tool gave.
+    let row = &listed["sessions"][0];
+    row.get("ledgerId")
+        .unwrap_or(&row["sessionId"])
         .as_str()
         .unwrap_or_else(|| panic!("no session listed: {listed}"))
         .to_string()
