@@ -23,6 +23,10 @@ pub(super) const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Most events of one session appended in one write transaction: what is held in memory.
 const IMPORT_GROUP_EVENTS: usize = 1024;
 
+/// Most problems named one by one (a file of garbage lines must not fill memory with
+/// them); the rest are counted.
+const MAX_NAMED_PROBLEMS: usize = 1_000;
+
 /// Reads one line (without its `\n`) into `line`, refusing one over `max` bytes without
 /// keeping more than `max + 1` of it. `Ok(false)` at the end of the file.
 fn read_line_limited(
@@ -67,6 +71,8 @@ struct Imported {
     /// What was left out, each said in full: a line that is not an event, a session whose
     /// events stop chaining (the rest of it is left out).
     problems: Vec<String>,
+    /// Problems beyond [`MAX_NAMED_PROBLEMS`], counted only.
+    unnamed_problems: usize,
     /// Sessions left out from some point on: their later lines are not read into groups.
     failed: std::collections::HashSet<SessionId>,
     /// A dry run (`--strict`'s check before writing): each session's end as far as the
@@ -75,9 +81,28 @@ struct Imported {
 }
 
 impl Imported {
+    fn problem(&mut self, problem: String) {
+        if self.problems.len() < MAX_NAMED_PROBLEMS {
+            self.problems.push(problem);
+        } else {
+            self.unnamed_problems += 1;
+        }
+    }
+
     fn left_out(&mut self, session: SessionId, problem: String) {
-        self.problems.push(problem);
+        self.problem(problem);
         self.failed.insert(session);
+    }
+
+    /// Every problem on stderr (those beyond the named ones counted); how many in all.
+    fn report(&self) -> usize {
+        for problem in &self.problems {
+            eprintln!("{problem}");
+        }
+        if self.unnamed_problems > 0 {
+            eprintln!("… and {} more problem(s)", self.unnamed_problems);
+        }
+        self.problems.len() + self.unnamed_problems
     }
 }
 
@@ -88,12 +113,9 @@ pub(super) fn import(settings: &Settings, file: &Path, strict: bool) -> anyhow::
         // written.
         let checked = read_file(&ledger, file, true)?;
         if !checked.problems.is_empty() {
-            for problem in &checked.problems {
-                eprintln!("{problem}");
-            }
+            let count = checked.report();
             bail!(
-                "nothing imported (--strict): {} problem(s) in {}; without --strict every intact session is imported",
-                checked.problems.len(),
+                "nothing imported (--strict): {count} problem(s) in {}; without --strict every intact session is imported",
                 file.display()
             );
         }
@@ -127,12 +149,9 @@ pub(super) fn import(settings: &Settings, file: &Path, strict: bool) -> anyhow::
         ledger.path().display()
     ))?;
     if !done.problems.is_empty() {
-        for problem in &done.problems {
-            eprintln!("{problem}");
-        }
+        let count = done.report();
         bail!(
-            "{} problem(s) in {}: what they name was left out, every intact session was imported",
-            done.problems.len(),
+            "{count} problem(s) in {}: what they name was left out, every intact session was imported",
             file.display()
         );
     }
@@ -162,7 +181,7 @@ fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported
         number += 1;
         let Ok(more) = more else {
             // The rest of the over-long line is skipped up to its newline.
-            done.problems.push(format!(
+            done.problem(format!(
                 "{}:{number}: line longer than {MAX_IMPORT_LINE_BYTES} bytes: left out",
                 file.display()
             ));
@@ -180,7 +199,7 @@ fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported
         let event: Event = match serde_json::from_slice(&line) {
             Ok(event) => event,
             Err(error) => {
-                done.problems.push(format!(
+                done.problem(format!(
                     "{}:{number}: not an exported event ({error}): left out (import reads the \
                      JSONL export, one event a line: `export ID --format jsonl` or `export \
                      --all --format jsonl`; a `json` export is the folded tree, which cannot \
