@@ -1,29 +1,23 @@
 //! stdout: the one writer of the server's answers, written in the order they are sent.
 //!
-//! When nothing is queued ahead of it and the descriptor is known, a short answer is held
-//! and the lines held together (at most [`DIRECT_WRITE_MAX_BYTES`], which a pipe with
-//! room takes whole without blocking) are written in one `write` by a flush task on the
-//! sender's runtime, woken by the first of them: it runs once the tasks ready before it
-//! have run, so the answers of one group commit, handed out in one turn of the runtime,
-//! go out together. The flush writes at once when [`poll`] says the pipe has room;
-//! otherwise, and for longer lines or without a runtime, lines are queued for the
-//! `stdout` thread, which writes the queue, the lines queued behind each other joined
-//! into one `write` (at most [`MAX_WRITE_BATCH_BYTES`]). A lone caller's answer thus costs
-//! one `poll` and one `write` on the runtime's thread, no wake-up of another; a client
-//! that stops reading fills the pipe and blocks only the `stdout` thread, never the
-//! runtime.
+//! An answer is written at once by the task that sends it when nothing is queued ahead of
+//! it, the pipe has room for it ([`poll`] says writable and the line is at most
+//! [`DIRECT_WRITE_MAX_BYTES`], which a pipe with room takes whole without blocking), and
+//! the descriptor is known; otherwise it is queued for the `stdout` thread, which writes
+//! the queue, the lines queued behind each other joined into one `write` (at most
+//! [`MAX_WRITE_BATCH_BYTES`]). A lone caller's answer thus costs one `poll` and one `write`
+//! on the runtime's thread, no wake-up of another; a client that stops reading fills the
+//! pipe and blocks only the `stdout` thread, never the runtime.
 //!
-//! Owns: [`LineSink`], its flush task and the `stdout` thread. Must not: reorder lines
-//! (lines are held only while the queue is empty and the thread is not writing, and go
-//! to the queue ahead of any later line, all under the same lock), write part of a line
-//! and then another, lose a held line when the sink is dropped, or block the caller on a
-//! full pipe.
+//! Owns: [`LineSink`] and the `stdout` thread. Must not: reorder lines (a line is written
+//! directly only while the queue is empty and the thread is not writing, under the same
+//! lock), write part of a line and then another, or block the caller on a full pipe.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::os::fd::RawFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 /// Longest line written directly by the sender: `PIPE_BUF` on Linux, what a pipe that
 /// polls writable takes in one `write` without blocking (and atomically).
@@ -43,20 +37,6 @@ struct Queue {
     closed: bool,
     /// Writing failed (logged once): the client is gone, later sends fail.
     failed: bool,
-    /// Short lines joined for the flush task's one `write` (at most
-    /// [`DIRECT_WRITE_MAX_BYTES`]); only while `lines` is empty and nothing is being
-    /// written, so they come before anything queued later.
-    held: Vec<u8>,
-}
-
-impl Queue {
-    /// Queues the held lines ahead of anything sent after them.
-    fn queue_held(&mut self) {
-        if !self.held.is_empty() {
-            let held = std::mem::take(&mut self.held);
-            self.lines.push_back(held);
-        }
-    }
 }
 
 struct Shared {
@@ -73,48 +53,17 @@ impl Shared {
     }
 }
 
-/// The output's descriptor and handle, for writes on the runtime's thread.
-struct Direct<W> {
-    fd: RawFd,
-    write: Arc<Mutex<W>>,
-}
-
-impl<W: Write> Direct<W> {
-    /// Writes `bytes` (at most [`DIRECT_WRITE_MAX_BYTES`]) now if the pipe has room and
-    /// nothing is queued or being written; `None`: it was not written. Called under the
-    /// queue's lock, so the thread cannot start writing meanwhile.
-    fn write_now(&self, queue: &mut Queue, bytes: &[u8]) -> Option<io::Result<()>> {
-        if !queue.lines.is_empty() || queue.writing || !poll_writable(self.fd) {
-            return None;
-        }
-        let mut write = self
-            .write
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let written = write.write_all(bytes).and_then(|()| write.flush());
-        if let Err(error) = &written {
-            tracing::error!("writing stdout failed: {error}");
-            queue.failed = true;
-        }
-        Some(written)
-    }
-}
-
 /// The sending side; dropping it lets the thread end once the queue is written.
 pub(crate) struct LineSink<W: Write + Send + 'static> {
     shared: Arc<Shared>,
     /// The sink's own handle on the output, for direct writes (`None`: queue only).
-    direct: Option<Arc<Direct<W>>>,
-    /// Wakes the flush task of held lines (`None`: no runtime; lines are written
-    /// directly one by one, or queued).
-    flush: Option<Arc<Notify>>,
+    direct: Option<(RawFd, Arc<Mutex<W>>)>,
 }
 
 impl<W: Write + Send + 'static> LineSink<W> {
     /// Starts the `stdout` thread over `write`. With `direct_fd` (the descriptor `write`
-    /// writes to), short lines may be written on the sender's runtime (held for a flush
-    /// task on it when there is one). The receiver resolves when the thread has ended
-    /// (its queue written, or writing failed).
+    /// writes to), short lines may be written by the sender itself. The receiver resolves
+    /// when the thread has ended (its queue written, or writing failed).
     pub(crate) fn spawn(
         write: W,
         direct_fd: Option<RawFd>,
@@ -130,20 +79,10 @@ impl<W: Write + Send + 'static> LineSink<W> {
         std::thread::Builder::new()
             .name("stdout".to_string())
             .spawn(move || write_queued(&thread_shared, &thread_write, ended))?;
-        let direct = direct_fd.map(|fd| Arc::new(Direct { fd, write }));
-        let flush = match (&direct, tokio::runtime::Handle::try_current()) {
-            (Some(direct), Ok(runtime)) => {
-                let notify = Arc::new(Notify::new());
-                runtime.spawn(flush_held(shared.clone(), direct.clone(), notify.clone()));
-                Some(notify)
-            }
-            _ => None,
-        };
         Ok((
             LineSink {
                 shared,
-                direct,
-                flush,
+                direct: direct_fd.map(|fd| (fd, write)),
             },
             writer_ended,
         ))
@@ -158,39 +97,21 @@ impl<W: Write + Send + 'static> LineSink<W> {
                 "transport is closed",
             ));
         }
-        let idle = queue.lines.is_empty() && !queue.writing;
-        match (&self.direct, &self.flush) {
-            (Some(direct), Some(flush)) if idle && line.len() <= DIRECT_WRITE_MAX_BYTES => {
-                if queue.held.len() + line.len() > DIRECT_WRITE_MAX_BYTES {
-                    // No room beside the held lines: they go out first, now if they can.
-                    let mut held = std::mem::take(&mut queue.held);
-                    match direct.write_now(&mut queue, &held) {
-                        Some(Err(error)) => return Err(error),
-                        Some(Ok(())) => {
-                            held.clear();
-                            queue.held = held;
-                        }
-                        None => queue.lines.push_back(held),
-                    }
-                }
-                if queue.lines.is_empty() {
-                    let first = queue.held.is_empty();
-                    queue.held.extend_from_slice(&line);
-                    drop(queue);
-                    if first {
-                        flush.notify_one();
-                    }
-                    return Ok(());
-                }
+        if let Some((fd, write)) = &self.direct
+            && queue.lines.is_empty()
+            && !queue.writing
+            && line.len() <= DIRECT_WRITE_MAX_BYTES
+            && poll_writable(*fd)
+        {
+            // Under the queue's lock: the thread cannot start writing meanwhile.
+            let mut write = write.lock().unwrap_or_else(|poison| poison.into_inner());
+            let written = write.write_all(&line).and_then(|()| write.flush());
+            if let Err(error) = &written {
+                tracing::error!("writing stdout failed: {error}");
+                queue.failed = true;
             }
-            (Some(direct), None) if line.len() <= DIRECT_WRITE_MAX_BYTES => {
-                if let Some(written) = direct.write_now(&mut queue, &line) {
-                    return written;
-                }
-            }
-            _ => {}
+            return written;
         }
-        queue.queue_held();
         queue.lines.push_back(line);
         drop(queue);
         self.shared.queued.notify_one();
@@ -200,44 +121,8 @@ impl<W: Write + Send + 'static> LineSink<W> {
 
 impl<W: Write + Send + 'static> Drop for LineSink<W> {
     fn drop(&mut self) {
-        {
-            let mut queue = self.shared.lock();
-            queue.queue_held();
-            queue.closed = true;
-        }
+        self.shared.lock().closed = true;
         self.shared.queued.notify_one();
-        if let Some(flush) = &self.flush {
-            flush.notify_one();
-        }
-    }
-}
-
-/// The flush task: each time lines are held, once the tasks ready before it have run,
-/// writes them in one `write` if the pipe has room, else queues them for the thread.
-/// Ends when the sink is dropped.
-async fn flush_held<W: Write>(shared: Arc<Shared>, direct: Arc<Direct<W>>, notify: Arc<Notify>) {
-    let mut spare = Vec::new();
-    loop {
-        notify.notified().await;
-        let mut queue = shared.lock();
-        if queue.closed {
-            return; // the drop queued what was held
-        }
-        if queue.held.is_empty() {
-            continue;
-        }
-        let held = std::mem::replace(&mut queue.held, std::mem::take(&mut spare));
-        match direct.write_now(&mut queue, &held) {
-            Some(_) => {
-                spare = held;
-                spare.clear();
-            }
-            None => {
-                queue.lines.push_back(held);
-                drop(queue);
-                shared.queued.notify_one();
-            }
-        }
     }
 }
 
@@ -339,10 +224,6 @@ mod tests {
             };
             expected.push_str(&line);
             sink.send(line.into_bytes()).unwrap();
-            if i % 5 == 0 {
-                // The flush task writes what is held.
-                tokio::task::yield_now().await;
-            }
         }
         drop(sink);
         ended.await.ok();
@@ -350,54 +231,6 @@ mod tests {
             reader.join().unwrap() == expected,
             "lines lost or reordered"
         );
-    }
-
-    /// A pipe's writing end that counts its `write` calls.
-    struct CountedWrites {
-        file: std::fs::File,
-        writes: Arc<std::sync::atomic::AtomicUsize>,
-    }
-
-    impl Write for CountedWrites {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.writes
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            self.file.write(bytes)
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            self.file.flush()
-        }
-    }
-
-    #[tokio::test]
-    async fn lines_sent_in_one_turn_of_the_runtime_go_out_in_one_write() {
-        let (mut read, write) = pipe();
-        let fd = write.as_raw_fd();
-        let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = CountedWrites {
-            file: write,
-            writes: writes.clone(),
-        };
-        let (sink, ended) = LineSink::spawn(counted, Some(fd)).unwrap();
-        let line = format!("{}\n", "z".repeat(300));
-        for _ in 0..9 {
-            sink.send(line.clone().into_bytes()).unwrap();
-        }
-        let mut got = vec![0; 9 * line.len()];
-        let reader = std::thread::spawn(move || {
-            read.read_exact(&mut got).unwrap();
-            (got, read)
-        });
-        // The flush task runs once this task waits.
-        let (got, read) = tokio::task::spawn_blocking(move || reader.join().unwrap())
-            .await
-            .unwrap();
-        assert_eq!(got, line.repeat(9).into_bytes());
-        assert_eq!(writes.load(std::sync::atomic::Ordering::SeqCst), 1);
-        drop(sink);
-        ended.await.ok();
-        drop(read);
     }
 
     #[tokio::test]
