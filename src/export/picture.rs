@@ -155,6 +155,9 @@ pub struct Mark {
     pub kind: Option<&'static NodeKind>,
     /// Appended to the node's first line.
     pub head: Vec<Span>,
+    /// The thought's count as it grew, drawn after its number in place of `/total`
+    /// (each span shown while that count stood); empty: the node's own total.
+    pub total: Vec<Span>,
     /// Appended to the thought's item in the page's list.
     pub details: Vec<(&'static str, String)>,
 }

@@ -715,9 +715,15 @@ fn drawn_from_projection(json: &str, jsonl: &str) -> Drawn {
     (nodes, edges)
 }
 
-/// (seq, kind, label text drawn) of every node of a standalone SVG picture, in document
+/// (seq, kind, label text drawn) of every node of a picture as it stands at its end, in document
 /// order (the text of its `<text>` elements, not its tooltip).
 fn shown(svg: &str) -> Vec<(u64, String, String)> {
+    // A label's part replaced by a later event (class `was`): the page keeps it for its
+    // slider, hidden at the end.
+    let replaced = |n: roxmltree::Node| {
+        n.attribute("class")
+            .is_some_and(|c| c.split(' ').any(|c| c == "was"))
+    };
     let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}:\n{svg}"));
     doc.descendants()
         .filter(|n| n.is_element() && n.attribute("data-kind").is_some())
@@ -725,6 +731,7 @@ fn shown(svg: &str) -> Vec<(u64, String, String)> {
             let text: String = node
                 .descendants()
                 .filter(|t| t.is_text() && t.ancestors().any(|a| a.has_tag_name("text")))
+                .filter(|t| !t.ancestors().any(replaced))
                 .map(|t| t.text().unwrap())
                 .collect();
             (

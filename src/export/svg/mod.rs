@@ -350,8 +350,9 @@ fn push_spans(
             if !classes.is_empty() {
                 let _ = write!(out, " class=\"{}\"", classes.join(" "));
             }
-            if timed {
-                let _ = write!(out, " data-seq=\"{}\"", span.from);
+            // The page's script reads `data-until` only on elements with a `data-seq`.
+            if timed || span.until.is_some() {
+                let _ = write!(out, " data-seq=\"{}\"", span.from.max(node_seq));
             }
             if let Some(until) = span.until {
                 let _ = write!(out, " data-until=\"{until}\"");
@@ -417,8 +418,13 @@ fn write_node(
         kind.marker,
         node.thought_number,
     );
-    if let Some(total) = node.total_thoughts {
-        let _ = write!(out, "/{total}");
+    match marks.iter().rev().find(|mark| !mark.total.is_empty()) {
+        Some(mark) => push_spans(out, scratch, &mark.total, seq, options),
+        None => {
+            if let Some(total) = node.total_thoughts {
+                let _ = write!(out, "/{total}");
+            }
+        }
     }
     let _ = write!(out, "</tspan> · #{seq}");
     if let Some(target) = node.revises_thought.filter(|_| is_revision(node)) {
@@ -622,21 +628,22 @@ pub(crate) mod tests {
     }
 
     /// Whether `element` is shown with the slider at event `k` (`None`: the picture as
-    /// drawn, no slider): it and every ancestor have no `data-seq` after k and no
-    /// `data-until` at or before it.
+    /// drawn, no slider), as the page's script decides: it and every ancestor are not of
+    /// class `was` as drawn, or, where they carry a `data-seq` (the only elements the
+    /// script touches), have none after k and no `data-until` at or before it.
     fn shown_at(element: roxmltree::Node, k: Option<u64>) -> bool {
         element.ancestors().filter(|n| n.is_element()).all(|n| {
             let number = |name| n.attribute(name).map(|v: &str| v.parse::<u64>().unwrap());
-            match k {
-                None => !n
-                    .attribute("class")
-                    .unwrap_or("")
-                    .split(' ')
-                    .any(|c| c == "was"),
-                Some(k) => {
-                    number("data-seq").is_none_or(|seq| seq <= k)
-                        && number("data-until").is_none_or(|until| until > k)
+            let was = n
+                .attribute("class")
+                .unwrap_or("")
+                .split(' ')
+                .any(|c| c == "was");
+            match (k, number("data-seq")) {
+                (Some(k), Some(seq)) => {
+                    seq <= k && number("data-until").is_none_or(|until| until > k)
                 }
+                _ => !was,
             }
         })
     }
@@ -979,6 +986,14 @@ pub(crate) mod tests {
     /// iteration 1 best-of-3, iteration 2 chosen by a beam and backtracked (a loop),
     /// iteration 3 with backtracking off: a stagnation detected, the step kept.
     pub(crate) fn booster_events(text: &str) -> (SessionId, Vec<Event>) {
+        booster_events_counted(text, None)
+    }
+
+    /// [`booster_events`] with its steps numbered against `step_count`.
+    pub(crate) fn booster_events_counted(
+        text: &str,
+        step_count: Option<crate::tools::booster::state::StepCount>,
+    ) -> (SessionId, Vec<Event>) {
         use crate::tools::booster::config::Config;
         use crate::tools::booster::payload::{Body, BoosterEvent};
         use crate::tools::booster::state::{
@@ -1058,7 +1073,7 @@ pub(crate) mod tests {
                         task: text.to_string(),
                         config: Config::default(),
                         seed_hints: vec![text.to_string()],
-                        step_count: None,
+                        step_count,
                     }),
                     Some("start"),
                 ),

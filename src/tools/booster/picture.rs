@@ -18,7 +18,7 @@ use crate::export::picture::{
     At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, short,
 };
 use crate::projection::tree::ThoughtTree;
-use crate::tools::booster::state::{BoosterState, Iteration, LoopKind, Score, Via};
+use crate::tools::booster::state::{BoosterState, Iteration, LoopKind, Score, StepCount, Via};
 
 /// The booster family's registration with the pictures.
 pub(crate) static PICTURES: Pictures = Pictures {
@@ -363,6 +363,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             }),
         });
     }
+    let counts = step_counts(state);
     // The chosen path: from the task through each step the scratchpad kept.
     let mut at = At::Node(task);
     for iteration in &state.iterations {
@@ -414,6 +415,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             seq,
             kind: Some(&STEP),
             head,
+            total: total_as_it_grew(&counts, seq),
             details,
         });
         picture.link(at, At::Thought(seq), &PATH);
@@ -423,14 +425,57 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
     }
 }
 
+/// The count the steps are numbered against as it grew: (the step's event, the count from
+/// then on), each step that raised it, in event order.
+fn step_counts(state: &BoosterState) -> Vec<(u64, u64)> {
+    let mut counts: Vec<(u64, u64)> = Vec::new();
+    for iteration in &state.iterations {
+        let Some(seq) = iteration.chosen_seq else {
+            continue;
+        };
+        let total = StepCount::total(
+            state.step_count,
+            iteration.iteration,
+            state.config.max_steps,
+        );
+        if counts.last().is_none_or(|&(_, last)| total > last) {
+            counts.push((seq, total));
+        }
+    }
+    counts
+}
+
+/// The `/total` of the step recorded by `seq` at each event from its own: empty when the
+/// count never grew after it (the core draws the step's total), else one span per count
+/// it was shown against, each until the step that raised it.
+fn total_as_it_grew(counts: &[(u64, u64)], seq: u64) -> Vec<Span> {
+    let raised = counts.partition_point(|&(at, _)| at <= seq);
+    if raised == counts.len() || raised == 0 {
+        return Vec::new();
+    }
+    let mut spans = vec![Span::during(
+        format!("/{}", counts[raised - 1].1),
+        0,
+        Some(counts[raised].0),
+    )];
+    for (i, &(from, total)) in counts.iter().enumerate().skip(raised) {
+        spans.push(Span::during(
+            format!("/{total}"),
+            from,
+            counts.get(i + 1).map(|&(until, _)| until),
+        ));
+    }
+    spans
+}
+
 #[cfg(test)]
 mod tests {
     use crate::export::mermaid::tests::HOSTILE;
     use crate::export::picture::Picture;
-    use crate::export::svg::tests::{booster_events, parse, shown_nodes};
+    use crate::export::svg::tests::{booster_events, booster_events_counted, parse, shown_nodes};
     use crate::export::svg::{Options, render, render_into};
     use crate::projection::tree::ThoughtTree;
-    use crate::tools::booster::state::BoosterState;
+    use crate::tools::booster::state::{BoosterState, StepCount};
 
     fn tree(text: &str) -> ThoughtTree {
         let (session, events) = booster_events(text);
@@ -534,8 +579,10 @@ mod tests {
     #[test]
     fn hostile_candidates_stay_text_and_replay_at_every_k() {
         let all: String = HOSTILE.concat();
-        for text in HOSTILE.iter().copied().chain([all.as_str()]) {
-            let (session, events) = booster_events(text);
+        let counts = [None, Some(StepCount::SoFar), Some(StepCount::Planned(2))];
+        let texts = HOSTILE.iter().copied().chain([all.as_str()]);
+        for (text, count) in texts.flat_map(|t| counts.map(|c| (t, c))) {
+            let (session, events) = booster_events_counted(text, count);
             let whole = ThoughtTree::build(session, events.clone());
             let mut page = String::new();
             render_into(

@@ -389,6 +389,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 " · merges {}",
                 short(&item.branch_id, LABEL_NAME_CHARS)
             ))],
+            total: Vec::new(),
             details: vec![(
                 "merged",
                 format!("branch {} ({})", item.branch_id, item.strategy),

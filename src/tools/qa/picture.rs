@@ -68,6 +68,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             seq: node.seq,
             kind: None,
             head: Vec::new(),
+            total: Vec::new(),
             details,
         });
         if qa.used_tools.is_empty() && qa.recommended_tools.is_empty() {
