@@ -17,6 +17,7 @@
 //!   current sessions and models; the peer, cancellation, progress token and arrival turn).
 //! - [`query`]: the read side every front end and family shares: sessions, a session's
 //!   tree (replay) and export, history, search (one seam, [`query::search`]).
+//! - [`provenance`]: the record `import` appends of where a session's events came from.
 //! - [`provider`]: the models tools call: an OpenAI-compatible HTTP endpoint or MCP
 //!   sampling through the client, with retries and the model-call event.
 //! - [`store`]: the event log behind a backend contract (redb, the default; PostgreSQL
@@ -59,6 +60,7 @@ pub(crate) mod private;
 pub(crate) mod progress;
 pub(crate) mod projection;
 pub(crate) mod prompts;
+pub(crate) mod provenance;
 pub(crate) mod provider;
 pub(crate) mod query;
 pub(crate) mod recall;

@@ -7,13 +7,17 @@
 //! in groups of at most [`IMPORT_GROUP_EVENTS`] events of one session), the tool-call text
 //! limit applied to each event ([`MAX_TEXT_BYTES`]), what is left out (a line that is not
 //! an event; a session from where its events stop chaining), each named, with exit 1 after
-//! every intact session was imported; `--strict`: the whole file checked against the
-//! ledger first, nothing written unless all of it imports; and saying on stderr whose
-//! events it brought in (the actors a file names are its claim: the chain is not keyed).
-//! Must not: read the whole file into memory, or let one damaged line or session cost the
-//! sessions around it.
+//! every intact session was imported; the whole file checked against the ledger first
+//! (its sha256, where each session will end; `--strict`: nothing written unless all of it
+//! imports); the record of the import in each session it brought events into
+//! ([`crate::provenance`]), written with the session's last imported events; and saying on
+//! stderr whose events it brought in (the actors a file names are its claim: the chain is
+//! not keyed). Must not: read the whole file into memory, let one damaged line or session
+//! cost the sessions around it, or write a record where a session's next event must go
+//! (a session left out part-way is recorded when an import completes it).
 
 use super::*;
+use crate::store::rules::{ChainEnd, check_continues};
 use crate::tools::args::MAX_TEXT_BYTES;
 use std::io::BufRead;
 
@@ -75,9 +79,77 @@ struct Imported {
     unnamed_problems: usize,
     /// Sessions left out from some point on: their later lines are not read into groups.
     failed: std::collections::HashSet<SessionId>,
-    /// A dry run (`--strict`'s check before writing): each session's end as far as the
-    /// file has been read, standing in for the head nothing was written to.
-    planned: Option<std::collections::HashMap<SessionId, SessionEnd>>,
+    /// A dry run (the check before writing): each session's end as far as the file has
+    /// been read, standing in for the head nothing was written to.
+    planned: Option<std::collections::HashMap<SessionId, ChainEnd>>,
+    /// The first and last seq this run wrote into each session, in order of first write
+    /// (the first: from the first event no record accounts for, as below).
+    brought: Vec<(SessionId, u64, u64)>,
+    /// Per session, the first event found already in the ledger that no record of an
+    /// import accounts for (a session an earlier import left out part-way, now
+    /// completed): the record of this import covers it too.
+    unrecorded: std::collections::HashMap<SessionId, u64>,
+    /// Sessions whose record of the import was written with their last imported events.
+    recorded: std::collections::HashSet<SessionId>,
+    /// sha256 of every byte read, once the file was read to its end.
+    sha256: String,
+}
+
+/// What the writing pass records of the file in each session it brings events into
+/// ([`crate::provenance::EventsImported`]).
+struct Provenance {
+    file: String,
+    sha256: String,
+    by: String,
+    /// Where the check before writing found each session would end: the group ending
+    /// there carries the record, in its transaction.
+    ends: std::collections::HashMap<SessionId, u64>,
+}
+
+impl Provenance {
+    /// The record of events `from_seq..=to_seq` of `session`.
+    fn record(&self, from_seq: u64, to_seq: u64) -> crate::provenance::EventsImported {
+        crate::provenance::EventsImported {
+            file: self.file.clone(),
+            sha256: self.sha256.clone(),
+            by: self.by.clone(),
+            from_seq,
+            to_seq,
+        }
+    }
+}
+
+/// The record `record` as the event after `last`, sealed as an import writes events
+/// (its time never before `last`'s).
+fn record_after(last: &Event, record: crate::provenance::EventsImported) -> Event {
+    let mut event = Event {
+        id: crate::event::EventId::generate(),
+        session: last.session,
+        seq: last.seq + 1,
+        at: crate::event::now_ms().max(last.at),
+        schema: crate::provenance::EVENTS_IMPORTED_SCHEMA,
+        actor: None,
+        payload: record.into(),
+        prev: last.hash.clone(),
+        hash: String::new(),
+    };
+    event.hash = event.computed_hash();
+    event
+}
+
+/// A reader that hashes every byte it hands on.
+struct Hashing<R> {
+    inner: R,
+    sha256: sha2::Sha256,
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.read(buf)?;
+        self.sha256.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 impl Imported {
@@ -108,19 +180,43 @@ impl Imported {
 
 pub(super) fn import(settings: &Settings, file: &Path, strict: bool) -> anyhow::Result<()> {
     let ledger = open(settings)?;
-    if strict {
-        // All or nothing: the whole file is checked against the ledger before anything is
-        // written.
-        let checked = read_file(&ledger, file, true)?;
-        if !checked.problems.is_empty() {
-            let count = checked.report();
-            bail!(
-                "nothing imported (--strict): {count} problem(s) in {}; without --strict every intact session is imported",
-                file.display()
-            );
-        }
+    // The whole file is checked against the ledger before anything is written: its
+    // sha256 and where each session will end, for the records of the import; with
+    // --strict, all or nothing.
+    let checked = read_file(&ledger, file, None)?;
+    if strict && !checked.problems.is_empty() {
+        let count = checked.report();
+        bail!(
+            "nothing imported (--strict): {count} problem(s) in {}; without --strict every intact session is imported",
+            file.display()
+        );
     }
-    let done = read_file(&ledger, file, false)?;
+    let provenance = Provenance {
+        file: file.display().to_string(),
+        sha256: checked.sha256.clone(),
+        by: crate::provenance::current_user(),
+        // A session left out part-way gets its record when a later import completes it
+        // (a record now would stand where its next event must go).
+        ends: checked
+            .planned
+            .iter()
+            .flatten()
+            .filter(|(session, _)| !checked.failed.contains(session))
+            .map(|(session, end)| (*session, end.seq))
+            .collect(),
+    };
+    let mut done = read_file(&ledger, file, Some(&provenance))?;
+    record_the_rest(&ledger, &provenance, &mut done)?;
+    if done.sha256 != checked.sha256 {
+        bail!(
+            "{} changed while it was imported (its sha256 was {} when checked, {} when \
+             written): what was imported is recorded with the first; run the import again \
+             once the file stays put",
+            file.display(),
+            checked.sha256,
+            done.sha256
+        );
+    }
     if !done.actors.is_empty() {
         let carried: usize = done.actors.iter().map(|(_, n)| n).sum();
         let names: Vec<String> = done
@@ -142,8 +238,17 @@ pub(super) fn import(settings: &Settings, file: &Path, strict: bool) -> anyhow::
     } else {
         String::new()
     };
+    let recorded = if done.sessions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; each session records that they came from {} (sha256 {})",
+            file.display(),
+            done.sha256
+        )
+    };
     stdout_write(&format!(
-        "imported {} event(s) into {} session(s) in {}{skipped}\n",
+        "imported {} event(s) into {} session(s) in {}{skipped}{recorded}\n",
         done.events,
         done.sessions.len(),
         ledger.path().display()
@@ -151,20 +256,31 @@ pub(super) fn import(settings: &Settings, file: &Path, strict: bool) -> anyhow::
     if !done.problems.is_empty() {
         let count = done.report();
         bail!(
-            "{count} problem(s) in {}: what they name was left out, every intact session was imported",
+            "{count} problem(s) in {}: what they name was left out, every intact session was \
+             imported (a session left out part-way records where its events came from once an \
+             import completes it)",
             file.display()
         );
     }
     Ok(())
 }
 
-/// Reads `file` a line at a time into groups of one session and imports them (`dry`:
-/// checks them against the ledger and each other without writing).
-fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported> {
+/// Reads `file` a line at a time into groups of one session and imports them, each
+/// session's last with the record of `provenance` (`None`: checks them against the ledger
+/// and each other without writing).
+fn read_file(
+    ledger: &Ledger,
+    file: &Path,
+    provenance: Option<&Provenance>,
+) -> anyhow::Result<Imported> {
+    let dry = provenance.is_none();
     let opened =
         std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
     let size = opened.metadata().map_or(0, |m| m.len());
-    let mut reader = std::io::BufReader::new(opened);
+    let mut reader = std::io::BufReader::new(Hashing {
+        inner: opened,
+        sha256: Default::default(),
+    });
     let bar =
         crate::progress::Progress::bar(if dry { "checking" } else { "importing" }, size, "bytes");
     let mut done = Imported {
@@ -226,7 +342,13 @@ fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported
                 text.len()
             );
             if !group.is_empty() && group[0].session == event.session {
-                import_group(ledger, file, std::mem::take(&mut group), &mut done)?;
+                import_group(
+                    ledger,
+                    file,
+                    provenance,
+                    std::mem::take(&mut group),
+                    &mut done,
+                )?;
             }
             done.left_out(event.session, problem);
             continue;
@@ -239,7 +361,13 @@ fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported
             .last()
             .is_some_and(|last| last.session != event.session || event.seq != last.seq + 1);
         if restart || group.len() >= IMPORT_GROUP_EVENTS {
-            import_group(ledger, file, std::mem::take(&mut group), &mut done)?;
+            import_group(
+                ledger,
+                file,
+                provenance,
+                std::mem::take(&mut group),
+                &mut done,
+            )?;
             bar.set(read_bytes);
             if done.failed.contains(&event.session) {
                 continue;
@@ -248,9 +376,13 @@ fn read_file(ledger: &Ledger, file: &Path, dry: bool) -> anyhow::Result<Imported
         group.push(event);
     }
     if !group.is_empty() {
-        import_group(ledger, file, group, &mut done)?;
+        import_group(ledger, file, provenance, group, &mut done)?;
     }
     bar.finish();
+    done.sha256 = {
+        use sha2::Digest;
+        hex::encode(reader.into_inner().sha256.finalize())
+    };
     Ok(done)
 }
 
@@ -274,27 +406,13 @@ fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<()> {
     }
 }
 
-/// Where a session ends: its last event's seq, hash and time (seq 0: no session yet).
-#[derive(Clone, Default)]
-struct SessionEnd {
-    seq: u64,
-    hash: Option<String>,
-    at: u64,
-}
-
 /// Where a session ends as far as this import knows: the ledger's head, or in a dry run
 /// what the file brought after it.
-fn session_end(ledger: &Ledger, done: &Imported, session: SessionId) -> anyhow::Result<SessionEnd> {
+fn session_end(ledger: &Ledger, done: &Imported, session: SessionId) -> anyhow::Result<ChainEnd> {
     if let Some(end) = done.planned.as_ref().and_then(|p| p.get(&session)) {
         return Ok(end.clone());
     }
-    Ok(ledger
-        .head(session)?
-        .map_or_else(SessionEnd::default, |head| SessionEnd {
-            seq: head.seq,
-            hash: Some(head.hash),
-            at: head.summary.updated_at,
-        }))
+    Ok(ChainEnd::of(ledger.head(session)?.as_ref()))
 }
 
 /// Imports the events of `group` (one session, in order) the ledger does not hold yet;
@@ -303,6 +421,7 @@ fn session_end(ledger: &Ledger, done: &Imported, session: SessionId) -> anyhow::
 fn import_group(
     ledger: &Ledger,
     file: &Path,
+    provenance: Option<&Provenance>,
     group: Vec<Event>,
     done: &mut Imported,
 ) -> anyhow::Result<()> {
@@ -337,6 +456,15 @@ fn import_group(
         }
     }
     done.skipped += known.len();
+    let recorded_through = ledger
+        .head(session)?
+        .and_then(|head| {
+            crate::provenance::ImportedEvents::of(&head.summary).map(|p| p.recorded_through)
+        })
+        .unwrap_or(0);
+    if let Some(event) = known.iter().find(|e| e.seq > recorded_through) {
+        done.unrecorded.entry(session).or_insert(event.seq);
+    }
     if fresh.is_empty() {
         return Ok(());
     }
@@ -348,14 +476,32 @@ fn import_group(
             None => actors.push((actor.to_string(), 1)),
         }
     }
+    let (first, last) = (fresh[0].seq, fresh[count - 1].seq);
+    let from_seq = done
+        .brought
+        .iter()
+        .find(|(s, _, _)| *s == session)
+        .map(|(_, from, _)| *from)
+        .or_else(|| done.unrecorded.get(&session).copied())
+        .unwrap_or(first);
+    // The group where the session's events from the file end carries the record of
+    // where they came from, written with them.
+    let record = provenance
+        .filter(|p| p.ends.get(&session) == Some(&last))
+        .map(|p| record_after(&fresh[count - 1], p.record(from_seq, last)));
+    let recorded = record.is_some();
     let written = match &mut done.planned {
-        Some(planned) => check_chain(end, &fresh).map(|end| {
+        Some(planned) => check_continues(&end, &fresh).map(|end| {
             planned.insert(session, end);
         }),
-        None => match ledger.write_blocking(move |txn| txn.import(fresh))? {
-            Ok(_) => Ok(()),
-            Err(error) => Err(error),
-        },
+        None => {
+            let mut batch = fresh;
+            batch.extend(record);
+            match ledger.write_blocking(move |txn| txn.import(batch))? {
+                Ok(_) => Ok(()),
+                Err(error) => Err(error),
+            }
+        }
     };
     match written {
         Ok(()) => {}
@@ -396,6 +542,13 @@ fn import_group(
     if !done.sessions.contains(&session) {
         done.sessions.push(session);
     }
+    match done.brought.iter_mut().find(|(s, _, _)| *s == session) {
+        Some((_, _, to)) => *to = last,
+        None => done.brought.push((session, from_seq, last)),
+    }
+    if recorded {
+        done.recorded.insert(session);
+    }
     for (actor, n) in actors {
         match done.actors.iter_mut().find(|(a, _)| *a == actor) {
             Some((_, total)) => *total += n,
@@ -405,54 +558,40 @@ fn import_group(
     Ok(())
 }
 
-/// A dry run's check that `events` continue a session ending at `end`: next seqs, each
-/// `prev` the previous hash, each hash its content's, time never going back (as the
-/// store's import checks). The end they leave, or why not.
-fn check_chain(end: SessionEnd, events: &[Event]) -> Result<SessionEnd, crate::store::AppendError> {
-    let session = events[0].session;
-    let mut prev = end
-        .hash
-        .unwrap_or_else(|| crate::event::GENESIS_HASH.to_string());
-    let mut at_seq = end.seq;
-    let mut previous_at = end.at;
-    for event in events {
-        if event.seq != at_seq + 1 {
-            return Err(crate::store::AppendError::Conflict {
-                session,
-                expected: event.seq.saturating_sub(1),
-                actual: at_seq,
-            });
+/// Records the import in each session it brought events into whose record was not
+/// written with them (the file did not end the session where the check before writing
+/// said; a session brought in more than one group by a file holding it twice): after the
+/// session's head, in a transaction of its own.
+fn record_the_rest(
+    ledger: &Ledger,
+    provenance: &Provenance,
+    done: &mut Imported,
+) -> anyhow::Result<()> {
+    let missing: Vec<(SessionId, u64, u64)> = done
+        .brought
+        .iter()
+        .filter(|(session, _, _)| {
+            !done.recorded.contains(session) && !done.failed.contains(session)
+        })
+        .copied()
+        .collect();
+    for (session, from_seq, to_seq) in missing {
+        let payload: crate::event::Payload = provenance.record(from_seq, to_seq).into();
+        let written = ledger.write_blocking(move |txn| {
+            let head = txn.head(session)?.map_or(0, |head| head.seq);
+            txn.append(session, head, vec![crate::event::NewEvent::new(payload)])
+        })?;
+        match written {
+            Ok(_) => {
+                done.recorded.insert(session);
+            }
+            Err(error) => done.problem(format!(
+                "session {session}: events {from_seq}–{to_seq} were imported, but the record of \
+                 where they came from could not be written: {error}"
+            )),
         }
-        let computed = event.computed_hash();
-        let (expected, found) = if event.prev != prev {
-            (prev, event.prev.clone())
-        } else if computed != event.hash {
-            (computed, event.hash.clone())
-        } else if event.at < previous_at {
-            return Err(crate::store::AppendError::TimeGoesBack {
-                session,
-                seq: event.seq,
-                at: event.at,
-                previous: previous_at,
-            });
-        } else {
-            prev = event.hash.clone();
-            at_seq = event.seq;
-            previous_at = event.at;
-            continue;
-        };
-        return Err(crate::store::AppendError::ImportMismatch {
-            session,
-            seq: event.seq,
-            expected,
-            found,
-        });
     }
-    Ok(SessionEnd {
-        seq: at_seq,
-        hash: Some(prev),
-        at: previous_at,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub(super) fn sessions(
     }
     let rows = &list.rows;
     let mut text = String::new();
+    let mut imported_any = false;
     if rows.is_empty() {
         text.push_str(&format!("no sessions in {}\n", ledger.path().display()));
     } else {
@@ -44,9 +45,12 @@ pub(super) fn sessions(
         for head in rows {
             let s = &head.summary;
             let status = if damaged.contains_key(&head.session) {
-                "damaged"
+                "damaged".to_string()
+            } else if crate::provenance::ImportedEvents::of(s).is_some() {
+                imported_any = true;
+                format!("{}*", s.status())
             } else {
-                s.status()
+                s.status().to_string()
             };
             // BRANCH IDS: the summary's branch ids (a thinking or qa branch, a plan's
             // approach: every id `evaluate_branch`/`compare_branches` take), the JSON's
@@ -64,6 +68,11 @@ pub(super) fn sessions(
                 export::markdown::terminal_line(&s.title)
             ));
         }
+    }
+    if imported_any {
+        text.push_str(
+            "* holds events imported from a file (`show ID` names it): their times and actors are the file's claims\n",
+        );
     }
     for (session, what) in &list.damaged {
         text.push_str(&format!("{session}  {what}\n"));

@@ -58,7 +58,23 @@ pub(super) fn verify(settings: &Settings, id: Option<&str>, rebuild: bool) -> an
         ledger.path().display(),
         index_report(&ledger)
     );
+    // Sessions holding events that came from files: their times and actors are claims.
+    let imported: std::collections::HashMap<SessionId, crate::provenance::ImportedEvents> = ledger
+        .heads()?
+        .into_iter()
+        .filter_map(|head| {
+            let part = crate::provenance::ImportedEvents::of(&head.summary)?.clone();
+            Some((head.session, part))
+        })
+        .collect();
     for session in &verified {
+        if let Some(part) = imported.get(&session.session) {
+            report.push_str(&format!(
+                "note: session {}: {} event(s) came from {} imported file(s) (`show {}` names \
+                 them): the chain is sound, but their times and actors are the files' claims\n",
+                session.session, part.imported_events, part.imports, session.session
+            ));
+        }
         if let Some(seq) = session.time_goes_back {
             report.push_str(&format!(
                 "note: session {}: event seq {seq} is dated before the event it follows; the \

@@ -57,6 +57,13 @@ pub trait FamilyRender: Sync {
         let _ = (tree, out);
     }
 
+    /// HTML: lines of plain text under the page's header (where the session's events
+    /// came from), escaped by the page.
+    fn header_notes(&self, tree: &ThoughtTree) -> Vec<String> {
+        let _ = tree;
+        Vec::new()
+    }
+
     /// Mermaid: the whole diagram, when the family draws its sessions its own way.
     fn mermaid_instead(&self, tree: &ThoughtTree) -> Option<String> {
         let _ = tree;

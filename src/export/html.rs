@@ -306,9 +306,17 @@ pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
             out.push_str(&anomaly_text(anomaly));
         }
     }
+    out.push_str("</div>\n");
+    for render in crate::export::family::renders() {
+        for note in render.header_notes(tree) {
+            out.push_str("<div class=\"meta\">");
+            escape_xml_into(out, &note);
+            out.push_str("</div>\n");
+        }
+    }
     let _ = write!(
         out,
-        "</div>\n<div class=\"controls\">\
+        "<div class=\"controls\">\
          <label>Replay <input id=\"replay\" type=\"range\" min=\"{first}\" max=\"{last}\" \
          value=\"{last}\" step=\"1\"></label> <output id=\"replay-at\">event {last} of {last}</output> \
          <label>Filter <input id=\"filter\" type=\"search\" placeholder=\"text in thoughts\" \

@@ -209,17 +209,44 @@ fn next_seq(session: SessionId, after: u64, offset: usize) -> Result<u64, Append
         })
 }
 
+/// Where a session's chain ends: its last event's seq, hash and time (seq 0, no hash: no
+/// session yet). What imported events must continue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ChainEnd {
+    pub seq: u64,
+    pub hash: Option<String>,
+    pub at: u64,
+}
+
+impl ChainEnd {
+    /// Where the session of `head` ends (`None`: no session yet).
+    pub(crate) fn of(head: Option<&SessionHead>) -> ChainEnd {
+        head.map_or_else(ChainEnd::default, |h| ChainEnd {
+            seq: h.seq,
+            hash: Some(h.hash.clone()),
+            at: h.summary.updated_at,
+        })
+    }
+}
+
 /// Imported events must continue the stored chain: same session, next seq, `prev` the
 /// previous hash, `hash` what the content hashes to, and a time not before the previous
 /// event's.
 fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Event>, AppendError> {
+    check_continues(&ChainEnd::of(head), &events)?;
+    Ok(events)
+}
+
+/// That `events` continue a chain ending at `end` (the rules of [`check_import`], also
+/// what `import` checks a file against before writing); where they leave it.
+pub(crate) fn check_continues(end: &ChainEnd, events: &[Event]) -> Result<ChainEnd, AppendError> {
     let Some(first) = events.first() else {
-        return Ok(events);
+        return Ok(end.clone());
     };
     let session = first.session;
-    let after = head.map_or(0, |h| h.seq);
-    let mut prev = head.map_or_else(|| GENESIS_HASH.to_string(), |h| h.hash.clone());
-    let mut previous_at = head.map_or(0, |h| h.summary.updated_at);
+    let after = end.seq;
+    let mut prev = end.hash.clone().unwrap_or_else(|| GENESIS_HASH.to_string());
+    let mut previous_at = end.at;
     for (offset, event) in events.iter().enumerate() {
         let seq = next_seq(session, after, offset)?;
         let mismatch = |expected: String, found: String| AppendError::ImportMismatch {
@@ -261,7 +288,11 @@ fn check_import(head: Option<&SessionHead>, events: Vec<Event>) -> Result<Vec<Ev
         previous_at = event.at;
         prev = event.hash.clone();
     }
-    Ok(events)
+    Ok(ChainEnd {
+        seq: after + events.len() as u64,
+        hash: Some(prev),
+        at: previous_at,
+    })
 }
 
 /// The start rule and the aliases, then the new head with its folded summary.

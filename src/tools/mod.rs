@@ -49,10 +49,13 @@ pub(crate) static FAMILIES: &[&Family] = &[
     &note::FAMILY,
 ];
 
-/// Payload codecs no toolset owns, whose events any family may record: the model-call
-/// event of [`crate::provider`].
-pub(crate) static SHARED_CODECS: &[&dyn PayloadCodec] =
-    &[&crate::provider::record::MODEL_CALL_CODEC];
+/// Payload codecs no toolset owns, whose events any family's session may hold: the
+/// model-call event of [`crate::provider`] and the import record of
+/// [`crate::provenance`].
+pub(crate) static SHARED_CODECS: &[&dyn PayloadCodec] = &[
+    &crate::provider::record::MODEL_CALL_CODEC,
+    &crate::provenance::EVENTS_IMPORTED_CODEC,
+];
 
 /// The registry as the core sees it ([`crate::event::family::Registry`]): [`FAMILIES`]
 /// and [`SHARED_CODECS`], handed to the core by the crate root ([`crate::registry`]).
@@ -72,9 +75,11 @@ impl crate::event::family::Registry for Registry {
     }
 }
 
-/// Folds no toolset owns: the model-call event's.
-pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] =
-    &[&crate::projection::family::FoldOf::<crate::provider::record::ModelCallEvent>::NEW];
+/// Folds no toolset owns: the model-call event's and the import record's.
+pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] = &[
+    &crate::projection::family::FoldOf::<crate::provider::record::ModelCallEvent>::NEW,
+    &crate::projection::family::FoldOf::<crate::provenance::ImportEvent>::NEW,
+];
 
 impl crate::projection::family::Registry for Registry {
     fn folds(&self) -> Vec<&'static dyn crate::projection::family::Fold> {
@@ -83,9 +88,11 @@ impl crate::projection::family::Registry for Registry {
     }
 }
 
-/// Renderers no toolset owns: the model calls' Markdown section.
-pub(crate) static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] =
-    &[&crate::provider::record::MODEL_CALLS_RENDER];
+/// Renderers no toolset owns: the model calls' Markdown section, the imports' words.
+pub(crate) static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] = &[
+    &crate::provider::record::MODEL_CALLS_RENDER,
+    &crate::provenance::PROVENANCE_RENDER,
+];
 
 impl crate::export::family::Registry for Registry {
     fn pictures(&self) -> Vec<&'static crate::export::picture::Pictures> {

@@ -124,6 +124,56 @@ pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// A listed session's ledger id: `ledgerId`, beside the id its tool gave (a plan's `dp-`
+/// id, an agent session's name), else `sessionId` (the two are one).
+pub(crate) fn ledger_id(listed: &Value) -> String {
+    listed
+        .get("ledgerId")
+        .unwrap_or(&listed["sessionId"])
+        .as_str()
+        .unwrap_or_else(|| panic!("no session id in {listed}"))
+        .to_string()
+}
+
+/// A JSONL export from a ledger it was imported into, as the file it came from: without
+/// the records of imports (`events_imported`), and how many there were.
+pub(crate) fn without_import_records(jsonl: &str) -> (String, usize) {
+    let mut records = 0;
+    let mut file = String::new();
+    for line in jsonl.lines() {
+        let event: Value = serde_json::from_str(line).expect("an exported event");
+        if event["payload"]["type"] == "events_imported" {
+            records += 1;
+        } else {
+            file.push_str(line);
+            file.push('\n');
+        }
+    }
+    (file, records)
+}
+
+/// A session's JSONL export from a ledger it was imported into, as the file it came from:
+/// without the record of the import (`events_imported`, its last line), which must be
+/// there.
+pub(crate) fn as_imported(jsonl: &str) -> String {
+    let is_record = |line: &str| {
+        serde_json::from_str::<Value>(line).is_ok_and(|e| e["payload"]["type"] == "events_imported")
+    };
+    let lines: Vec<&str> = jsonl.lines().collect();
+    assert!(
+        lines.last().is_some_and(|l| is_record(l)),
+        "no record of the import at the end of {jsonl}"
+    );
+    let mut file: String = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect();
+    if !jsonl.ends_with('\n') {
+        file.pop();
+    }
+    file
+}
+
 /// Replaces what changes from run to run (ULIDs, hashes, times, durations) with stable
 /// placeholders, numbering each distinct id in order of appearance.
 pub(crate) fn normalize(text: &str) -> String {

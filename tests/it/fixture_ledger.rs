@@ -63,11 +63,7 @@ fn session_ids(dir: &Path) -> Vec<(String, String)> {
         .map(|s| {
             (
                 // Listed by its alias since issue 42 (a plan's `dp-` id), its ledger id beside.
-                s.get("ledgerId")
-                    .unwrap_or(&s["sessionId"])
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
+                crate::common::ledger_id(s),
                 s["kind"].as_str().unwrap().to_string(),
             )
         })

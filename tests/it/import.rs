@@ -1,9 +1,11 @@
 //! Issue 46's `import` that a person can use, over the real binary: a file holding the
 //! same export twice imports once (the repeats skipped and counted); a damaged line costs
 //! only its own session from there (every intact session imported, each line and session
-//! left out named, exit 1); `--strict` imports all of a file or nothing.
+//! left out named, exit 1); `--strict` imports all of a file or nothing; every import
+//! records in each session where its events came from (the file, its sha256, who ran it,
+//! the seqs), and `sessions`, `show`, the exports and `verify` say so.
 
-use crate::common::{cli, data_dir, stderr, stdout};
+use crate::common::{cli, data_dir, ledger_id, stderr, stdout};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,18 +22,19 @@ fn events_per_session(dir: &Path) -> BTreeMap<String, u64> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|row| {
-            let id = row.get("ledgerId").unwrap_or(&row["sessionId"]);
-            (
-                id.as_str().unwrap().to_string(),
-                row["events"].as_u64().unwrap(),
-            )
-        })
+        .map(|row| (ledger_id(row), row["events"].as_u64().unwrap()))
         .collect()
 }
 
-/// The fixture's events per session, counted from the file.
+/// The fixture's events per session after one import: each with its record of the import.
 fn expected() -> BTreeMap<String, u64> {
+    let mut counts = in_file();
+    counts.values_mut().for_each(|n| *n += 1);
+    counts
+}
+
+/// The fixture's events per session, counted from the file.
+fn in_file() -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for line in std::fs::read_to_string(EXPORT).unwrap().lines() {
         let event: Value = serde_json::from_str(line).unwrap();
@@ -104,13 +107,16 @@ fn a_damaged_line_costs_only_its_own_session_from_there_and_strict_imports_nothi
         )),
         "{said}"
     );
+    // The session left out part-way has no record of the import yet: it would stand
+    // where its next event must go.
     let mut want = expected();
     want.insert(session.clone(), seq - 1);
     assert_eq!(events_per_session(dir.path()), want);
     let verify = cli(dir.path(), &["verify"]);
     assert!(verify.status.success(), "{}", stdout(&verify));
 
-    // The repaired file completes that session, and skips what is there.
+    // The repaired file completes that session, and skips what is there; the session's
+    // record covers all of its events, those of the first import included.
     let repaired = cli(dir.path(), &["import", "--strict", EXPORT]);
     assert!(repaired.status.success(), "{}", stderr(&repaired));
     assert!(
@@ -119,6 +125,126 @@ fn a_damaged_line_costs_only_its_own_session_from_there_and_strict_imports_nothi
         stdout(&repaired)
     );
     assert_eq!(events_per_session(dir.path()), expected());
+    let records = records(dir.path(), &session);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (records[0]["fromSeq"].as_u64(), records[0]["toSeq"].as_u64()),
+        (Some(1), Some(in_file()[&session]))
+    );
+}
+
+/// The records of imports in a session (the JSON export's `imports`).
+fn records(dir: &Path, session: &str) -> Vec<Value> {
+    let out = cli(dir, &["export", session, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tree: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    tree["imports"].as_array().cloned().unwrap_or_default()
+}
+
+/// Issue 46: imported history says where it came from. Every session an import brings
+/// events into records the file, its sha256, who ran it and the seqs, through the
+/// ordinary hash-chained write; `sessions`, `show`, the exports and `verify` say which
+/// events came from a file and that their times and actors are its claims; the record
+/// travels with `export --all`; importing the same file again records nothing more.
+#[test]
+fn every_import_records_where_its_events_came_from_and_every_view_says_so() {
+    use sha2::Digest;
+    let dir = data_dir();
+    let bytes = std::fs::read(EXPORT).unwrap();
+    let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+    let out = cli(dir.path(), &["import", EXPORT]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&sha256), "{}", stdout(&out));
+    assert_eq!(events_per_session(dir.path()), expected());
+
+    let listed: Value = serde_json::from_str(&stdout(&cli(
+        dir.path(),
+        &["sessions", "--json", "--limit", "1000"],
+    )))
+    .unwrap();
+    for row in listed["sessions"].as_array().unwrap() {
+        assert_eq!(
+            row["importedEvents"].as_u64(),
+            Some(in_file()[&ledger_id(row)]),
+            "{row}"
+        );
+    }
+    let text = stdout(&cli(dir.path(), &["sessions"]));
+    assert!(
+        text.contains("* holds events imported from a file"),
+        "{text}"
+    );
+
+    let session = in_file().keys().next().unwrap().clone();
+    let records_of = records;
+    let records = records_of(dir.path(), &session);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0];
+    assert_eq!(record["file"], EXPORT);
+    assert_eq!(record["sha256"], sha256.as_str());
+    assert!(!record["by"].as_str().unwrap().is_empty());
+    assert_eq!(
+        (record["fromSeq"].as_u64(), record["toSeq"].as_u64()),
+        (Some(1), Some(in_file()[&session]))
+    );
+    assert_eq!(record["seq"].as_u64(), Some(in_file()[&session] + 1));
+
+    let show = stdout(&cli(dir.path(), &["show", &session]));
+    assert!(
+        show.contains("## Imported")
+            && show.contains(&sha256)
+            && show.contains("the file's claims"),
+        "{show}"
+    );
+    let html = stdout(&cli(dir.path(), &["export", &session, "--format", "html"]));
+    assert!(
+        html.contains("<div class=\"meta\">Imported: events 1–") && html.contains("s claims"),
+        "the page's header says it"
+    );
+    let verify = cli(dir.path(), &["verify"]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    assert_eq!(
+        stdout(&verify)
+            .lines()
+            .filter(|l| l.contains("came from 1 imported file(s)"))
+            .count(),
+        in_file().len(),
+        "{}",
+        stdout(&verify)
+    );
+
+    // Again: everything skipped, nothing recorded.
+    let again = cli(dir.path(), &["import", EXPORT]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(events_per_session(dir.path()), expected());
+
+    // The records travel with the whole-ledger export, and a second import adds its own.
+    let all = dir.path().join("all.jsonl");
+    let exported = cli(
+        dir.path(),
+        &[
+            "export",
+            "--all",
+            "--format",
+            "jsonl",
+            "-o",
+            all.to_str().unwrap(),
+        ],
+    );
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let other = data_dir();
+    let out = cli(other.path(), &["import", all.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let records = records_of(other.path(), &session);
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["sha256"], sha256.as_str());
+    assert_eq!(records[1]["toSeq"].as_u64(), Some(in_file()[&session] + 1));
+    let verify = cli(other.path(), &["verify"]);
+    assert!(
+        verify.status.success() && stdout(&verify).contains("came from 2 imported file(s)"),
+        "{}",
+        stdout(&verify)
+    );
 }
 
 /// Issue 46: a forged event dated 1970 appended to a session through `import` (its chain
@@ -129,16 +255,13 @@ fn an_imported_event_dated_before_the_one_it_follows_is_refused() {
     let dir = data_dir();
     let imported = cli(dir.path(), &["import", EXPORT]);
     assert!(imported.status.success(), "{}", stderr(&imported));
-    let export = std::fs::read_to_string(EXPORT).unwrap();
-    let lines: Vec<&str> = export.lines().collect();
-    // The first session's last event, continued by a forged one dated 1970.
-    let first: Value = serde_json::from_str(lines[0]).unwrap();
-    let last = lines
-        .iter()
-        .rev()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .find(|event| event["session"] == first["session"])
-        .unwrap();
+    // The first session's last event in the ledger (the record of the import),
+    // continued by a forged one dated 1970.
+    let session = in_file().keys().next().unwrap().clone();
+    let exported = cli(dir.path(), &["export", &session, "--format", "jsonl"]);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let last: Value = serde_json::from_str(stdout(&exported).lines().last().unwrap()).unwrap();
+    assert_eq!(last["payload"]["type"], "events_imported");
     let mut forged = last.clone();
     // A fresh id: the last one's with its random part changed.
     let id = last["id"].as_str().unwrap();
@@ -166,9 +289,14 @@ fn an_imported_event_dated_before_the_one_it_follows_is_refused() {
         );
     }
     assert_eq!(events_per_session(dir.path()), before);
+    // Sound, and no event dated back: the only notes are of where the events came from.
     let verify = cli(dir.path(), &["verify"]);
     assert!(
-        verify.status.success() && !stdout(&verify).contains("note:"),
+        verify.status.success()
+            && stdout(&verify)
+                .lines()
+                .filter(|l| l.starts_with("note:"))
+                .all(|l| l.contains("imported file")),
         "{}",
         stdout(&verify)
     );

@@ -1001,7 +1001,11 @@ async fn session_exports_show_the_plan_and_the_branch_events_and_survive_an_impo
         let verify = common::cli(other.path(), &["verify"]);
         assert!(verify.status.success(), "{}", common::stderr(&verify));
         let again = common::cli(other.path(), &["export", session, "--format", "jsonl"]);
-        assert_eq!(common::stdout(&again), jsonl, "{name}");
+        assert_eq!(
+            common::as_imported(&common::stdout(&again)),
+            jsonl,
+            "{name}"
+        );
     }
 }
 

@@ -492,7 +492,10 @@ async fn revisions_and_branches_inside_a_qa_session_fold_search_and_export() {
     assert!(verify.status.success(), "{}", common::stderr(&verify));
     let id = session.as_str().unwrap();
     let again = common::cli(copy.path(), &["export", id, "--format", "jsonl"]);
-    assert_eq!(common::stdout(&again).trim_end(), jsonl.trim_end());
+    assert_eq!(
+        common::as_imported(&common::stdout(&again)).trim_end(),
+        jsonl.trim_end()
+    );
 }
 
 #[tokio::test]

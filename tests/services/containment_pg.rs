@@ -19,9 +19,12 @@ const B: &str = "01M8A0VY6G2SCG2C0FCZ64HXQV";
 const OTHER: &str = "01M8A0VYBT49JVTZPQ8B1V8WFX";
 /// Events in the fixture.
 const FIXTURE_EVENTS: usize = 37;
+/// Its sessions: the import appends a record of itself to each.
+const FIXTURE_SESSIONS: usize = 6;
 
 /// One kind of damage: its name, and the SQL that makes it (`{b}`: B's key as hex,
-/// `{o}`: the other session's).
+/// `{o}`: the other session's). B holds seqs 1–10: the file's 9 events and the record of
+/// their import.
 const CASES: &[(&str, &str)] = &[
     (
         "a text byte flipped",
@@ -36,7 +39,7 @@ const CASES: &[(&str, &str)] = &[
     (
         "the last event's hash altered",
         "UPDATE ledger_events SET row = overlay(row placing '\\x0000000000000000'::bytea from length(row) - 7) \
-         WHERE session = '\\x{b}'::bytea AND seq = 9",
+         WHERE session = '\\x{b}'::bytea AND seq = 10",
     ),
     (
         "a prev altered",
@@ -49,12 +52,12 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "the last row deleted",
-        "DELETE FROM ledger_events WHERE session = '\\x{b}'::bytea AND seq = 9",
+        "DELETE FROM ledger_events WHERE session = '\\x{b}'::bytea AND seq = 10",
     ),
     (
         "a row duplicated after the head",
         "INSERT INTO ledger_events (session, seq, id, position, row) \
-         SELECT session, 10, '\\x00000000000000000000000000000001'::bytea, 0, row \
+         SELECT session, 11, '\\x00000000000000000000000000000001'::bytea, 0, row \
          FROM ledger_events WHERE session = '\\x{b}'::bytea AND seq = 4",
     ),
     (
@@ -82,12 +85,12 @@ const CASES: &[(&str, &str)] = &[
     (
         "the head's seq set back",
         "UPDATE ledger_heads SET head = convert_to(regexp_replace(convert_from(head, 'UTF8'), \
-         '\"seq\":9', '\"seq\":2'), 'UTF8') WHERE session = '\\x{b}'::bytea",
+         '\"seq\":10', '\"seq\":2'), 'UTF8') WHERE session = '\\x{b}'::bytea",
     ),
     (
         "the head's seq at the largest there is",
         "UPDATE ledger_heads SET head = convert_to(regexp_replace(convert_from(head, 'UTF8'), \
-         '\"seq\":9', '\"seq\":18446744073709551615'), 'UTF8') WHERE session = '\\x{b}'::bytea",
+         '\"seq\":10', '\"seq\":18446744073709551615'), 'UTF8') WHERE session = '\\x{b}'::bytea",
     ),
 ];
 
@@ -164,10 +167,10 @@ async fn every_kind_of_damage_to_one_session_is_found_contained_and_never_served
         assert_eq!(export.status.code(), Some(1), "{name}: export B");
         assert_eq!(all.status.code(), Some(1), "{name}: export --all");
         assert!(stderr(&all).contains(B), "{name}: {}", stderr(&all));
-        // Every other session whole (and the new one).
+        // Every other session whole, each with the record of its import (and the new one).
         assert_eq!(
             others,
-            FIXTURE_EVENTS - 9 + 2,
+            FIXTURE_EVENTS - 9 + (FIXTURE_SESSIONS - 1) + 2,
             "{name}: the other sessions' events"
         );
         table.push(format!(

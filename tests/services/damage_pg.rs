@@ -48,7 +48,7 @@ async fn a_damaged_row_is_named_left_out_and_stops_writes_to_its_session_only() 
         .iter()
         .map(|s| {
             (
-                crate::damage_pg_sessions::ledger_id(s),
+                crate::common::ledger_id(s),
                 s["kind"].as_str().unwrap().to_string(),
                 s["events"].as_u64().unwrap(),
             )

@@ -4,13 +4,20 @@
 //! listing, `export --all`, `verify`, MCP `list_sessions`, `copy --to` and `recover --to`
 //! name B and go on for the others.
 
-use crate::common::{call, data_dir, is_error, spawn_with, stderr, stdout, structured, text};
+use crate::common::{
+    call, data_dir, is_error, ledger_id, spawn_with, stderr, stdout, structured, text,
+};
 use crate::pg::{Schema, cli};
 use serde_json::{Value, json};
 use std::process::Output;
 
 /// The checked-in ledger of every family, as JSONL.
 const FIXTURE_JSONL: &str = "tests/fixtures/ledger-v2/ledger.jsonl";
+/// Events after the fixture is imported: its 37, and the record of the import in each of
+/// its 6 sessions (the last event of each; position 43 is the last).
+const IMPORTED_EVENTS: u64 = 43;
+/// B's events after the import: its 8 and the record.
+const B_EVENTS: u64 = 9;
 
 use crate::damage_pg::{hex, sql};
 
@@ -29,16 +36,6 @@ pub(crate) struct Listed {
     pub(crate) shown: String,
     pub(crate) kind: String,
     pub(crate) events: u64,
-}
-
-/// A listed session's ledger id (`ledgerId` beside the id its tool gave, else `sessionId`).
-pub(crate) fn ledger_id(listed: &Value) -> String {
-    listed
-        .get("ledgerId")
-        .unwrap_or(&listed["sessionId"])
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 /// The fixture imported into a schema of its own, then damaged by `damage` (SQL in which
@@ -311,8 +308,10 @@ async fn a_position_counter_set_back_is_damage_said_by_writes_and_by_verify() {
     verify_says(
         &ledger,
         &[
-            "ledger_counter.last_position is 3 but events hold positions up to 37",
-            "UPDATE ledger_counter SET last_position = 37",
+            &format!(
+                "ledger_counter.last_position is 3 but events hold positions up to {IMPORTED_EVENTS}"
+            ),
+            &format!("UPDATE ledger_counter SET last_position = {IMPORTED_EVENTS}"),
         ],
     );
 }
@@ -342,7 +341,9 @@ fn positions_out_of_order_or_shared_are_found_by_verify() {
         &[
             "positions out of seq order",
             &format!("session {} seq 5", moved.b.id),
-            "ledger_counter.last_position is 37 but events hold positions up to 1000",
+            &format!(
+                "ledger_counter.last_position is {IMPORTED_EVENTS} but events hold positions up to 1000"
+            ),
         ],
     );
     let shared = Ledger::damaged(
@@ -557,17 +558,21 @@ fn copy_copies_every_intact_session_and_names_the_damaged_one() {
         ),
         (
             "UPDATE ledger_heads SET head = 'garbage' WHERE session = {B}",
-            8,
+            B_EVENTS,
             true,
         ),
         // Positions out of seq order, or the counter set back: every event is intact and
         // the copy is whole (its columns rebuilt).
         (
             "UPDATE ledger_events SET position = 1000 WHERE session = {B} AND seq = 4",
-            8,
+            B_EVENTS,
             false,
         ),
-        ("UPDATE ledger_counter SET last_position = 3", 8, false),
+        (
+            "UPDATE ledger_counter SET last_position = 3",
+            B_EVENTS,
+            false,
+        ),
     ];
     for (damage, kept, named) in cases {
         let ledger = Ledger::damaged(damage);

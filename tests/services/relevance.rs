@@ -483,12 +483,7 @@ const QUERIES: &[(Kind, &str, &[&str])] = &[
 async fn newest_session(client: &Client) -> String {
     let listed = structured(&call(client, "list_sessions", json!({"limit": 1})).await);
     // Search names a session by its ledger id, listed beside the id its tool gave.
-    let row = &listed["sessions"][0];
-    row.get("ledgerId")
-        .unwrap_or(&row["sessionId"])
-        .as_str()
-        .unwrap_or_else(|| panic!("no session listed: {listed}"))
-        .to_string()
+    crate::common::ledger_id(&listed["sessions"][0])
 }
 
 async fn ok(client: &Client, tool: &str, args: Value) {

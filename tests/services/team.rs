@@ -156,10 +156,10 @@ fn every_command_works_on_postgres_and_copies_are_byte_identical_both_ways() {
     );
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
-        ok(
+        common::as_imported(&ok(
             &pg::cli(&other.url, scratch.path(), &["export", &id, "-f", "jsonl"]),
             "export"
-        )
+        ))
     );
     // Read-only commands never create a ledger in an empty schema.
     let empty = Schema::new();
