@@ -15,7 +15,7 @@ use crate::store::{LEDGER_FILE_NAME, Ledger, Location, OpenError, OpenMode, Sess
 use crate::tools::Toolset;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -61,6 +61,15 @@ pub(crate) const STORE_ENV: &str = "REASONING_LEDGER_STORE";
 pub(crate) const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
 /// Environment variable that turns the stderr thought box off when "true" (any case).
 pub(crate) const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
+
+/// What the bare command says when its input is a terminal instead of an MCP client.
+const BARE_ON_A_TERMINAL: &str = "\
+reasoning-ledger is an MCP server: an MCP client (Claude Desktop, Claude Code, VS Code, …)
+starts it and speaks MCP on its standard input, so on a terminal it has nothing to do.
+  reasoning-ledger demo       a tour of every tool, recorded into a ledger you can look at
+  reasoning-ledger --help     every command (sessions, show, export, search, ui, serve --http, …)
+  reasoning-ledger serve      serve MCP on this terminal anyway
+";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -136,9 +145,9 @@ pub(crate) enum Command {
         /// Every session of the ledger, one after another (--format jsonl only)
         #[arg(long, conflicts_with = "at")]
         all: bool,
-        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable), svg (a picture), html (one offline page: picture, thoughts, replay slider, filter) or otlp (sent as a trace to OTEL_EXPORTER_OTLP_ENDPOINT)
-        #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT")]
-        format: ExportFormat,
+        /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable; the default with --all), svg (a picture), html (one offline page: picture, thoughts, replay slider, filter) or otlp (sent as a trace to OTEL_EXPORTER_OTLP_ENDPOINT)
+        #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT", required_unless_present = "all")]
+        format: Option<ExportFormat>,
         /// Export the session as it stood right after this event seq (default: its last event)
         #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
@@ -482,6 +491,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         data_dir: resolve_data_dir(cli.data_dir)?,
         store: resolve_store(cli.store)?,
     };
+    if cli.command.is_none() && std::io::stdin().is_terminal() {
+        // A person typed the bare command: nothing would answer them, and nothing is made.
+        eprint!("{BARE_ON_A_TERMINAL}");
+        return Ok(());
+    }
     let command = cli.command.unwrap_or(Command::Serve {
         toolsets: None,
         http: None,
@@ -532,7 +546,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             format,
             at,
             output,
-        } => match (format, id) {
+        } => match (format.unwrap_or(ExportFormat::Render(Format::Jsonl)), id) {
             (ExportFormat::Otlp, id) => {
                 export_otlp::export_otlp(&settings, id.filter(|_| !all).as_deref(), at, output)
             }

@@ -75,8 +75,16 @@ pub(super) fn serve(
         Some(text) => Toolset::parse_list(&text).map_err(anyhow::Error::msg)?,
         None => Toolset::default_sets(),
     };
-    let log_thoughts = !std::env::var(DISABLE_THOUGHT_LOGGING_ENV)
-        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    // Every thought drawn on stderr: on over stdio (the reference server's default, in
+    // the client's own log), off for `serve --http`, whose log would hold every user's
+    // thoughts; DISABLE_THOUGHT_LOGGING=true or false says which, anything else is the
+    // default.
+    let setting = std::env::var(DISABLE_THOUGHT_LOGGING_ENV).unwrap_or_default();
+    let log_thoughts = match setting.trim().to_ascii_lowercase().as_str() {
+        "true" => false,
+        "false" => true,
+        _ => http.is_none(),
+    };
     let existed = settings.store.is_some()
         || settings
             .data_dir

@@ -3,7 +3,7 @@
 //! usage errors and a broken pipe.
 
 use crate::common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 async fn one_session(dir: &std::path::Path) -> String {
     let client = spawn(dir).await;
@@ -781,5 +781,70 @@ fn a_leading_exclusion_a_cut_replay_line_and_a_json_import_say_what_they_do() {
         stderr(&refused).contains("import reads the JSONL export"),
         "{}",
         stderr(&refused)
+    );
+}
+
+/// `export --all` needs no `--format` (jsonl is the one it writes); one session's export
+/// still asks for one (issue 48).
+#[test]
+fn export_all_defaults_to_jsonl_and_one_session_needs_a_format() {
+    let dir = data_dir();
+    let demo = cli(dir.path(), &["demo"]);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let all = cli(dir.path(), &["export", "--all"]);
+    assert!(all.status.success(), "{}", stderr(&all));
+    let with_format = cli(dir.path(), &["export", "--all", "-f", "jsonl"]);
+    assert_eq!(stdout(&all), stdout(&with_format));
+    assert!(stdout(&all).lines().count() > 10);
+    let listed: Value =
+        serde_json::from_str(&stdout(&cli(dir.path(), &["sessions", "--json"]))).unwrap();
+    let id = ledger_id(&listed["sessions"][0]);
+    let one = cli(dir.path(), &["export", &id]);
+    assert_eq!(one.status.code(), Some(2), "{}", stderr(&one));
+    assert!(stderr(&one).contains("--format"), "{}", stderr(&one));
+}
+
+/// The bare command on a terminal says what it is and what to run, and makes no ledger
+/// (issue 48); its input a pipe, it serves MCP as clients expect.
+#[test]
+fn the_bare_command_on_a_terminal_says_what_it_is_and_makes_nothing() {
+    use std::os::fd::FromRawFd;
+    let dir = data_dir();
+    let (mut leader, mut follower) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the pointers given; the others may
+    // be null.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: both descriptors are ours alone from here.
+    let (_leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    };
+    let out = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(follower)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("is an MCP server") && said.contains("reasoning-ledger demo"),
+        "{said}"
+    );
+    assert!(stdout(&out).is_empty(), "stdout carries only MCP messages");
+    assert!(
+        !dir.path().join("ledger.redb").exists(),
+        "a ledger was made"
     );
 }

@@ -1163,3 +1163,67 @@ async fn a_misspelt_argument_is_named_in_the_answer_with_the_name_meant() {
         "note: ignored argument `thougth` (did you mean `thought`?)"
     );
 }
+
+/// `serve --http` draws no thought on stderr unless `DISABLE_THOUGHT_LOGGING=false` asks
+/// for it: a team server's log must not hold every user's thoughts (issue 48).
+#[tokio::test]
+async fn http_draws_no_thought_on_stderr_unless_asked() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use tokio::io::AsyncBufReadExt;
+    const TOKEN: &str = "thinking-http-token-of-at-least-32-chars";
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for (setting, drawn) in [(None, false), (Some("false"), true), (Some("true"), false)] {
+        let dir = common::data_dir();
+        let mut command = tokio::process::Command::new(common::bin());
+        command
+            .args(["serve", "--http", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env("REASONING_LEDGER_TOKEN", TOKEN)
+            .env_remove("REASONING_LEDGER_TOOLSETS")
+            .env_remove("REASONING_LEDGER_STORE")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        match setting {
+            Some(value) => command.env("DISABLE_THOUGHT_LOGGING", value),
+            None => command.env_remove("DISABLE_THOUGHT_LOGGING"),
+        };
+        let mut child = command.spawn().expect("spawn http server");
+        let mut lines =
+            tokio::io::BufReader::new(child.stderr.take().expect("stderr piped")).lines();
+        let mut said = String::new();
+        let url = loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the server says its URL");
+            said.push_str(&line);
+            said.push('\n');
+            if let Some(start) = line.find("http://") {
+                break line[start..].split_whitespace().next().unwrap().to_string();
+            }
+        };
+        let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(TOKEN);
+        let client =
+            ().serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .expect("initialize over HTTP");
+        seq(&client, thought(1, 1, false, "a private thought")).await;
+        client.cancel().await.ok();
+        child.start_kill().unwrap();
+        while let Ok(Some(line)) = lines.next_line().await {
+            said.push_str(&line);
+            said.push('\n');
+        }
+        assert_eq!(
+            said.contains("💭 Thought 1/1") && said.contains("a private thought"),
+            drawn,
+            "DISABLE_THOUGHT_LOGGING={setting:?}:\n{said}"
+        );
+    }
+}
