@@ -301,3 +301,74 @@ fn an_imported_event_dated_before_the_one_it_follows_is_refused() {
         stdout(&verify)
     );
 }
+
+/// Issue 46, as an insider would try it: a session with edited text, times a year back
+/// and a made-up actor, its chain recomputed, imports (a consistent chain is all a file
+/// can prove), and then nothing presents it as recorded here: `verify` notes that its
+/// events came from a file whose times and actors are claims, `sessions` marks it, `show`
+/// names the file and who imported it.
+#[test]
+fn a_forged_session_imports_but_every_view_says_it_came_from_a_file() {
+    const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
+    let dir = data_dir();
+    let export = std::fs::read_to_string(EXPORT).unwrap();
+    let first: Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
+    let mut prev = None::<String>;
+    let mut forged = String::new();
+    for line in export.lines() {
+        let mut event: Value = serde_json::from_str(line).unwrap();
+        if event["session"] != first["session"] {
+            continue;
+        }
+        event["at"] = Value::from(event["at"].as_u64().unwrap() - YEAR_MS);
+        event["actor"] = Value::from("mallory");
+        if let Some(text) = event["payload"].get("thought").and_then(Value::as_str) {
+            event["payload"]["thought"] = Value::from(format!("{text} (edited)"));
+        }
+        if let Some(prev) = &prev {
+            event["prev"] = Value::from(prev.as_str());
+        }
+        let sealed: reasoning_ledger::testing::Event =
+            serde_json::from_value(event.clone()).unwrap();
+        event["hash"] = Value::from(sealed.computed_hash());
+        prev = Some(event["hash"].as_str().unwrap().to_string());
+        forged.push_str(&format!("{event}\n"));
+    }
+    assert!(forged.contains("(edited)"));
+    let file = dir.path().join("forged.jsonl");
+    std::fs::write(&file, &forged).unwrap();
+    let out = cli(dir.path(), &["import", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mallory"), "{}", stderr(&out));
+
+    let session = first["session"].as_str().unwrap();
+    let verify = cli(dir.path(), &["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(
+        stdout(&verify).contains(&format!(
+            "note: session {session}: {} event(s) came from 1 imported file(s)",
+            forged.lines().count()
+        )),
+        "{}",
+        stdout(&verify)
+    );
+    let listed = stdout(&cli(dir.path(), &["sessions"]));
+    assert!(
+        listed.contains("* holds events imported from a file")
+            && listed.lines().any(|l| ["open*", "complete*", "closed*"]
+                .iter()
+                .any(|s| l.contains(s))),
+        "{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains('*') && l.contains("open*") || l.contains("complete*")),
+        "{listed}"
+    );
+    let show = stdout(&cli(dir.path(), &["show", session]));
+    assert!(
+        show.contains("forged.jsonl") && show.contains("imported by"),
+        "{show}"
+    );
+}
