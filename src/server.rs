@@ -408,18 +408,34 @@ impl ServerHandler for LedgerServer {
             .with_instructions(self.instructions.to_string())
     }
 
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let trace = trace_request("initialize", None, &context);
+        context.peer.set_peer_info(request.clone());
+        let answer = self.negotiate_initialize(&request);
+        finish_request(trace, &answer);
+        answer
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        if crate::apps::declared(context.client_capabilities().as_ref()) {
-            let tools = self
-                .app_tools
-                .get_or_init(|| crate::apps::app_tools(&self.tools));
-            return Ok(ListToolsResult::with_all_items(tools.clone()));
-        }
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+        let trace = trace_request("tools/list", None, &context);
+        let tools = if crate::apps::declared(context.client_capabilities().as_ref()) {
+            self.app_tools
+                .get_or_init(|| crate::apps::app_tools(&self.tools))
+                .clone()
+        } else {
+            self.tools.to_vec()
+        };
+        let answer = Ok(ListToolsResult::with_all_items(tools));
+        finish_request(trace, &answer);
+        answer
     }
 
     async fn call_tool(
@@ -486,52 +502,46 @@ impl ServerHandler for LedgerServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(prompts::list(&|tool| {
+        let trace = trace_request("prompts/list", None, &context);
+        let answer = Ok(ListPromptsResult::with_all_items(prompts::list(&|tool| {
             self.offers(tool)
-        })))
+        })));
+        finish_request(trace, &answer);
+        answer
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let ledger = self.ledger().clone();
-        let routes = self.routes.clone();
-        let arguments = request.arguments.unwrap_or_default();
-        let built = tokio::task::spawn_blocking(move || {
-            prompts::get(
-                &ledger,
-                &|tool| routes.contains_key(tool),
-                &request.name,
-                &arguments,
-            )
-        })
-        .await
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        match built {
-            Ok(result) => Ok(result.into()),
-            Err(error @ (PromptError::Store(_) | PromptError::Search(_))) => {
-                Err(McpError::internal_error(error.to_string(), None))
-            }
-            Err(error) => Err(McpError::invalid_params(error.to_string(), None)),
-        }
+        let trace = trace_request("prompts/get", Some(&request.name), &context);
+        let answer = self.prompt(request).await;
+        finish_request(trace, &answer);
+        answer
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        let trace = trace_request("completion/complete", None, &context);
         let ledger = self.ledger().clone();
         let index = self.completions.clone();
-        tokio::task::spawn_blocking(move || prompts::complete::complete(&index, &ledger, &request))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map(CompleteResult::new)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+        let answer = tokio::task::spawn_blocking(move || {
+            prompts::complete::complete(&index, &ledger, &request)
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))
+        .and_then(|done| {
+            done.map(CompleteResult::new)
+                .map_err(|e| McpError::internal_error(e.to_string(), None))
+        });
+        finish_request(trace, &answer);
+        answer
     }
 
     #[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); the protocol has it.
@@ -553,28 +563,10 @@ impl ServerHandler for LedgerServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let ledger = self.ledger().clone();
-        let rows = tokio::task::spawn_blocking(move || {
-            query::list_sessions(&ledger, &[], None, None, LISTED_SESSION_RESOURCES)
-        })
-        .await
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?
-        .rows;
-        let mut resources = vec![
-            Resource::new("ledger://sessions", "sessions")
-                .with_description("Every stored session, newest first")
-                .with_mime_type("application/json"),
-        ];
-        for head in rows {
-            let uri = format!("ledger://sessions/{}", head.session);
-            resources
-                .push(Resource::new(uri, resource_name(&head)).with_mime_type("application/json"));
-        }
-        if crate::apps::declared(context.client_capabilities().as_ref()) {
-            resources.push(crate::apps::resource());
-        }
-        Ok(ListResourcesResult::with_all_items(resources))
+        let trace = trace_request("resources/list", None, &context);
+        let answer = self.resources(&context).await;
+        finish_request(trace, &answer);
+        answer
     }
 
     async fn list_resource_templates(
@@ -699,6 +691,75 @@ impl ServerHandler for LedgerServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        // The target is the URI's template, not the URI: a session id is no span name.
+        let trace = trace_request("resources/read", None, &context);
+        let answer = self.read(request, &context).await;
+        finish_request(trace, &answer);
+        answer
+    }
+}
+
+/// The requests' bodies whose spans the handlers above make.
+impl LedgerServer {
+    /// `prompts/get` without its span.
+    async fn prompt(&self, request: GetPromptRequestParams) -> Result<GetPromptResponse, McpError> {
+        let ledger = self.ledger().clone();
+        let routes = self.routes.clone();
+        let arguments = request.arguments.unwrap_or_default();
+        let built = tokio::task::spawn_blocking(move || {
+            prompts::get(
+                &ledger,
+                &|tool| routes.contains_key(tool),
+                &request.name,
+                &arguments,
+            )
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        match built {
+            Ok(result) => Ok(result.into()),
+            Err(error @ (PromptError::Store(_) | PromptError::Search(_))) => {
+                Err(McpError::internal_error(error.to_string(), None))
+            }
+            Err(error) => Err(McpError::invalid_params(error.to_string(), None)),
+        }
+    }
+
+    /// `resources/list` without its span.
+    async fn resources(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let ledger = self.ledger().clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            query::list_sessions(&ledger, &[], None, None, LISTED_SESSION_RESOURCES)
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+        .rows;
+        let mut resources = vec![
+            Resource::new("ledger://sessions", "sessions")
+                .with_description("Every stored session, newest first")
+                .with_mime_type("application/json"),
+        ];
+        for head in rows {
+            let uri = format!("ledger://sessions/{}", head.session);
+            resources
+                .push(Resource::new(uri, resource_name(&head)).with_mime_type("application/json"));
+        }
+        if crate::apps::declared(context.client_capabilities().as_ref()) {
+            resources.push(crate::apps::resource());
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    /// `resources/read` without its span.
+    async fn read(
+        &self,
+        request: ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
         if let Some(app) = crate::apps::read(&request.uri, context.client_capabilities().as_ref()) {
             return Ok(app.into());
         }
@@ -809,10 +870,45 @@ fn trace_call(
     context: &RequestContext<RoleServer>,
     caller: &crate::request::Caller,
 ) -> Option<Arc<crate::telemetry::call::CallTrace>> {
+    start_trace("tools/call", Some(tool), context, caller)
+}
+
+/// The span of a request other than a tool call (`prompts/get NAME`, `resources/read`,
+/// `tools/list`, …): `None`, at the cost of one atomic load, when telemetry is off.
+fn trace_request(
+    method: &'static str,
+    target: Option<&str>,
+    context: &RequestContext<RoleServer>,
+) -> Option<Arc<crate::telemetry::call::CallTrace>> {
+    if !crate::telemetry::enabled() {
+        return None;
+    }
+    let actor = crate::request::Actor::of_call(&context.extensions);
+    let caller = crate::request::Caller::of_call(context, actor);
+    start_trace(method, target, context, &caller)
+}
+
+/// Ends a request's span: a failed answer's `error.type` is its JSON-RPC error code.
+fn finish_request<T>(
+    trace: Option<Arc<crate::telemetry::call::CallTrace>>,
+    answer: &Result<T, McpError>,
+) {
+    if let Some(trace) = trace {
+        trace.finish(answer.as_ref().err().map(|error| error.code.0.to_string()));
+    }
+}
+
+/// A request's span, parented by the `traceparent` in its `_meta`.
+fn start_trace(
+    method: &'static str,
+    target: Option<&str>,
+    context: &RequestContext<RoleServer>,
+    caller: &crate::request::Caller,
+) -> Option<Arc<crate::telemetry::call::CallTrace>> {
     let http = context.extensions.get::<http::request::Parts>().is_some();
     crate::telemetry::call::CallTrace::start(crate::telemetry::call::Start {
-        method: "tools/call",
-        target: Some(tool),
+        method,
+        target,
         request_id: Some(context.id.to_string()),
         protocol_version: context.protocol_version().map(|v| v.to_string()),
         transport: if http { "tcp" } else { "pipe" },

@@ -630,3 +630,72 @@ async fn a_model_call_is_a_chat_client_span_under_its_tool_call() {
     );
     client.cancel().await.unwrap();
 }
+
+/// Every request is a SERVER span, not only a tool call (issue 44): `initialize`,
+/// `tools/list`, `prompts/list`, `prompts/get NAME` (with `gen_ai.prompt.name`),
+/// `resources/list`, `resources/read` and `completion/complete`; a refused request's
+/// `error.type` is its JSON-RPC error code.
+#[tokio::test]
+async fn every_request_is_a_server_span_and_a_refused_one_says_its_code() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+    let receiver = Receiver::start(false).await;
+    let dir = common::data_dir();
+    let client = spawn_exporting(dir.path(), &receiver.url, &[]).await;
+    client.list_tools(None).await.expect("tools/list");
+    client.list_prompts(None).await.expect("prompts/list");
+    client.list_resources(None).await.expect("resources/list");
+    client
+        .read_resource(ReadResourceRequestParams::new("ledger://sessions"))
+        .await
+        .expect("resources/read");
+    client
+        .get_prompt(GetPromptRequestParams::new("no-such-prompt"))
+        .await
+        .expect_err("an unknown prompt is refused");
+    let spans = receiver
+        .wait_for("a span per request", |spans| {
+            [
+                "initialize",
+                "tools/list",
+                "prompts/list",
+                "resources/list",
+                "resources/read",
+            ]
+            .iter()
+            .all(|name| !named(spans, name).is_empty())
+                && !named(spans, "prompts/get no-such-prompt").is_empty()
+        })
+        .await;
+    for name in [
+        "initialize",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/read",
+        "prompts/get no-such-prompt",
+    ] {
+        let span = &named(&spans, name)[0].span;
+        assert_eq!(span.kind, 2, "{name}: a SERVER span");
+        let method = name.split(' ').next().unwrap();
+        assert_eq!(
+            attr(&span.attributes, "mcp.method.name").as_deref(),
+            Some(method),
+            "{name}"
+        );
+        assert_eq!(
+            attr(&span.attributes, "network.transport").as_deref(),
+            Some("pipe")
+        );
+        let refused = name.starts_with("prompts/get");
+        assert_eq!(
+            attr(&span.attributes, "error.type").as_deref(),
+            refused.then_some("-32602"),
+            "{name}"
+        );
+    }
+    let prompt = &named(&spans, "prompts/get no-such-prompt")[0].span;
+    assert_eq!(
+        attr(&prompt.attributes, "gen_ai.prompt.name").as_deref(),
+        Some("no-such-prompt")
+    );
+}

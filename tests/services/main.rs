@@ -11,7 +11,9 @@
 //! `tools/local-model/run`, installed into a cached venv on first use; `local_embed`: a
 //! real embedding model through `tools/local-embed/run`, semantic search on redb and on
 //! PostgreSQL with and without pgvector) and a host of MCP Apps in headless chromium (`apps`:
-//! `tools/apps-check/run`, the app bridge of `@modelcontextprotocol/ext-apps`). Everything that
+//! `tools/apps-check/run`, the app bridge of `@modelcontextprotocol/ext-apps`) and a trace UI
+//! (`phoenix`: Arize Phoenix through `tools/phoenix/run`, the spans of `demo` and of past
+//! sessions read back through its API). Everything that
 //! needs none of these is in `tests/it` (the fast lane, `cargo fast`). A test here that
 //! cannot reach its service fails; none skips. `cargo test` runs both.
 
@@ -29,6 +31,7 @@ mod local_embed;
 mod local_model;
 mod pg;
 mod pg_tls;
+mod phoenix;
 mod recall_pg;
 #[path = "../it/recall_set.rs"]
 mod recall_set;
