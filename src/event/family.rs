@@ -314,6 +314,33 @@ pub trait FamilyEvent:
     /// Folds it into the session summary; `new_branch` says whether its
     /// [`FamilyEvent::branch`] is one the session has not seen.
     fn summarize(&self, summary: &mut SessionSummary, new_branch: bool);
+    /// A step of the reasoning this event is, shown in a trace as a span of its own under
+    /// its call's (a plan's phase, a booster's round); `None` (the default): a span event
+    /// on the call's span only.
+    fn trace_step(&self) -> Option<TraceStep> {
+        None
+    }
+}
+
+/// A step of the reasoning as a trace shows it ([`FamilyEvent::trace_step`]): an
+/// INTERNAL span at the event's commit time, under the span of the call that recorded it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceStep {
+    /// The span's name: `plan explore`, `booster round 2`.
+    pub name: String,
+    /// Its `gen_ai.operation.name`, where the conventions give one.
+    pub operation: Option<&'static str>,
+    /// Its attributes (`reasoning_ledger.*`): counts, scores and phases, never a text a
+    /// person or a model wrote (that goes in span events, and only on opt-in).
+    pub attributes: Vec<(&'static str, TraceValue)>,
+}
+
+/// A [`TraceStep`] attribute's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceValue {
+    Int(i64),
+    Float(f64),
+    Text(&'static str),
 }
 
 /// The object plumbing every [`FamilyEvent`] gets from its `Clone + PartialEq`.

@@ -120,7 +120,8 @@ impl CallTrace {
     }
 
     /// The events the call committed: a span event each (at its commit time), the
-    /// session as `gen_ai.conversation.id`, a `chat {model}` child per model call.
+    /// session as `gen_ai.conversation.id`, a `chat {model}` child per model call, an
+    /// INTERNAL child per step of the reasoning (a plan's phase, a booster's round).
     pub(crate) fn recorded(&self, committed: &[Event]) {
         let Some(exporting) = super::exporting() else {
             return;
@@ -161,6 +162,16 @@ impl CallTrace {
                 span.set_status(Status::error(error));
             }
             span.end_with_timestamp(chat.end);
+        }
+        for step in committed.iter().filter_map(events::step_span) {
+            exporting
+                .tracer
+                .span_builder(step.name)
+                .with_kind(SpanKind::Internal)
+                .with_start_time(step.at)
+                .with_attributes(step.attributes)
+                .start_with_context(&exporting.tracer, &parent)
+                .end_with_timestamp(step.at);
         }
     }
 

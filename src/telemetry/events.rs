@@ -1,6 +1,6 @@
 //! How a recorded event appears in a trace: a span event carrying its seq, kind, id and
-//! hash (and its text, only on opt-in), and a model call's record as a `chat {model}`
-//! CLIENT span; the ids a past session's trace derives from its session and event ids.
+//! hash (and its text, only on opt-in), a step of the reasoning its family names as an
+//! INTERNAL span, and a model call's record as a `chat {model}` CLIENT span; the ids a past session's trace derives from its session and event ids.
 
 use crate::event::{Event, EventId, SessionId};
 use crate::provider::record::ModelCallEvent;
@@ -36,6 +36,42 @@ pub(crate) fn attributes(event: &Event, capture_content: bool) -> Vec<KeyValue> 
         attributes.push(KeyValue::new(TEXT, text.to_string()));
     }
     attributes
+}
+
+/// A step of the reasoning (a plan's phase, a booster's round: what its family says,
+/// [`crate::event::family::FamilyEvent::trace_step`]) as an INTERNAL span at its commit
+/// time.
+pub(crate) struct StepSpan {
+    pub name: String,
+    pub at: SystemTime,
+    pub attributes: Vec<KeyValue>,
+}
+
+/// The step of the reasoning `event` is, as a span (none for most events).
+pub(crate) fn step_span(event: &Event) -> Option<StepSpan> {
+    use crate::event::family::TraceValue;
+    let crate::event::Payload::Family(family) = &event.payload else {
+        return None;
+    };
+    let step = family.event().trace_step()?;
+    let mut attributes = vec![
+        KeyValue::new(SEQ, event.seq as i64),
+        KeyValue::new(ID, event.id.to_string()),
+        KeyValue::new(CONVERSATION, event.session.to_string()),
+    ];
+    if let Some(operation) = step.operation {
+        attributes.push(KeyValue::new("gen_ai.operation.name", operation));
+    }
+    attributes.extend(step.attributes.into_iter().map(|(key, value)| match value {
+        TraceValue::Int(n) => KeyValue::new(key, n),
+        TraceValue::Float(x) => KeyValue::new(key, x),
+        TraceValue::Text(text) => KeyValue::new(key, text),
+    }));
+    Some(StepSpan {
+        name: step.name,
+        at: time_of(event.at),
+        attributes,
+    })
 }
 
 /// A model call as a span: `chat {model}`, CLIENT, from its first attempt to its answer.

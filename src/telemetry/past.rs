@@ -159,6 +159,23 @@ pub(crate) fn session_spans(events: &[Event], capture_content: bool) -> Vec<Span
             })
             .collect();
         for event in group {
+            if let Some(step) = events::step_span(event) {
+                spans.push(
+                    Draft {
+                        trace,
+                        id: events::event_span_id("step", &event.id),
+                        parent: id,
+                        kind: SpanKind::Internal,
+                        name: step.name,
+                        start: step.at,
+                        end: step.at,
+                        attributes: step.attributes,
+                        events: Vec::new(),
+                        error: None,
+                    }
+                    .build(),
+                );
+            }
             if let Some(chat) = events::chat_span(event, capture_content) {
                 spans.push(
                     Draft {

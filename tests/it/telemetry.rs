@@ -699,3 +699,79 @@ async fn every_request_is_a_server_span_and_a_refused_one_says_its_code() {
         Some("no-such-prompt")
     );
 }
+
+/// The reasoning's own steps are spans (issue 44): each deep-planning event a `plan
+/// {phase}` INTERNAL span under its call's span, and the booster's rounds and applied
+/// steps `booster round N` / `booster step N`, with counts and scores but no text.
+#[tokio::test]
+async fn plan_phases_and_booster_rounds_are_spans_under_their_calls() {
+    let receiver = Receiver::start(false).await;
+    let dir = common::data_dir();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
+        ("OTEL_SERVICE_NAME", "ledger-under-test"),
+    ];
+    let client = common::spawn_with(dir.path(), &["--toolsets", "planning,booster"], &env).await;
+    call_with_meta(
+        &client,
+        "deep_planning",
+        json!({"phase": "init", "problem": "the secret problem"}),
+        None,
+    )
+    .await;
+    call_with_meta(
+        &client,
+        "deep_planning",
+        json!({"phase": "clarify", "question": "the secret question", "answer": "yes"}),
+        None,
+    )
+    .await;
+    let solved = call_with_meta(
+        &client,
+        "solve",
+        json!({"task": "the secret task", "iterations": 2}),
+        None,
+    )
+    .await;
+    assert_ne!(solved.is_error, Some(true), "{solved:?}");
+    let spans = receiver
+        .wait_for("the steps' spans", |spans| {
+            !named(spans, "plan clarify").is_empty() && !named(spans, "booster step 2").is_empty()
+        })
+        .await;
+    let parent_of = |name: &str| {
+        let step = &named(&spans, name)[0].span;
+        assert_eq!(step.kind, 1, "{name}: an INTERNAL span");
+        spans
+            .iter()
+            .find(|g| g.span.span_id == step.parent_span_id)
+            .unwrap_or_else(|| panic!("{name}: its parent was not sent"))
+            .span
+            .name
+            .clone()
+    };
+    assert_eq!(parent_of("plan init"), "tools/call deep_planning");
+    assert_eq!(parent_of("plan clarify"), "tools/call deep_planning");
+    assert_eq!(parent_of("booster round 1"), "tools/call solve");
+    assert_eq!(parent_of("booster step 1"), "tools/call solve");
+    let clarify = &named(&spans, "plan clarify")[0].span;
+    assert_eq!(
+        attr(&clarify.attributes, "reasoning_ledger.plan.phase").as_deref(),
+        Some("clarify")
+    );
+    let round = &named(&spans, "booster round 1")[0].span;
+    assert_eq!(
+        attr(&round.attributes, "reasoning_ledger.booster.source").as_deref(),
+        Some("heuristic")
+    );
+    assert!(
+        round
+            .attributes
+            .iter()
+            .any(|kv| kv.key == "reasoning_ledger.booster.candidates"),
+        "{round:?}"
+    );
+    // No text a person wrote, by default.
+    let all = format!("{spans:?}");
+    assert!(!all.contains("secret"), "text reached a span");
+}

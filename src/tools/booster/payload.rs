@@ -152,6 +152,10 @@ impl FamilyEvent for BoosterEvent {
             summary.thoughts += 1;
         }
     }
+
+    fn trace_step(&self) -> Option<crate::event::family::TraceStep> {
+        super::trace::step(&self.body)
+    }
 }
 
 impl FoldTree for BoosterEvent {

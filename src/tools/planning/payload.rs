@@ -224,6 +224,10 @@ impl FamilyEvent for PlanningEvent {
             part.closed_branches.push(c.branch_id.clone());
         }
     }
+
+    fn trace_step(&self) -> Option<crate::event::family::TraceStep> {
+        Some(super::trace::step(&self.body))
+    }
 }
 
 impl FoldTree for PlanningEvent {
