@@ -185,17 +185,48 @@ pub(crate) struct Stats {
     sent: AtomicU64,
 }
 
-/// The exporter, counting what it sends and what it fails to.
+/// The exporter, counting what it sends and what it fails to. Built on the batch
+/// processor's thread at its first export, not at start: its HTTP client (a runtime
+/// thread, the system's TLS roots) cost a start about 6 ms.
 #[derive(Debug)]
 struct Counted {
-    inner: opentelemetry_otlp::SpanExporter,
+    settings: Settings,
+    inner: OnceLock<Option<opentelemetry_otlp::SpanExporter>>,
+    /// The resource the provider gave before the exporter was built.
+    resource: std::sync::Mutex<Option<Resource>>,
     stats: Arc<Stats>,
+}
+
+impl Counted {
+    /// The exporter, built the first time it is needed (`None`: it could not be, said once).
+    fn exporter(&self) -> Option<&opentelemetry_otlp::SpanExporter> {
+        self.inner
+            .get_or_init(|| match self.settings.exporter() {
+                Ok(mut exporter) => {
+                    let resource = self.resource.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(resource) = resource.as_ref() {
+                        exporter.set_resource(resource);
+                    }
+                    Some(exporter)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "telemetry: spans cannot be sent");
+                    None
+                }
+            })
+            .as_ref()
+    }
 }
 
 impl SpanExporter for Counted {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let count = batch.len();
-        let result = self.inner.export(batch).await;
+        let result = match self.exporter() {
+            Some(exporter) => exporter.export(batch).await,
+            None => Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                "no exporter".into(),
+            )),
+        };
         self.stats.pending.fetch_sub(count, Ordering::Relaxed);
         match &result {
             Ok(()) => self.stats.sent.fetch_add(count as u64, Ordering::Relaxed),
@@ -208,15 +239,27 @@ impl SpanExporter for Counted {
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
+        match self.inner.get() {
+            Some(Some(exporter)) => exporter.shutdown_with_timeout(timeout),
+            _ => Ok(()),
+        }
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
+        match self.inner.get() {
+            Some(Some(exporter)) => exporter.force_flush(),
+            _ => Ok(()),
+        }
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
+        match self.inner.get_mut() {
+            Some(Some(exporter)) => exporter.set_resource(resource),
+            _ => {
+                *self.resource.get_mut().unwrap_or_else(|p| p.into_inner()) =
+                    Some(resource.clone());
+            }
+        }
     }
 }
 
@@ -317,15 +360,11 @@ pub(crate) fn start() -> Option<Guard> {
         }
     };
     let stats = Arc::new(Stats::default());
-    let exporter = match settings.exporter() {
-        Ok(inner) => Counted {
-            inner,
-            stats: stats.clone(),
-        },
-        Err(error) => {
-            tracing::warn!(%error, "telemetry: not exporting");
-            return None;
-        }
+    let exporter = Counted {
+        settings: settings.clone(),
+        inner: OnceLock::new(),
+        resource: std::sync::Mutex::new(None),
+        stats: stats.clone(),
     };
     let batch = BatchConfigBuilder::default()
         // Room beyond our own bound: the processor's queue never refuses a span.
