@@ -117,6 +117,7 @@ pub(super) fn doctor(settings: &Settings) -> anyhow::Result<()> {
         Some(url) => check_store(&mut report, url),
     }
     check_provider(&mut report, dir);
+    check_embeddings(&mut report, dir);
     check_families(&mut report, dir);
     check_token(&mut report, dir);
     let failures = report.failures();
@@ -519,6 +520,54 @@ fn check_provider(report: &mut Report, dir: &Path) {
             format!("{shown}: not reachable: {error}"),
             "check the base URL and that the server runs (a local one: is it started?)",
         ),
+    }
+}
+
+/// The embedding endpoint of semantic search, when one is configured: one text embedded
+/// (a word's worth of tokens), with no retry, so a dead or refusing endpoint is a FAIL
+/// here instead of searches that quietly fall back to words.
+fn check_embeddings(report: &mut Report, dir: &Path) {
+    const WHAT: &str = "embeddings";
+    let config = match crate::provider::embeddings::EmbeddingsConfig::load(Some(dir)) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            report.add(
+                Level::Note,
+                WHAT,
+                "none configured: search ranks by words only (set REASONING_LEDGER_EMBEDDINGS_BASE_URL and _MODEL for semantic and hybrid search)",
+            );
+            return;
+        }
+        Err(problem) => {
+            report.fail(
+                WHAT,
+                problem,
+                "set both REASONING_LEDGER_EMBEDDINGS_BASE_URL and _MODEL (or the providers.json entry), or neither",
+            );
+            return;
+        }
+    };
+    let shown = format!(
+        "{} ({}, model {})",
+        config.name, config.base_url, config.model
+    );
+    let client = crate::provider::embeddings::EmbeddingsClient::new(config);
+    let probe = runtime().map(|rt| rt.block_on(client.embed_once(&["doctor".to_string()])));
+    match probe {
+        Ok(Ok(vectors)) => report.add(
+            Level::Ok,
+            WHAT,
+            format!(
+                "{shown}: a text embedded ({} dimensions)",
+                vectors.first().map_or(0, Vec::len)
+            ),
+        ),
+        Ok(Err(error)) => report.fail(
+            WHAT,
+            format!("{shown}: {error}"),
+            "check the base URL, the model and that the server runs (semantic search falls back to words until it answers)",
+        ),
+        Err(error) => report.fail(WHAT, format!("{shown}: {error}"), "run doctor again"),
     }
 }
 

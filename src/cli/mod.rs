@@ -431,10 +431,25 @@ pub fn main() -> ExitCode {
             if is_broken_pipe(&error) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", said_once(&error));
             ExitCode::from(1)
         }
     }
+}
+
+/// An error and its causes, each said once: our errors quote their source in their own
+/// text, so a cause already said is left out (anyhow's `{:#}` said a PostgreSQL
+/// connection failure three times).
+fn said_once(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (`warn`, `reasoning_ledger=debug`, …;

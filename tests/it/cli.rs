@@ -848,3 +848,22 @@ fn the_bare_command_on_a_terminal_says_what_it_is_and_makes_nothing() {
         "a ledger was made"
     );
 }
+
+/// A PostgreSQL that cannot be reached is said once, not once per error wrapping it
+/// (issue 48: the text came three times).
+#[test]
+fn an_unreachable_postgres_is_said_once() {
+    let dir = data_dir();
+    let out = cli(
+        dir.path(),
+        &[
+            "--store",
+            "postgresql://nobody@127.0.0.1:1/nothing",
+            "sessions",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let said = stderr(&out);
+    assert_eq!(said.matches("cannot reach PostgreSQL").count(), 1, "{said}");
+    assert_eq!(said.matches("Connection refused").count(), 1, "{said}");
+}

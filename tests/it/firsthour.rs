@@ -21,6 +21,9 @@ const PROVIDER_ENV: &[&str] = &[
     "OPENAI_API_KEY",
     "REASONING_LEDGER_TOKEN",
     "REASONING_LEDGER_FAULT",
+    "REASONING_LEDGER_EMBEDDINGS_BASE_URL",
+    "REASONING_LEDGER_EMBEDDINGS_MODEL",
+    "REASONING_LEDGER_EMBEDDINGS_API_KEY",
 ];
 
 /// The CLI on `dir` with no provider from the environment, plus `env`.
@@ -291,6 +294,58 @@ async fn deep_planning_takes_risks_as_plain_strings_and_echoes_what_it_stored() 
 }
 
 // ---- doctor ----
+
+/// `doctor` embeds one text with the configured embedding endpoint: a dead one is a FAIL
+/// with its fix (issue 48: it said "Nothing is wrong"), one that answers is OK with the
+/// vectors' size, none configured a note.
+#[test]
+fn doctor_checks_the_embedding_endpoint() {
+    let dir = data_dir();
+    let none = ok(&run(dir.path(), &["doctor"], &[]), "doctor");
+    assert!(none.contains("search ranks by words only"), "{none}");
+    let dead = run(
+        dir.path(),
+        &["doctor"],
+        &[
+            ("REASONING_LEDGER_EMBEDDINGS_BASE_URL", &closed_port_url()),
+            ("REASONING_LEDGER_EMBEDDINGS_MODEL", "e"),
+        ],
+    );
+    let report = stdout(&dead);
+    assert_eq!(dead.status.code(), Some(1), "{report}");
+    let failed: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        failed.len() == 1 && failed[0].contains("embeddings"),
+        "{report}"
+    );
+    assert!(!report.contains("Nothing is wrong"), "{report}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(LlmServer::start(vec![Reply::status(
+        200,
+        "{\"data\": [{\"index\": 0, \"embedding\": [0.6, 0.8, 0.0]}]}",
+    )]));
+    let alive = ok(
+        &run(
+            dir.path(),
+            &["doctor"],
+            &[
+                ("REASONING_LEDGER_EMBEDDINGS_BASE_URL", &server.base_url),
+                ("REASONING_LEDGER_EMBEDDINGS_MODEL", "e"),
+            ],
+        ),
+        "doctor with a live endpoint",
+    );
+    assert!(
+        alive.contains("a text embedded (3 dimensions)") && alive.contains("Nothing is wrong"),
+        "{alive}"
+    );
+    let asked = runtime.block_on(async { server.received() });
+    assert!(
+        asked[0].head.starts_with("POST /v1/embeddings"),
+        "{}",
+        asked[0].head
+    );
+}
 
 #[cfg(unix)]
 fn chmod(path: &Path, mode: u32) {
