@@ -267,15 +267,40 @@ async fn demo_a_traced_call_and_past_sessions_reach_phoenix() {
             "{}",
             roots[0]
         );
+        // The calls under the session's span; the reasoning's steps (`plan explore`,
+        // `booster round 1`) under the span of the events they were committed with.
         let root_id = roots[0]["context"]["span_id"].as_str().unwrap();
-        assert!(
+        let parent_name = |span: &Value| {
             spans
                 .iter()
-                .filter(|s| !s["parent_id"].is_null())
-                .all(|s| s["parent_id"] == root_id),
-            "trace {trace}: every call under the session's span"
-        );
+                .find(|p| p["context"]["span_id"] == span["parent_id"])
+                .and_then(|p| p["name"].as_str())
+                .unwrap_or("(not in the trace)")
+                .to_string()
+        };
+        for span in spans.iter().filter(|s| !s["parent_id"].is_null()) {
+            let name = span["name"].as_str().unwrap();
+            if name.starts_with("plan ") || name.starts_with("booster ") {
+                let parent = parent_name(span);
+                assert!(
+                    span["parent_id"] != root_id && parent != "(not in the trace)",
+                    "trace {trace}: {name} under {parent}"
+                );
+            } else {
+                assert_eq!(span["parent_id"], root_id, "trace {trace}: {name}");
+            }
+        }
     }
+    let steps: Vec<String> = spans
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .filter(|n| n.starts_with("plan ") || n.starts_with("booster "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        steps.iter().any(|n| n == "plan done") && steps.iter().any(|n| n == "booster round 1"),
+        "the reasoning's steps: {steps:?}"
+    );
     eprintln!(
         "phoenix: {} live call span(s) of the demo, the traced call under {PARENT_TRACE}, {} past session trace(s)",
         calls.len(),
