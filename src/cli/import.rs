@@ -406,15 +406,6 @@ fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<()> {
     }
 }
 
-/// Where a session ends as far as this import knows: the ledger's head, or in a dry run
-/// what the file brought after it.
-fn session_end(ledger: &Ledger, done: &Imported, session: SessionId) -> anyhow::Result<ChainEnd> {
-    if let Some(end) = done.planned.as_ref().and_then(|p| p.get(&session)) {
-        return Ok(end.clone());
-    }
-    Ok(ChainEnd::of(ledger.head(session)?.as_ref()))
-}
-
 /// Imports the events of `group` (one session, in order) the ledger does not hold yet;
 /// those it holds must hash the same (then they are skipped and counted). A group that
 /// cannot be imported leaves its session out from there, said in `done.problems`.
@@ -426,15 +417,18 @@ fn import_group(
     done: &mut Imported,
 ) -> anyhow::Result<()> {
     let session = group[0].session;
-    let end = session_end(ledger, done, session)?;
+    let stored = ledger.head(session)?;
+    // Where the session ends as far as this import knows: the ledger's head, or in a dry
+    // run what the file brought after it (read earlier in the file).
+    let end = done
+        .planned
+        .as_ref()
+        .and_then(|planned| planned.get(&session).cloned())
+        .unwrap_or_else(|| ChainEnd::of(stored.as_ref()));
     let head_seq = end.seq;
     let (known, fresh): (Vec<Event>, Vec<Event>) =
         group.into_iter().partition(|e| e.seq <= head_seq);
-    // In a dry run, what lies past the ledger's head was read earlier in the file.
-    let stored_seq = match &done.planned {
-        Some(_) => ledger.head(session)?.map_or(0, |head| head.seq),
-        None => head_seq,
-    };
+    let stored_seq = stored.as_ref().map_or(0, |head| head.seq);
     for event in &known {
         let same = event.computed_hash() == event.hash
             && (event.seq > stored_seq
@@ -456,8 +450,8 @@ fn import_group(
         }
     }
     done.skipped += known.len();
-    let recorded_through = ledger
-        .head(session)?
+    let recorded_through = stored
+        .as_ref()
         .and_then(|head| {
             crate::provenance::ImportedEvents::of(&head.summary).map(|p| p.recorded_through)
         })
