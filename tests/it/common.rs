@@ -384,6 +384,15 @@ pub(crate) async fn http_url_from_stderr(
     child: &mut tokio::process::Child,
     patience: std::time::Duration,
 ) -> String {
+    http_url_and_stderr(child, patience).await.0
+}
+
+/// [`http_url_from_stderr`], and the rest of the child's stderr (after the address's
+/// line), whole once the child has closed it.
+pub(crate) async fn http_url_and_stderr(
+    child: &mut tokio::process::Child,
+    patience: std::time::Duration,
+) -> (String, tokio::task::JoinHandle<String>) {
     use tokio::io::AsyncBufReadExt;
     let stderr = child.stderr.take().expect("stderr piped");
     let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -397,6 +406,35 @@ pub(crate) async fn http_url_from_stderr(
             break line[start..].split_whitespace().next().unwrap().to_string();
         }
     };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    url
+    let rest = tokio::spawn(async move {
+        let mut rest = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        rest
+    });
+    (url, rest)
+}
+
+/// The base URL a service script (`tools/*/run serve …`) prints as its first stdout line,
+/// `ready URL`, once it answers; read within `patience`, `what` naming it in a failure.
+pub(crate) async fn ready_url(
+    server: &mut tokio::process::Child,
+    patience: std::time::Duration,
+    what: &str,
+) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let stdout = server.stdout.take().expect("stdout piped");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(patience, lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not start within {patience:?}"))
+        .unwrap()
+        .unwrap_or_else(|| {
+            panic!("{what} ended before it was ready (its reason is on stderr above)")
+        });
+    line.strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("unexpected first line from {what}: {line:?}"))
+        .to_string()
 }

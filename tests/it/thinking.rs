@@ -1171,7 +1171,6 @@ async fn http_draws_no_thought_on_stderr_unless_asked() {
     use rmcp::ServiceExt;
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    use tokio::io::AsyncBufReadExt;
     const TOKEN: &str = "thinking-http-token-of-at-least-32-chars";
     let _ = rustls::crypto::ring::default_provider().install_default();
     for (setting, drawn) in [(None, false), (Some("false"), true), (Some("true"), false)] {
@@ -1193,21 +1192,8 @@ async fn http_draws_no_thought_on_stderr_unless_asked() {
             None => command.env_remove("DISABLE_THOUGHT_LOGGING"),
         };
         let mut child = command.spawn().expect("spawn http server");
-        let mut lines =
-            tokio::io::BufReader::new(child.stderr.take().expect("stderr piped")).lines();
-        let mut said = String::new();
-        let url = loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the server says its URL");
-            said.push_str(&line);
-            said.push('\n');
-            if let Some(start) = line.find("http://") {
-                break line[start..].split_whitespace().next().unwrap().to_string();
-            }
-        };
+        let (url, stderr) =
+            common::http_url_and_stderr(&mut child, std::time::Duration::from_secs(30)).await;
         let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(TOKEN);
         let client =
             ().serve(StreamableHttpClientTransport::from_config(config))
@@ -1216,10 +1202,7 @@ async fn http_draws_no_thought_on_stderr_unless_asked() {
         seq(&client, thought(1, 1, false, "a private thought")).await;
         client.cancel().await.ok();
         child.start_kill().unwrap();
-        while let Ok(Some(line)) = lines.next_line().await {
-            said.push_str(&line);
-            said.push('\n');
-        }
+        let said = stderr.await.unwrap();
         assert_eq!(
             said.contains("💭 Thought 1/1") && said.contains("a private thought"),
             drawn,

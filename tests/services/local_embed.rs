@@ -16,7 +16,6 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Longest wait for the model server's "ready" line (a first run installs a 90 MB wheel).
 const SERVE_WAIT: Duration = Duration::from_secs(10 * 60);
@@ -67,19 +66,9 @@ impl LocalEmbed {
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("{} could not start: {e}", script().display()));
-        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
         let started = Instant::now();
-        let line = tokio::time::timeout(SERVE_WAIT, lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("the embedding model did not start within {SERVE_WAIT:?}"))
-            .unwrap()
-            .unwrap_or_else(|| {
-                panic!("tools/local-embed/run serve ended before it was ready (its reason is on stderr above)")
-            });
-        let base_url = line
-            .strip_prefix("ready ")
-            .unwrap_or_else(|| panic!("unexpected first line from the server: {line:?}"))
-            .to_string();
+        let base_url =
+            crate::common::ready_url(&mut server, SERVE_WAIT, "tools/local-embed/run serve").await;
         eprintln!("local embedding model up after {:?}", started.elapsed());
         LocalEmbed {
             _server: server,

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// How long Phoenix may take to install (the first time) and start.
 const START_WAIT: Duration = Duration::from_secs(600);
@@ -44,19 +43,8 @@ impl Phoenix {
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("{} could not start: {e}", script().display()));
-        let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
         let started = Instant::now();
-        let line = tokio::time::timeout(START_WAIT, lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("phoenix did not start within {START_WAIT:?}"))
-            .unwrap()
-            .unwrap_or_else(|| {
-                panic!("tools/phoenix/run serve ended before it was ready (its reason is on stderr above)")
-            });
-        let url = line
-            .strip_prefix("ready ")
-            .unwrap_or_else(|| panic!("unexpected first line from tools/phoenix/run: {line:?}"))
-            .to_string();
+        let url = common::ready_url(&mut server, START_WAIT, "tools/phoenix/run serve").await;
         eprintln!("phoenix up at {url} after {:?}", started.elapsed());
         Phoenix {
             _server: server,
