@@ -55,9 +55,9 @@ pub(crate) struct EventsImported {
 }
 
 impl EventsImported {
-    /// How many events it brought.
+    /// How many events it brought (a file's claim: any seqs decode, none overflows).
     pub(crate) fn events(&self) -> u64 {
-        self.to_seq.saturating_sub(self.from_seq) + 1
+        self.to_seq.saturating_sub(self.from_seq).saturating_add(1)
     }
 
     /// One line a person reads: which events, from where, by whom, and what that means.
@@ -143,8 +143,8 @@ impl FamilyEvent for ImportEvent {
         // The summary has counted this event: its seq.
         let summary_seq = summary.events;
         let part = summary.part_mut::<ImportedEvents>();
-        part.imported_events += self.0.events();
-        part.imports += 1;
+        part.imported_events = part.imported_events.saturating_add(self.0.events());
+        part.imports = part.imports.saturating_add(1);
         part.recorded_through = summary_seq;
     }
 }
@@ -304,4 +304,34 @@ fn read_import(json: &str) -> Result<FamilyPayload, serde_json::Error> {
     }
     let wire: Wire = serde_json::from_str(json)?;
     Ok(FamilyPayload::new(ImportEvent(wire.record)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record is a file's claim: seqs at the ends of the range fold without overflow.
+    #[test]
+    fn any_seqs_a_record_claims_fold_without_overflow() {
+        let record = |from_seq, to_seq| EventsImported {
+            file: "f".into(),
+            sha256: "0".into(),
+            by: "b".into(),
+            from_seq,
+            to_seq,
+        };
+        assert_eq!(record(0, u64::MAX).events(), u64::MAX);
+        assert_eq!(record(u64::MAX, 0).events(), 1);
+        assert_eq!(record(3, 7).events(), 5);
+        let mut summary: SessionSummary = serde_json::from_value(json!({
+            "kind": "thinking", "title": "t", "created_at": 0, "updated_at": 0,
+            "events": 1, "thoughts": 0, "branches": [], "closed": false
+        }))
+        .unwrap();
+        for _ in 0..2 {
+            ImportEvent(record(0, u64::MAX)).summarize(&mut summary, false);
+        }
+        let part = ImportedEvents::of(&summary).unwrap();
+        assert_eq!((part.imported_events, part.imports), (u64::MAX, 2));
+    }
 }

@@ -120,12 +120,13 @@ impl Provenance {
 }
 
 /// The record `record` as the event after `last`, sealed as an import writes events
-/// (its time never before `last`'s).
-fn record_after(last: &Event, record: crate::provenance::EventsImported) -> Event {
+/// (its time never before `last`'s); `None` after the last seq there is (the write then
+/// refuses the group, or [`record_the_rest`] says why it could not record).
+fn record_after(last: &Event, record: crate::provenance::EventsImported) -> Option<Event> {
     let mut event = Event {
         id: crate::event::EventId::generate(),
         session: last.session,
-        seq: last.seq + 1,
+        seq: last.seq.checked_add(1)?,
         at: crate::event::now_ms().max(last.at),
         schema: crate::provenance::EVENTS_IMPORTED_SCHEMA,
         actor: None,
@@ -134,7 +135,7 @@ fn record_after(last: &Event, record: crate::provenance::EventsImported) -> Even
         hash: String::new(),
     };
     event.hash = event.computed_hash();
-    event
+    Some(event)
 }
 
 /// A reader that hashes every byte it hands on.
@@ -482,7 +483,7 @@ fn import_group(
     // where they came from, written with them.
     let record = provenance
         .filter(|p| p.ends.get(&session) == Some(&last))
-        .map(|p| record_after(&fresh[count - 1], p.record(from_seq, last)));
+        .and_then(|p| record_after(&fresh[count - 1], p.record(from_seq, last)));
     let recorded = record.is_some();
     let written = match &mut done.planned {
         Some(planned) => check_continues(&end, &fresh).map(|end| {
