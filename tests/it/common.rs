@@ -384,7 +384,9 @@ pub(crate) async fn http_url_from_stderr(
     child: &mut tokio::process::Child,
     patience: std::time::Duration,
 ) -> String {
-    http_url_and_stderr(child, patience).await.0
+    let (url, mut lines) = http_url_line(child, patience).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
 }
 
 /// [`http_url_from_stderr`], and the rest of the child's stderr (after the address's
@@ -393,19 +395,7 @@ pub(crate) async fn http_url_and_stderr(
     child: &mut tokio::process::Child,
     patience: std::time::Duration,
 ) -> (String, tokio::task::JoinHandle<String>) {
-    use tokio::io::AsyncBufReadExt;
-    let stderr = child.stderr.take().expect("stderr piped");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = loop {
-        let line = tokio::time::timeout(patience, lines.next_line())
-            .await
-            .expect("the server says where it listens")
-            .unwrap()
-            .expect("the server is running");
-        if let Some(start) = line.find("http://") {
-            break line[start..].split_whitespace().next().unwrap().to_string();
-        }
-    };
+    let (url, mut lines) = http_url_line(child, patience).await;
     let rest = tokio::spawn(async move {
         let mut rest = String::new();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -415,6 +405,31 @@ pub(crate) async fn http_url_and_stderr(
         rest
     });
     (url, rest)
+}
+
+/// The child's stderr read up to the line with its MCP address: the address, and the
+/// lines after it.
+async fn http_url_line(
+    child: &mut tokio::process::Child,
+    patience: std::time::Duration,
+) -> (
+    String,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    loop {
+        let line = tokio::time::timeout(patience, lines.next_line())
+            .await
+            .expect("the server says where it listens")
+            .unwrap()
+            .expect("the server is running");
+        if let Some(start) = line.find("http://") {
+            let url = line[start..].split_whitespace().next().unwrap().to_string();
+            return (url, lines);
+        }
+    }
 }
 
 /// The base URL a service script (`tools/*/run serve …`) prints as its first stdout line,
