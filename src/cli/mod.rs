@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use values::TypedValueParser as _;
 
 mod completions;
 mod copy;
@@ -34,6 +35,7 @@ mod serve;
 mod sessions;
 mod show;
 mod token;
+mod values;
 mod verify;
 
 use completions::{completions, man};
@@ -93,7 +95,7 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Serve MCP over stdio (the default)
     Serve {
-        #[arg(long, value_name = "A,B", help = toolsets_help())]
+        #[arg(long, value_name = "A,B", help = toolsets_help(), value_parser = values::Listed::toolsets(), hide_possible_values = true)]
         toolsets: Option<String>,
         /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: PORT (loopback) or IP:PORT. A bearer token is required: REASONING_LEDGER_TOKEN, else one generated into http-token in the data directory
         #[arg(long, value_name = "ADDR")]
@@ -126,7 +128,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// Only sessions of these kinds (repeatable or comma-separated, as `search --kind`)
-        #[arg(long, value_name = "KIND")]
+        #[arg(long, value_name = "KIND", value_parser = values::Listed::kinds())]
         kind: Vec<String>,
         /// At most this many
         #[arg(long, default_value_t = 50)]
@@ -146,7 +148,7 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "at")]
         all: bool,
         /// Output format: mermaid (flowchart), markdown, json (the whole tree), jsonl (the raw events, re-importable; the default with --all), svg (a picture), html (one offline page: picture, thoughts, replay slider, filter) or otlp (sent as a trace to OTEL_EXPORTER_OTLP_ENDPOINT)
-        #[arg(long, short = 'f', value_parser = parse_format, value_name = "FORMAT", required_unless_present = "all")]
+        #[arg(long, short = 'f', value_parser = values::Listed::formats().try_map(parse_format), hide_possible_values = true, value_name = "FORMAT", required_unless_present = "all")]
         format: Option<ExportFormat>,
         /// Export the session as it stood right after this event seq (default: its last event)
         #[arg(long, value_name = "SEQ")]
@@ -178,7 +180,7 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
         /// Only sessions of these kinds (repeatable or comma-separated)
-        #[arg(long, value_name = "KIND")]
+        #[arg(long, value_name = "KIND", value_parser = values::Listed::kinds())]
         kind: Vec<String>,
         /// Only events committed at or after this time (RFC 3339, or ms since the epoch)
         #[arg(long, value_name = "TIME")]
@@ -190,7 +192,7 @@ pub(crate) enum Command {
         #[arg(long)]
         cursor: Option<String>,
         /// lexical, semantic or hybrid (default: hybrid when embeddings are configured, else lexical)
-        #[arg(long)]
+        #[arg(long, value_parser = values::Listed::search_modes(), hide_possible_values = true)]
         mode: Option<String>,
         /// One match per session (its best; newest first among equals); --limit and --cursor count sessions
         #[arg(long)]
@@ -361,11 +363,13 @@ pub(crate) enum ExportFormat {
     Otlp,
 }
 
-fn parse_format(text: &str) -> Result<ExportFormat, String> {
+fn parse_format(text: String) -> Result<ExportFormat, String> {
     if text == "otlp" {
         return Ok(ExportFormat::Otlp);
     }
-    text.parse().map(ExportFormat::Render)
+    text.parse()
+        .map(ExportFormat::Render)
+        .map_err(|rendering: String| format!("{rendering}, or otlp"))
 }
 
 /// Settings resolved once from arguments and environment.

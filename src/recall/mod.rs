@@ -157,6 +157,12 @@ pub(crate) enum SearchMode {
 impl SearchMode {
     /// The modes' names, as the tool and the CLI take them.
     pub(crate) const NAMES: &'static str = "lexical, semantic or hybrid";
+    /// Every mode, in the order [`SearchMode::NAMES`] says them.
+    pub(crate) const ALL: [SearchMode; 3] = [
+        SearchMode::Lexical,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ];
 
     pub(crate) fn parse(text: &str) -> Option<SearchMode> {
         match text.trim().to_ascii_lowercase().as_str() {

@@ -471,6 +471,30 @@ fn completions_for_each_shell_and_the_man_page_come_from_the_command_line() {
             "{shell}: {script}"
         );
     }
+    // A flag that takes named values completes to them, not to file names.
+    let bash = ok(&run(dir.path(), &["completions", "bash"], &[]), "bash");
+    for (flag, values) in [
+        ("--format", "mermaid markdown json jsonl svg html otlp"),
+        ("--kind", "thinking think planning qa agent booster"),
+        ("--mode", "lexical semantic hybrid"),
+        (
+            "--toolsets",
+            "thinking ledger planning qa agent booster all",
+        ),
+    ] {
+        let cases: Vec<&str> = bash
+            .split(&format!("{flag})"))
+            .skip(1)
+            .map(|case| case.lines().nth(1).unwrap_or_default())
+            .collect();
+        assert!(!cases.is_empty(), "{flag}: no case in {bash}");
+        for case in cases {
+            assert!(
+                case.contains(&format!("compgen -W \"{values}\"")),
+                "{flag}: {case}"
+            );
+        }
+    }
     let unknown = run(dir.path(), &["completions", "cmd.exe"], &[]);
     assert_eq!(unknown.status.code(), Some(2));
     let page = ok(&run(dir.path(), &["man"], &[]), "man");
