@@ -9,6 +9,7 @@
 //! projection, or put text anywhere but in a [`Span`], a title or an entry (the renderers
 //! escape them).
 
+use crate::export::counted;
 use crate::export::picture::{
     At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, branch_tail,
     short,
@@ -293,9 +294,9 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
                 kind: &FINAL,
                 place: Place::Main,
                 head: vec![Span::text(format!(
-                    "final plan · {} steps · {} risks",
-                    item.steps.len(),
-                    item.risks.len()
+                    "final plan · {} · {}",
+                    counted(item.steps.len(), "step", "steps"),
+                    counted(item.risks.len(), "risk", "risks")
                 ))],
                 text: vec![Span::text(format!(
                     "{} · {name}",
