@@ -3,9 +3,12 @@
 //!
 //! Owns: reading the tour, driving a `serve --toolsets all` child over MCP, the families
 //! that need a model (run only when one is configured, else one line on how to see them),
-//! the SVG/HTML files under `<data dir>/demo/`. Must not: record anything itself (every
-//! event comes from the server's tools) or need a key: without a model it stays a few
-//! seconds long.
+//! `<data dir>/demo/`: the SVG/HTML pictures and [`TOUR_RECORD`], the sessions an earlier
+//! run recorded (a second run shows them again instead of recording the tour twice). What
+//! it prints: on a terminal, what it is doing, one line per family, the pictures, then what
+//! to try; into a pipe, each session's Markdown too. Must not: record anything itself
+//! (every event comes from the server's tools) or need a key: without a model it stays a
+//! few seconds long.
 
 use super::*;
 use serde::Deserialize;
@@ -16,6 +19,10 @@ const DEMO_TOUR: &str = include_str!("../../data/demo.json");
 
 /// Folder of the data directory the pictures go to.
 const PICTURES_DIR: &str = "demo";
+
+/// The file in [`PICTURES_DIR`] naming the ledger and the session of each family the last
+/// run recorded or showed.
+const TOUR_RECORD: &str = "tour.json";
 
 /// Placeholder in a tour's string arguments replaced by a fresh id per run (so a caller
 /// chosen session id, like the agent's, starts a new session each time).
@@ -52,8 +59,45 @@ struct FamilyRun {
 }
 
 enum Outcome {
-    Recorded { session: String, markdown: String },
+    /// `calls`: how many calls recorded it now; 0 when an earlier run did.
+    Recorded {
+        session: String,
+        markdown: String,
+        calls: usize,
+    },
     Skipped(String),
+}
+
+/// [`TOUR_RECORD`]: where the tour was recorded, and each family's session there.
+#[derive(Default, serde::Serialize, Deserialize)]
+struct TourRecord {
+    /// The ledger as `demo` names it (the redb file, or the redacted PostgreSQL URL).
+    ledger: String,
+    sessions: std::collections::BTreeMap<String, String>,
+}
+
+impl TourRecord {
+    /// The record in `folder` when it is about `ledger`; an empty one otherwise (none yet,
+    /// unreadable, or of another ledger).
+    fn read(folder: &Path, ledger: &str) -> TourRecord {
+        std::fs::read(folder.join(TOUR_RECORD))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<TourRecord>(&bytes).ok())
+            .filter(|record| record.ledger == ledger)
+            .unwrap_or_default()
+    }
+
+    /// Replaces the record in `folder` whole (a new file renamed over the old one).
+    fn write(&self, folder: &Path) -> anyhow::Result<()> {
+        let mut temp = tempfile::NamedTempFile::new_in(folder)
+            .with_context(|| format!("creating a file in {}", folder.display()))?;
+        serde_json::to_writer_pretty(&mut temp, self)?;
+        temp.as_file().sync_all()?;
+        temp.persist(folder.join(TOUR_RECORD))
+            .map_err(|e| e.error)
+            .with_context(|| format!("writing {}", folder.join(TOUR_RECORD).display()))?;
+        Ok(())
+    }
 }
 
 pub(super) fn demo(settings: &Settings) -> anyhow::Result<()> {
@@ -82,13 +126,19 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
     let model = crate::provider::config::ProviderSettings::load(Some(&data_dir))
         .provider
         .map(|provider| format!("{} ({})", provider.model, provider.base_url));
+    let folder = std::path::absolute(data_dir.join(PICTURES_DIR))
+        .unwrap_or_else(|_| data_dir.join(PICTURES_DIR));
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("creating {} for the demo's pictures", folder.display()))?;
+    let earlier = TourRecord::read(&folder, &where_stored);
     let client = crate::mcp_client::McpClient::spawn(command)?;
     client
         .initialize("reasoning-ledger-demo")
         .await
         .context("starting the server")?;
     eprintln!(
-        "demo: a server is running on {where_stored}; touring {} families",
+        "demo: a server (this binary, `serve`) is running as a child process on {where_stored}; \
+         calling its tools over MCP, as a client would, for {} families",
         tour.families.len()
     );
     let run_id = ulid::Ulid::generate().to_string().to_ascii_lowercase();
@@ -96,6 +146,24 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for family in &tour.families {
         let needs_model = family.needs.as_deref() == Some("model");
+        if let Some(session) = earlier.sessions.get(&family.family)
+            && let Ok(markdown) = session_markdown(&client, family, session).await
+        {
+            eprintln!(
+                "demo: {}: shown again (recorded by an earlier run)",
+                family.family
+            );
+            runs.push(FamilyRun {
+                family: family.family.clone(),
+                title: family.title.clone(),
+                outcome: Outcome::Recorded {
+                    session: session.clone(),
+                    markdown,
+                    calls: 0,
+                },
+            });
+            continue;
+        }
         let outcome = match (&model, needs_model) {
             (None, true) => Outcome::Skipped(format!(
                 "needs a model and none is configured. To see it, point the server at any \
@@ -120,8 +188,18 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
             outcome,
         });
     }
-    let pictures = write_pictures(&client, &data_dir, &runs).await?;
+    let pictures = write_pictures(&client, &folder, &runs, &earlier).await?;
     client.close().await?;
+    let mut record = TourRecord {
+        ledger: where_stored.clone(),
+        sessions: Default::default(),
+    };
+    for run in &runs {
+        if let Outcome::Recorded { session, .. } = &run.outcome {
+            record.sessions.insert(run.family.clone(), session.clone());
+        }
+    }
+    record.write(&folder)?;
 
     let thinking = runs
         .iter()
@@ -130,16 +208,49 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
             _ => None,
         })
         .context("demo: no thinking session")?;
+    let terminal = std::io::stdout().is_terminal();
     let mut out = String::new();
-    for run in &runs {
-        out.push_str(&format!("## {}: {}\n\n", run.family, run.title));
-        match &run.outcome {
-            Outcome::Recorded { markdown, .. } => {
-                out.push_str(markdown);
-                out.push('\n');
-            }
-            Outcome::Skipped(why) => out.push_str(&format!("Not run: {why}.\n\n")),
+    if terminal {
+        out.push_str(&format!(
+            "A tour of reasoning-ledger: this binary started as an MCP server and called as a \
+             client would, one family of tools at a time. Every call is an event in {where_stored}.\n\n"
+        ));
+        let width = runs.iter().map(|run| run.family.len()).max().unwrap_or(0);
+        for run in &runs {
+            let line = match &run.outcome {
+                Outcome::Recorded { session, calls, .. } => {
+                    let how = match calls {
+                        0 => "recorded by an earlier run".to_string(),
+                        n => export::counted(*n, "call", "calls"),
+                    };
+                    format!("{} · {how} · session {session}", run.title)
+                }
+                Outcome::Skipped(why) => format!("not run: {why}"),
+            };
+            out.push_str(&format!("  {:width$}  {line}\n", run.family));
         }
+        out.push('\n');
+    } else {
+        for run in &runs {
+            out.push_str(&format!("## {}: {}\n\n", run.family, run.title));
+            match &run.outcome {
+                Outcome::Recorded { markdown, .. } => {
+                    out.push_str(markdown);
+                    out.push('\n');
+                }
+                Outcome::Skipped(why) => out.push_str(&format!("Not run: {why}.\n\n")),
+            }
+        }
+    }
+    if runs
+        .iter()
+        .any(|run| matches!(run.outcome, Outcome::Recorded { calls: 0, .. }))
+    {
+        out.push_str(&format!(
+            "Sessions an earlier demo recorded in this ledger are shown again, not recorded \
+             twice (delete {} to record the tour anew).\n\n",
+            shell_quote(&folder.join(TOUR_RECORD))
+        ));
     }
     let data_dir_arg = match store {
         // The URL as given (a password in it is the user's own); `sh` reads it as one word.
@@ -149,9 +260,20 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
             shell_quote(&std::path::absolute(&data_dir).unwrap_or(data_dir.clone()))
         ),
     };
-    out.push_str("Pictures of these sessions (open them in a browser):\n");
-    for path in &pictures {
-        out.push_str(&format!("  {}\n", shell_quote(path)));
+    if terminal {
+        // One page per session: the picture with its replay; the SVG is beside it.
+        out.push_str("Pictures of these sessions (open them in a browser; an .svg beside each):\n");
+        for path in pictures
+            .iter()
+            .filter(|path| path.extension() == Some("html".as_ref()))
+        {
+            out.push_str(&format!("  {}\n", shell_quote(path)));
+        }
+    } else {
+        out.push_str("Pictures of these sessions (open them in a browser):\n");
+        for path in &pictures {
+            out.push_str(&format!("  {}\n", shell_quote(path)));
+        }
     }
     out.push_str(&format!(
         "All of them, updating live as sessions grow, in the web view:\n  {program} {data_dir_arg} ui\n"
@@ -166,6 +288,7 @@ async fn run_demo(data_dir: &Path, store: Option<&str>) -> anyhow::Result<()> {
     ));
     for command in [
         format!("show {thinking}"),
+        format!("replay {thinking} --at 4"),
         format!("export {thinking} --format json"),
         "sessions".to_string(),
     ] {
@@ -182,6 +305,7 @@ async fn run_family(
 ) -> anyhow::Result<Outcome> {
     let mut carried: Option<Value> = None;
     let mut session: Option<String> = None;
+    let mut calls = 0;
     for step in &family.steps {
         let mut arguments = step.arguments.clone();
         for value in arguments.values_mut() {
@@ -208,7 +332,14 @@ async fn run_family(
             .get_mut("structuredContent")
             .map(Value::take)
             .context("demo: the server answered without structured content")?;
-        eprintln!("demo: {} {}", step.tool, serde_json::to_string(&answer)?);
+        eprintln!(
+            "demo: {}: {} ({} of {})",
+            family.family,
+            step.tool,
+            calls + 1,
+            family.steps.len()
+        );
+        calls += 1;
         if carried.is_none()
             && let Some(name) = &family.continue_as
         {
@@ -222,14 +353,29 @@ async fn run_family(
     }
     let session =
         session.with_context(|| format!("demo: {} recorded no session", family.family))?;
+    let markdown = session_markdown(client, family, &session).await?;
+    Ok(Outcome::Recorded {
+        session,
+        markdown,
+        calls,
+    })
+}
+
+/// A family's session as the demo prints it into a pipe: its Markdown, the thinking
+/// session's Mermaid first. An error when the ledger has no such session.
+async fn session_markdown(
+    client: &crate::mcp_client::McpClient,
+    family: &FamilyTour,
+    session: &str,
+) -> anyhow::Result<String> {
     let mut markdown = String::new();
     if family.family == "thinking" {
         markdown.push_str("```mermaid\n");
-        markdown.push_str(&export_text(client, &session, Format::Mermaid).await?);
+        markdown.push_str(&export_text(client, session, Format::Mermaid).await?);
         markdown.push_str("```\n\n");
     }
-    markdown.push_str(&export_text(client, &session, Format::Markdown).await?);
-    Ok(Outcome::Recorded { session, markdown })
+    markdown.push_str(&export_text(client, session, Format::Markdown).await?);
+    Ok(markdown)
 }
 
 /// A session in one export format, through the server's `export_session`.
@@ -242,23 +388,31 @@ async fn export_text(
     arguments.insert("sessionId".into(), serde_json::json!(session));
     arguments.insert("format".into(), serde_json::json!(format.as_str()));
     let result = client.call_tool("export_session", arguments).await?;
+    if result["isError"] == Value::Bool(true) {
+        bail!(
+            "demo: {session} could not be exported: {}",
+            result["content"][0]["text"]
+        );
+    }
     result["content"][0]["text"]
         .as_str()
         .map(String::from)
         .with_context(|| format!("demo: empty {} export of {session}", format.as_str()))
 }
 
-/// Writes each recorded session's SVG and HTML into `<data dir>/demo/`, new files named
-/// by family and session; returns their absolute paths.
+/// Writes each recorded session's SVG and HTML into `folder` (`<data dir>/demo/`), named
+/// by family and session (a session shown again writes its files again), and removes the
+/// pictures of the sessions `earlier` named that this run no longer shows; returns the
+/// absolute paths written.
 async fn write_pictures(
     client: &crate::mcp_client::McpClient,
-    data_dir: &Path,
+    folder: &Path,
     runs: &[FamilyRun],
+    earlier: &TourRecord,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    let folder = std::path::absolute(data_dir.join(PICTURES_DIR))
-        .unwrap_or_else(|_| data_dir.join(PICTURES_DIR));
-    std::fs::create_dir_all(&folder)
-        .with_context(|| format!("creating {} for the demo's pictures", folder.display()))?;
+    let picture = |family: &str, session: &str, format: Format| {
+        folder.join(format!("{family}-{session}.{}", format.as_str()))
+    };
     let mut written = Vec::new();
     for run in runs {
         let Outcome::Recorded { session, .. } = &run.outcome else {
@@ -266,15 +420,24 @@ async fn write_pictures(
         };
         for format in [Format::Svg, Format::Html] {
             let text = export_text(client, session, format).await?;
-            let path = folder.join(format!("{}-{session}.{}", run.family, format.as_str()));
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .with_context(|| format!("creating {}", path.display()))?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
+            let path = picture(&run.family, session, format);
+            let mut temp = tempfile::NamedTempFile::new_in(folder)
+                .with_context(|| format!("creating a file in {}", folder.display()))?;
+            temp.write_all(text.as_bytes())?;
+            temp.as_file().sync_all()?;
+            temp.persist(&path)
+                .map_err(|e| e.error)
+                .with_context(|| format!("writing {}", path.display()))?;
             written.push(path);
+        }
+    }
+    for (family, session) in &earlier.sessions {
+        for format in [Format::Svg, Format::Html] {
+            let path = picture(family, session, format);
+            if !written.contains(&path) {
+                // Gone already is as good as removed.
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
     Ok(written)

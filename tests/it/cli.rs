@@ -299,7 +299,7 @@ fn demo_runs_a_session_through_the_real_server_and_its_follow_ups_run_as_printed
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
-    assert_eq!(follow_ups.len(), 3, "{out}");
+    assert_eq!(follow_ups.len(), 4, "{out}");
     let session = out
         .split("\nSession ")
         .nth(1)

@@ -150,12 +150,103 @@ fn demo_tours_every_family_without_a_model_and_says_where_the_pictures_are() {
         "{ui}"
     );
 
-    // A second run adds a second tour and new files beside the first ones.
+    // A second run shows the first run's sessions again: nothing recorded twice, the same
+    // pictures written again, no new files.
     let again = ok(&run(&dir, &["demo"], &[]), "demo again");
-    assert!(pictures(&again).iter().all(|file| !files.contains(file)));
+    assert_eq!(pictures(&again), files, "{again}");
+    assert!(again.contains("not recorded twice"), "{again}");
+    assert!(
+        ok(&run(&dir, &["verify"], &[]), "verify").starts_with("ok: 5 session(s), 31 event(s)")
+    );
+    let folder = std::fs::read_dir(dir.join("demo")).unwrap().count();
+    assert_eq!(folder, 11, "ten pictures and the tour's record");
+    // Its record removed, the tour is recorded anew and the old pictures go.
+    std::fs::remove_file(dir.join("demo").join("tour.json")).unwrap();
+    let anew = ok(&run(&dir, &["demo"], &[]), "demo anew");
+    assert!(pictures(&anew).iter().all(|file| !files.contains(file)));
     assert!(
         ok(&run(&dir, &["verify"], &[]), "verify").starts_with("ok: 10 session(s), 62 event(s)")
     );
+}
+
+/// On a terminal, `demo` says what it does, one line per family, the pages to open, and
+/// what to try, without the sessions' Markdown; and its progress is a line per call, not
+/// the answers' JSON.
+#[test]
+fn demo_on_a_terminal_reads_as_a_tour() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let root = data_dir();
+    let (mut leader, mut follower) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the pointers given; the others may
+    // be null.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: both descriptors are ours alone from here.
+    let (mut leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    };
+    let mut child = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(root.path())
+        .arg("demo")
+        .stdin(std::process::Stdio::null())
+        .stdout(follower)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The follower's last copy is the child's: reading ends (EIO) when the child exits.
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let _ = leader.read_to_end(&mut seen);
+        String::from_utf8_lossy(&seen).replace('\r', "")
+    });
+    let mut progress = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut progress)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{progress}");
+    let shown = reader.join().unwrap();
+    assert!(shown.starts_with("A tour of reasoning-ledger"), "{shown}");
+    let order = ["  thinking  ", "  agent     not run", "Pictures", "Try:"];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|part| {
+            shown
+                .find(part)
+                .unwrap_or_else(|| panic!("{part}: {shown}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{shown}");
+    assert!(shown.contains("5 calls · session "), "{shown}");
+    assert!(
+        !shown.contains("# Thinking session"),
+        "no Markdown: {shown}"
+    );
+    let pages: Vec<&str> = shown
+        .lines()
+        .filter(|line| line.trim_end().ends_with(".html"))
+        .collect();
+    assert_eq!(pages.len(), 5, "{shown}");
+    assert!(
+        progress.contains("demo: thinking: sequentialthinking (1 of 5)"),
+        "{progress}"
+    );
+    assert!(!progress.contains('{'), "no JSON: {progress}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
