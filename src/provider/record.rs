@@ -251,14 +251,9 @@ impl FamilyEvent for ModelCallEvent {
         self.0.record.response.as_ref().map(|r| r.content.as_str())
     }
 
-    fn search_extra(&self) -> Option<&str> {
-        self.0
-            .record
-            .request
-            .messages
-            .last()
-            .map(|m| m.content.as_str())
-    }
+    // No `search_extra`: the request is the server's own prompt (a family's template
+    // around text the session already holds, searchable where it was said), and our
+    // templates' words would fill every search for an ordinary word.
 
     fn call(&self) -> Option<&CallRecord> {
         Some(&self.0.call)

@@ -833,9 +833,26 @@ pub(crate) fn round_score(score: f64) -> f64 {
     (score * 1000.0).round() / 1000.0
 }
 
+/// A snippet's marks one per run of matched text: where one `**…**` ends just as the next
+/// begins (a CJK word's characters, each a token of both backends), they are joined, so
+/// "日本語" reads `**日本語**`, not `**日****本****語**`.
+pub(crate) fn join_adjacent_marks(snippet: String) -> String {
+    if snippet.contains("****") {
+        snippet.replace("****", "")
+    } else {
+        snippet
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adjacent_marks_are_joined() {
+        let joined = join_adjacent_marks("…in **日****本****語** and **x** **y**".into());
+        assert_eq!(joined, "…in **日本語** and **x** **y**");
+    }
 
     #[test]
     fn times_and_cursors_read_back() {

@@ -500,3 +500,44 @@ async fn related_sessions_answer_a_first_thought_only_when_asked() {
     let later = structured(&call(&related, "sequentialthinking", later).await);
     assert!(later.get("related").is_none());
 }
+
+/// The index holds what a person or a model said, not the server's own templates: a
+/// heuristic booster's candidate sets (its templates around the task) match no search, and
+/// a CJK word's characters are marked as one run in a snippet (issue 48).
+#[tokio::test]
+async fn search_finds_words_people_said_not_our_templates() {
+    let dir = data_dir();
+    let demo = cli(dir.path(), &["demo"]);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let found = cli_json(
+        cli(
+            dir.path(),
+            &[
+                "search", "the", "--kind", "booster", "--limit", "100", "--json",
+            ],
+        ),
+        "search the",
+    );
+    let types: Vec<&str> = found["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["eventType"].as_str().unwrap())
+        .collect();
+    assert!(types.contains(&"step_applied"), "{found}");
+    assert!(
+        !types.contains(&"candidates_scored"),
+        "a heuristic candidate set was indexed: {types:?}"
+    );
+
+    let client = spawn_with(dir.path(), &["--toolsets", TOOLSETS], &[]).await;
+    thinking(&client, &["今日は日本語のテキストを検索する"]).await;
+    client.cancel().await.unwrap();
+    let found = cli_json(
+        cli(dir.path(), &["search", "日本語", "--json"]),
+        "search 日本語",
+    );
+    let snippet = found["matches"][0]["snippet"].as_str().unwrap_or_default();
+    assert!(snippet.contains("**日本語**"), "{found}");
+    assert!(!snippet.contains("****"), "{found}");
+}

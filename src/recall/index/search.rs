@@ -428,5 +428,5 @@ fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     if range.end < text.len() {
         out.push('…');
     }
-    out
+    super::super::join_adjacent_marks(out)
 }

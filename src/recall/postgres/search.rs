@@ -334,7 +334,7 @@ impl TextSearch for PgSearch {
                 at: format_time(row.get::<_, i64>(4).max(0) as u64),
                 score: round_score(score as f64),
                 title,
-                snippet: row.get(6),
+                snippet: crate::recall::join_adjacent_marks(row.get(6)),
             });
         }
         Ok(SearchAnswer {

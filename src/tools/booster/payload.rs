@@ -6,6 +6,7 @@
 //! covers). The binary row holds the body's JSON text and the call. Must not: change a
 //! body's JSON field names without a new schema and a reader of the old one.
 
+use super::generate::HEURISTIC_PROVIDER;
 use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
 use crate::event::summary::SessionSummary;
 use crate::event::{
@@ -115,6 +116,9 @@ impl FamilyEvent for BoosterEvent {
                 .chain(s.seed_hints.iter().map(String::as_str))
                 .collect(),
             Body::HintsAdded(h) => h.hints.iter().map(String::as_str).collect(),
+            // Heuristic candidates are the server's templates around the task (indexed
+            // where it was given): only a model's candidates are someone's words.
+            Body::CandidatesScored(set) if set.source.provider == HEURISTIC_PROVIDER => Vec::new(),
             Body::CandidatesScored(set) => set
                 .candidates
                 .iter()
