@@ -40,8 +40,9 @@ use std::sync::{Arc, Mutex};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
-/// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast.
-pub(crate) const RECALL_SCHEMA: u32 = 2;
+/// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast. 3:
+/// no model prompts and no heuristic candidate sets (the server's own words).
+pub(crate) const RECALL_SCHEMA: u32 = 3;
 
 /// The index's folder inside the data directory.
 pub(crate) const INDEX_DIR: &str = "index";
