@@ -1,4 +1,5 @@
-//! Links the release `reasoning-ledger` binary with its hot code first.
+//! Links the optimised `reasoning-ledger` binary (profiles `dist` and `release`) with its
+//! hot code first.
 //!
 //! A stdio server runs a small part of its 15 MB of code, but that part is spread over
 //! the whole text segment, and Linux maps the pages *around* each page a process touches

@@ -28,6 +28,7 @@ use crate::event::{CallRecord, RawArguments, SessionKind};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
@@ -701,25 +702,83 @@ pub(crate) fn postcard_encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
 #[derive(Serialize, Deserialize)]
 pub(crate) struct StoredCall<'a> {
     tool: &'a str,
-    /// Compact JSON text, exactly as hashed.
-    raw_arguments: &'a str,
+    /// Compact JSON text, exactly as hashed, or with one member's value left out
+    /// ([`StoredCall::of_text_once`]).
+    #[serde(borrow)]
+    raw_arguments: Cow<'a, str>,
     duration_us: u64,
+}
+
+/// What a stored call's arguments hold in place of a member's value that its payload
+/// holds too (`"thought":@`): no JSON text holds `"KEY":@`, so neither a call written
+/// before nor any argument can be taken for it.
+const LEFT_OUT: char = '@';
+
+/// `"KEY":` as compact JSON writes it.
+fn member_key(key: &str) -> String {
+    format!(
+        "{}:",
+        serde_json::to_string(key).expect("a string serializes")
+    )
 }
 
 impl<'a> StoredCall<'a> {
     pub(crate) fn of(call: &'a CallRecord) -> Self {
         StoredCall {
             tool: &call.tool,
-            raw_arguments: call.raw_arguments.as_json(),
+            raw_arguments: Cow::Borrowed(call.raw_arguments.as_json()),
             duration_us: call.duration_us,
         }
     }
 
+    /// `call` stored without the value of its argument `key` when that value is exactly
+    /// `text` (which the payload stores beside it): a thought is kept once, not twice. Read
+    /// back by [`StoredCall::build_with_text`] with the same `key` and `text`, byte for
+    /// byte; the event and its hash do not change.
+    pub(crate) fn of_text_once(call: &'a CallRecord, key: &str, text: &str) -> Self {
+        let mut stored = StoredCall::of(call);
+        let raw = call.raw_arguments.as_json();
+        let member = format!(
+            "{}{}",
+            member_key(key),
+            serde_json::to_string(text).expect("a string serializes")
+        );
+        if let Some(at) = raw.find(&member) {
+            let value_at = at + member_key(key).len();
+            let mut left_out = String::with_capacity(raw.len() - member.len() + key.len() + 4);
+            left_out.push_str(&raw[..value_at]);
+            left_out.push(LEFT_OUT);
+            left_out.push_str(&raw[at + member.len()..]);
+            stored.raw_arguments = Cow::Owned(left_out);
+        }
+        stored
+    }
+
     /// The call record, without its arguments for a fold.
     pub(crate) fn build(self, fields: DecodeFields) -> Result<CallRecord, CodecError> {
+        self.build_with_text(fields, "", "")
+    }
+
+    /// The call record of a row written by [`StoredCall::of_text_once`]: the value of
+    /// `key` put back as `text` where it was left out (a row written whole reads as is).
+    pub(crate) fn build_with_text(
+        self,
+        fields: DecodeFields,
+        key: &str,
+        text: &str,
+    ) -> Result<CallRecord, CodecError> {
         let raw_arguments = match fields {
-            DecodeFields::All => RawArguments::from_json(self.raw_arguments.to_string())
-                .map_err(CodecError::CallArguments)?,
+            DecodeFields::All => {
+                let mut json = self.raw_arguments.into_owned();
+                if !key.is_empty() {
+                    let marker = format!("{}{LEFT_OUT}", member_key(key));
+                    if let Some(at) = json.find(&marker) {
+                        let value = serde_json::to_string(text).expect("a string serializes");
+                        json.replace_range(at + marker.len() - 1..at + marker.len(), &value);
+                    }
+                }
+                RawArguments::from_json(json).map_err(CodecError::CallArguments)?
+            }
             DecodeFields::ToFold => RawArguments::null(),
         };
         Ok(CallRecord {

@@ -324,6 +324,10 @@ impl ThinkingWire {
     }
 }
 
+/// The argument both tools send their thought in: a row keeps its text once, in the
+/// payload ([`StoredCall::of_text_once`]).
+const THOUGHT_ARGUMENT: &str = "thought";
+
 /// A `thought_recorded` payload as stored in a binary row; strings borrow from the row.
 /// Frozen: rows written before families existed hold exactly these fields in this order.
 #[derive(Serialize, Deserialize)]
@@ -368,7 +372,7 @@ impl<'a> StoredThought<'a> {
             branch_from_thought: thought.branch_from_thought,
             branch_id: thought.branch_id.as_deref(),
             needs_more_thoughts: thought.needs_more_thoughts,
-            call: StoredCall::of(call),
+            call: StoredCall::of_text_once(call, THOUGHT_ARGUMENT, &thought.thought),
         }
     }
 
@@ -386,7 +390,9 @@ impl<'a> StoredThought<'a> {
                 branch_id: self.branch_id.map(str::to_string),
                 needs_more_thoughts: self.needs_more_thoughts,
             },
-            call: self.call.build(fields)?,
+            call: self
+                .call
+                .build_with_text(fields, THOUGHT_ARGUMENT, self.thought)?,
         })
     }
 }
@@ -400,7 +406,7 @@ impl<'a> StoredThink<'a> {
             tool_recommendation: &thought.tool_recommendation,
             left_to_be_done: &thought.left_to_be_done,
             open_items: thought.open_items.iter().map(String::as_str).collect(),
-            call: StoredCall::of(call),
+            call: StoredCall::of_text_once(call, THOUGHT_ARGUMENT, &thought.thought),
         }
     }
 
@@ -415,7 +421,76 @@ impl<'a> StoredThink<'a> {
                 left_to_be_done: self.left_to_be_done.to_string(),
                 open_items: self.open_items.into_iter().map(str::to_string).collect(),
             },
-            call: self.call.build(fields)?,
+            call: self
+                .call
+                .build_with_text(fields, THOUGHT_ARGUMENT, self.thought)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::FamilyPayload;
+    use serde_json::json;
+
+    fn thought(text: &str, arguments: serde_json::Value) -> ThinkingEvent {
+        ThinkingEvent::ThoughtRecorded {
+            thought: SequentialThought {
+                thought: text.into(),
+                thought_number: 1,
+                total_thoughts: 1,
+                next_thought_needed: false,
+                is_revision: None,
+                revises_thought: None,
+                branch_from_thought: None,
+                branch_id: None,
+                needs_more_thoughts: None,
+            },
+            call: CallRecord {
+                tool: "sequentialthinking".into(),
+                raw_arguments: arguments.into(),
+                duration_us: 3,
+            },
+        }
+    }
+
+    /// The row's bytes, and the event read back from them with every field, as JSON.
+    fn round_trip(event: ThinkingEvent) -> (usize, String, String) {
+        let mut row = Vec::new();
+        event.encode(&mut row);
+        let back = THINKING_CODEC
+            .decode(THOUGHT_RECORDED, THINKING_SCHEMA, &row, DecodeFields::All)
+            .unwrap();
+        let json = |payload: &FamilyPayload| serde_json::to_string(payload).unwrap();
+        (row.len(), json(&FamilyPayload::new(event)), json(&back))
+    }
+
+    #[test]
+    fn a_thought_is_stored_once_and_read_back_byte_for_byte() {
+        let text = "a long thought, \"quoted\", \\ back-slashed, ünïcode 🧠\n".repeat(20_000);
+        let arguments = json!({"thought": text, "thoughtNumber": "1", "nextThoughtNeeded": false});
+        let (row, written, read) = round_trip(thought(&text, arguments));
+        assert_eq!(read, written);
+        assert!(row < text.len() + 200, "{row} bytes for {}", text.len());
+    }
+
+    #[test]
+    fn arguments_that_differ_from_the_thought_are_stored_whole() {
+        for (text, arguments) in [
+            // Coerced or trimmed: the argument is not the recorded text.
+            ("x", json!({"thought": " x ", "thoughtNumber": 1})),
+            ("7", json!({"thought": 7})),
+            // The same member nested as well, and an argument that looks like the marker.
+            (
+                "y",
+                json!({"meta": {"thought": "y"}, "thought": "y", "z": "\"thought\":@"}),
+            ),
+            ("", json!({})),
+            ("@", json!({"thought": "@"})),
+        ] {
+            let (_, written, read) = round_trip(thought(text, arguments));
+            assert_eq!(read, written);
+        }
     }
 }
