@@ -46,7 +46,61 @@ pub(crate) const SCRIPT: &str = r#"
       if (until !== null) { timed[i].classList.toggle('was', k >= Number(until)); }
     }
     byId('replay-at').textContent = 'event ' + k + ' of ' + slider.max;
+    counts(k);
     document.body.setAttribute('data-replay-at', String(k));
+  }
+  function counted(n, one, many) { return n + ' ' + (n === 1 ? one : many); }
+  function shownBy(selector, k) {
+    var all = document.querySelectorAll(selector);
+    var n = 0;
+    for (var i = 0; i < all.length; i++) {
+      if (Number(all[i].getAttribute('data-seq')) <= k) { n++; }
+    }
+    return n;
+  }
+  function counts(k) {
+    var span = byId('counts');
+    if (!span) { return; }
+    var parts = [];
+    var branches = span.getAttribute('data-branch-seqs');
+    if (branches !== null) {
+      var firsts = branches.split(' ').filter(function (s) { return s !== '' && Number(s) <= k; });
+      parts.push(counted(shownBy('#thoughts > li:not(.event)', k), 'thought', 'thoughts'));
+      parts.push(counted(firsts.length, 'branch', 'branches'));
+    }
+    if (span.hasAttribute('data-nodes')) {
+      parts.push(counted(shownBy('#picture g.node.extra', k), 'node', 'nodes'));
+    }
+    parts.push(counted(k, 'event', 'events'));
+    span.textContent = parts.join(' · ');
+    caption(k);
+  }
+  function caption(k) {
+    var text = document.querySelector('#picture text.caption');
+    var span = byId('counts');
+    if (!text || !span) { return; }
+    var edges = 0;
+    var links = 0;
+    var drawn = document.querySelectorAll('#picture path.edge');
+    for (var i = 0; i < drawn.length; i++) {
+      if (Number(drawn[i].getAttribute('data-seq')) > k) { continue; }
+      var kind = drawn[i].getAttribute('data-edge');
+      if (kind === 'next' || kind === 'branches_from' || kind === 'revises') { edges++; } else { links++; }
+    }
+    var parts = [text.getAttribute('data-session-kind') + ' · at event ' + k];
+    if (text.hasAttribute('data-thoughts')) {
+      var firsts = (span.getAttribute('data-branch-seqs') || '').split(' ')
+        .filter(function (s) { return s !== '' && Number(s) <= k; });
+      parts.push(counted(shownBy('#thoughts > li:not(.event)', k), 'thought', 'thoughts'));
+      parts.push(counted(edges, 'edge', 'edges'));
+      parts.push(counted(firsts.length, 'branch', 'branches'));
+    }
+    var node = text.getAttribute('data-nodes');
+    if (node !== null) {
+      parts.push(counted(shownBy('#picture g.node.extra', k), node, node + 's'));
+      parts.push(counted(links, 'link', 'links'));
+    }
+    text.textContent = parts.join(' · ') + text.getAttribute('data-anomalies');
   }
   function applyFilter() {
     var filter = byId('filter');
@@ -144,7 +198,9 @@ pub(crate) const LIVE_SCRIPT: &str = r#"
 })();
 "#;
 
-/// The page's own rules (the picture's are [`svg::stylesheet`]).
+/// The page's own rules (the picture's are [`svg::stylesheet`]). On a window narrower
+/// than 900 px the two panes stack, the picture above the list, each as wide as the
+/// window (beside the 320 px list, a picture would get less than two thirds of it).
 const PAGE_CSS: &str = "\
 body{margin:0;font:14px/1.4 system-ui,sans-serif;color:#212529;background:#fff}\
 header{position:sticky;top:0;z-index:1;background:#f8f9fa;border-bottom:1px solid #dee2e6;padding:8px 16px}\
@@ -163,7 +219,10 @@ main{display:flex;align-items:flex-start}\
 #thoughts li.event{border-left:4px solid #7048e8}\
 #thoughts pre{white-space:pre-wrap;overflow-wrap:anywhere;font:13px/1.4 ui-monospace,monospace;margin:4px 0 0}\
 g.node:target rect{stroke:#7048e8;stroke-width:3}\
-a{color:#1c7ed6}";
+a{color:#1c7ed6}\
+@media (max-width:900px){main{display:block}\
+#picture-pane{max-width:none;max-height:none;border-right:0;border-bottom:1px solid #dee2e6}\
+#thoughts-pane{min-width:0;max-height:none}h1{white-space:normal}#replay{width:100%}}";
 
 /// The whole stylesheet of the page.
 pub(crate) fn page_stylesheet() -> String {
@@ -269,20 +328,40 @@ pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
         tree.session,
     );
     // What the session has: thoughts, and the families' nodes (a plan has no thoughts).
-    if !tree.order.is_empty() || picture.nodes.is_empty() {
+    // The script counts them again as the slider moves ([`SCRIPT`]'s `counts`): which
+    // parts there are, and each branch's first event, are in the span's attributes.
+    let with_thoughts = !tree.order.is_empty() || picture.nodes.is_empty();
+    out.push_str(" · <span id=\"counts\"");
+    if with_thoughts {
+        out.push_str(" data-branch-seqs=\"");
+        for (index, branch) in tree.branches.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{}{}",
+                if index > 0 { " " } else { "" },
+                branch.first_seq
+            );
+        }
+        out.push('"');
+    }
+    if !picture.nodes.is_empty() {
+        out.push_str(" data-nodes=\"1\"");
+    }
+    out.push('>');
+    if with_thoughts {
         let _ = write!(
             out,
-            " · {} · {}",
+            "{} · {} · ",
             counted(tree.order.len(), "thought", "thoughts"),
             counted(tree.branches.len(), "branch", "branches"),
         );
     }
     if !picture.nodes.is_empty() {
-        let _ = write!(out, " · {}", counted(picture.nodes.len(), "node", "nodes"));
+        let _ = write!(out, "{} · ", counted(picture.nodes.len(), "node", "nodes"));
     }
     let _ = write!(
         out,
-        " · {}",
+        "{}</span>",
         counted(tree.at_seq as usize, "event", "events")
     );
     if let Some(summary) = summary {
@@ -589,11 +668,11 @@ pub(crate) mod tests {
                         [
                             "!DOCTYPE", "html", "/html", "head", "/head", "meta", "title",
                             "/title", "style", "/style", "body", "/body", "header", "/header",
-                            "h1", "/h1", "div", "/div", "label", "/label", "input", "output",
-                            "/output", "main", "/main", "section", "/section", "svg", "/svg",
-                            "defs", "/defs", "marker", "/marker", "path", "text", "/text", "tspan",
-                            "/tspan", "g", "/g", "a", "/a", "rect", "ol", "/ol", "li", "/li",
-                            "pre", "/pre", "ul", "/ul", "script", "/script"
+                            "h1", "/h1", "div", "/div", "span", "/span", "label", "/label",
+                            "input", "output", "/output", "main", "/main", "section", "/section",
+                            "svg", "/svg", "defs", "/defs", "marker", "/marker", "path", "text",
+                            "/text", "tspan", "/tspan", "g", "/g", "a", "/a", "rect", "ol", "/ol",
+                            "li", "/li", "pre", "/pre", "ul", "/ul", "script", "/script"
                         ]
                         .contains(&tag.as_str()),
                         "unexpected tag {tag:?}"

@@ -111,7 +111,14 @@ async function checkPage(browser, file, shots) {
 
   // The slider at event k shows exactly what a fold of the first k events draws: the same
   // nodes with the same label texts (an approach's score as it was then), the same
-  // number of edges, the events listed by k.
+  // number of edges, the events listed by k; the header counts k events, and at the
+  // last one says what the server wrote.
+  const countsAtEnd = await page.textContent('#counts');
+  // The picture's caption as the server drew it: the script's, at the last event, is the same.
+  const drawnCaption = /<text class="sub caption"[^>]*>([^<]*)<\/text>/.exec(readFileSync(file, 'utf8'))[1];
+  assertEqual(await page.textContent('#picture text.caption'), drawnCaption, `${name}: caption at the end`);
+  const eventsCounted = (k) => `${k} ${Number(k) === 1 ? 'event' : 'events'}`;
+  if (!countsAtEnd.endsWith(eventsCounted(expect.lastSeq))) fail(`${name}: counts ${countsAtEnd}`);
   for (const [k, want] of Object.entries(expect.at)) {
     await page.locator('#replay').fill(k);
     assertEqual(await shownNodes(page), want.nodes, `${name}: nodes shown at event ${k}`);
@@ -120,6 +127,14 @@ async function checkPage(browser, file, shots) {
     assertEqual((await visibleSeqs(page, '#picture path.edge')).length, edgesAt, `${name}: edges shown at event ${k}`);
     const label = await page.textContent('#replay-at');
     assertEqual(label, `event ${k} of ${expect.lastSeq}`, `${name}: slider label`);
+    const counts = await page.textContent('#counts');
+    if (!counts.endsWith(eventsCounted(k))) fail(`${name}: at event ${k} the header counts ${counts}`);
+    const caption = await page.textContent('#picture text.caption');
+    if (!caption.includes(` · at event ${k}`)) fail(`${name}: at event ${k} the caption says ${caption}`);
+    const edgesWord = / (\d+) edges?/.exec(caption);
+    const drawnEdges = (await page.$$eval('#picture path.edge', (els, at) => els
+      .filter((e) => Number(e.getAttribute('data-seq')) <= at && ['next', 'branches_from', 'revises'].includes(e.getAttribute('data-edge'))).length, Number(k)));
+    if (edgesWord && Number(edgesWord[1]) !== drawnEdges) fail(`${name}: at event ${k} the caption counts ${edgesWord[1]} edges, ${drawnEdges} are shown`);
   }
   const middle = Object.keys(expect.at)[Math.floor(Object.keys(expect.at).length / 2)];
   if (middle) {
@@ -127,6 +142,8 @@ async function checkPage(browser, file, shots) {
     await page.screenshot({ path: join(shots, `${name}-at-${middle}.png`) });
   }
   await page.locator('#replay').fill(String(expect.lastSeq));
+  assertEqual(await page.textContent('#counts'), countsAtEnd, `${name}: counts back at the end`);
+  assertEqual(await page.textContent('#picture text.caption'), drawnCaption, `${name}: caption back at the end`);
 
   // The filter keeps the events whose text holds the query and dims the other nodes.
   if (expect.filter) {
@@ -150,6 +167,20 @@ async function checkPage(browser, file, shots) {
     assertEqual(hash, `#thought-${seq}`, `${name}: node link of ${id}`);
     if (!(await page.locator(`#thought-${seq}`).isVisible())) fail(`${name}: ${id} links to a hidden item`);
   }
+
+  // A narrow window stacks the panes: the picture as wide as the window, the list below
+  // it (screenshots at 800 and 400 px; 1,400 px above).
+  for (const width of [800, 400]) {
+    await page.setViewportSize({ width, height: 900 });
+    const panes = await page.evaluate(() => {
+      const box = (id) => document.getElementById(id).getBoundingClientRect();
+      return { picture: box('picture-pane'), thoughts: box('thoughts-pane'), page: document.documentElement.clientWidth };
+    });
+    if (panes.picture.width < panes.page - 2) fail(`${name}: at ${width} px the picture pane is ${panes.picture.width} px of ${panes.page}`);
+    if (panes.thoughts.top < panes.picture.bottom - 1) fail(`${name}: at ${width} px the list is beside the picture, not below it`);
+    await page.screenshot({ path: join(shots, `${name}-${width}px.png`) });
+  }
+  await page.setViewportSize({ width: 1400, height: 900 });
 
   // Nothing ran, loaded or broke.
   const state = await page.evaluate(() => ({

@@ -136,14 +136,35 @@ pub(crate) fn render_into(
     out.push_str("<text class=\"heading\" x=\"16\" y=\"22\">");
     push_cut(out, &mut scratch, tree.title(), SESSION_TITLE_MAX_CHARS);
     out.push_str("</text>\n");
+    // The caption: what the picture shows. The HTML page's script writes it again for the
+    // slider's event from the attributes (which parts, the kind, the anomalies' text).
+    let with_thoughts = !tree.order.is_empty() || picture.nodes.is_empty();
+    let kind = tree.kind().map_or("unknown", |kind| kind.as_str());
+    let anomalies = match tree.anomalies.len() {
+        0 => String::new(),
+        n => format!(
+            " · {} (outlined in red)",
+            counted(n, "anomaly", "anomalies")
+        ),
+    };
     let _ = write!(
         out,
-        "<text class=\"sub\" x=\"16\" y=\"40\">{} · at event {}",
-        tree.kind().map_or("unknown", |kind| kind.as_str()),
+        "<text class=\"sub caption\" x=\"16\" y=\"40\" data-session-kind=\"{kind}\"{}{} \
+         data-anomalies=\"{anomalies}\">{kind} · at event {}",
+        if with_thoughts {
+            " data-thoughts=\"1\""
+        } else {
+            ""
+        },
+        match (picture.nodes.is_empty(), tree.order.is_empty()) {
+            (true, _) => "",
+            (false, true) => " data-nodes=\"node\"",
+            (false, false) => " data-nodes=\"other node\"",
+        },
         tree.at_seq,
     );
     // What the session has: thoughts, and the families' nodes (a plan has no thoughts).
-    if !tree.order.is_empty() || picture.nodes.is_empty() {
+    if with_thoughts {
         let _ = write!(
             out,
             " · {} · {} · {}",
@@ -165,6 +186,7 @@ pub(crate) fn render_into(
             counted(picture.links.len(), "link", "links"),
         );
     }
+    out.push_str(&anomalies);
     out.push_str("</text>\n");
 
     // Headings: the main line's above its column, each branch's and lane's above its
@@ -282,9 +304,20 @@ pub(crate) fn render_into(
             node.kind.marker,
         );
         push_spans(out, &mut scratch, &node.head, seq, options);
-        let _ = write!(out, "</text><text x=\"{}\" y=\"{}\">", x + 8, y + 36);
-        push_spans(out, &mut scratch, &node.text, seq, options);
-        out.push_str("</text></g>");
+        out.push_str("</text>");
+        match node.text.as_slice() {
+            // One text for the node's whole life: wrapped as a thought's is, in the lines
+            // the box has room for.
+            [span] if span.from <= seq && span.until.is_none() && span.class.is_none() => {
+                push_wrapped(out, &mut scratch, &span.text, x + 8, y + 36);
+            }
+            spans => {
+                let _ = write!(out, "<text x=\"{}\" y=\"{}\">", x + 8, y + 36);
+                push_spans(out, &mut scratch, spans, seq, options);
+                out.push_str("</text>");
+            }
+        }
+        out.push_str("</g>");
         if options.embedded {
             out.push_str("</a>");
         }
@@ -438,7 +471,17 @@ fn write_node(
         push_spans(out, scratch, &mark.head, seq, options);
     }
     out.push_str("</text>");
-    push_wrapped(out, scratch, &node.thought, x + 8, y + 36);
+    if node.thought.trim().is_empty() {
+        // As the Markdown export says it: a blank box reads as a drawing fault.
+        let _ = write!(
+            out,
+            "<text class=\"empty\" x=\"{}\" y=\"{}\">(empty)</text>",
+            x + 8,
+            y + 36
+        );
+    } else {
+        push_wrapped(out, scratch, &node.thought, x + 8, y + 36);
+    }
     out.push_str("</g>");
     if options.embedded {
         out.push_str("</a>");
