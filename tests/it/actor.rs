@@ -240,6 +240,22 @@ async fn two_named_tokens_and_the_shared_one_write_and_every_view_says_who() {
         })
         .collect();
     assert_eq!(drawn.len(), 3, "{svg}");
+    // The writer is drawn in the node's head line, not only in its tooltip (cut to 16
+    // characters there).
+    let heads: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("g") && n.attribute("data-actor").is_some())
+        .map(|n| {
+            let head = n.children().find(|c| c.has_tag_name("text")).unwrap();
+            head.descendants()
+                .filter(|t| t.is_text())
+                .filter_map(|t| t.text())
+                .collect()
+        })
+        .collect();
+    assert!(heads[0].ends_with(" · by alice"), "{heads:?}");
+    assert!(heads[1].ends_with(" · by bob.b@example.c…"), "{heads:?}");
+    assert!(heads[2].ends_with(" · by default"), "{heads:?}");
     assert_eq!(drawn[0], ("alice".into(), "by alice: alice opens".into()));
     assert_eq!(drawn[1].0, "bob.b@example.com");
     assert!(drawn[2].1.starts_with("by default: "));

@@ -304,6 +304,7 @@ pub(crate) fn render_into(
             node.kind.marker,
         );
         push_spans(out, &mut scratch, &node.head, seq, options);
+        push_by_shown(out, &mut scratch, tree.actor_at(seq));
         out.push_str("</text>");
         match node.text.as_slice() {
             // One text for the node's whole life: wrapped as a thought's is, in the lines
@@ -470,6 +471,7 @@ fn write_node(
     for mark in marks {
         push_spans(out, scratch, &mark.head, seq, options);
     }
+    push_by_shown(out, scratch, node.actor.as_deref());
     out.push_str("</text>");
     if node.thought.trim().is_empty() {
         // As the Markdown export says it: a blank box reads as a drawing fault.
@@ -531,6 +533,19 @@ fn push_by(out: &mut String, actor: Option<&str>) {
         out.push_str("by ");
         escape_xml_into(out, actor);
         out.push_str(": ");
+    }
+}
+
+/// The most characters of a writer's name drawn in a node's head line (the whole name is
+/// in its tooltip and `data-actor`).
+const ACTOR_LABEL_CHARS: usize = 16;
+
+/// ` · by NAME` at the end of a node's head line, when its event names who wrote it.
+fn push_by_shown(out: &mut String, scratch: &mut String, actor: Option<&str>) {
+    if let Some(actor) = actor {
+        out.push_str("<tspan class=\"by\"> · by ");
+        push_cut(out, scratch, actor, ACTOR_LABEL_CHARS);
+        out.push_str("</tspan>");
     }
 }
 

@@ -66,6 +66,7 @@ pub(crate) fn stylesheet() -> String {
          .node text{{font:12px sans-serif;fill:#212529}}\
          .node .head{{font-weight:bold}}\
          .node text.empty{{fill:#868e96;font-style:italic}}\
+         .node .by{{fill:#1c7ed6}}\
          .anomaly rect{{stroke:{ANOMALY_STROKE};stroke-width:{ANOMALY_STROKE_WIDTH}}}\
          .edge{{fill:none;stroke:#495057;stroke-width:1.5}}\
          .e-revises{{stroke:#e8590c;stroke-dasharray:6 4}}\
