@@ -525,6 +525,15 @@ async fn hostile_branch_events(client: &Client) -> String {
     answered(&call(client, SEQ, on(3, h[2], b[0])).await);
     answered(&call(client, SEQ, on(2, h[3], b[1])).await);
     answered(&call(client, "evaluate_branch", json!({"sessionId": session, "branchId": b[0], "feasibility": 9, "risk": 2, "rationale": h[4], "recommendation": "refine"})).await);
+    // Evaluated again, without a rationale: this one counts from here on.
+    answered(
+        &call(
+            client,
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": b[0], "feasibility": 5, "risk": 4}),
+        )
+        .await,
+    );
     answered(
         &call(
             client,
@@ -944,6 +953,13 @@ async fn svg_and_html_show_evaluations_closes_and_merges_on_thinking_branches() 
     ] {
         assert!(html.contains(meta), "{meta:?} is not listed");
     }
+    // The branch evaluated twice: the first is replaced by the second, which counts (the
+    // page's replay shows the first counting until the second; a standalone picture shows
+    // the end only); the second, without a rationale, shows what it scored.
+    assert_eq!(svg.matches("· replaced by #").count(), 1, "{svg}");
+    assert_eq!(svg.matches("· counts").count(), 1, "{svg}");
+    assert_eq!(html.matches("· counts</tspan>").count(), 2, "{html}");
+    assert!(svg.contains(": feasibility 5 ×"), "{svg}");
     check("export_svg_branch_events", &svg);
 }
 

@@ -318,7 +318,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             }
         }
     }
-    for e in &planning.evaluations {
+    for (index, e) in planning.evaluations.iter().enumerate() {
         let item = &e.item;
         let (place, from) = on_branch(tree, &approaches, &item.branch_id, e.seq);
         let mut head = format!("score {}", score_text(item));
@@ -326,18 +326,41 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             head.push_str(" · ");
             head.push_str(&short(r, LABEL_NAME_CHARS));
         }
+        let mut head = vec![Span::text(head)];
+        // A branch evaluated again: its latest evaluation is the one that counts, each
+        // earlier one is replaced from the next one's event on.
+        let same_branch = |other: &&crate::tools::planning::state::Folded<Evaluation>| {
+            other.item.branch_id == item.branch_id
+        };
+        let next = planning.evaluations[index + 1..].iter().find(same_branch);
+        let again = planning.evaluations.iter().filter(same_branch).count() > 1;
+        if again {
+            head.push(Span::during(" · counts", e.seq, next.map(|n| n.seq)).with_class("selected"));
+        }
+        if let Some(next) = next {
+            head.push(
+                Span::during(format!(" · replaced by #{}", next.seq), next.seq, None)
+                    .with_class("closed"),
+            );
+        }
         let mut details = vec![("criteria", criteria_text(item))];
         if let Some(r) = &item.recommendation {
             details.push(("recommendation", r.clone()));
         }
         let rationale = item.rationale.clone().unwrap_or_default();
+        // Without a rationale, what it scored says what the evaluation was.
+        let said = if rationale.trim().is_empty() {
+            criteria_text(item)
+        } else {
+            rationale.clone()
+        };
         let node = picture.add(Node {
             seq: e.seq,
             kind: &EVALUATION,
             place,
-            head: vec![Span::text(head)],
+            head,
             text: vec![Span::text(format!(
-                "{}: {rationale}",
+                "{}: {said}",
                 short(&item.branch_id, LABEL_NAME_CHARS)
             ))],
             title: format!(
