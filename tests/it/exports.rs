@@ -953,12 +953,11 @@ async fn svg_and_html_show_evaluations_closes_and_merges_on_thinking_branches() 
     ] {
         assert!(html.contains(meta), "{meta:?} is not listed");
     }
-    // The branch evaluated twice: the first is replaced by the second, which counts (the
-    // page's replay shows the first counting until the second; a standalone picture shows
-    // the end only); the second, without a rationale, shows what it scored.
+    // The branch evaluated twice: the first is replaced by the second, which counts; the
+    // second, without a rationale, shows what it scored.
     assert_eq!(svg.matches("· replaced by #").count(), 1, "{svg}");
     assert_eq!(svg.matches("· counts").count(), 1, "{svg}");
-    assert_eq!(html.matches("· counts</tspan>").count(), 2, "{html}");
+    assert_eq!(html.matches("· counts</tspan>").count(), 1, "{html}");
     assert!(svg.contains(": feasibility 5 ×"), "{svg}");
     check("export_svg_branch_events", &svg);
 }

@@ -327,13 +327,16 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             head.push_str(&short(r, LABEL_NAME_CHARS));
         }
         let mut head = vec![Span::text(head)];
-        // A branch evaluated again: its latest evaluation is the one that counts, each
-        // earlier one is replaced from the next one's event on.
+        // A branch evaluated again: its latest evaluation is the one that counts (until a
+        // later one), each earlier one is replaced from the next one's event on.
         let same_branch = |other: &&crate::tools::planning::state::Folded<Evaluation>| {
             other.item.branch_id == item.branch_id
         };
         let next = planning.evaluations[index + 1..].iter().find(same_branch);
-        let again = planning.evaluations.iter().filter(same_branch).count() > 1;
+        // Marked from the second evaluation on: a fold up to the first draws no mark.
+        let again = planning.evaluations[..index]
+            .iter()
+            .any(|e| same_branch(&e));
         if again {
             head.push(Span::during(" · counts", e.seq, next.map(|n| n.seq)).with_class("selected"));
         }
