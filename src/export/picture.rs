@@ -22,10 +22,43 @@ use crate::projection::tree::ThoughtTree;
 pub struct NodeKind {
     /// `data-kind` and the class `k-<name>`: lowercase ASCII letters and `-` only.
     pub name: &'static str,
-    /// Marker drawn before the label.
+    /// Marker written before the label in text (Markdown, Mermaid, the HTML page's list).
     pub marker: &'static str,
+    /// Marker drawn before the label in the picture: a shape, in the colour of the kind's
+    /// stroke, so the picture never depends on an emoji font.
+    pub glyph: Glyph,
     /// CSS declarations of its box.
     pub style: &'static str,
+}
+
+/// A node's marker as a shape: SVG path data in a 12 × 12 box (drawn at the start of the
+/// node's head line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Glyph {
+    Circle,
+    Square,
+    Diamond,
+    Triangle,
+    Hexagon,
+    Arrow,
+    Cross,
+    Flag,
+}
+
+impl Glyph {
+    /// Its outline in the 12 × 12 box, as path data.
+    pub(crate) fn path(self) -> &'static str {
+        match self {
+            Glyph::Circle => "M6 0a6 6 0 1 0 .01 0z",
+            Glyph::Square => "M1 1h10v10h-10z",
+            Glyph::Diamond => "M6 0l6 6-6 6-6-6z",
+            Glyph::Triangle => "M6 0l6 11h-12z",
+            Glyph::Hexagon => "M3 0h6l3 6-3 6h-6l-3-6z",
+            Glyph::Arrow => "M1 0l10 6-10 6z",
+            Glyph::Cross => "M4 0h4v4h4v4h-4v4h-4v-4h-4v-4h4z",
+            Glyph::Flag => "M1 0h2v12h-2zM3 0h8l-2 3 2 3h-8z",
+        }
+    }
 }
 
 /// A kind of link between two nodes and its style (constant CSS).

@@ -872,6 +872,32 @@ async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (S
         expected,
         "{name}: the picture is the projection's"
     );
+    // Every node's marker is a drawn shape, never a character a font must have: one
+    // glyph per node, and no node's head line starts with an emoji.
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    for node in doc
+        .descendants()
+        .filter(|n| n.has_tag_name("g") && n.attribute("data-kind").is_some())
+    {
+        let glyphs = node
+            .children()
+            .filter(|c| c.has_tag_name("path") && c.attribute("class") == Some("glyph"))
+            .count();
+        assert_eq!(glyphs, 1, "{name}: {node:?}");
+        let head: String = node
+            .children()
+            .find(|c| c.has_tag_name("text"))
+            .unwrap()
+            .descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect();
+        let first = head.chars().next().unwrap_or(' ');
+        assert!(
+            first.is_ascii(),
+            "{name}: a head line starts with {first:?}: {head}"
+        );
+    }
     let html = export(client, session, "html").await;
     for out in [&svg, &html] {
         for raw in [
@@ -1050,6 +1076,32 @@ async fn check_booster_pictures(client: &Client, session: &str, name: &str) -> (
         &export(client, session, "jsonl").await,
     );
     assert_eq!((nodes, edges), expected, "{name}: the picture is the log's");
+    // Every node's marker is a drawn shape, never a character a font must have: one
+    // glyph per node, and no node's head line starts with an emoji.
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    for node in doc
+        .descendants()
+        .filter(|n| n.has_tag_name("g") && n.attribute("data-kind").is_some())
+    {
+        let glyphs = node
+            .children()
+            .filter(|c| c.has_tag_name("path") && c.attribute("class") == Some("glyph"))
+            .count();
+        assert_eq!(glyphs, 1, "{name}: {node:?}");
+        let head: String = node
+            .children()
+            .find(|c| c.has_tag_name("text"))
+            .unwrap()
+            .descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect();
+        let first = head.chars().next().unwrap_or(' ');
+        assert!(
+            first.is_ascii(),
+            "{name}: a head line starts with {first:?}: {head}"
+        );
+    }
     let html = export(client, session, "html").await;
     for out in [&svg, &html] {
         for raw in [

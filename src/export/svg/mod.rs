@@ -208,7 +208,7 @@ pub(crate) fn render_into(
         match lane.heading {
             Heading::Branch(index) => {
                 let branch = &tree.branches[index];
-                out.push_str("🌿 ");
+                out.push_str("branch ");
                 push_cut(out, &mut scratch, &branch.id, NAME_MAX_CHARS);
                 let _ = write!(out, " · from {}", branch.from_thought);
             }
@@ -297,11 +297,14 @@ pub(crate) fn render_into(
         push_escaped_cut(out, &mut scratch, &node.title, TITLE_MAX_CHARS);
         let _ = write!(
             out,
-            "</title><rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"{NODE_RADIUS}\"/>\
-             <text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} #{seq}</tspan> ",
-            x + 8,
+            "</title><rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"{NODE_RADIUS}\"/>"
+        );
+        push_glyph(out, node.kind.glyph, x, y);
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\"><tspan class=\"head\">#{seq}</tspan> ",
+            x + GLYPH_TEXT_X,
             y + 18,
-            node.kind.marker,
         );
         push_spans(out, &mut scratch, &node.head, seq, options);
         push_by_shown(out, &mut scratch, tree.actor_at(seq));
@@ -444,12 +447,12 @@ fn write_node(
     if anomaly {
         push_anomaly_outline(out, x, y);
     }
+    push_glyph(out, kind.glyph, x, y);
     let _ = write!(
         out,
-        "<text x=\"{}\" y=\"{}\"><tspan class=\"head\">{} {}",
-        x + 8,
+        "<text x=\"{}\" y=\"{}\"><tspan class=\"head\">{}",
+        x + GLYPH_TEXT_X,
         y + 18,
-        kind.marker,
         node.thought_number,
     );
     match marks.iter().rev().find(|mark| !mark.total.is_empty()) {
@@ -534,6 +537,21 @@ fn push_by(out: &mut String, actor: Option<&str>) {
         escape_xml_into(out, actor);
         out.push_str(": ");
     }
+}
+
+/// Where a node's head line starts, from the box's left edge: after its glyph.
+const GLYPH_TEXT_X: u32 = 26;
+
+/// A node's glyph ([`crate::export::picture::Glyph`]), 12 × 12 px at the start of its head
+/// line, filled by its kind's rule (`.k-NAME .glyph`).
+fn push_glyph(out: &mut String, glyph: crate::export::picture::Glyph, x: u32, y: u32) {
+    let _ = write!(
+        out,
+        "<path class=\"glyph\" transform=\"translate({} {})\" d=\"{}\"/>",
+        x + 8,
+        y + 8,
+        glyph.path()
+    );
 }
 
 /// The most characters of a writer's name drawn in a node's head line (the whole name is
@@ -1288,9 +1306,9 @@ pub(crate) mod tests {
         assert_eq!(
             approaches,
             [
-                "🧭 #5 x p\u{a0}· 8.25\u{a0}· ★ selectedname p",
-                "🧭 #6 y p\u{a0}· 6.80\u{a0}· closedname p",
-                "🧭 #7 z pname p"
+                "#5 x p\u{a0}· 8.25\u{a0}· ★ selectedname p",
+                "#6 y p\u{a0}· 6.80\u{a0}· closedname p",
+                "#7 z pname p"
             ]
         );
 

@@ -5,7 +5,7 @@
 //! Owns: constant CSS only. Must not: take a style, a class or a kind from content.
 
 use crate::export::mermaid::is_revision;
-pub(crate) use crate::export::picture::NodeKind;
+pub(crate) use crate::export::picture::{Glyph, NodeKind};
 use crate::projection::tree::ThoughtNode;
 use std::fmt::Write as _;
 
@@ -21,21 +21,25 @@ pub(crate) const KINDS: &[NodeKind] = &[
     NodeKind {
         name: "thought",
         marker: "💭",
+        glyph: Glyph::Circle,
         style: "fill:#f8f9fa;stroke:#495057",
     },
     NodeKind {
         name: "revision",
         marker: "🔄",
+        glyph: Glyph::Diamond,
         style: "fill:#fff4e6;stroke:#e8590c;stroke-dasharray:5 3",
     },
     NodeKind {
         name: "branch",
         marker: "🌿",
+        glyph: Glyph::Triangle,
         style: "fill:#ebfbee;stroke:#2f9e44",
     },
     NodeKind {
         name: "think",
         marker: "🤔",
+        glyph: Glyph::Hexagon,
         style: "fill:#e7f5ff;stroke:#1c7ed6",
     },
 ];
@@ -78,10 +82,12 @@ pub(crate) fn stylesheet() -> String {
     );
     for kind in KINDS {
         let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+        push_glyph_rule(&mut css, kind);
     }
     for hooks in crate::export::picture::registered() {
         for kind in hooks.kinds {
             let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
+            push_glyph_rule(&mut css, kind);
         }
         for link in hooks.links {
             let _ = write!(css, ".e-{}{{{}}}", link.name, link.style);
@@ -89,4 +95,16 @@ pub(crate) fn stylesheet() -> String {
         css.push_str(hooks.css);
     }
     css
+}
+
+/// The fill of a kind's glyph: its box's stroke colour (its style's `stroke:`), so the
+/// glyph and the box read as one kind.
+fn push_glyph_rule(css: &mut String, kind: &NodeKind) {
+    let stroke = kind
+        .style
+        .split(';')
+        .find_map(|declaration| declaration.strip_prefix("stroke:"));
+    if let Some(colour) = stroke {
+        let _ = write!(css, ".k-{} .glyph{{fill:{colour}}}", kind.name);
+    }
 }

@@ -8,7 +8,7 @@
 //! escape them).
 
 use crate::export::picture::{
-    At, Entry, LinkKind, Node, NodeId, NodeKind, Picture, Pictures, Place, Span,
+    At, Entry, Glyph, LinkKind, Node, NodeId, NodeKind, Picture, Pictures, Place, Span,
 };
 use crate::projection::tree::ThoughtTree;
 use crate::provider::record::ModelCalls;
@@ -26,12 +26,14 @@ pub(crate) static PICTURES: Pictures = Pictures {
 const BRANCH_NODE: NodeKind = NodeKind {
     name: "agent-node",
     marker: "🌳",
+    glyph: Glyph::Triangle,
     style: "fill:#f3f0ff;stroke:#7048e8",
 };
 
 const CHAT: NodeKind = NodeKind {
     name: "agent-chat",
     marker: "💬",
+    glyph: Glyph::Circle,
     style: "fill:#e7f5ff;stroke:#1c7ed6",
 };
 
@@ -41,7 +43,7 @@ const NESTS: LinkKind = LinkKind {
 };
 
 /// The lane the branch nodes stand in.
-const LANE: &str = "🌳 branch nodes";
+const LANE: &str = "branch nodes";
 
 fn confidence(value: Option<f64>) -> String {
     value.map_or("not stated".to_string(), |c| format!("{c:.2}"))

@@ -15,7 +15,7 @@
 
 use crate::export::counted;
 use crate::export::picture::{
-    At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, short,
+    At, Entry, Glyph, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, short,
 };
 use crate::projection::tree::ThoughtTree;
 use crate::tools::booster::state::{BoosterState, Iteration, LoopKind, Score, StepCount, Via};
@@ -32,36 +32,43 @@ pub(crate) static PICTURES: Pictures = Pictures {
 const TASK: NodeKind = NodeKind {
     name: "booster-task",
     marker: "🎯",
+    glyph: Glyph::Circle,
     style: "fill:#f3f0ff;stroke:#7048e8",
 };
 const HINTS: NodeKind = NodeKind {
     name: "booster-hints",
     marker: "📝",
+    glyph: Glyph::Square,
     style: "fill:#f8f0fc;stroke:#ae3ec9",
 };
 const STEP: NodeKind = NodeKind {
     name: "booster-step",
     marker: "🚀",
+    glyph: Glyph::Arrow,
     style: "fill:#d3f9d8;stroke:#2b8a3e;stroke-width:2.5",
 };
 const CANDIDATE: NodeKind = NodeKind {
     name: "booster-candidate",
     marker: "🎲",
+    glyph: Glyph::Diamond,
     style: "fill:#f8f9fa;stroke:#adb5bd",
 };
 const BEAM: NodeKind = NodeKind {
     name: "booster-beam",
     marker: "🔭",
+    glyph: Glyph::Hexagon,
     style: "fill:#d0ebff;stroke:#1c7ed6;stroke-width:2",
 };
 const BACKTRACK: NodeKind = NodeKind {
     name: "booster-backtrack",
     marker: "↩️",
+    glyph: Glyph::Cross,
     style: "fill:#fff4e6;stroke:#e8590c;stroke-dasharray:4 3",
 };
 const LOOP: NodeKind = NodeKind {
     name: "booster-loop",
     marker: "🔁",
+    glyph: Glyph::Diamond,
     style: "fill:#fff9db;stroke:#f08c00;stroke-dasharray:4 3",
 };
 
@@ -555,9 +562,9 @@ mod tests {
         assert_eq!(
             labels("booster-step"),
             [
-                "🚀 1/16 · #5\u{a0}· 0.901 b",
-                "🚀 2/16 · #8\u{a0}· 0.80\u{a0}· beam\u{a0}· ↩ dropped2 b",
-                "🚀 3/16 · #11\u{a0}· 0.90\u{a0}· ⟳ repeat1 b"
+                "1/16 · #5\u{a0}· 0.901 b",
+                "2/16 · #8\u{a0}· 0.80\u{a0}· beam\u{a0}· ↩ dropped2 b",
+                "3/16 · #11\u{a0}· 0.90\u{a0}· ⟳ repeat1 b"
             ]
         );
         let chosen: Vec<String> = labels("booster-candidate")
@@ -567,9 +574,9 @@ mod tests {
         assert_eq!(
             chosen,
             [
-                "🎲 #4 #1.1 · 0.90\u{a0}· ✓ chosen1 b",
-                "🎲 #6 #2.2 · 0.80\u{a0}· ✓ chosen2 b",
-                "🎲 #10 #3.1 · 0.90\u{a0}· ✓ chosen1 b"
+                "#4 #1.1 · 0.90\u{a0}· ✓ chosen1 b",
+                "#6 #2.2 · 0.80\u{a0}· ✓ chosen2 b",
+                "#10 #3.1 · 0.90\u{a0}· ✓ chosen1 b"
             ]
         );
     }

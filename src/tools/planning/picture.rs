@@ -11,8 +11,8 @@
 
 use crate::export::counted;
 use crate::export::picture::{
-    At, Entry, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span, branch_tail,
-    short,
+    At, Entry, Glyph, LinkKind, Mark, Node, NodeId, NodeKind, Picture, Pictures, Place, Span,
+    branch_tail, short,
 };
 use crate::projection::tree::ThoughtTree;
 use crate::tools::planning::document::number;
@@ -37,36 +37,43 @@ pub(crate) static PICTURES: Pictures = Pictures {
 const PLAN: NodeKind = NodeKind {
     name: "plan",
     marker: "📋",
+    glyph: Glyph::Square,
     style: "fill:#f3f0ff;stroke:#7048e8",
 };
 const CLARIFICATION: NodeKind = NodeKind {
     name: "clarification",
     marker: "❓",
+    glyph: Glyph::Diamond,
     style: "fill:#f8f0fc;stroke:#ae3ec9",
 };
 const APPROACH: NodeKind = NodeKind {
     name: "approach",
     marker: "🧭",
+    glyph: Glyph::Arrow,
     style: "fill:#ebfbee;stroke:#2f9e44",
 };
 const EVALUATION: NodeKind = NodeKind {
     name: "evaluation",
     marker: "⚖️",
+    glyph: Glyph::Hexagon,
     style: "fill:#fff9db;stroke:#f08c00",
 };
 const FINAL: NodeKind = NodeKind {
     name: "final-plan",
     marker: "🏁",
+    glyph: Glyph::Flag,
     style: "fill:#fff9db;stroke:#e67700;stroke-width:3",
 };
 const CLOSE: NodeKind = NodeKind {
     name: "close",
     marker: "🔒",
+    glyph: Glyph::Square,
     style: "fill:#f1f3f5;stroke:#868e96;stroke-dasharray:4 3",
 };
 const MERGE: NodeKind = NodeKind {
     name: "merge",
     marker: "🔀",
+    glyph: Glyph::Cross,
     style: "fill:#e6fcf5;stroke:#0ca678",
 };
 
@@ -249,7 +256,7 @@ fn draw(tree: &ThoughtTree, picture: &mut Picture) {
             let approach = picture.add(Node {
                 seq: a.seq,
                 kind: &APPROACH,
-                place: Place::Lane("🧭 approaches"),
+                place: Place::Lane("approaches"),
                 head,
                 text: vec![Span::text(item.name.clone())],
                 title,

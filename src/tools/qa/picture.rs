@@ -7,7 +7,9 @@
 //! projection, or put text anywhere but in a [`Span`], a title or a detail (the renderers
 //! escape them).
 
-use crate::export::picture::{At, LinkKind, Mark, Node, NodeKind, Picture, Pictures, Place, Span};
+use crate::export::picture::{
+    At, Glyph, LinkKind, Mark, Node, NodeKind, Picture, Pictures, Place, Span,
+};
 use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::QaNode;
 
@@ -22,6 +24,7 @@ pub(crate) static PICTURES: Pictures = Pictures {
 const TOOLS: NodeKind = NodeKind {
     name: "qa-tools",
     marker: "🧰",
+    glyph: Glyph::Square,
     style: "fill:#fff0f6;stroke:#c2255c",
 };
 
