@@ -550,6 +550,16 @@ async fn hostile_branch_events(client: &Client) -> String {
         )
         .await,
     );
+    // Again, in the last column: its link from the branch detours around the first
+    // evaluation, right of the column, inside the picture.
+    answered(
+        &call(
+            client,
+            "evaluate_branch",
+            json!({"sessionId": session, "branchId": b[1], "feasibility": 4, "rationale": h[2]}),
+        )
+        .await,
+    );
     answered(
         &call(
             client,
@@ -875,6 +885,30 @@ async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (S
     // Every node's marker is a drawn shape, never a character a font must have: one
     // glyph per node, and no node's head line starts with an emoji.
     let doc = roxmltree::Document::parse(&svg).unwrap();
+    // Every edge stays inside the picture (its points, control points included).
+    let width: f64 = doc
+        .root_element()
+        .attribute("width")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for edge in doc
+        .descendants()
+        .filter(|n| n.has_tag_name("path") && n.attribute("data-edge").is_some())
+    {
+        let d = edge.attribute("d").unwrap();
+        let numbers: Vec<f64> = d
+            .split(|c: char| c.is_ascii_alphabetic() || c == ' ' || c == ',')
+            .filter(|part| !part.is_empty())
+            .map(|part| part.parse().unwrap())
+            .collect();
+        for x in numbers.chunks(2).map(|pair| pair[0]) {
+            assert!(
+                (0.0..=width).contains(&x),
+                "{name}: an edge leaves the picture: {d} (width {width})"
+            );
+        }
+    }
     for node in doc
         .descendants()
         .filter(|n| n.has_tag_name("g") && n.attribute("data-kind").is_some())
@@ -979,11 +1013,11 @@ async fn svg_and_html_show_evaluations_closes_and_merges_on_thinking_branches() 
     ] {
         assert!(html.contains(meta), "{meta:?} is not listed");
     }
-    // The branch evaluated twice: the first is replaced by the second, which counts; the
-    // second, without a rationale, shows what it scored.
-    assert_eq!(svg.matches("· replaced by #").count(), 1, "{svg}");
-    assert_eq!(svg.matches("· counts").count(), 1, "{svg}");
-    assert_eq!(html.matches("· counts</tspan>").count(), 1, "{html}");
+    // Each branch evaluated twice: the first is replaced by the second, which counts; a
+    // second without a rationale shows what it scored.
+    assert_eq!(svg.matches("· replaced by #").count(), 2, "{svg}");
+    assert_eq!(svg.matches("· counts").count(), 2, "{svg}");
+    assert_eq!(html.matches("· counts</tspan>").count(), 2, "{html}");
     assert!(svg.contains(": feasibility 5 ×"), "{svg}");
     check("export_svg_branch_events", &svg);
 }
@@ -1079,6 +1113,30 @@ async fn check_booster_pictures(client: &Client, session: &str, name: &str) -> (
     // Every node's marker is a drawn shape, never a character a font must have: one
     // glyph per node, and no node's head line starts with an emoji.
     let doc = roxmltree::Document::parse(&svg).unwrap();
+    // Every edge stays inside the picture (its points, control points included).
+    let width: f64 = doc
+        .root_element()
+        .attribute("width")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for edge in doc
+        .descendants()
+        .filter(|n| n.has_tag_name("path") && n.attribute("data-edge").is_some())
+    {
+        let d = edge.attribute("d").unwrap();
+        let numbers: Vec<f64> = d
+            .split(|c: char| c.is_ascii_alphabetic() || c == ' ' || c == ',')
+            .filter(|part| !part.is_empty())
+            .map(|part| part.parse().unwrap())
+            .collect();
+        for x in numbers.chunks(2).map(|pair| pair[0]) {
+            assert!(
+                (0.0..=width).contains(&x),
+                "{name}: an edge leaves the picture: {d} (width {width})"
+            );
+        }
+    }
     for node in doc
         .descendants()
         .filter(|n| n.has_tag_name("g") && n.attribute("data-kind").is_some())

@@ -97,7 +97,9 @@ pub(crate) fn render_into(
     let layout = layout(tree, picture);
     let edges = tree.edges();
     let rows = layout.rows.max(1);
-    let width = node_x(layout.columns) - COL_W + NODE_W + MARGIN;
+    // The gap right of the last column too: an edge detoured around the boxes between
+    // its ends in that column runs through it ([`layout::detour_path`]), and was cut.
+    let width = node_x(layout.columns) - COL_W + NODE_W + (COL_W - NODE_W) / 2 + MARGIN;
     let width = width.max(560);
     let height = node_y(rows) + MARGIN;
     out.reserve(1024 + tree.order.len() * 700 + picture.nodes.len() * 900);
