@@ -3,7 +3,7 @@
 //!
 //! Owns: [`FamilyEvent`] (a family's payload as the core sees it: tag, schema, text,
 //! binary encoding, how it folds into the stored summary; how it folds into a thought
-//! tree is the projection's hook, `crate::projection::family::FoldTree`), [`FamilyPayload`] (one
+//! tree is the projection's hook, `crate::projection::tree::FoldTree`), [`FamilyPayload`] (one
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the

@@ -533,7 +533,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
     ], // Being broken, one commit each (issue 47, part 2).
     &["export::family", "export::mermaid", "export::picture"],
     &["http::limits", "http::metrics", "http::sessions"],
-    &["projection::family", "projection::tree"],
     &["provider::config", "provider::embeddings", "provider::http"],
     &[
         "recall::documents",

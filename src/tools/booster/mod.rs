@@ -88,7 +88,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
     prompts: &[],

@@ -11,7 +11,7 @@ use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 pub(crate) use crate::tools::booster::state::{
     Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Started,

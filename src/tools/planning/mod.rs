@@ -69,7 +69,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "Plan",
     }],
     codec: Some(&payload::PLANNING_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::PlanningEvent>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::PlanningEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&document::RENDER),
     prompts: &[&plan_prompt::PLAN_PROMPT],

@@ -13,7 +13,7 @@ use crate::event::summary::SummaryPart;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use crate::tools::planning::state::{
     Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,

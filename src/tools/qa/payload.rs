@@ -11,8 +11,8 @@ use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
 use crate::projection::family::NodeExtension;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::{QaNode, StandIn};
 use crate::tools::thinking::SequentialThought;
