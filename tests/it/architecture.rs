@@ -531,7 +531,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools::planning",
         "tools::planning::plan_prompt",
     ], // Being broken, one commit each (issue 47, part 2).
-    &["provider::config", "provider::embeddings", "provider::http"],
     &[
         "recall::documents",
         "recall::index",
