@@ -561,7 +561,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
     ],
     &["tools::booster::payload", "tools::booster::trace"],
     &["tools::planning::payload", "tools::planning::trace"],
-    &["tools::qa::payload", "tools::qa::workflow"],
 ];
 
 /// The file a path is in: what its `use`s stand for followed (`crate::store::StoreError` is
