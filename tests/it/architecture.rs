@@ -555,10 +555,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
     &["store::open", "store::postgres"],
     &["store::postgres::salvage", "store::salvage"],
     &["store::redb::open", "store::redb::wal"],
-    &[
-        "tools::booster::candidates::chain",
-        "tools::booster::candidates::prose",
-    ],
     &["tools::booster::payload", "tools::booster::trace"],
     &["tools::planning::payload", "tools::planning::trace"],
 ];
