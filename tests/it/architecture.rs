@@ -555,8 +555,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
     &["store::open", "store::postgres"],
     &["store::postgres::salvage", "store::salvage"],
     &["store::redb::open", "store::redb::wal"],
-    &["tools::booster::payload", "tools::booster::trace"],
-    &["tools::planning::payload", "tools::planning::trace"],
 ];
 
 /// The file a path is in: what its `use`s stand for followed (`crate::store::StoreError` is

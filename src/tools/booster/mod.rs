@@ -26,7 +26,6 @@ pub(crate) mod prompt;
 mod run;
 use run::{read, solve, start, step};
 pub(crate) mod state;
-mod trace;
 pub(crate) mod verifier;
 
 use super::args::{

@@ -20,7 +20,6 @@ mod plan_prompt;
 pub(crate) mod prompt;
 mod read;
 pub(crate) mod state;
-mod trace;
 
 pub(crate) use parse::PlanArgs;
 use parse::refused;
