@@ -532,12 +532,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools::planning::plan_prompt",
     ], // Being broken, one commit each (issue 47, part 2).
     &[
-        "recall::documents",
-        "recall::index",
-        "recall::index::indexer",
-        "recall::index::search",
-    ],
-    &[
         "recall::postgres",
         "recall::postgres::vectors",
         "recall::vectors",
