@@ -532,11 +532,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools::planning::plan_prompt",
     ], // Being broken, one commit each (issue 47, part 2).
     &[
-        "recall::postgres",
-        "recall::postgres::vectors",
-        "recall::vectors",
-    ],
-    &[
         "store::chain",
         "store::contract",
         "store::damage",
