@@ -105,7 +105,7 @@ pub(crate) fn registry() -> &'static dyn event::family::Registry {
 }
 
 /// The same registry as the projections see it (`projection::family`).
-pub(crate) fn folds() -> &'static dyn projection::family::Registry {
+pub(crate) fn folds() -> &'static dyn projection::tree::Registry {
     &tools::REGISTRY
 }
 

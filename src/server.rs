@@ -38,6 +38,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// with room to spare, so an oversized thought still gets its clear size error.
 pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
+/// Environment variable choosing the toolsets `serve` lists (read by the CLI, named here
+/// when a call asks for a tool of a toolset not listed).
+pub(crate) const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
+
 /// Sessions listed as individual resources in `resources/list`.
 pub(crate) const LISTED_SESSION_RESOURCES: usize = 20;
 
@@ -118,7 +122,7 @@ impl LedgerServer {
                     .map(|t| t.as_str())
                     .collect::<Vec<_>>()
                     .join(","),
-                env = crate::cli::TOOLSETS_ENV,
+                env = TOOLSETS_ENV,
             ),
         }
     }

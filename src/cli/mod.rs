@@ -59,8 +59,8 @@ pub(crate) const DATA_DIR_ENV: &str = "REASONING_LEDGER_DIR";
 /// Environment variable choosing the store (`postgres://…`); unset: the redb file in the
 /// data directory.
 pub(crate) const STORE_ENV: &str = "REASONING_LEDGER_STORE";
-/// Environment variable choosing the toolsets of `serve`.
-pub(crate) const TOOLSETS_ENV: &str = "REASONING_LEDGER_TOOLSETS";
+/// Environment variable choosing the toolsets of `serve` (the server names it too).
+pub(crate) use crate::server::TOOLSETS_ENV;
 /// Environment variable that turns the stderr thought box off when "true" (any case).
 pub(crate) const DISABLE_THOUGHT_LOGGING_ENV: &str = "DISABLE_THOUGHT_LOGGING";
 

@@ -3,7 +3,7 @@
 //!
 //! Owns: [`FamilyEvent`] (a family's payload as the core sees it: tag, schema, text,
 //! binary encoding, how it folds into the stored summary; how it folds into a thought
-//! tree is the projection's hook, `crate::projection::family::FoldTree`), [`FamilyPayload`] (one
+//! tree is the projection's hook, `crate::projection::tree::FoldTree`), [`FamilyPayload`] (one
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
@@ -23,7 +23,7 @@
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
-use crate::event::summary::{SessionSummary, SummaryPart};
+use crate::event::summary::{SessionSummary, SummaryPart, SummaryParts};
 use crate::event::{CallRecord, RawArguments, SessionKind};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -250,6 +250,45 @@ pub(crate) fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
 /// Every codec of the current families, in registration order.
 pub(crate) fn registered_codecs() -> Vec<&'static dyn PayloadCodec> {
     Families::with_current(|families| families.codecs().to_vec())
+}
+
+/// A stored summary's family parts read back through the codecs that declared their
+/// fields: here, with the codecs, so the summary itself knows no registry.
+impl<'de> serde::Deserialize<'de> for SummaryParts {
+    /// The summary's fields no core field took, each given to the codec that declares it
+    /// ([`PayloadCodec::summary_keys`]). A field no codec declares is ignored (as serde ignores unknown fields).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let fields = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut groups: Vec<(
+            &'static dyn PayloadCodec,
+            serde_json::Map<String, serde_json::Value>,
+        )> = Vec::new();
+        let codecs = registered_codecs();
+        for (key, value) in fields {
+            let Some(codec) = codecs
+                .iter()
+                .copied()
+                .find(|codec| codec.summary_keys().contains(&key.as_str()))
+            else {
+                continue;
+            };
+            match groups
+                .iter_mut()
+                .find(|(known, _)| std::ptr::addr_eq(*known, codec))
+            {
+                Some((_, group)) => {
+                    group.insert(key, value);
+                }
+                None => groups.push((codec, serde_json::Map::from_iter([(key, value)]))),
+            }
+        }
+        let mut parts = SummaryParts::default();
+        for (codec, group) in groups {
+            parts.insert(codec.read_summary(group).map_err(D::Error::custom)?);
+        }
+        Ok(parts)
+    }
 }
 
 /// Position of family `name` among the current families' codecs (the order families'

@@ -3,7 +3,8 @@
 //! Owns: [`SessionSummary`], the counts and branch list every answer of the thinking tools
 //! needs, folded one event at a time (each family folds its own events into it through
 //! [`crate::event::FamilyEvent::summarize`]), and [`SummaryPart`] (the fields a family adds
-//! to it, in [`SummaryParts`], read back by the family's codec). The store keeps the folded
+//! to it, in [`SummaryParts`], read back by the family's codec: that `Deserialize` is in
+//! `event/family.rs`, with the codecs, so this file knows no registry). The store keeps the folded
 //! summary of each session next to its head so a tool reads one row instead of replaying
 //! the log. Must not: do I/O or depend on anything but the events folded into it.
 //!
@@ -241,7 +242,7 @@ impl SummaryParts {
     }
 
     /// Inserts `part` in its place; returns its index.
-    fn insert(&mut self, part: Box<dyn SummaryPart>) -> usize {
+    pub(super) fn insert(&mut self, part: Box<dyn SummaryPart>) -> usize {
         let at = self
             .0
             .iter()
@@ -301,40 +302,5 @@ impl Serialize for SummaryParts {
             }
         }
         map.end()
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for SummaryParts {
-    /// The summary's fields no core field took, each given to the codec that declares it
-    /// ([`crate::event::PayloadCodec::summary_keys`]). A field no codec declares is ignored (as serde ignores unknown fields).
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let fields = Map::<String, Value>::deserialize(d)?;
-        let mut groups: Vec<(&'static dyn crate::event::PayloadCodec, Map<String, Value>)> =
-            Vec::new();
-        let codecs = crate::event::family::registered_codecs();
-        for (key, value) in fields {
-            let Some(codec) = codecs
-                .iter()
-                .copied()
-                .find(|codec| codec.summary_keys().contains(&key.as_str()))
-            else {
-                continue;
-            };
-            match groups
-                .iter_mut()
-                .find(|(known, _)| std::ptr::addr_eq(*known, codec))
-            {
-                Some((_, group)) => {
-                    group.insert(key, value);
-                }
-                None => groups.push((codec, Map::from_iter([(key, value)]))),
-            }
-        }
-        let mut parts = SummaryParts::default();
-        for (codec, group) in groups {
-            parts.insert(codec.read_summary(group).map_err(D::Error::custom)?);
-        }
-        Ok(parts)
     }
 }

@@ -147,9 +147,3 @@ pub(crate) fn renders() -> &'static [&'static dyn FamilyRender] {
     static RENDERS: OnceLock<Vec<&'static dyn FamilyRender>> = OnceLock::new();
     RENDERS.get_or_init(|| crate::exports().renders())
 }
-
-/// The registered picture registrations (asked of the registry once).
-pub(crate) fn pictures() -> &'static [&'static Pictures] {
-    static PICTURES: OnceLock<Vec<&'static Pictures>> = OnceLock::new();
-    PICTURES.get_or_init(|| crate::exports().pictures())
-}

@@ -16,6 +16,8 @@
 //! placeholder of a tree without thoughts or family nodes, id [`EMPTY_NODE_ID`].
 
 use crate::export::counted;
+/// Text cut to fit a label is `export`'s (the SVG's labels take it from here too).
+pub(crate) use crate::export::cut_into;
 use crate::export::family::renders;
 use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
@@ -34,9 +36,6 @@ pub(crate) const BRANCH_TITLE_MAX_CHARS: usize = 60;
 /// Id of the one node of a tree without thoughts (never `t<digits>`, so it is not
 /// counted as a thought).
 pub(crate) const EMPTY_NODE_ID: &str = "empty";
-
-/// Appended to text cut to fit a label.
-const ELLIPSIS: char = '…';
 
 /// Stands in for control, bidi and other characters that must not reach the diagram.
 const REPLACEMENT: &str = "\u{FFFD}";
@@ -262,34 +261,6 @@ pub(crate) fn push_label(out: &mut String, scratch: &mut String, text: &str, max
     scratch.clear();
     cut_into(scratch, text, max_chars);
     escape_into(out, scratch);
-}
-
-/// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
-/// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
-/// `…` when cut.
-pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
-    let base = out.len();
-    let mut count = 0;
-    for word in text.split_whitespace() {
-        let needed = usize::from(count > 0) + word.chars().count();
-        if count + needed > max_chars {
-            // Fill what room is left (keeping one char for the ellipsis).
-            if count > 0 && count + 1 < max_chars {
-                out.push(' ');
-                count += 1;
-            }
-            out.extend(word.chars().take(max_chars.saturating_sub(count + 1)));
-            let trimmed = base + out[base..].trim_end().len();
-            out.truncate(trimmed);
-            out.push(ELLIPSIS);
-            return;
-        }
-        if count > 0 {
-            out.push(' ');
-        }
-        out.push_str(word);
-        count += needed;
-    }
 }
 
 /// Escapes text for a quoted Mermaid label (`["…"]`, `|"…"|`, a subgraph title) in one

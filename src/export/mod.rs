@@ -3,7 +3,8 @@
 //! the picture, the thoughts, a replay slider and a filter).
 //!
 //! Owns: turning a [`ThoughtTree`] or a list of events into text, and [`truncate`] (the
-//! one way a text is shortened with an ellipsis, for labels, titles and answers). Must
+//! one way a text is shortened with an ellipsis, for titles and answers; [`cut_into`] for
+//! labels, whitespace collapsed). Must
 //! not: read the store (callers fold and pass what to render), let any text a model wrote
 //! change the structure of the output (escaping is the renderer's job), or name a family
 //! (they add their pieces through [`family`] and [`picture`]).
@@ -118,6 +119,34 @@ pub(crate) fn truncate(text: &str, max_chars: usize, ellipsis: Ellipsis) -> Stri
     let mut out = String::with_capacity(text.len().min(max_chars * 4) + 3);
     truncate_into(&mut out, text, max_chars, ellipsis);
     out
+}
+
+/// Appends `text` to `out` with every run of whitespace (newlines included) collapsed to
+/// one space, trimmed, and cut to at most `max_chars` chars on a char boundary, ending in
+/// `…` when cut.
+pub(crate) fn cut_into(out: &mut String, text: &str, max_chars: usize) {
+    let base = out.len();
+    let mut count = 0;
+    for word in text.split_whitespace() {
+        let needed = usize::from(count > 0) + word.chars().count();
+        if count + needed > max_chars {
+            // Fill what room is left (keeping one char for the ellipsis).
+            if count > 0 && count + 1 < max_chars {
+                out.push(' ');
+                count += 1;
+            }
+            out.extend(word.chars().take(max_chars.saturating_sub(count + 1)));
+            let trimmed = base + out[base..].trim_end().len();
+            out.truncate(trimmed);
+            out.push('…');
+            return;
+        }
+        if count > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        count += needed;
+    }
 }
 
 /// `count` and its noun, singular for exactly one ("1 branch", "0 branches", "2 branches"):

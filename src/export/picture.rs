@@ -16,6 +16,7 @@
 //! events would draw it.
 
 use crate::projection::tree::ThoughtTree;
+use std::sync::OnceLock;
 
 /// A kind of node and its style (constant CSS, never content).
 #[derive(Debug, PartialEq)]
@@ -253,9 +254,13 @@ impl Picture {
     }
 }
 
-/// The families' picture registrations, in registry order.
+/// The families' picture registrations, in registry order (asked of the registry once).
 pub(crate) fn registered() -> impl Iterator<Item = &'static Pictures> {
-    super::family::pictures().iter().copied()
+    static PICTURES: OnceLock<Vec<&'static Pictures>> = OnceLock::new();
+    PICTURES
+        .get_or_init(|| crate::exports().pictures())
+        .iter()
+        .copied()
 }
 
 /// The seq of the last thought of branch `branch` recorded before event `before`, if
@@ -272,7 +277,7 @@ pub(crate) fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Opti
 /// names inside a label.
 pub(crate) fn short(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
-    crate::export::mermaid::cut_into(&mut out, text, max_chars);
+    super::cut_into(&mut out, text, max_chars);
     out
 }
 

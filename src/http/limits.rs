@@ -26,6 +26,25 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// Default of `--max-sessions`: live MCP sessions at most. A session costs about 200 KB
+/// (issue 36's measure: 1,500 took 600 MB), so 256 hold about 50 MB at worst, while a team
+/// of a few dozen people with several clients each stays far below it.
+pub(crate) const DEFAULT_MAX_SESSIONS: usize = 256;
+
+/// Default of `--max-sessions-per-actor`: live sessions of one actor (a named token, the
+/// shared `default` token, an OAuth subject). One actor takes at most a quarter of
+/// [`DEFAULT_MAX_SESSIONS`] (about 13 MB), so three others always find room; and a team
+/// that shares the `default` token (one actor) still runs 64 clients at once, as the team
+/// load test does (`tests/services/team_load.rs`). Clients that leak sessions without a
+/// DELETE get their slots back after the idle timeout.
+pub(crate) const DEFAULT_MAX_SESSIONS_PER_ACTOR: usize = 64;
+
+/// Default of `--session-idle-timeout`: a session with no request and no open stream for
+/// this long is ended (rmcp's own expiry is 300 s and counts a long tool call as idle;
+/// this one never ends a session with a request or a stream open). A client that comes
+/// back later gets 404 and initializes again, as the protocol says.
+pub(crate) const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Default of `--header-timeout`: longest a request head may take to arrive.
 pub(crate) const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of `--idle-timeout`: longest a keep-alive connection may sit between requests.
@@ -80,9 +99,9 @@ impl Default for HttpLimits {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             unauthenticated_timeout: DEFAULT_UNAUTHENTICATED_TIMEOUT,
-            max_sessions: super::sessions::DEFAULT_MAX_SESSIONS,
-            max_sessions_per_actor: super::sessions::DEFAULT_MAX_SESSIONS_PER_ACTOR,
-            session_idle_timeout: super::sessions::DEFAULT_SESSION_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_actor: DEFAULT_MAX_SESSIONS_PER_ACTOR,
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
         }
     }
 }

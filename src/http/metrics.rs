@@ -178,14 +178,13 @@ pub(crate) fn sessions_live(live: usize) {
     }
 }
 
-/// An `initialize` was refused at a session cap.
-pub(crate) fn session_refused(scope: super::sessions::Scope) {
+/// An `initialize` was refused at a session cap (`scope`: the cap's label, `overall` or
+/// `actor`).
+pub(crate) fn session_refused(scope: &'static str) {
     if let Some(metrics) = METRICS.get() {
         metrics
             .sessions_refused
-            .get_or_create(&ScopeLabel {
-                scope: scope.label(),
-            })
+            .get_or_create(&ScopeLabel { scope })
             .inc();
     }
 }
@@ -301,7 +300,7 @@ mod tests {
             "{text}"
         );
         sessions_live(3);
-        session_refused(super::super::sessions::Scope::Actor);
+        session_refused(super::super::sessions::Scope::Actor.label());
         let text = metrics.render(7);
         assert!(text.contains("reasoning_ledger_live_sessions 3"), "{text}");
         assert!(

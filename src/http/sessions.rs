@@ -33,25 +33,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Default of `--max-sessions`: live MCP sessions at most. A session costs about 200 KB
-/// (issue 36's measure: 1,500 took 600 MB), so 256 hold about 50 MB at worst, while a team
-/// of a few dozen people with several clients each stays far below it.
-pub(crate) const DEFAULT_MAX_SESSIONS: usize = 256;
-
-/// Default of `--max-sessions-per-actor`: live sessions of one actor (a named token, the
-/// shared `default` token, an OAuth subject). One actor takes at most a quarter of
-/// [`DEFAULT_MAX_SESSIONS`] (about 13 MB), so three others always find room; and a team
-/// that shares the `default` token (one actor) still runs 64 clients at once, as the team
-/// load test does (`tests/services/team_load.rs`). Clients that leak sessions without a
-/// DELETE get their slots back after the idle timeout.
-pub(crate) const DEFAULT_MAX_SESSIONS_PER_ACTOR: usize = 64;
-
-/// Default of `--session-idle-timeout`: a session with no request and no open stream for
-/// this long is ended (rmcp's own expiry is 300 s and counts a long tool call as idle;
-/// this one never ends a session with a request or a stream open). A client that comes
-/// back later gets 404 and initializes again, as the protocol says.
-pub(crate) const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// The fewest seconds a refusal's `Retry-After` says.
 const MIN_RETRY_AFTER_SECS: u64 = 1;
 
@@ -391,7 +372,7 @@ impl SessionManager for Sessions {
             .try_with(|admission| admission.actor.clone())
             .unwrap_or_default();
         if let Err(refusal) = sessions.take_slot(&actor) {
-            metrics::session_refused(refusal.scope);
+            metrics::session_refused(refusal.scope.label());
             tracing::debug!(actor = %actor, cap = refusal.cap, scope = refusal.scope.label(), "MCP session refused");
             let _ = ADMISSION.try_with(|admission| admission.refused.set(Some(refusal)));
             return Err(SessionsError::Refused(refusal));

@@ -7,8 +7,9 @@
 //! ([`crate::event::summary::SummaryPart`]): the store keeps them. Must not: name a family,
 //! or import `crate::tools` or `crate::export`.
 //!
-//! A family folds its events into a tree through [`FoldTree`] (registered as a [`Fold`]
-//! beside its codec: the event layer knows nothing of trees) and into the summary through
+//! A family folds its events into a tree through `crate::projection::tree::FoldTree`
+//! (registered as a `Fold` beside its codec: the event layer knows nothing of trees; the
+//! hook is the tree's, so this file names no tree) and into the summary through
 //! [`crate::event::FamilyEvent::summarize`], and reads them back by type
 //! (`tree.family::<T>()`, `node.data::<T>()`, `summary.part::<T>()`); the exports ask the
 //! families' renderers (`crate::export::family`) for their pieces.
@@ -16,88 +17,10 @@
 //! [`ThoughtTree`]: crate::projection::tree::ThoughtTree
 //! [`SessionSummary`]: crate::event::summary::SessionSummary
 
-use crate::event::FamilyEvent;
-use crate::projection::tree::ThoughtTree;
 use serde::Serialize;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::fmt;
-use std::marker::PhantomData;
-
-/// A payload type that folds into a thought tree (moving its texts): the projection's hook
-/// on a family's events, implemented in the family's folder.
-pub(crate) trait FoldTree: FamilyEvent + Sized {
-    /// Folds it into `tree` as event `seq` committed at `at`.
-    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree);
-}
-
-/// How some of a family's payloads fold into a tree, as the registry hands it to the
-/// projection (see [`Registry`]). [`FoldOf`] is the one implementation a family needs.
-pub trait Fold: Sync {
-    /// Folds `event` if it is one of the payload types this fold knows; hands it back
-    /// otherwise.
-    fn fold(
-        &self,
-        event: Box<dyn FamilyEvent>,
-        seq: u64,
-        at: u64,
-        tree: &mut ThoughtTree,
-    ) -> Result<(), Box<dyn FamilyEvent>>;
-}
-
-/// The [`Fold`] of payloads of type `T` (a family registers one per payload type it
-/// decodes to: `&FoldOf::<MyEvent>::NEW`).
-pub(crate) struct FoldOf<T>(PhantomData<fn() -> T>);
-
-impl<T> FoldOf<T> {
-    /// The fold of `T` (a constant, for a family's static list).
-    pub(crate) const NEW: FoldOf<T> = FoldOf(PhantomData);
-}
-
-impl<T: FoldTree> Fold for FoldOf<T> {
-    fn fold(
-        &self,
-        event: Box<dyn FamilyEvent>,
-        seq: u64,
-        at: u64,
-        tree: &mut ThoughtTree,
-    ) -> Result<(), Box<dyn FamilyEvent>> {
-        if !event.as_any().is::<T>() {
-            return Err(event);
-        }
-        let event = event
-            .into_any()
-            .downcast::<T>()
-            .expect("the type was just checked");
-        event.fold_tree(seq, at, tree);
-        Ok(())
-    }
-}
-
-/// What the projections ask of the registered families: how their payloads fold into a
-/// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
-pub(crate) trait Registry: Sync {
-    /// Every registered fold: the families' in registry order, then the shared ones.
-    fn folds(&self) -> Vec<&'static dyn Fold>;
-}
-
-/// The registered folds (asked of the registry once).
-pub(crate) fn folds() -> &'static [&'static dyn Fold] {
-    static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
-    FOLDS.get_or_init(|| crate::folds().folds())
-}
-
-/// Folds a family payload into `tree` through the fold registered for its type; a payload
-/// no fold claims adds nothing to a tree.
-pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {
-    let mut event = event;
-    for fold in folds() {
-        match fold.fold(event, seq, at, tree) {
-            Ok(()) => return,
-            Err(back) => event = back,
-        }
-    }
-}
 
 /// A family's folded state in a tree (its plans, its search, its nodes…).
 ///

@@ -3,19 +3,20 @@
 //! and `branches_from` (from a branch point to the first thought of its branch).
 //!
 //! Built by folding events in seq order ([`ThoughtTree::apply`]; each family's events add
-//! their nodes through [`crate::projection::family::FoldTree`]); replaying to seq N is
+//! their nodes through [`FoldTree`], the hook defined here); replaying to seq N is
 //! folding the first N. Edges only ever point from an earlier node to a later one or from
 //! a later one back to an earlier one that already exists, so a fold can never loop; a
 //! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
 //! without an edge. Must not: write, do I/O, or reorder events.
 
 use crate::event::summary::SessionSummary;
-use crate::event::{Event, Payload, SessionId, SessionKind};
+use crate::event::{Event, FamilyEvent, Payload, SessionId, SessionKind};
 use crate::projection::family::{FamilyState, FamilyStates, NodeData, NodeExtension};
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::marker::PhantomData;
 
 /// Hash maps of the fold: keyed by thought numbers and branch ids the fold itself
 /// inserts, so a fast non-keyed hash is enough (a rebuild does one insert per thought).
@@ -298,7 +299,7 @@ impl ThoughtTree {
             }
         }
         if let Payload::Family(family) = event.payload {
-            crate::projection::family::fold_into(family.into_event(), event.seq, event.at, self);
+            fold_into(family.into_event(), event.seq, event.at, self);
         }
         self.folding_actor = None;
     }
@@ -506,6 +507,81 @@ impl ThoughtTree {
             }
         }
         json
+    }
+}
+
+/// A payload type that folds into a thought tree (moving its texts): the projection's hook
+/// on a family's events, implemented in the family's folder.
+pub(crate) trait FoldTree: FamilyEvent + Sized {
+    /// Folds it into `tree` as event `seq` committed at `at`.
+    fn fold_tree(self, seq: u64, at: u64, tree: &mut ThoughtTree);
+}
+
+/// How some of a family's payloads fold into a tree, as the registry hands it to the
+/// projection (see [`Registry`]). [`FoldOf`] is the one implementation a family needs.
+pub trait Fold: Sync {
+    /// Folds `event` if it is one of the payload types this fold knows; hands it back
+    /// otherwise.
+    fn fold(
+        &self,
+        event: Box<dyn FamilyEvent>,
+        seq: u64,
+        at: u64,
+        tree: &mut ThoughtTree,
+    ) -> Result<(), Box<dyn FamilyEvent>>;
+}
+
+/// The [`Fold`] of payloads of type `T` (a family registers one per payload type it
+/// decodes to: `&FoldOf::<MyEvent>::NEW`).
+pub(crate) struct FoldOf<T>(PhantomData<fn() -> T>);
+
+impl<T> FoldOf<T> {
+    /// The fold of `T` (a constant, for a family's static list).
+    pub(crate) const NEW: FoldOf<T> = FoldOf(PhantomData);
+}
+
+impl<T: FoldTree> Fold for FoldOf<T> {
+    fn fold(
+        &self,
+        event: Box<dyn FamilyEvent>,
+        seq: u64,
+        at: u64,
+        tree: &mut ThoughtTree,
+    ) -> Result<(), Box<dyn FamilyEvent>> {
+        if !event.as_any().is::<T>() {
+            return Err(event);
+        }
+        let event = event
+            .into_any()
+            .downcast::<T>()
+            .expect("the type was just checked");
+        event.fold_tree(seq, at, tree);
+        Ok(())
+    }
+}
+
+/// What the projections ask of the registered families: how their payloads fold into a
+/// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
+pub(crate) trait Registry: Sync {
+    /// Every registered fold: the families' in registry order, then the shared ones.
+    fn folds(&self) -> Vec<&'static dyn Fold>;
+}
+
+/// The registered folds (asked of the registry once).
+pub(crate) fn folds() -> &'static [&'static dyn Fold] {
+    static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
+    FOLDS.get_or_init(|| crate::folds().folds())
+}
+
+/// Folds a family payload into `tree` through the fold registered for its type; a payload
+/// no fold claims adds nothing to a tree.
+pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {
+    let mut event = event;
+    for fold in folds() {
+        match fold.fold(event, seq, at, tree) {
+            Ok(()) => return,
+            Err(back) => event = back,
+        }
     }
 }
 

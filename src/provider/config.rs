@@ -174,11 +174,16 @@ struct ConfigFile {
     thinking: bool,
 }
 
+/// The `providers.json` entry naming the embeddings endpoint (`base_url`, `model`,
+/// `api_key_env` or `api_key`, `name`, `timeout_secs`, `max_retries`), read by
+/// [`super::embeddings`]; the chat provider's reading leaves it out.
+pub(crate) const EMBEDDINGS_ENTRY: &str = "embeddings";
+
 /// The chat provider of a config file's text; `None` when the file holds only an
 /// `"embeddings"` entry (read by [`super::embeddings`]), which is left out here.
 fn chat_entry(text: &str) -> Result<Option<ConfigFile>, String> {
     if let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(text)
-        && object.remove(super::embeddings::CONFIG_ENTRY).is_some()
+        && object.remove(EMBEDDINGS_ENTRY).is_some()
     {
         if object.is_empty() {
             return Ok(None);

@@ -11,7 +11,7 @@
 //! anywhere but the `Authorization` header, or let a response body out unredacted (every
 //! message goes through [`super::redact::redact`] with the key known).
 
-use super::config::{ApiKey, CONFIG_FILE, MAX_RETRIES, Variables, trim_base};
+use super::config::{ApiKey, CONFIG_FILE, EMBEDDINGS_ENTRY, MAX_RETRIES, Variables, trim_base};
 use super::http::{
     BACKOFF_JITTER, MAX_RETRY_AFTER, classify, error_chain, json_post, parse_seconds, read_limited,
 };
@@ -30,9 +30,6 @@ pub(crate) const EMBEDDINGS_API_KEY_ENV: &str = "REASONING_LEDGER_EMBEDDINGS_API
 /// First backoff delay in milliseconds (tests and slow links), of retries and of the
 /// background embedder after a failure.
 pub(crate) const EMBEDDINGS_BACKOFF_ENV: &str = "REASONING_LEDGER_EMBEDDINGS_BACKOFF_MS";
-/// The `providers.json` entry naming the embeddings endpoint (`base_url`, `model`,
-/// `api_key_env` or `api_key`, `name`, `timeout_secs`, `max_retries`).
-pub(crate) const CONFIG_ENTRY: &str = "embeddings";
 
 /// Default timeout of one attempt (a batch of [`MAX_BATCH_TEXTS`] texts on a small local
 /// model takes a few seconds; a hung endpoint is given up on within this, so events are
@@ -130,12 +127,12 @@ impl EmbeddingsConfig {
         let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(&text) else {
             return Ok(None); // the chat provider's reading reports a broken file
         };
-        let Some(entry) = object.remove(CONFIG_ENTRY) else {
+        let Some(entry) = object.remove(EMBEDDINGS_ENTRY) else {
             return Ok(None);
         };
         let entry: ConfigEntry = serde_json::from_value(entry).map_err(|e| {
             format!(
-                "{}: the {CONFIG_ENTRY:?} entry could not be read: {} (fields: base_url, model, api_key_env or api_key, name, timeout_secs, max_retries)",
+                "{}: the {EMBEDDINGS_ENTRY:?} entry could not be read: {} (fields: base_url, model, api_key_env or api_key, name, timeout_secs, max_retries)",
                 path.display(),
                 redact(&e.to_string(), &[])
             )

@@ -18,7 +18,7 @@ use crate::event::{CallRecord, FamilyEvent, FamilyPayload, PayloadCodec};
 use crate::export::family::FamilyRender;
 use crate::export::markdown::escape_inline;
 use crate::projection::family::FamilyState;
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

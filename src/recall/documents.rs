@@ -1,12 +1,43 @@
 //! What both backends' indexes hold of the ledger and what a page of matches reads back
 //! from it: [`Documents`] (an event → its [`Searchable`] text and kind, the session's kind
-//! read once per session) and [`Heads`] (a match's session title and kind, read once per
-//! session). Must not: know a backend.
+//! read once per session; what of an event is indexed: [`texts`], a title only where it
+//! does not repeat the first event) and [`Heads`] (a match's session title and kind, read
+//! once per session). Must not: know a backend.
 
-use super::{Match, index, round_score};
-use crate::event::{Event, SessionId, SessionKind};
+use super::{Match, round_score};
+use crate::event::{Event, Payload, SessionId, SessionKind};
 use crate::store::{Ledger, StoreError};
 use std::collections::HashMap;
+
+/// Texts of a payload the index holds.
+pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
+    match payload {
+        Payload::SessionStarted { title, .. } => vec![title.as_str()],
+        Payload::SessionClosed { reason } => vec![reason.as_str()],
+        Payload::Family(family) => family.event().search_texts(),
+    }
+    .into_iter()
+    .filter(|t| !t.trim().is_empty())
+    .collect()
+}
+
+/// Whether a session's title only repeats its first event's text (a thinking session's
+/// title is its first thought, cut): then the title is not indexed apart.
+pub(crate) fn title_repeats_first_event(
+    ledger: &Ledger,
+    session: SessionId,
+    title: &str,
+) -> Result<bool, crate::store::StoreError> {
+    let stem = title.trim_end_matches('…').trim();
+    let mut repeats = false;
+    let read = ledger.for_each_event_to_fold(session, 2, 2, |event| {
+        repeats = texts(&event.payload).iter().any(|t| t.contains(stem));
+        false
+    });
+    read.map(Some)
+        .or_else(crate::store::StoreError::skip_damage)?;
+    Ok(repeats)
+}
 
 /// What the index holds of one event: its session's kind and its texts, joined.
 pub(crate) struct Searchable {
@@ -15,7 +46,7 @@ pub(crate) struct Searchable {
 }
 
 /// Turns events into what the index holds (for both backends): an event's texts
-/// ([`index::texts`]), a title only where it does not repeat the session's first event,
+/// ([`texts`]), a title only where it does not repeat the session's first event,
 /// the session's kind (read once per session).
 pub(crate) struct Documents<'l> {
     ledger: &'l Ledger,
@@ -34,11 +65,11 @@ impl<'l> Documents<'l> {
     pub(crate) fn searchable(&mut self, event: &Event) -> Result<Option<Searchable>, StoreError> {
         if let crate::event::Payload::SessionStarted { kind, title, .. } = &event.payload {
             self.kinds.insert(event.session, *kind);
-            if index::title_repeats_first_event(self.ledger, event.session, title)? {
+            if title_repeats_first_event(self.ledger, event.session, title)? {
                 return Ok(None);
             }
         }
-        let texts = index::texts(&event.payload);
+        let texts = texts(&event.payload);
         if texts.is_empty() {
             return Ok(None);
         }

@@ -2,7 +2,8 @@
 //! the semantic side of a search (the query's vector, bounded in time; the nearest
 //! events). Their fusion with the lexical ranking is [`super::fusion`]'s.
 //!
-//! Owns: [`Semantic`] (one embeddings endpoint and one vector store for one ledger), its
+//! Owns: [`Semantic`] (one embeddings endpoint and one vector store for one ledger, the
+//! store chosen by [`open_store`]: PostgreSQL's own, else the data directory's), its
 //! steps ([`Semantic::embed_step`]: under the store's embed lock, the events after the
 //! checkpoint, their searchable text ([`super::Documents`], the index's) embedded in one
 //! batch, the vectors and the new checkpoint put in one transaction), the background
@@ -99,6 +100,15 @@ pub(crate) struct Semantic {
     queries: Mutex<HashMap<String, Arc<Vec<f32>>>>,
 }
 
+/// The vector store of `ledger`: the backend's own (PostgreSQL's tables), else a redb
+/// file in its data directory; `None` on a backend with a search but no vector store.
+pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
+    if let Some(store) = super::postgres::vector_store(ledger) {
+        return Some(Arc::new(store));
+    }
+    Some(super::vectors::data_dir_store(ledger))
+}
+
 impl Semantic {
     /// The semantic side of `ledger` when an endpoint is configured for its data
     /// directory and its backend keeps vectors; a broken setting is logged.
@@ -111,7 +121,7 @@ impl Semantic {
                 return None;
             }
         };
-        let store = super::vectors::open_store(ledger)?;
+        let store = open_store(ledger)?;
         Some(Arc::new(Semantic::new(config, store)))
     }
 

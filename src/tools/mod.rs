@@ -76,13 +76,13 @@ impl crate::event::family::Registry for Registry {
 }
 
 /// Folds no toolset owns: the model-call event's and the import record's.
-pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::family::Fold] = &[
-    &crate::projection::family::FoldOf::<crate::provider::record::ModelCallEvent>::NEW,
-    &crate::projection::family::FoldOf::<crate::provenance::ImportEvent>::NEW,
+pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::tree::Fold] = &[
+    &crate::projection::tree::FoldOf::<crate::provider::record::ModelCallEvent>::NEW,
+    &crate::projection::tree::FoldOf::<crate::provenance::ImportEvent>::NEW,
 ];
 
-impl crate::projection::family::Registry for Registry {
-    fn folds(&self) -> Vec<&'static dyn crate::projection::family::Fold> {
+impl crate::projection::tree::Registry for Registry {
+    fn folds(&self) -> Vec<&'static dyn crate::projection::tree::Fold> {
         let families = FAMILIES.iter().flat_map(|f| f.folds.iter().copied());
         families.chain(SHARED_FOLDS.iter().copied()).collect()
     }
@@ -149,10 +149,10 @@ pub struct Family {
     /// The codec of its payloads, if it records any of its own.
     pub codec: Option<&'static dyn PayloadCodec>,
     /// How its payloads fold into a thought tree: one [`FoldOf`] per payload type its
-    /// codec decodes to (see [`crate::projection::family`]).
+    /// codec decodes to (see [`crate::projection::tree`]).
     ///
-    /// [`FoldOf`]: crate::projection::family::FoldOf
-    pub folds: &'static [&'static dyn crate::projection::family::Fold],
+    /// [`FoldOf`]: crate::projection::tree::FoldOf
+    pub folds: &'static [&'static dyn crate::projection::tree::Fold],
     /// What it adds to the SVG and HTML pictures of a session (nodes, links, marks on
     /// thoughts), if anything: see [`crate::export::picture`].
     pub picture: Option<&'static crate::export::picture::Pictures>,

@@ -18,7 +18,7 @@ use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec, SessionKind,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use crate::request::ToolCall;
 use serde::{Deserialize, Serialize};
@@ -51,8 +51,8 @@ pub(crate) static FAMILY: Family = Family {
     }],
     codec: Some(&NOTE_CODEC),
     folds: &[
-        &crate::projection::family::FoldOf::<NoteAdded>::NEW,
-        &crate::projection::family::FoldOf::<NoteAddedV1>::NEW,
+        &crate::projection::tree::FoldOf::<NoteAdded>::NEW,
+        &crate::projection::tree::FoldOf::<NoteAddedV1>::NEW,
     ],
     picture: None,
     render: None,

@@ -1,6 +1,6 @@
-//! The indexer: events in ledger-position order turned into documents ([`Indexer`]), the
-//! checkpoint carried in the same Tantivy commit as the documents, and what of an event
-//! is indexed ([`texts`], a title only where it does not repeat the first event).
+//! The indexer: events in ledger-position order turned into documents ([`Indexer`]) and
+//! the checkpoint carried in the same Tantivy commit as the documents (what of an event
+//! is indexed is `recall/documents.rs`').
 //!
 //! Must not: search, or decide when to rebuild (the index's [`super::TantivyRecall`]
 //! does).
@@ -9,40 +9,10 @@ use super::super::analyzer::analyzer;
 use super::super::{Documents, RecallError};
 use super::Checkpoint;
 use super::schema::{Fields, words_and_pairs};
-use crate::event::{Event, Payload, SessionId};
+use crate::event::Event;
 use crate::store::Ledger;
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{IndexWriter, TantivyDocument};
-
-/// Texts of a payload the index holds.
-pub(crate) fn texts(payload: &Payload) -> Vec<&str> {
-    match payload {
-        Payload::SessionStarted { title, .. } => vec![title.as_str()],
-        Payload::SessionClosed { reason } => vec![reason.as_str()],
-        Payload::Family(family) => family.event().search_texts(),
-    }
-    .into_iter()
-    .filter(|t| !t.trim().is_empty())
-    .collect()
-}
-
-/// Whether a session's title only repeats its first event's text (a thinking session's
-/// title is its first thought, cut): then the title is not indexed apart.
-pub(crate) fn title_repeats_first_event(
-    ledger: &Ledger,
-    session: SessionId,
-    title: &str,
-) -> Result<bool, crate::store::StoreError> {
-    let stem = title.trim_end_matches('…').trim();
-    let mut repeats = false;
-    let read = ledger.for_each_event_to_fold(session, 2, 2, |event| {
-        repeats = texts(&event.payload).iter().any(|t| t.contains(stem));
-        false
-    });
-    read.map(Some)
-        .or_else(crate::store::StoreError::skip_damage)?;
-    Ok(repeats)
-}
 
 /// Turns events into documents and remembers what it applied.
 pub(super) struct Indexer<'l> {

@@ -27,11 +27,11 @@ mod indexer;
 mod schema;
 mod search;
 
+pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
 use super::{RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
 use indexer::Indexer;
-pub(crate) use indexer::{texts, title_repeats_first_event};
 use schema::{Fields, register_analyzers, schema};
 pub(crate) use search::{MIN_TYPO_CHARS, SNIPPET_MAX_CHARS, cut, one_edit_away};
 use serde::{Deserialize, Serialize};

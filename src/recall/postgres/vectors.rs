@@ -760,7 +760,7 @@ mod tests {
     /// The store's contract on this database (pgvector or not, whichever it has).
     pub(crate) fn the_contract_holds(url: &str) {
         let ledger = crate::store::Ledger::open_postgres(url).unwrap();
-        let store = crate::recall::vectors::open_store(&ledger).expect("a PostgreSQL store");
+        let store = crate::recall::semantic::open_store(&ledger).expect("a PostgreSQL store");
         assert_eq!(store.checkpoint("m").unwrap(), None);
         let checkpoint = VectorCheckpoint {
             position: 4,
@@ -799,7 +799,7 @@ mod tests {
         // One embedder at a time, across connections (servers); given back when dropped.
         let lock = store.try_lock().unwrap().expect("free");
         let other = crate::store::Ledger::open_postgres(url).unwrap();
-        let other_store = crate::recall::vectors::open_store(&other).unwrap();
+        let other_store = crate::recall::semantic::open_store(&other).unwrap();
         assert!(other_store.try_lock().unwrap().is_none());
         drop(lock);
         assert!(other_store.try_lock().unwrap().is_some());
@@ -850,7 +850,7 @@ mod tests {
         assert_eq!(indexes, 1, "one HNSW index, for model m at 2 dimensions");
         // The planner takes the index for an unfiltered search (enough rows to matter).
         let ledger = crate::store::Ledger::open_postgres(url).unwrap();
-        let store = crate::recall::vectors::open_store(&ledger).unwrap();
+        let store = crate::recall::semantic::open_store(&ledger).unwrap();
         let many: Vec<EventVector> = (1..=2000u64)
             .map(|p| {
                 let angle = p as f32 * 0.0007;

@@ -7,8 +7,9 @@
 //! [`VectorCheckpoint`], [`VectorFilter`], [`Nearest`]), the redb store of a data
 //! directory ([`redb_store`]) and the memory-bounded search it uses ([`quantized`]:
 //! one bit per dimension in memory, exact rescoring of the best candidates from disk).
-//! [`open_store`] picks the store of a ledger. Must not: write to the ledger, or call an
-//! embeddings endpoint (the embedder in [`super::semantic`] does).
+//! [`data_dir_store`] opens the redb one of a ledger. Must not: write to the ledger, call an
+//! embeddings endpoint (the embedder in [`super::semantic`] does), or know another
+//! store (PostgreSQL's, `super::postgres::vectors`, implements this contract).
 //!
 //! An event is named by its ledger position (unique across the ledger) and carries its
 //! session, seq, commit time and session kind, so filters need no ledger read. Vectors
@@ -103,20 +104,16 @@ pub(crate) trait VectorStore: Send + Sync {
     fn try_lock(&self) -> Result<Option<EmbedLock>, RecallError>;
 }
 
-/// The vector store of `ledger`: the backend's own (PostgreSQL's tables), else a redb
-/// file in its data directory; `None` on a backend with a search but no vector store.
-pub(crate) fn open_store(ledger: &Ledger) -> Option<Arc<dyn VectorStore>> {
-    if let Some(store) = super::postgres::vector_store(ledger) {
-        return Some(Arc::new(store));
-    }
+/// The redb vector store of `ledger`'s data directory (`vectors/` beside the ledger file),
+/// its engine's panics contained. Which store a ledger uses is `semantic::open_store`'s
+/// choice (PostgreSQL's own tables first), above both.
+pub(crate) fn data_dir_store(ledger: &Ledger) -> Arc<dyn VectorStore> {
     let dir = ledger
         .path()
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(redb_store::VECTORS_DIR);
-    Some(Arc::new(ContainedVectors(redb_store::RedbVectors::new(
-        dir,
-    ))))
+    Arc::new(ContainedVectors(redb_store::RedbVectors::new(dir)))
 }
 
 /// A vector store in a redb file, with a panic of redb on a damaged page (it assumes a

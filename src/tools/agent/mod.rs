@@ -77,7 +77,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "Agent session",
     }],
     codec: Some(&AGENT_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::BranchNodeCreated>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::BranchNodeCreated>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&render::RENDER),
     prompts: &[],

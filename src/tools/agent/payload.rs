@@ -8,7 +8,7 @@
 use crate::event::family::{JsonCodec, SummaryFields, json_encode, read_part};
 use crate::event::summary::SessionSummary;
 use crate::event::{CallRecord, FamilyEvent, FamilyPayload, PayloadCodec};
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::agent::node::{AgentNode, AgentNodes, AgentSummary, FAMILY, FoldedNode};
 use serde::{Deserialize, Serialize};

@@ -26,7 +26,6 @@ pub(crate) mod prompt;
 mod run;
 use run::{read, solve, start, step};
 pub(crate) mod state;
-mod trace;
 pub(crate) mod verifier;
 
 use super::args::{
@@ -88,7 +87,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "Booster session",
     }],
     codec: Some(&payload::BOOSTER_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::BoosterEvent>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::BoosterEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&mermaid::RENDER),
     prompts: &[],

@@ -1,4 +1,5 @@
-//! The booster family's events, their one codec, and how they fold.
+//! The booster family's events, their one codec, how they fold, and the spans they are in
+//! a trace (`trace_step`).
 //!
 //! Owns: [`BoosterEvent`] (a [`Body`] and, on the first event a call records, that
 //! call), the tags, [`BOOSTER_SCHEMA`] and [`BOOSTER_CODEC`]. Written as one JSON
@@ -7,17 +8,18 @@
 //! body's JSON field names without a new schema and a reader of the old one.
 
 use super::generate::HEURISTIC_PROVIDER;
-use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::family::{StoredCall, TraceStep, TraceValue, postcard_decode, postcard_encode};
 use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 pub(crate) use crate::tools::booster::state::{
     Applied, Beam, BoosterState, CandidateSet, Hints, LoopCheck, Proposal, Score, Started,
     StepCount,
 };
+use crate::tools::booster::state::{LoopKind, Via};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
@@ -157,8 +159,8 @@ impl FamilyEvent for BoosterEvent {
         }
     }
 
-    fn trace_step(&self) -> Option<crate::event::family::TraceStep> {
-        super::trace::step(&self.body)
+    fn trace_step(&self) -> Option<TraceStep> {
+        trace_step(&self.body)
     }
 }
 
@@ -271,4 +273,102 @@ impl PayloadCodec for BoosterCodec {
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(BoosterEvent { body, call }))
     }
+}
+
+/// The step a booster event is (none for the start and the hints).
+///
+/// How the booster shows in a trace: each round's candidates, a beam rollout, the step
+/// applied and a loop check are spans of their own (`booster round N`, `booster beam N`,
+/// `booster step N`, `booster backtrack N` / `booster loop N`) under the call that recorded
+/// them ([`crate::event::family::TraceStep`]), with counts and scores. Must not: put a
+/// candidate's or a model's text in an attribute (span events carry it, only on opt-in).
+fn trace_step(body: &Body) -> Option<TraceStep> {
+    let int = |n: u64| TraceValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let (what, iteration, mut attributes) = match body {
+        Body::BoosterStarted(_) | Body::HintsAdded(_) => return None,
+        Body::CandidatesScored(set) => {
+            let best = set
+                .candidates
+                .iter()
+                .map(|c| c.score.total_score)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let mut attributes = vec![
+                (
+                    "reasoning_ledger.booster.candidates",
+                    int(set.candidates.len() as u64),
+                ),
+                (
+                    "reasoning_ledger.booster.source",
+                    TraceValue::Text(if set.source.model.is_some() {
+                        "model"
+                    } else {
+                        "heuristic"
+                    }),
+                ),
+            ];
+            if best.is_finite() {
+                attributes.push((
+                    "reasoning_ledger.booster.best_score",
+                    TraceValue::Float(best),
+                ));
+            }
+            ("round", set.iteration, attributes)
+        }
+        Body::BeamRolledOut(beam) => (
+            "beam",
+            beam.iteration,
+            vec![
+                (
+                    "reasoning_ledger.booster.heads",
+                    int(beam.heads.len() as u64),
+                ),
+                (
+                    "reasoning_ledger.booster.best_score",
+                    TraceValue::Float(beam.best_total),
+                ),
+            ],
+        ),
+        Body::StepApplied(applied) => (
+            "step",
+            applied.iteration,
+            vec![
+                (
+                    "reasoning_ledger.booster.candidate",
+                    int(applied.candidate + 1),
+                ),
+                (
+                    "reasoning_ledger.booster.via",
+                    TraceValue::Text(match applied.via {
+                        Via::Best => "best_of_n",
+                        Via::Beam => "beam",
+                    }),
+                ),
+                (
+                    "reasoning_ledger.booster.score",
+                    TraceValue::Float(applied.score.total_score),
+                ),
+            ],
+        ),
+        Body::Backtracked(check) | Body::LoopDetected(check) => (
+            if matches!(body, Body::Backtracked(_)) {
+                "backtrack"
+            } else {
+                "loop"
+            },
+            check.iteration,
+            vec![(
+                "reasoning_ledger.booster.loop",
+                TraceValue::Text(match check.kind {
+                    LoopKind::Stagnation => "stagnation",
+                    LoopKind::Loop => "loop",
+                }),
+            )],
+        ),
+    };
+    attributes.insert(0, ("reasoning_ledger.booster.iteration", int(iteration)));
+    Some(TraceStep {
+        name: format!("booster {what} {iteration}"),
+        operation: None,
+        attributes,
+    })
 }

@@ -20,7 +20,6 @@ mod plan_prompt;
 pub(crate) mod prompt;
 mod read;
 pub(crate) mod state;
-mod trace;
 
 pub(crate) use parse::PlanArgs;
 use parse::refused;
@@ -69,7 +68,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "Plan",
     }],
     codec: Some(&payload::PLANNING_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::PlanningEvent>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::PlanningEvent>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&document::RENDER),
     prompts: &[&plan_prompt::PLAN_PROMPT],

@@ -1,5 +1,6 @@
 //! The planning family's events: a plan's phases, and the evaluations, closes and merges
-//! of branches; their one codec, and how they fold into the summary and the tree.
+//! of branches; their one codec, how they fold into the summary and the tree, and the
+//! span each is in a trace (`trace_step`).
 //!
 //! Owns: [`PlanningEvent`] (a [`Body`] and the call that recorded it), the tags, schema
 //! [`PLANNING_SCHEMA`] and [`PLANNING_CODEC`]. Written as one JSON object: the tag, the
@@ -7,13 +8,13 @@
 //! body's JSON text and the call. Must not: change a body's JSON field names without a
 //! new schema and a reader of the old one.
 
-use crate::event::family::{StoredCall, postcard_decode, postcard_encode};
+use crate::event::family::{StoredCall, TraceStep, TraceValue, postcard_decode, postcard_encode};
 use crate::event::summary::SessionSummary;
 use crate::event::summary::SummaryPart;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use crate::tools::planning::state::{
     Approach, BranchClose, BranchMerge, Clarification, Evaluation, FinalPlan, Folded, PlanInit,
@@ -225,8 +226,8 @@ impl FamilyEvent for PlanningEvent {
         }
     }
 
-    fn trace_step(&self) -> Option<crate::event::family::TraceStep> {
-        Some(super::trace::step(&self.body))
+    fn trace_step(&self) -> Option<TraceStep> {
+        Some(trace_step(&self.body))
     }
 }
 
@@ -350,6 +351,50 @@ impl PayloadCodec for PlanningCodec {
         let call = crate::event::family::call_from_json(&call)?;
         let body = crate::event::family::tagged_body(tag, &body, tag_of)?;
         Ok(FamilyPayload::new(PlanningEvent { body, call }))
+    }
+}
+
+/// The step a planning event is: always one.
+///
+/// How deep planning shows in a trace: each planning event is a `plan {phase}` span under
+/// the call that recorded it ([`crate::event::family::TraceStep`]), with its phase and, for
+/// an evaluation or a final plan, its score and counts. Must not: put a text a person or a
+/// model wrote in an attribute (branch names and plan text stay in the span events, and
+/// only on opt-in).
+fn trace_step(body: &Body) -> TraceStep {
+    let count = |n: usize| TraceValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let (phase, mut attributes) = match body {
+        Body::PlanInitialized(_) => (PHASE_INIT, Vec::new()),
+        Body::PlanClarified(_) => (PHASE_CLARIFY, Vec::new()),
+        Body::ApproachExplored(_) => (PHASE_EXPLORE, Vec::new()),
+        Body::BranchEvaluated(evaluation) => (
+            PHASE_EVALUATE,
+            vec![
+                (
+                    "reasoning_ledger.plan.score",
+                    TraceValue::Float(evaluation.score),
+                ),
+                (
+                    "reasoning_ledger.plan.criteria",
+                    count(evaluation.criteria.len()),
+                ),
+            ],
+        ),
+        Body::PlanFinalized(plan) => (
+            PHASE_DONE,
+            vec![
+                ("reasoning_ledger.plan.steps", count(plan.steps.len())),
+                ("reasoning_ledger.plan.risks", count(plan.risks.len())),
+            ],
+        ),
+        Body::BranchClosed(_) => ("close", Vec::new()),
+        Body::BranchMerged(_) => ("merge", Vec::new()),
+    };
+    attributes.insert(0, ("reasoning_ledger.plan.phase", TraceValue::Text(phase)));
+    TraceStep {
+        name: format!("plan {phase}"),
+        operation: None,
+        attributes,
     }
 }
 

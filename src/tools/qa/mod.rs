@@ -69,7 +69,7 @@ pub(crate) static FAMILY: Family = Family {
         label: "QA session",
     }],
     codec: Some(&payload::QA_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::QaStepRecorded>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::QaStepRecorded>::NEW],
     picture: Some(&picture::PICTURES),
     render: Some(&node::RENDER),
     prompts: &[],

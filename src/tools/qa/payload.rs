@@ -11,8 +11,8 @@ use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
 use crate::projection::family::NodeExtension;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::ThoughtTree;
 use crate::tools::qa::node::{QaNode, StandIn};
 use crate::tools::thinking::SequentialThought;
@@ -37,6 +37,23 @@ pub(crate) struct ToolRecommendation {
     pub alternatives: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggested_inputs: Option<Value>,
+}
+
+/// Multiplier of a tool's confidence when it stands in for the one the template names
+/// (`workflow::recommend_step`); its value is written into the rationale, where
+/// [`stands_in_for`] reads it back.
+pub(crate) const SUBSTITUTE_FACTOR: f64 = 0.8;
+
+/// The tool a recommendation stands in for, when the workflow's `recommend_step` substituted it: read
+/// back from the reason it wrote into the rationale (the one record of it), so it must
+/// follow that text.
+pub(crate) fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
+    let reason = format!(" (confidence {}: the workflow's ", tool.confidence);
+    let rest = &tool.rationale[tool.rationale.rfind(&reason)? + reason.len()..];
+    let marker = format!("; ×{SUBSTITUTE_FACTOR}: stands in for ");
+    let rest = &rest[rest.find("; ")?..];
+    let rest = rest.strip_prefix(marker.as_str())?;
+    Some(&rest[..rest.find(", which you do not have")?])
 }
 
 /// A verification step: the caller's (`current_step`) or the one recommended next.
@@ -163,7 +180,7 @@ impl FoldTree for QaStepRecorded {
                 .filter_map(|t| {
                     Some(StandIn {
                         tool: t.tool_name.clone(),
-                        stands_in_for: super::workflow::stands_in_for(t)?.to_string(),
+                        stands_in_for: stands_in_for(t)?.to_string(),
                     })
                 })
                 .collect(),

@@ -8,7 +8,7 @@
 //! ranked by the caller's available tools ([`recommend_step`]). Must not: do I/O outside
 //! [`Workflows::load`], or change what the caller wrote.
 
-use super::payload::{Step, ToolRecommendation};
+use super::payload::{SUBSTITUTE_FACTOR, Step, ToolRecommendation};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -57,8 +57,6 @@ pub(crate) const MAX_TEMPLATE_ITEMS: usize = 32;
 /// Longest text in a template (names, descriptions, rationales), in bytes.
 pub(crate) const MAX_TEMPLATE_TEXT_BYTES: usize = 2_048;
 
-/// Multiplier of a tool's confidence when it stands in for the one the template names.
-pub(crate) const SUBSTITUTE_FACTOR: f64 = 0.8;
 /// Multiplier of every confidence when the thought revises an earlier one.
 pub(crate) const REVISION_FACTOR: f64 = 0.9;
 /// Multiplier when a verification target is given and names none of the workflow's
@@ -599,18 +597,6 @@ pub(crate) fn recommend_step(
     }
 }
 
-/// The tool a recommendation stands in for, when [`recommend_step`] substituted it: read
-/// back from the reason it wrote into the rationale (the one record of it), so it must
-/// follow that text.
-pub(crate) fn stands_in_for(tool: &ToolRecommendation) -> Option<&str> {
-    let reason = format!(" (confidence {}: the workflow's ", tool.confidence);
-    let rest = &tool.rationale[tool.rationale.rfind(&reason)? + reason.len()..];
-    let marker = format!("; ×{SUBSTITUTE_FACTOR}: stands in for ");
-    let rest = &rest[rest.find("; ")?..];
-    let rest = rest.strip_prefix(marker.as_str())?;
-    Some(&rest[..rest.find(", which you do not have")?])
-}
-
 /// `doctor`'s check of the workflow templates in the data directory: every file that
 /// does not load fails it, naming the line.
 pub(crate) struct WorkflowCheck;
@@ -640,6 +626,7 @@ impl crate::tools::DoctorCheck for WorkflowCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::qa::payload::stands_in_for;
 
     #[test]
     fn built_in_templates_parse_and_route_by_the_spec_keywords() {

@@ -50,7 +50,7 @@ pub(crate) static FAMILY: Family = Family {
         },
     ],
     codec: Some(&payload::THINKING_CODEC),
-    folds: &[&crate::projection::family::FoldOf::<payload::ThinkingEvent>::NEW],
+    folds: &[&crate::projection::tree::FoldOf::<payload::ThinkingEvent>::NEW],
     picture: None,
     render: None,
     prompts: &[],

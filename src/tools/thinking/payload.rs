@@ -12,7 +12,7 @@ use crate::event::summary::SessionSummary;
 use crate::event::{
     CallRecord, CodecError, DecodeFields, FamilyEvent, FamilyPayload, PayloadCodec,
 };
-use crate::projection::family::FoldTree;
+use crate::projection::tree::FoldTree;
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde::{Deserialize, Serialize};
 

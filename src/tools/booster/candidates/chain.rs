@@ -2,23 +2,17 @@
 //!
 //! Owns: [`parse()`] (the whole chain: strip `<think>` blocks; a whole JSON array; the
 //! last fenced block holding one; the last `[…]` that parses; then the prose readers of
-//! [`super::prose`]), [`Parser`] (which of them read it), the bounds on what is read
-//! ([`MAX_PARSE_BYTES`], [`MAX_PARSED`], [`MAX_FIELD_CHARS`], [`MAX_OUTCOMES`]) and the
-//! field helpers both halves share. Must not: judge a step (the filter does).
+//! [`super::prose`]), [`Parser`] (which of them read it) and [`MAX_PARSE_BYTES`]; the
+//! bounds on each field and the helpers both halves share are [`super::fields`]'. Must
+//! not: judge a step (the filter does).
 
+use super::fields::{MAX_OUTCOMES, MAX_PARSED, cut, split_outcomes};
 use super::prose::{bullets, labelled_blocks};
 use crate::tools::booster::state::Proposal;
 use serde_json::Value;
 
 /// Most bytes of a model answer the parse chain reads.
 pub(crate) const MAX_PARSE_BYTES: usize = 64 * 1024;
-/// Most proposals read from one answer.
-pub(crate) const MAX_PARSED: usize = 32;
-/// Most characters of one field read from a model answer (longer is cut).
-pub(crate) const MAX_FIELD_CHARS: usize = 1_000;
-/// Most outcomes read for one proposal.
-pub(crate) const MAX_OUTCOMES: usize = 6;
-
 /// Which parser read a model answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Parser {
@@ -39,10 +33,6 @@ impl Parser {
             Parser::None => "none",
         }
     }
-}
-
-pub(super) fn cut(text: &str) -> String {
-    text.trim().chars().take(MAX_FIELD_CHARS).collect()
 }
 
 /// Removes `<think>…</think>` blocks (any case); an unclosed `<think>` hides the rest.
@@ -85,14 +75,6 @@ fn outcomes(value: Option<&Value>) -> Vec<String> {
     };
     items
         .into_iter()
-        .filter(|s| !s.is_empty())
-        .take(MAX_OUTCOMES)
-        .collect()
-}
-
-pub(super) fn split_outcomes(text: &str) -> Vec<String> {
-    text.split([';', '/', '|', ','])
-        .map(cut)
         .filter(|s| !s.is_empty())
         .take(MAX_OUTCOMES)
         .collect()

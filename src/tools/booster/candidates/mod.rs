@@ -12,6 +12,7 @@
 //! Must not: do I/O, use randomness or the clock.
 
 mod chain;
+mod fields;
 mod filter;
 mod heuristic;
 mod prompt;

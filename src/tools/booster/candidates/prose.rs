@@ -6,7 +6,7 @@
 //! a template's placeholder instead of a step. Must not: read JSON (the structured half
 //! in [`super::chain`] tries first).
 
-use super::chain::{MAX_PARSED, cut, split_outcomes};
+use super::fields::{MAX_PARSED, cut, split_outcomes};
 use crate::tools::booster::state::Proposal;
 
 /// `Label: value` on a line, the label matched loosely (`How to verify`, `how_to_verify`).
