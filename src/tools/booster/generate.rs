@@ -22,8 +22,7 @@ use rmcp::model::InputRequiredResult;
 pub(crate) const SYSTEM_PROMPT: &str = "You propose small, concrete, verifiable next steps for a task. You answer with a JSON array only.";
 /// Sampling temperature asked for.
 pub(crate) const TEMPERATURE: f64 = 0.4;
-/// Provider name of heuristic candidate sets.
-pub(crate) const HEURISTIC_PROVIDER: &str = "heuristic";
+pub(crate) use super::state::HEURISTIC_PROVIDER;
 
 /// What one generation produced.
 pub(crate) enum Generation {

@@ -7,7 +7,7 @@
 //! covers). The binary row holds the body's JSON text and the call. Must not: change a
 //! body's JSON field names without a new schema and a reader of the old one.
 
-use super::generate::HEURISTIC_PROVIDER;
+use super::state::HEURISTIC_PROVIDER;
 use crate::event::family::{StoredCall, TraceStep, TraceValue, postcard_decode, postcard_encode};
 use crate::event::summary::SessionSummary;
 use crate::event::{

@@ -97,6 +97,10 @@ pub(crate) struct Hints {
     pub hints: Vec<String>,
 }
 
+/// [`Source::provider`] of heuristic candidate sets (the server's templates around the
+/// task, no model).
+pub(crate) const HEURISTIC_PROVIDER: &str = "heuristic";
+
 /// Where an iteration's candidates came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
