@@ -150,7 +150,7 @@ pub(crate) enum SearchMode {
     /// The embeddings' nearest events.
     Semantic,
     /// Both, fused by reciprocal rank, each lexical match weighed by how much of the
-    /// query's content words it holds ([`fusion`]).
+    /// evidence of the query's content words it holds (their IDF, [`fusion`]).
     Hybrid,
 }
 
@@ -574,8 +574,12 @@ impl Recall {
         };
         let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
-        // Each lexical match weighs as much as it holds of the query's content words.
-        let weight = fusion::LexicalWeight::new(parsed);
+        // Each lexical match weighs as much as it holds of the evidence the query's
+        // content words offer (each word's IDF in the lexical index).
+        let mut weight = fusion::LexicalWeight::new(parsed);
+        if !lexical.is_empty() {
+            weight.weigh_by(&self.document_frequencies(ledger, &weight.words())?);
+        }
         let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
         for found in &lexical {
             let text = match_text(ledger, found)?;
@@ -634,7 +638,6 @@ impl Recall {
 
     /// How many documents of the lexical index hold each of `words`, and how many it
     /// holds ([`TextSearch::document_frequencies`]).
-    #[allow(dead_code)] // used by fusion from the next commit
     fn document_frequencies(
         &self,
         ledger: &Ledger,
