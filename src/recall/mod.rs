@@ -150,7 +150,7 @@ pub(crate) enum SearchMode {
     /// The embeddings' nearest events.
     Semantic,
     /// Both, fused by reciprocal rank, each lexical match weighed by how much of the
-    /// query's content words it holds ([`fusion`]).
+    /// evidence of the query's content words it holds (their IDF, [`fusion`]).
     Hybrid,
 }
 
@@ -265,6 +265,17 @@ pub(crate) struct Related {
     pub snippet: String,
 }
 
+/// How many documents of a lexical index hold each of some words, and how many it holds
+/// in all: what hybrid fusion weighs a word's match by (its IDF, [`fusion`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct DocumentFrequencies {
+    /// The documents the index holds.
+    pub documents: u64,
+    /// Per word asked about, in its order: the documents holding it (on PostgreSQL
+    /// counted up to [`postgres::search::DOCUMENT_FREQUENCY_CAP`]).
+    pub holding: Vec<u64>,
+}
+
 /// A backend that searches its own ledger (PostgreSQL's full-text search): the same
 /// request, filters and answer as the Tantivy index.
 pub(crate) trait TextSearch: Send + Sync {
@@ -279,6 +290,15 @@ pub(crate) trait TextSearch: Send + Sync {
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError>;
     /// What `verify` reports.
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError>;
+    /// How many of the backend index's documents hold each of `words` (folded words,
+    /// [`analyzer::folded`], each found as a one-word query finds it), and how many it
+    /// holds in all; for hybrid fusion, after [`TextSearch::search`] brought the index up
+    /// to the ledger's end.
+    fn document_frequencies(
+        &self,
+        ledger: &Ledger,
+        words: &[String],
+    ) -> Result<DocumentFrequencies, RecallError>;
     /// The word one edit away from `word` the backend's index holds most, for the typo
     /// retry ([`correct`]); `None` by default (no retry).
     fn correction(&self, _ledger: &Ledger, _word: &str) -> Result<Option<String>, RecallError> {
@@ -554,8 +574,12 @@ impl Recall {
         };
         let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
-        // Each lexical match weighs as much as it holds of the query's content words.
-        let weight = fusion::LexicalWeight::new(parsed);
+        // Each lexical match weighs as much as it holds of the evidence the query's
+        // content words offer (each word's IDF in the lexical index).
+        let mut weight = fusion::LexicalWeight::new(parsed);
+        if !lexical.is_empty() {
+            weight.weigh_by(&self.document_frequencies(ledger, &weight.words())?);
+        }
         let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
         for found in &lexical {
             let text = match_text(ledger, found)?;
@@ -604,6 +628,24 @@ impl Recall {
         match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.search(ledger, request, parsed),
             (Some(index), None) => index.search(ledger, request, parsed),
+            (None, None) => Err(RecallError::Stale(
+                self.index_note
+                    .clone()
+                    .unwrap_or_else(|| "no index for this ledger".into()),
+            )),
+        }
+    }
+
+    /// How many documents of the lexical index hold each of `words`, and how many it
+    /// holds ([`TextSearch::document_frequencies`]).
+    fn document_frequencies(
+        &self,
+        ledger: &Ledger,
+        words: &[String],
+    ) -> Result<DocumentFrequencies, RecallError> {
+        match (&self.index, postgres::text_search(ledger)) {
+            (_, Some(backend)) => backend.document_frequencies(ledger, words),
+            (Some(index), None) => index.document_frequencies(ledger, words),
             (None, None) => Err(RecallError::Stale(
                 self.index_note
                     .clone()

@@ -2,9 +2,9 @@
 //! embeddings server started here: deterministic vectors where synonyms share a
 //! dimension, so a paraphrase with no shared word lands near its target. A paraphrase is
 //! found in semantic and hybrid mode and not in lexical; hybrid keeps exact-word hits on
-//! top; the server down → lexical with a note, back up → the missed events embedded; kill
-//! -9 while embedding → nothing lost or doubled, `verify` passes; a canary key reaches
-//! nothing but the `Authorization` header.
+//! top, and a rare word beside a common one (issue 45); the server down → lexical with a
+//! note, back up → the missed events embedded; kill -9 while embedding → nothing lost or
+//! doubled, `verify` passes; a canary key reaches nothing but the `Authorization` header.
 
 use crate::common::{self, Client, bin, call, data_dir, is_error, structured, thought};
 use rmcp::ServiceExt;
@@ -382,6 +382,63 @@ async fn a_paraphrase_is_found_by_meaning_and_hybrid_keeps_exact_words_on_top() 
         .map(|r| r["sessionId"].as_str().unwrap())
         .collect();
     assert_eq!(related.first(), Some(&target.as_str()), "{answer}");
+    client.cancel().await.unwrap();
+}
+
+/// Issue 45: a session holding a rare word ("zanzibar") among sessions that say "speed"
+/// or mean it. The semantic ranker guesses the sessions about speed first; lexical puts
+/// the rare word's session first, and so must hybrid: a match of a word one session
+/// holds is evidence, one of a word most sessions hold is not.
+const RARE_TARGET: &str = "Booked the ferry to Zanzibar for the team offsite";
+const RARE_QUERY: &str = "zanzibar speed";
+const SPEED_SESSIONS: &[&str] = &[
+    "Improved the speed of the build cache",
+    "Measured page speed after the redesign",
+    "The speed of the test suite doubled",
+    "Network speed dropped during the nightly backup",
+    "Raised the speed of log shipping",
+    "Compared the speed of two JSON parsers",
+    "Made the deploys faster",
+    "Quicker reviews with smaller pull requests",
+    "Sped up the importer",
+    "Tuned the garden watering schedule for the plants",
+    "Wrote release notes for the linker",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rare_word_beside_a_common_one_is_found_first_in_hybrid() {
+    let stub = Stub::start().await;
+    let env = stub.env();
+    let dir = data_dir();
+    let (client, _) = serve(dir.path(), &env).await;
+    let target = common::one_thought_session(&client, RARE_TARGET).await;
+    for text in SPEED_SESSIONS {
+        common::one_thought_session(&client, text).await;
+    }
+    tokio::task::block_in_place(|| wait_embedded(dir.path(), &env));
+    let lexical = common::search_history(&client, RARE_QUERY, "lexical").await;
+    assert_eq!(
+        common::matched_sessions(&lexical).first(),
+        Some(&target),
+        "{lexical}"
+    );
+    // The semantic ranker alone guesses the sessions about speed first.
+    let semantic = common::search_history(&client, RARE_QUERY, "semantic").await;
+    let semantic_rank = common::matched_sessions(&semantic)
+        .iter()
+        .position(|s| *s == target);
+    assert!(semantic_rank.is_none_or(|r| r >= 3), "{semantic}");
+    let hybrid = common::search_history(&client, RARE_QUERY, "hybrid").await;
+    assert_eq!(
+        common::matched_sessions(&hybrid).first(),
+        Some(&target),
+        "{hybrid}"
+    );
+    assert_eq!(
+        hybrid["matches"][0]["rankers"][0],
+        json!("lexical"),
+        "{hybrid}"
+    );
     client.cancel().await.unwrap();
 }
 

@@ -34,7 +34,7 @@ fn doctor_checks_a_postgres_store_its_schema_and_tls() {
         "doctor",
     );
     assert!(
-        report.contains("schema version 4") && report.contains("5 session(s), 31 event(s)"),
+        report.contains("schema version 5") && report.contains("5 session(s), 31 event(s)"),
         "{report}"
     );
     assert!(report.contains("ok    store TLS"), "{report}");

@@ -29,7 +29,7 @@ mod search;
 
 pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
-use super::{RecallError, SearchAnswer, SearchRequest};
+use super::{DocumentFrequencies, RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
 use indexer::Indexer;
 use schema::{Fields, register_analyzers, schema};
@@ -242,6 +242,18 @@ impl TantivyRecall {
     ) -> Result<Option<String>, RecallError> {
         let open = self.current(ledger, None)?;
         search::correction(&open.reader.searcher(), &open.fields, word)
+    }
+
+    /// How many documents hold each of `words` (folded words: each one's term in
+    /// `body`, as a one-word query finds it), and how many the index holds (the index
+    /// first brought up to the ledger's end).
+    pub(crate) fn document_frequencies(
+        &self,
+        ledger: &Ledger,
+        words: &[String],
+    ) -> Result<DocumentFrequencies, RecallError> {
+        let open = self.current(ledger, None)?;
+        search::document_frequencies(&open.reader.searcher(), &open.fields, words)
     }
 
     /// Rebuilds the index from the ledger (`reindex`), reporting progress as

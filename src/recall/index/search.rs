@@ -6,13 +6,14 @@
 //! documents that hold every pair of adjacent words in `pairs`, so a phrase costs what its
 //! rarest pair costs; `word*` is the index's most frequent terms that start with it,
 //! ranked as words), the typo retry's candidates ([`correction`]: words one edit away
-//! that the index holds), and snippets. Filters are applied inside the collection
+//! that the index holds), the document frequencies hybrid fusion weighs words by
+//! ([`document_frequencies`]), and snippets. Filters are applied inside the collection
 //! ([`super::filter`]). Must not: change a score of a word query (the relevance set and
 //! its snapshots hold them).
 
 use super::super::analyzer;
 use super::super::query::{ParsedQuery, Unit};
-use super::super::{Cursor, Heads, RecallError, SearchAnswer, SearchRequest};
+use super::super::{Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use super::Open;
 use super::filter::{Filter, FilteredQuery};
 use super::schema::{Fields, POSITION, SEQ, SESSION, pair_term};
@@ -207,6 +208,27 @@ pub(super) fn correction(
         }
     }
     Ok(best.map(|(_, word)| word))
+}
+
+/// How many documents hold each of `words` (a folded word's first term in `body`, as a
+/// one-word query finds it; 0 for a word that analyses to nothing), and how many the
+/// searcher holds.
+pub(super) fn document_frequencies(
+    searcher: &Searcher,
+    fields: &Fields,
+    words: &[String],
+) -> Result<DocumentFrequencies, RecallError> {
+    let mut holding = Vec::with_capacity(words.len());
+    for word in words {
+        holding.push(match analyzer::terms(word).first() {
+            Some(term) => searcher.doc_freq(&Term::from_field_text(fields.body, term))?,
+            None => 0,
+        });
+    }
+    Ok(DocumentFrequencies {
+        documents: searcher.num_docs(),
+        holding,
+    })
 }
 
 /// Every string one edit away from `word`: a character deleted, two neighbours swapped,

@@ -28,7 +28,8 @@
 //! - `ledger_damage`: the lasting damage verdicts ([`verdicts`], schema version 4), read
 //!   by every write transaction with its `BEGIN`.
 //! - `ledger_search`, `ledger_search_state`: the full-text index of the ledger's text, a
-//!   projection kept by recall (`crate::recall::postgres::search`, schema version 2).
+//!   projection kept by recall (`crate::recall::postgres::search`, schema version 2; the
+//!   state's count of rows, `documents`, since version 5).
 //! - `ledger_vectors`, `ledger_vector_checkpoints` (and `ledger_vectors_hnsw` where
 //!   pgvector is): the vectors of semantic recall (`crate::recall::postgres::vectors`,
 //!   schema version 3).

@@ -11,7 +11,7 @@ use super::error::PgError;
 use postgres::Client;
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// Advisory lock key held while the schema is checked and migrated ("rledger" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6c65_6467_6572;
@@ -38,7 +38,16 @@ const MIGRATIONS: &[&str] = &[
     SEARCH_MIGRATION,
     VECTORS_MIGRATION,
     DAMAGE_MIGRATION,
+    SEARCH_DOCUMENTS_MIGRATION,
 ];
+
+/// Migration 5: how many rows `ledger_search` holds, kept with its position by
+/// `crate::recall::postgres::search` (the document count hybrid fusion's IDF needs, read
+/// without counting the rows). Renumber if another migration lands first.
+const SEARCH_DOCUMENTS_MIGRATION: &str = "
+    ALTER TABLE ledger_search_state ADD COLUMN documents bigint NOT NULL DEFAULT 0;
+    UPDATE ledger_search_state SET documents = (SELECT count(*) FROM ledger_search);
+";
 
 /// Migration 4: the lasting damage verdicts (`super::verdicts`): a session's (`session`
 /// its key) or the whole ledger's (`session` NULL).
