@@ -108,7 +108,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Called once, when the ledger is built over this backend, with the record of damage
     /// its facade keeps: a backend that found damage while opening (a redo log record that
     /// cannot be replayed) reports it there, and one whose engine may panic on damaged
-    /// bytes contains its views with it ([`super::damage::Contained`]). The default
+    /// bytes contains its views with it ([`super::contained::Contained`]). The default
     /// ignores it.
     #[allow(private_interfaces)]
     fn on_damage(&self, damage: super::damage::Damage) {

@@ -20,6 +20,7 @@ mod chain;
 pub(crate) mod codec;
 #[cfg(test)]
 mod conformance;
+mod contained;
 pub(crate) mod contract;
 pub(crate) mod damage;
 mod error;
@@ -36,8 +37,10 @@ pub(crate) mod writer;
 
 pub(crate) use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
 pub(crate) use open::{Location, OpenMode};
+#[cfg(test)]
+pub(crate) use rules::Appended;
 pub(crate) use watch::Watch;
-pub(crate) use writer::{AppendTxn, Appended};
+pub(crate) use writer::AppendTxn;
 
 use crate::event::family::Families;
 use crate::event::summary::{SUMMARY_VERSION, SessionSummary};

@@ -17,7 +17,7 @@
 use super::chain;
 use super::contract::{Backend, CommitSignal, WriteView};
 use super::damage::Damage;
-use super::rules::{self, Batch, Plan};
+use super::rules::{self, Appended, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -400,13 +400,6 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, 
     for completion in completions {
         completion(result.clone());
     }
-}
-
-/// What an append wrote (or found already written): the events and the session's new head.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Appended {
-    pub events: Vec<Event>,
-    pub head: SessionHead,
 }
 
 /// The write transaction as a job sees it: read heads, append events.

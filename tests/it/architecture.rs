@@ -534,7 +534,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
     &[
         "store::chain",
         "store::contract",
-        "store::damage",
         "store::postgres::connect",
         "store::postgres::database",
         "store::postgres::read",
