@@ -91,13 +91,6 @@ pub trait Backend: Send + Sync + 'static {
         let _ = signal;
     }
 
-    /// Called once, when the ledger is built over this backend, with its writer: a backend
-    /// that serves other processes (the ledger host, [`super::host`]) runs their writes
-    /// in this process's group commit. The default ignores it.
-    fn serve_with(&self, writer: super::writer::WriterHandle) {
-        let _ = writer;
-    }
-
     /// What one damaged event or page stops in this backend: every write (a file, the
     /// default) or writes to its session only (a database that checks its own rows).
     #[allow(private_interfaces)]

@@ -153,7 +153,7 @@ impl Ledger {
     /// Holds the file at `path`, or reaches the process that does.
     fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
         let backend = HostBackend::open(path)?;
-        Ok(Ledger::with_backend(backend, path))
+        Ok(Ledger::serving(backend, path, HostBackend::serve_with))
     }
 
     /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be

@@ -72,7 +72,7 @@ type Job = Box<dyn FnOnce(Option<&mut AppendTxn<'_>>) -> Completion + Send>;
 
 /// Sends jobs to the writer thread. The thread ends when the last handle is dropped.
 #[derive(Clone)]
-pub struct WriterHandle {
+pub(crate) struct WriterHandle {
     jobs: mpsc::Sender<Job>,
     /// Where the answers of jobs queued from one runtime's thread go, once set.
     delivery: Arc<OnceLock<Delivery>>,
@@ -222,7 +222,7 @@ impl WriterHandle {
         Ok(answer)
     }
 
-    pub async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
+    pub(crate) async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
@@ -232,7 +232,7 @@ impl WriterHandle {
             .map_err(|_| StoreError::WriterGone)?
     }
 
-    pub fn submit_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
+    pub(crate) fn submit_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
