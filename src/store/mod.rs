@@ -24,6 +24,7 @@ mod contained;
 pub(crate) mod contract;
 pub(crate) mod damage;
 mod error;
+pub(crate) mod health;
 pub(crate) mod host;
 mod open;
 pub(crate) mod postgres;

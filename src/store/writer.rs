@@ -21,7 +21,6 @@ use super::rules::{self, Appended, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,27 +28,6 @@ use std::time::{Duration, Instant};
 /// Told each group commit's duration, when set (by `serve --http`, for `/metrics`); unset,
 /// nothing is timed.
 pub(crate) static COMMIT_OBSERVER: OnceLock<fn(Duration)> = OnceLock::new();
-
-/// Times the store was reached again after a connection was lost or could not be opened
-/// (PostgreSQL; `/metrics`): a whole outage counts once.
-pub(crate) static STORE_RECONNECTS: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a store connection was lost (or failed to open) since the last one opened.
-static STORE_LOST: AtomicBool = AtomicBool::new(false);
-
-/// A store connection was found dead.
-pub(crate) fn store_connection_lost() {
-    STORE_LOST.store(true, Ordering::Relaxed);
-}
-
-/// A store connection was opened (`true`) or could not be (`false`).
-pub(crate) fn store_connected(opened: bool) {
-    if !opened {
-        store_connection_lost();
-    } else if STORE_LOST.swap(false, Ordering::Relaxed) {
-        STORE_RECONNECTS.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
 pub(crate) const MAX_JOBS_PER_COMMIT: usize = 128;
