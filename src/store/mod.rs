@@ -36,8 +36,9 @@ pub(crate) mod verdict;
 pub(crate) mod watch;
 pub(crate) mod writer;
 
+pub(crate) use contract::OpenMode;
 pub(crate) use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
-pub(crate) use open::{Location, OpenMode};
+pub(crate) use open::Location;
 #[cfg(test)]
 pub(crate) use rules::Appended;
 pub(crate) use watch::Watch;
