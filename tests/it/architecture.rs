@@ -531,7 +531,6 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools::planning",
         "tools::planning::plan_prompt",
     ], // Being broken, one commit each (issue 47, part 2).
-    &["store::postgres::salvage", "store::salvage"],
     &["store::redb::open", "store::redb::wal"],
 ];
 
