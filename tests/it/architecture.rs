@@ -530,8 +530,7 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools",
         "tools::planning",
         "tools::planning::plan_prompt",
-    ], // Being broken, one commit each (issue 47, part 2).
-    &["store::redb::open", "store::redb::wal"],
+    ],
 ];
 
 /// The file a path is in: what its `use`s stand for followed (`crate::store::StoreError` is
