@@ -39,7 +39,7 @@ pub(super) fn recover(settings: &Settings, to: &str) -> anyhow::Result<()> {
         Some(url) => {
             let from = crate::store::postgres::redact_url(url);
             check_target(None, &from, &target)?;
-            (from, salvage::salvage_url(url)?)
+            (from, crate::store::postgres::salvage::salvage_url(url)?)
         }
         None => {
             let dir = &settings.data_dir;

@@ -250,7 +250,7 @@ impl Metrics {
     pub(super) fn render(&self, open_connections: usize) -> String {
         self.open_connections
             .set(i64::try_from(open_connections).unwrap_or(i64::MAX));
-        let reconnects = crate::store::writer::STORE_RECONNECTS.load(Ordering::Relaxed);
+        let reconnects = crate::store::health::STORE_RECONNECTS.load(Ordering::Relaxed);
         let counted = self.store_reconnects.get();
         if reconnects > counted {
             self.store_reconnects.inc_by(reconnects - counted);

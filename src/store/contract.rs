@@ -5,7 +5,8 @@
 //! polls), [`ReadView`] (a consistent snapshot: heads, aliases, event ids, a session's
 //! rows from a seq, every row, the ledger-wide position index), [`WriteView`] (the same
 //! inside the exclusive write transaction, plus writing an [`AppendPlan`] and a head,
-//! commit, abort) and [`Decode`]. Must not: hold a rule. Which batch may be appended
+//! commit, abort), [`Decode`] and [`OpenMode`] (whether a backend's open may create the
+//! ledger; which backend opens is `super::open`'s choice, above them). Must not: hold a rule. Which batch may be appended
 //! ([`super::rules::plan_append`]), what `verify` checks and how a summary is folded live
 //! once in the facade; a backend stores and returns what it is given.
 //!
@@ -31,6 +32,17 @@
 use super::{SessionHead, StoreError};
 use crate::event::{Event, EventId, SessionId};
 use std::time::Duration;
+
+/// Whether an open may create the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpenMode {
+    /// Create it when missing: the commands that record (`serve`, `demo`, `import`,
+    /// `copy --to`, `recover --to`).
+    Create,
+    /// Only open one that is there ([`super::OpenError::NoLedger`] otherwise): the commands that
+    /// only read; a redb ledger this process may not write is opened for reading only.
+    Existing,
+}
 
 /// How much of a stored event a scan builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,13 +103,6 @@ pub trait Backend: Send + Sync + 'static {
         let _ = signal;
     }
 
-    /// Called once, when the ledger is built over this backend, with its writer: a backend
-    /// that serves other processes (the ledger host, [`super::host`]) runs their writes
-    /// in this process's group commit. The default ignores it.
-    fn serve_with(&self, writer: super::writer::WriterHandle) {
-        let _ = writer;
-    }
-
     /// What one damaged event or page stops in this backend: every write (a file, the
     /// default) or writes to its session only (a database that checks its own rows).
     #[allow(private_interfaces)]
@@ -108,7 +113,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Called once, when the ledger is built over this backend, with the record of damage
     /// its facade keeps: a backend that found damage while opening (a redo log record that
     /// cannot be replayed) reports it there, and one whose engine may panic on damaged
-    /// bytes contains its views with it ([`super::damage::Contained`]). The default
+    /// bytes contains its views with it ([`super::contained::Contained`]). The default
     /// ignores it.
     #[allow(private_interfaces)]
     fn on_damage(&self, damage: super::damage::Damage) {

@@ -20,9 +20,11 @@ mod chain;
 pub(crate) mod codec;
 #[cfg(test)]
 mod conformance;
+mod contained;
 pub(crate) mod contract;
 pub(crate) mod damage;
 mod error;
+pub(crate) mod health;
 pub(crate) mod host;
 mod open;
 pub(crate) mod postgres;
@@ -34,10 +36,13 @@ pub(crate) mod verdict;
 pub(crate) mod watch;
 pub(crate) mod writer;
 
+pub(crate) use contract::OpenMode;
 pub(crate) use error::{AppendError, BackendError, OpenError, StoreError, VerifyError};
-pub(crate) use open::{Location, OpenMode};
+pub(crate) use open::Location;
+#[cfg(test)]
+pub(crate) use rules::Appended;
 pub(crate) use watch::Watch;
-pub(crate) use writer::{AppendTxn, Appended};
+pub(crate) use writer::AppendTxn;
 
 use crate::event::family::Families;
 use crate::event::summary::{SUMMARY_VERSION, SessionSummary};
@@ -203,6 +208,17 @@ impl Ledger {
     /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
     /// credentials). Starts the writer thread.
     pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
+        Ledger::serving(backend, label, |_, _| {})
+    }
+
+    /// [`Ledger::with_backend`], handing `serve` the backend and the ledger's writer as soon
+    /// as the writer runs: a backend that serves other processes (the ledger host,
+    /// [`host`]) runs their writes in this process's group commit.
+    pub(crate) fn serving<B: Backend>(
+        backend: B,
+        label: &Path,
+        serve: impl FnOnce(&B, writer::WriterHandle),
+    ) -> Ledger {
         let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
         backend.on_commits(commits.clone());
         let damage = damage::Damage::recorded_in(
@@ -211,10 +227,11 @@ impl Ledger {
             backend.verdicts(label),
         );
         backend.on_damage(damage.clone());
-        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let backend = Arc::new(backend);
         let (writer, thread) =
             writer::WriterHandle::spawn(backend.clone(), commits.clone(), damage.clone());
-        backend.serve_with(writer.clone());
+        serve(&backend, writer.clone());
+        let backend: Arc<dyn Backend> = backend;
         let closing = Arc::downgrade(&backend);
         Ledger {
             backend,

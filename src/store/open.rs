@@ -1,7 +1,7 @@
 //! Opening a ledger: the one place that turns where a ledger is kept ([`Location`]: a data
 //! directory, or a URL one of [`URL_BACKENDS`] claims) into a [`Ledger`], for every command.
 //!
-//! Owns: [`Location`], [`OpenMode`] (may the open create the ledger), [`URL_BACKENDS`] (the
+//! Owns: [`Location`], [`URL_BACKENDS`] (the
 //! backends reached by URL: a new one is its module under `store/` and one line there) and
 //! the open of a redb file that chooses between holding it and reaching the process that
 //! does ([`super::host`]): it sits above both, so `redb` knows nothing of the host. Must
@@ -10,19 +10,8 @@
 
 use super::host::HostBackend;
 use super::redb::open::write_denied;
-use super::{LEDGER_FILE_NAME, Ledger, OpenError};
+use super::{LEDGER_FILE_NAME, Ledger, OpenError, OpenMode};
 use std::path::{Path, PathBuf};
-
-/// Whether an open may create the ledger.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpenMode {
-    /// Create it when missing: the commands that record (`serve`, `demo`, `import`,
-    /// `copy --to`, `recover --to`).
-    Create,
-    /// Only open one that is there ([`OpenError::NoLedger`] otherwise): the commands that
-    /// only read; a redb ledger this process may not write is opened for reading only.
-    Existing,
-}
 
 /// A backend reached by URL: whether it claims a URL, and how it opens one.
 pub(crate) struct UrlBackend {
@@ -153,7 +142,7 @@ impl Ledger {
     /// Holds the file at `path`, or reaches the process that does.
     fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
         let backend = HostBackend::open(path)?;
-        Ok(Ledger::with_backend(backend, path))
+        Ok(Ledger::serving(backend, path, HostBackend::serve_with))
     }
 
     /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be

@@ -15,9 +15,16 @@
 //! imported event must continue the stored chain (seq, `prev`, recomputed `hash`).
 
 use super::contract::{AppendPlan, ReadView};
-use super::{AppendError, Appended, SessionHead, StoreError};
+use super::{AppendError, SessionHead, StoreError};
 use crate::event::summary::SessionSummary;
 use crate::event::{Event, GENESIS_HASH, NewEvent, Payload, SessionId};
+
+/// What an append wrote (or found already written): the events and the session's new head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Appended {
+    pub events: Vec<Event>,
+    pub head: SessionHead,
+}
 
 /// A batch to append.
 #[derive(Clone, Debug)]

@@ -4,8 +4,8 @@
 //!
 //! Owns: the scan of raw bytes for event rows ([`Scan`]), reading a data directory's
 //! `ledger.redb` and `ledger.wal` for it with plain reads ([`salvage_dir`]) or every row
-//! of a PostgreSQL ledger's tables ([`salvage_url`], read by
-//! [`super::postgres::salvage`]), and the chains built from what was found ([`chains`]). Why a scan: an event row is self-contained
+//! of a PostgreSQL ledger's tables (`super::postgres::salvage::salvage_url`, handing
+//! them to the same [`Scan`]), and the chains built from what was found ([`chains`]). Why a scan: an event row is self-contained
 //! ([`codec`]: first byte `0x01`/`0x02`/`0x03` or `{`, then every field) and an event
 //! verifies itself (its hash covers `prev` and all its content), so a row that decodes at
 //! any offset and whose hash verifies *is* an event of the ledger, byte for byte, whichever
@@ -185,27 +185,6 @@ pub(crate) fn salvage_dir(data_dir: &Path) -> Result<Found, SalvageError> {
             dir: data_dir.to_path_buf(),
         });
     }
-    let (events, heads) = scan.finish();
-    Ok(Found {
-        events,
-        heads,
-        sources,
-    })
-}
-
-/// Reads every row of the PostgreSQL ledger at `url` (`ledger_events` and `ledger_heads`,
-/// with plain queries in one read-only transaction: nothing is written, no key column or
-/// index is trusted) and keeps each event whose hash verifies, as [`salvage_dir`] does
-/// with a file's bytes.
-pub(crate) fn salvage_url(url: &str) -> Result<Found, SalvageError> {
-    let label = super::postgres::redact_url(url);
-    let mut scan = Scan::new();
-    let sources = super::postgres::salvage::scan_tables(url, &mut scan)
-        .map_err(|source| SalvageError::Database {
-            label: label.clone(),
-            source,
-        })?
-        .ok_or(SalvageError::NoTables { label })?;
     let (events, heads) = scan.finish();
     Ok(Found {
         events,

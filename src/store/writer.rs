@@ -17,11 +17,10 @@
 use super::chain;
 use super::contract::{Backend, CommitSignal, WriteView};
 use super::damage::Damage;
-use super::rules::{self, Batch, Plan};
+use super::rules::{self, Appended, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
 use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,27 +28,6 @@ use std::time::{Duration, Instant};
 /// Told each group commit's duration, when set (by `serve --http`, for `/metrics`); unset,
 /// nothing is timed.
 pub(crate) static COMMIT_OBSERVER: OnceLock<fn(Duration)> = OnceLock::new();
-
-/// Times the store was reached again after a connection was lost or could not be opened
-/// (PostgreSQL; `/metrics`): a whole outage counts once.
-pub(crate) static STORE_RECONNECTS: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a store connection was lost (or failed to open) since the last one opened.
-static STORE_LOST: AtomicBool = AtomicBool::new(false);
-
-/// A store connection was found dead.
-pub(crate) fn store_connection_lost() {
-    STORE_LOST.store(true, Ordering::Relaxed);
-}
-
-/// A store connection was opened (`true`) or could not be (`false`).
-pub(crate) fn store_connected(opened: bool) {
-    if !opened {
-        store_connection_lost();
-    } else if STORE_LOST.swap(false, Ordering::Relaxed) {
-        STORE_RECONNECTS.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Most jobs one transaction takes; bounds the latency a long queue adds to its first job.
 pub(crate) const MAX_JOBS_PER_COMMIT: usize = 128;
@@ -72,7 +50,7 @@ type Job = Box<dyn FnOnce(Option<&mut AppendTxn<'_>>) -> Completion + Send>;
 
 /// Sends jobs to the writer thread. The thread ends when the last handle is dropped.
 #[derive(Clone)]
-pub struct WriterHandle {
+pub(crate) struct WriterHandle {
     jobs: mpsc::Sender<Job>,
     /// Where the answers of jobs queued from one runtime's thread go, once set.
     delivery: Arc<OnceLock<Delivery>>,
@@ -222,7 +200,7 @@ impl WriterHandle {
         Ok(answer)
     }
 
-    pub async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
+    pub(crate) async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
@@ -232,7 +210,7 @@ impl WriterHandle {
             .map_err(|_| StoreError::WriterGone)?
     }
 
-    pub fn submit_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
+    pub(crate) fn submit_blocking<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
@@ -400,13 +378,6 @@ fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, 
     for completion in completions {
         completion(result.clone());
     }
-}
-
-/// What an append wrote (or found already written): the events and the session's new head.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Appended {
-    pub events: Vec<Event>,
-    pub head: SessionHead,
 }
 
 /// The write transaction as a job sees it: read heads, append events.

@@ -530,20 +530,7 @@ const LOOPS_LEFT: &[&[&str]] = &[
         "tools",
         "tools::planning",
         "tools::planning::plan_prompt",
-    ], // Being broken, one commit each (issue 47, part 2).
-    &[
-        "store::chain",
-        "store::contract",
-        "store::damage",
-        "store::postgres::connect",
-        "store::postgres::database",
-        "store::postgres::read",
-        "store::rules",
-        "store::writer",
     ],
-    &["store::open", "store::postgres"],
-    &["store::postgres::salvage", "store::salvage"],
-    &["store::redb::open", "store::redb::wal"],
 ];
 
 /// The file a path is in: what its `use`s stand for followed (`crate::store::StoreError` is

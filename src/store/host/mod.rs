@@ -106,6 +106,19 @@ pub(crate) struct HostBackend {
 }
 
 impl HostBackend {
+    /// Called once, when the ledger is built over this backend, with its writer (see
+    /// [`Ledger::serving`]): other processes' writes run in this process's group commit.
+    /// The contract knows no writer, so this is the host's own, not a hook of `Backend`.
+    pub(crate) fn serve_with(&self, writer: WriterHandle) {
+        *lock(&self.shared.writer) = Some(writer.clone());
+        if let Mode::Host { local, server } = &*self.shared.current() {
+            let mut server = lock(server);
+            if server.is_none() {
+                *server = listen(&self.shared.socket, local, writer);
+            }
+        }
+    }
+
     /// Reaches the ledger file at `path`: holds it, or connects to the process that does.
     pub(crate) fn open(path: &Path) -> Result<HostBackend, OpenError> {
         let socket = socket_path(path);
@@ -282,16 +295,6 @@ impl Backend for HostBackend {
         match &*mode {
             Mode::Host { local, .. } => local.write_owned(),
             Mode::Client { .. } => Ok(Box::new(RemoteWrite::begin(self.shared.clone(), mode)?)),
-        }
-    }
-
-    fn serve_with(&self, writer: WriterHandle) {
-        *lock(&self.shared.writer) = Some(writer.clone());
-        if let Mode::Host { local, server } = &*self.shared.current() {
-            let mut server = lock(server);
-            if server.is_none() {
-                *server = listen(&self.shared.socket, local, writer);
-            }
         }
     }
 

@@ -7,8 +7,9 @@
 //! connection other than through the pool.
 
 use super::connect::{Pooled, blocking};
+use super::database::{key, session_key, to_i64};
 use super::error::{PgError, connection_lost, query_error, refusal, refused};
-use super::read::{PgRead, decode_head, key, session_key, to_i64};
+use super::read::{PgRead, decode_head};
 use super::schema;
 use super::verdicts::{verdicts_of, verdicts_sql};
 use crate::event::{Event, EventId, SessionId};

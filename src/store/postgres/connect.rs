@@ -125,7 +125,7 @@ impl Target {
     /// does (the TLS failure is logged).
     pub(crate) fn connect(&self) -> Result<Client, PgError> {
         let connected = self.connect_once();
-        crate::store::writer::store_connected(connected.is_ok());
+        crate::store::health::store_connected(connected.is_ok());
         connected
     }
 
@@ -271,7 +271,7 @@ impl Pool {
     /// Closes the idle connections: one was found dead, and the others were opened to the
     /// same server, so they likely are too.
     fn forget_idle(&self) {
-        crate::store::writer::store_connection_lost();
+        crate::store::health::store_connection_lost();
         self.idle().clear();
     }
 

@@ -10,13 +10,35 @@
 //! [`super::schema`]).
 
 use super::connect::Pool;
+use crate::event::SessionId;
 use crate::store::StoreError;
 use std::sync::Arc;
 
 pub(crate) use super::connect::{Pooled, blocking};
 pub(crate) use super::error::query_error;
-pub(crate) use super::read::{session_key, session_of, to_i64};
 pub(crate) use super::schema::{quote_ident, quote_literal};
+
+/// The key of an id (event or session): its 16 bytes, big-endian.
+pub(super) fn key(id: u128) -> [u8; 16] {
+    id.to_be_bytes()
+}
+
+/// The key of a session.
+pub(crate) fn session_key(session: SessionId) -> [u8; 16] {
+    key(session.0.0)
+}
+
+pub(crate) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
+    let bytes: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;
+    Ok(SessionId(ulid::Ulid(u128::from_be_bytes(bytes))))
+}
+
+/// `n` as a `bigint` (positions and seqs never come near its limit).
+pub(crate) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
 
 /// This ledger's PostgreSQL database: its backend's pool of connections.
 #[derive(Clone)]

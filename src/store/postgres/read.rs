@@ -2,14 +2,15 @@
 //!
 //! Owns: [`PgRead`] (the [`ReadView`] of a read transaction, and the read side of the
 //! write transaction in [`super::append`]), the queries behind it (heads, aliases,
-//! events by id, scans streamed in chunks of [`SCAN_CHUNK_ROWS`]) and the keys rows are
-//! stored under. One damaged row is one damaged session: a head row that does not decode
+//! events by id, scans streamed in chunks of [`SCAN_CHUNK_ROWS`]; the keys rows are
+//! stored under are [`super::database`]'s). One damaged row is one damaged session: a head row that does not decode
 //! (or names another session), and events stored under a session without a head row, are
 //! named by [`ReadView::heads_and_undecodable`] and left out of [`ReadView::heads`]; the
 //! table-wide checks are `check_structure`'s. Must not: write, or end a transaction
 //! other than by its `end`.
 
 use super::connect::{Pooled, blocking};
+use super::database::{key, session_key, session_of, to_i64};
 use super::error::{connection_lost, query_error};
 use crate::event::{Event, EventId, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
@@ -20,28 +21,6 @@ use std::cell::{Cell, RefCell};
 /// Rows one query of a scan fetches: scans stream in chunks of this many, so memory stays
 /// flat however long a session is.
 pub(crate) const SCAN_CHUNK_ROWS: i64 = 512;
-
-/// The key of an id (event or session): its 16 bytes, big-endian.
-pub(super) fn key(id: u128) -> [u8; 16] {
-    id.to_be_bytes()
-}
-
-/// The key of a session.
-pub(crate) fn session_key(session: SessionId) -> [u8; 16] {
-    key(session.0.0)
-}
-
-pub(crate) fn session_of(bytes: &[u8]) -> Result<SessionId, StoreError> {
-    let bytes: [u8; 16] = bytes
-        .try_into()
-        .map_err(|_| StoreError::Corrupt("a session key is not 16 bytes".into()))?;
-    Ok(SessionId(ulid::Ulid(u128::from_be_bytes(bytes))))
-}
-
-/// `n` as a `bigint` (positions and seqs never come near its limit).
-pub(crate) fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
 
 /// A session head as stored (JSON, as redb stores it).
 pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {

@@ -2,7 +2,7 @@
 //! `ledger_events` and `ledger_heads`, handed to the same scan that reads a redb file's
 //! bytes ([`Scan`]), so that what is kept is only what verifies itself.
 //!
-//! Owns: [`scan_tables`] (one read-only REPEATABLE READ transaction; each table read
+//! Owns: [`salvage_url`] (what `recover` calls) and [`scan_tables`] (one read-only REPEATABLE READ transaction; each table read
 //! through a cursor, [`SALVAGE_FETCH_ROWS`] rows a fetch, in the order the table is
 //! stored: no index, no key column and no position is trusted or needed). Must not: write
 //! anything, migrate or lock the schema (the ledger may be damaged; other servers may be
@@ -10,7 +10,7 @@
 
 use super::connect::{Target, blocking, redact_url};
 use super::error::PgError;
-use crate::store::salvage::{Scan, SourceReport};
+use crate::store::salvage::{Found, SalvageError, Scan, SourceReport};
 
 /// Rows one `FETCH` reads: memory stays flat however big the tables are.
 pub(crate) const SALVAGE_FETCH_ROWS: usize = 512;
@@ -20,6 +20,27 @@ const TABLES: [(&str, &str); 2] = [("ledger_events", "row"), ("ledger_heads", "h
 
 fn failed(what: &'static str) -> impl Fn(postgres::Error) -> PgError {
     move |source| PgError::Query { what, source }
+}
+
+/// Reads every row of the PostgreSQL ledger at `url` (`ledger_events` and `ledger_heads`,
+/// with plain queries in one read-only transaction: nothing is written, no key column or
+/// index is trusted) and keeps each event whose hash verifies, as `store::salvage::salvage_dir` does
+/// with a file's bytes.
+pub(crate) fn salvage_url(url: &str) -> Result<Found, SalvageError> {
+    let label = redact_url(url);
+    let mut scan = Scan::new();
+    let sources = scan_tables(url, &mut scan)
+        .map_err(|source| SalvageError::Database {
+            label: label.clone(),
+            source,
+        })?
+        .ok_or(SalvageError::NoTables { label })?;
+    let (events, heads) = scan.finish();
+    Ok(Found {
+        events,
+        heads,
+        sources,
+    })
 }
 
 /// Feeds every row of the ledger at `url` to `scan`; a report per table, named as

@@ -15,7 +15,8 @@
 //!
 //! [`ReadView::check_structure`]: crate::store::contract::ReadView::check_structure
 
-use super::read::{PgRead, SCAN_CHUNK_ROWS, session_of};
+use super::database::session_of;
+use super::read::{PgRead, SCAN_CHUNK_ROWS};
 use crate::event::{Event, SessionId};
 use crate::store::{StoreError, codec};
 use std::collections::HashMap;

@@ -8,8 +8,8 @@
 //! decide what is damage.
 
 use super::connect::{Pool, blocking};
+use super::database::{session_key, session_of};
 use super::error::query_error;
-use super::read::{session_key, session_of};
 use crate::store::StoreError;
 use crate::store::verdict::{MAX_VERDICTS, Verdict, VerdictStore};
 use std::sync::{Arc, Weak};

@@ -33,8 +33,9 @@ mod tables;
 pub(crate) mod wal;
 mod write;
 
+use super::contained::Contained;
 use super::contract::{Backend, ReadView, WriteView};
-use super::damage::{Contained, Damage, DamageScope, contain};
+use super::damage::{Damage, DamageScope, contain};
 use super::error::is_disk_full;
 use super::{Ledger, OpenError, StoreError, codec};
 use ::redb::{ReadableTable, WriteTransaction};

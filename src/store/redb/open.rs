@@ -260,12 +260,12 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
                     opened => opened.map_err(database_error)?,
                 };
                 check_tables(path, &db)?;
-                let wal = wal::open_path(path, false, state).map_err(open_error)?;
+                let wal = open_log(path, false, state).map_err(open_error)?;
                 return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(db) = create_file(path)? {
-                    let wal = wal::open_path(path, true, LedgerState::Clean).map_err(open_error)?;
+                    let wal = open_log(path, true, LedgerState::Clean).map_err(open_error)?;
                     return Ok(Opened::Held(Handle::recovered(path, db, reopen, wal)?));
                 }
                 // Another process created it first: open theirs.
@@ -414,7 +414,7 @@ pub(crate) fn open_read_only(path: &Path, why: &str) -> Result<Handle, OpenError
     let db = make().map_err(|e| database_error(e.into()))?;
     check_tables(path, &db)?;
     let log_file = wal::log_path(path);
-    let (wal, unread) = match wal::open_path_read_only(path, state) {
+    let (wal, unread) = match open_log_read_only(path, state) {
         Ok(wal) => (wal, None),
         Err(WalError::Io { path: log, source }) if state == LedgerState::Clean => {
             let wal = Wal::open_read_only(None, &log, state).map_err(open_error)?;
@@ -475,6 +475,71 @@ pub(crate) fn open_read_only(path: &Path, why: &str) -> Result<Handle, OpenError
             note,
         }),
     })
+}
+
+/// Opens the log of the ledger file at `path`, creating it (complete, under a temporary
+/// name, then moved into place) if there is none. The directory is synced after a log is
+/// created, and always when `ledger_linked` (the ledger file's own name is new there).
+/// `ledger` says how the ledger file was left (what a log that cannot be read may hold).
+fn open_log(path: &Path, ledger_linked: bool, ledger: LedgerState) -> Result<Wal, WalError> {
+    let log = wal::log_path(path);
+    let io_error = |source| WalError::Io {
+        path: log.clone(),
+        source,
+    };
+    let sync_dir = || {
+        if let Ok(dir) = std::fs::File::open(log.parent().unwrap_or(Path::new("."))) {
+            let _ = dir.sync_all();
+        }
+    };
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log)
+    {
+        Ok(file) => {
+            let file = wal::DiskLog::new(file, &log, true);
+            let wal = Wal::open(Box::new(file), &log, wal::LogSize::PRODUCT, ledger)?;
+            if ledger_linked {
+                sync_dir();
+            }
+            return Ok(wal);
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io_error(error)),
+    }
+    let temp = temp_beside(&log).map_err(io_error)?;
+    let file = temp.as_file().try_clone().map_err(io_error)?;
+    // Opened again by its final name after a failed write (the temporary one is gone).
+    let file = wal::DiskLog::new(file, &log, true);
+    let wal = Wal::open(Box::new(file), &log, wal::LogSize::PRODUCT, ledger)?;
+    match temp.persist_noclobber(&log) {
+        Ok(_) => {}
+        Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Only the process holding the ledger file gets here; someone else's file.
+            return Err(WalError::Unreadable {
+                path: log.clone(),
+                problem: "it appeared while this process was creating it".into(),
+                advice: "another program wrote it; the ledger is not opened beside it".into(),
+            });
+        }
+        Err(error) => return Err(io_error(error.error)),
+    }
+    sync_dir();
+    Ok(wal)
+}
+
+/// Opens the log of the ledger file at `path` read-only, never writing or creating it (a
+/// ledger this process may only read): a missing log holds nothing to replay. An error
+/// opening it (permission denied) is the caller's to judge.
+fn open_log_read_only(path: &Path, ledger: LedgerState) -> Result<Wal, WalError> {
+    let log = wal::log_path(path);
+    let file: Option<Box<dyn wal::LogFile>> = match std::fs::File::open(&log) {
+        Ok(file) => Some(Box::new(wal::DiskLog::new(file, &log, false))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => return Err(WalError::Io { path: log, source }),
+    };
+    Wal::open_read_only(file, &log, ledger)
 }
 
 /// A new temporary file in `path`'s directory, named after it (`.NAME.creating-…`): where a
