@@ -14,6 +14,13 @@
 //!
 //! The map must be exact: an arrow no path uses fails too, so the file always says what the
 //! code does.
+//!
+//! The same paths, followed through the `use`s that re-export them to the file that
+//! defines what they name, make a graph of files; no two files may import each other,
+//! directly or around a loop (its strongly connected components, by petgraph), but the
+//! loops [`LOOPS_LEFT`] names. A file reaching its own folder's `mod.rs` (or `lib.rs`) is
+//! not an edge: a folder's front declares its files and lends them what they share.
+//! Arguments of macros that parse as expressions (`format!`, `assert!`) are read too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
