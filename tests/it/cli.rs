@@ -808,28 +808,8 @@ fn export_all_defaults_to_jsonl_and_one_session_needs_a_format() {
 /// (issue 48); its input a pipe, it serves MCP as clients expect.
 #[test]
 fn the_bare_command_on_a_terminal_says_what_it_is_and_makes_nothing() {
-    use std::os::fd::FromRawFd;
     let dir = data_dir();
-    let (mut leader, mut follower) = (-1, -1);
-    // SAFETY: openpty writes two new descriptors into the pointers given; the others may
-    // be null.
-    let opened = unsafe {
-        libc::openpty(
-            &mut leader,
-            &mut follower,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(opened, 0, "openpty");
-    // SAFETY: both descriptors are ours alone from here.
-    let (_leader, follower) = unsafe {
-        (
-            std::fs::File::from_raw_fd(leader),
-            std::fs::File::from_raw_fd(follower),
-        )
-    };
+    let (_leader, follower) = pseudo_terminal();
     let out = std::process::Command::new(bin())
         .arg("--data-dir")
         .arg(dir.path())

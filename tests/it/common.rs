@@ -17,6 +17,32 @@ pub(crate) fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_reasoning-ledger"))
 }
 
+/// A new pseudo-terminal: (its leader, its follower), for a child that must see a
+/// terminal on one of its standard streams.
+pub(crate) fn pseudo_terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the pointers given; the others may
+    // be null.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: both descriptors are ours alone from here.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    }
+}
+
 /// A fresh data directory, removed when dropped.
 pub(crate) fn data_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")

@@ -865,27 +865,11 @@ async fn write_browser_fixture(client: &Client, session: &str, name: &str, html:
     .unwrap();
 }
 
-/// The SVG and HTML of a session of the planning or qa family, recorded through the real
-/// binary: one node per thought and per thing the family recorded, with the kind the
-/// projection says; one edge per graph edge and per link; nothing hostile raw; the page
-/// lists every event that drew a node, with its metadata.
-async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (String, String) {
-    let svg = export(client, session, "svg").await;
-    let (mut nodes, edges) = picture(&svg);
-    nodes.sort();
-    let expected = drawn_from_projection(
-        &export(client, session, "json").await,
-        &export(client, session, "jsonl").await,
-    );
-    assert_eq!(
-        (nodes, edges),
-        expected,
-        "{name}: the picture is the projection's"
-    );
-    // Every node's marker is a drawn shape, never a character a font must have: one
-    // glyph per node, and no node's head line starts with an emoji.
-    let doc = roxmltree::Document::parse(&svg).unwrap();
-    // Every edge stays inside the picture (its points, control points included).
+/// What every picture keeps, whatever its family: each edge's points (control points
+/// included) inside the picture, and each node's marker a drawn shape, never a character
+/// a font must have (one glyph per node; no head line starts with an emoji).
+fn check_drawing(name: &str, svg: &str) {
+    let doc = roxmltree::Document::parse(svg).unwrap();
     let width: f64 = doc
         .root_element()
         .attribute("width")
@@ -932,6 +916,26 @@ async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (S
             "{name}: a head line starts with {first:?}: {head}"
         );
     }
+}
+
+/// The SVG and HTML of a session of the planning or qa family, recorded through the real
+/// binary: one node per thought and per thing the family recorded, with the kind the
+/// projection says; one edge per graph edge and per link; nothing hostile raw; the page
+/// lists every event that drew a node, with its metadata.
+async fn check_family_pictures(client: &Client, session: &str, name: &str) -> (String, String) {
+    let svg = export(client, session, "svg").await;
+    let (mut nodes, edges) = picture(&svg);
+    nodes.sort();
+    let expected = drawn_from_projection(
+        &export(client, session, "json").await,
+        &export(client, session, "jsonl").await,
+    );
+    assert_eq!(
+        (nodes, edges),
+        expected,
+        "{name}: the picture is the projection's"
+    );
+    check_drawing(name, &svg);
     let html = export(client, session, "html").await;
     for out in [&svg, &html] {
         for raw in [
@@ -1110,56 +1114,7 @@ async fn check_booster_pictures(client: &Client, session: &str, name: &str) -> (
         &export(client, session, "jsonl").await,
     );
     assert_eq!((nodes, edges), expected, "{name}: the picture is the log's");
-    // Every node's marker is a drawn shape, never a character a font must have: one
-    // glyph per node, and no node's head line starts with an emoji.
-    let doc = roxmltree::Document::parse(&svg).unwrap();
-    // Every edge stays inside the picture (its points, control points included).
-    let width: f64 = doc
-        .root_element()
-        .attribute("width")
-        .unwrap()
-        .parse()
-        .unwrap();
-    for edge in doc
-        .descendants()
-        .filter(|n| n.has_tag_name("path") && n.attribute("data-edge").is_some())
-    {
-        let d = edge.attribute("d").unwrap();
-        let numbers: Vec<f64> = d
-            .split(|c: char| c.is_ascii_alphabetic() || c == ' ' || c == ',')
-            .filter(|part| !part.is_empty())
-            .map(|part| part.parse().unwrap())
-            .collect();
-        for x in numbers.chunks(2).map(|pair| pair[0]) {
-            assert!(
-                (0.0..=width).contains(&x),
-                "{name}: an edge leaves the picture: {d} (width {width})"
-            );
-        }
-    }
-    for node in doc
-        .descendants()
-        .filter(|n| n.has_tag_name("g") && n.attribute("data-kind").is_some())
-    {
-        let glyphs = node
-            .children()
-            .filter(|c| c.has_tag_name("path") && c.attribute("class") == Some("glyph"))
-            .count();
-        assert_eq!(glyphs, 1, "{name}: {node:?}");
-        let head: String = node
-            .children()
-            .find(|c| c.has_tag_name("text"))
-            .unwrap()
-            .descendants()
-            .filter(|t| t.is_text())
-            .filter_map(|t| t.text())
-            .collect();
-        let first = head.chars().next().unwrap_or(' ');
-        assert!(
-            first.is_ascii(),
-            "{name}: a head line starts with {first:?}: {head}"
-        );
-    }
+    check_drawing(name, &svg);
     let html = export(client, session, "html").await;
     for out in [&svg, &html] {
         for raw in [

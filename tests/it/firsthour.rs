@@ -175,28 +175,8 @@ fn demo_tours_every_family_without_a_model_and_says_where_the_pictures_are() {
 #[test]
 fn demo_on_a_terminal_reads_as_a_tour() {
     use std::io::Read;
-    use std::os::fd::FromRawFd;
     let root = data_dir();
-    let (mut leader, mut follower) = (-1, -1);
-    // SAFETY: openpty writes two new descriptors into the pointers given; the others may
-    // be null.
-    let opened = unsafe {
-        libc::openpty(
-            &mut leader,
-            &mut follower,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(opened, 0, "openpty");
-    // SAFETY: both descriptors are ours alone from here.
-    let (mut leader, follower) = unsafe {
-        (
-            std::fs::File::from_raw_fd(leader),
-            std::fs::File::from_raw_fd(follower),
-        )
-    };
+    let (mut leader, follower) = pseudo_terminal();
     let mut child = std::process::Command::new(bin())
         .arg("--data-dir")
         .arg(root.path())
