@@ -699,20 +699,53 @@ async fn probes_need_no_token_metrics_do_and_json_logs_have_one_line_per_call() 
     assert_eq!(get(&public, "/metrics").await.unwrap().0, 200);
 }
 
-/// Sends `GET /healthz` on a kept-alive connection and reads its whole answer.
-async fn health_on(stream: &mut tokio::net::TcpStream) -> String {
+/// Sends `GET path` on a kept-alive connection (with `TOKEN` when `token`) and reads its
+/// whole answer: the head, then as many body bytes as its `content-length` says.
+async fn request_on(stream: &mut tokio::net::TcpStream, path: &str, token: bool) -> String {
+    let authorization = if token {
+        format!("Authorization: Bearer {TOKEN}\r\n")
+    } else {
+        String::new()
+    };
     stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{authorization}\r\n").as_bytes(),
+        )
         .await
         .unwrap();
     let mut answer = Vec::new();
-    let mut buf = [0u8; 512];
-    while !answer.ends_with(b"\r\n\r\nok\n") {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(head_end) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&answer[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map(|value| value.trim().parse().unwrap())
+                .unwrap_or(0);
+            if answer.len() >= head_end + 4 + length {
+                break;
+            }
+        }
         let n = stream.read(&mut buf).await.unwrap();
         assert!(n > 0, "closed before answering: {answer:?}");
         answer.extend_from_slice(&buf[..n]);
     }
     String::from_utf8(answer).unwrap()
+}
+
+/// Sends `GET /healthz` (no token) on a kept-alive connection and reads its answer.
+async fn health_on(stream: &mut tokio::net::TcpStream) -> String {
+    request_on(stream, "/healthz", false).await
+}
+
+/// Whether the server closed `stream` (a read sees its end, or a reset).
+async fn closed_by_server(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -722,12 +755,22 @@ async fn beyond_the_connection_cap_new_connections_wait_and_those_inside_are_ser
     let addr = server.addr();
     let mut first = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut second = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    assert!(health_on(&mut first).await.starts_with("HTTP/1.1 200"));
-    assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
+    // Both show a valid token: neither may be closed to make room for a newcomer.
+    assert!(
+        request_on(&mut first, "/metrics", true)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        request_on(&mut second, "/metrics", true)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     // A third connection: the kernel completes it, the server does not take it yet.
     let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let waiting = tokio::spawn(async move { health_on(&mut third).await });
     // Those inside are still served meanwhile, and the third still waits.
+    assert!(health_on(&mut first).await.starts_with("HTTP/1.1 200"));
     assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
     assert!(!waiting.is_finished(), "the cap let a third connection in");
     drop(first);
@@ -736,4 +779,36 @@ async fn beyond_the_connection_cap_new_connections_wait_and_those_inside_are_ser
         .expect("served once a slot was free")
         .unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_closes_its_oldest_connection_without_a_token_for_a_new_one() {
+    let dir = data_dir();
+    let server = Server::start(dir.path(), &["--max-connections", "2"]).await;
+    let addr = server.addr();
+    let mut first = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut second = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // The first never shows a token (a probe); the second does.
+    assert!(health_on(&mut first).await.starts_with("HTTP/1.1 200"));
+    assert!(
+        request_on(&mut second, "/metrics", true)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    // A third: the first makes room for it, the second is kept.
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(20), health_on(&mut third))
+        .await
+        .expect("the newcomer is served at once, not left waiting");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        closed_by_server(&mut first).await,
+        "the oldest connection without a token was kept"
+    );
+    assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
+    let metrics = request_on(&mut second, "/metrics", true).await;
+    assert!(
+        metrics.contains("reasoning_ledger_connections_evicted_total 1"),
+        "{metrics}"
+    );
 }
