@@ -167,12 +167,12 @@ impl RawArguments {
     }
 
     /// Parses compact JSON text (as [`RawArguments::as_json`] gives it).
-    pub fn from_json(text: String) -> Result<Self, serde_json::Error> {
+    pub(crate) fn from_json(text: String) -> Result<Self, serde_json::Error> {
         RawValue::from_string(text).map(|raw| RawArguments(Cow::Owned(raw)))
     }
 
     /// The arguments as compact JSON text.
-    pub fn as_json(&self) -> &str {
+    pub(crate) fn as_json(&self) -> &str {
         self.0.get()
     }
 
@@ -295,7 +295,7 @@ struct TagOnly<'a> {
 impl Payload {
     /// Decodes a payload's JSON as written with `schema`: core tags here, every other tag
     /// by the family that registered it (which upcasts an older schema).
-    pub fn from_json(schema: u32, json: &str) -> Result<Payload, CodecError> {
+    pub(crate) fn from_json(schema: u32, json: &str) -> Result<Payload, CodecError> {
         let tag = serde_json::from_str::<TagOnly<'_>>(json)
             .map_err(CodecError::payload)?
             .tag;
@@ -327,7 +327,7 @@ impl Payload {
     }
 
     /// The `type` tag as written on the wire.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Payload::SessionStarted { .. } => SESSION_STARTED,
             Payload::SessionClosed { .. } => SESSION_CLOSED,
@@ -536,7 +536,7 @@ impl Event {
     }
 
     /// The commit time as RFC 3339 with milliseconds.
-    pub fn at_rfc3339(&self) -> String {
+    pub(crate) fn at_rfc3339(&self) -> String {
         format_time(self.at)
     }
 }

@@ -55,7 +55,7 @@ impl Progress {
     }
 
     /// A spinner alone, for one step that cannot count (a single transaction).
-    pub fn spinner(what: &str) -> Progress {
+    pub(crate) fn spinner(what: &str) -> Progress {
         let bar = Self::drawn(None);
         bar.set_style(
             ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
@@ -95,7 +95,7 @@ impl Progress {
     }
 
     /// A new total (it grew while counting).
-    pub fn set_total(&self, total: u64) {
+    pub(crate) fn set_total(&self, total: u64) {
         self.bar.set_length(total);
     }
 

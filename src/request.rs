@@ -47,7 +47,7 @@ pub struct Caller {
 impl Caller {
     /// The caller of a tool call: its actor, the client's name, and the HTTP transport
     /// session (`Mcp-Session-Id`) when the request carries one.
-    pub fn of_call(
+    pub(crate) fn of_call(
         context: &rmcp::service::RequestContext<RoleServer>,
         actor: Option<Actor>,
     ) -> Self {
@@ -123,13 +123,17 @@ impl ToolContext {
     }
 
     /// A context whose tools call `models`.
-    pub fn with_models(ledger: Ledger, log_thoughts: bool, models: Arc<Models>) -> Arc<Self> {
+    pub(crate) fn with_models(
+        ledger: Ledger,
+        log_thoughts: bool,
+        models: Arc<Models>,
+    ) -> Arc<Self> {
         Self::sharing_current(ledger, log_thoughts, models, Arc::default())
     }
 
     /// A context whose calls continue the sessions of `current`: every connection of
     /// `serve --http` (and every stateless request) shares the process's one.
-    pub fn sharing_current(
+    pub(crate) fn sharing_current(
         ledger: Ledger,
         log_thoughts: bool,
         models: Arc<Models>,
@@ -167,7 +171,7 @@ impl Actor {
     }
 
     /// The actor of a tool call: the one on the HTTP request it came in, if any.
-    pub fn of_call(extensions: &rmcp::model::Extensions) -> Option<Actor> {
+    pub(crate) fn of_call(extensions: &rmcp::model::Extensions) -> Option<Actor> {
         extensions
             .get::<http::request::Parts>()?
             .extensions

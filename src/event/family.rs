@@ -88,7 +88,7 @@ impl CodecError {
     }
 
     /// A row of `schema` when the codec reads only `reads`.
-    pub fn only_schema(tag: &str, schema: u32, reads: u32) -> Self {
+    pub(crate) fn only_schema(tag: &str, schema: u32, reads: u32) -> Self {
         CodecError::UnreadableSchema {
             tag: tag.to_string(),
             schema,
@@ -189,7 +189,7 @@ impl Families {
     }
 
     /// Every codec, in registration order.
-    pub fn codecs(&self) -> &[&'static dyn PayloadCodec] {
+    pub(crate) fn codecs(&self) -> &[&'static dyn PayloadCodec] {
         &self.0.codecs
     }
 
@@ -199,7 +199,7 @@ impl Families {
     }
 
     /// The codec that claims event tag `tag`.
-    pub fn codec_for(&self, tag: &str) -> Option<&'static dyn PayloadCodec> {
+    pub(crate) fn codec_for(&self, tag: &str) -> Option<&'static dyn PayloadCodec> {
         self.0
             .by_tag
             .iter()
@@ -208,7 +208,7 @@ impl Families {
     }
 
     /// Runs `work` with these as the families of the decodes it does on this thread.
-    pub fn in_scope<R>(&self, work: impl FnOnce() -> R) -> R {
+    pub(crate) fn in_scope<R>(&self, work: impl FnOnce() -> R) -> R {
         struct Leave;
         impl Drop for Leave {
             fn drop(&mut self) {
@@ -223,7 +223,7 @@ impl Families {
     /// `ask` of the families of the decode in progress on this thread (the innermost
     /// [`Families::in_scope`]), or of the product's outside any. Borrowed, not cloned: every
     /// decoded event asks once. `ask` is a lookup and must not enter a scope itself.
-    pub fn with_current<R>(ask: impl FnOnce(&Families) -> R) -> R {
+    pub(crate) fn with_current<R>(ask: impl FnOnce(&Families) -> R) -> R {
         IN_SCOPE.with(|scope| match scope.borrow().last() {
             Some(families) => ask(families),
             None => ask(Self::product_ref()),
@@ -655,7 +655,7 @@ impl FamilyPayload {
         &*self.event
     }
 
-    pub fn into_event(self) -> Box<dyn FamilyEvent> {
+    pub(crate) fn into_event(self) -> Box<dyn FamilyEvent> {
         self.event
     }
 

@@ -103,7 +103,7 @@ impl SessionSummary {
 
     /// [`SessionSummary::apply`] for a fold that already knows whether the event's branch
     /// is new (the thought tree indexes its branches; a session can have thousands).
-    pub fn apply_known(&mut self, event: &Event, new_branch: bool) {
+    pub(crate) fn apply_known(&mut self, event: &Event, new_branch: bool) {
         self.events += 1;
         self.updated_at = event.at;
         match &event.payload {
@@ -132,13 +132,13 @@ impl SessionSummary {
     }
 
     /// The family part of type `T`, its default first if the summary has none.
-    pub fn part_mut<T: SummaryPart + Clone + PartialEq + Default>(&mut self) -> &mut T {
+    pub(crate) fn part_mut<T: SummaryPart + Clone + PartialEq + Default>(&mut self) -> &mut T {
         self.parts.get_or_default()
     }
 
     /// Adds what the families' parts show in a session list's row (model calls, their
     /// tokens and cost; branch nodes), after the row's own fields.
-    pub fn add_list_row_fields(&self, row: &mut serde_json::Value) {
+    pub(crate) fn add_list_row_fields(&self, row: &mut serde_json::Value) {
         if let Some(row) = row.as_object_mut() {
             for part in self.parts.iter() {
                 part.list_row(row);
@@ -147,7 +147,7 @@ impl SessionSummary {
     }
 
     /// Whether a family closed `branch` to new thoughts.
-    pub fn branch_closed(&self, branch: &str) -> bool {
+    pub(crate) fn branch_closed(&self, branch: &str) -> bool {
         self.parts
             .iter()
             .any(|p| p.closed_branches().iter().any(|b| b == branch))
@@ -226,7 +226,9 @@ impl SummaryParts {
     }
 
     /// The part of type `T`, its default first if the summary has none.
-    pub fn get_or_default<T: SummaryPart + Clone + PartialEq + Default>(&mut self) -> &mut T {
+    pub(crate) fn get_or_default<T: SummaryPart + Clone + PartialEq + Default>(
+        &mut self,
+    ) -> &mut T {
         let at = match self
             .0
             .iter()

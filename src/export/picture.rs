@@ -145,7 +145,7 @@ impl Span {
         }
     }
 
-    pub fn with_class(mut self, class: &'static str) -> Span {
+    pub(crate) fn with_class(mut self, class: &'static str) -> Span {
         self.class = Some(class);
         self
     }
@@ -246,7 +246,7 @@ impl Picture {
     }
 
     /// The event an end stands for.
-    pub fn seq_of(&self, at: At) -> u64 {
+    pub(crate) fn seq_of(&self, at: At) -> u64 {
         match at {
             At::Thought(seq) => seq,
             At::Node(id) => self.nodes[id.0].seq,

@@ -64,14 +64,14 @@ impl FamilyStates {
     }
 
     /// The state of type `T`, if the tree has one, to change.
-    pub fn get_mut<T: FamilyState>(&mut self) -> Option<&mut T> {
+    pub(crate) fn get_mut<T: FamilyState>(&mut self) -> Option<&mut T> {
         self.0
             .iter_mut()
             .find_map(|s| s.as_any_mut().downcast_mut())
     }
 
     /// The state of type `T`, its default first if the tree has none.
-    pub fn get_or_default<T: FamilyState + Default>(&mut self) -> &mut T {
+    pub(crate) fn get_or_default<T: FamilyState + Default>(&mut self) -> &mut T {
         let at = match self.position::<T>() {
             Some(at) => at,
             None => {
@@ -100,7 +100,7 @@ impl FamilyStates {
     }
 
     /// Every state, in the order of the registry (the tree's JSON order).
-    pub fn in_registry_order(&self) -> Vec<&dyn FamilyState> {
+    pub(crate) fn in_registry_order(&self) -> Vec<&dyn FamilyState> {
         let mut states: Vec<&dyn FamilyState> = self.0.iter().map(|s| &**s).collect();
         states.sort_by_key(|s| crate::event::family::family_rank(s.family()));
         states

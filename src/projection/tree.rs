@@ -305,7 +305,7 @@ impl ThoughtTree {
     }
 
     /// Who wrote event `seq`, when it names someone.
-    pub fn actor_at(&self, seq: u64) -> Option<&str> {
+    pub(crate) fn actor_at(&self, seq: u64) -> Option<&str> {
         self.actors
             .binary_search_by_key(&seq, |(at, _)| *at)
             .ok()
@@ -318,17 +318,17 @@ impl ThoughtTree {
     }
 
     /// The state of type `T`, to change (a family's fold).
-    pub fn family_mut<T: FamilyState>(&mut self) -> Option<&mut T> {
+    pub(crate) fn family_mut<T: FamilyState>(&mut self) -> Option<&mut T> {
         self.families.get_mut()
     }
 
     /// The state of type `T`, its default first if the session has none (a family's fold).
-    pub fn family_or_default<T: FamilyState + Default>(&mut self) -> &mut T {
+    pub(crate) fn family_or_default<T: FamilyState + Default>(&mut self) -> &mut T {
         self.families.get_or_default()
     }
 
     /// Sets the state of type `T`, replacing any (a family's fold).
-    pub fn set_family<T: FamilyState>(&mut self, state: T) {
+    pub(crate) fn set_family<T: FamilyState>(&mut self, state: T) {
         self.families.set(state);
     }
 
@@ -338,7 +338,7 @@ impl ThoughtTree {
 
     /// Adds a thought: linked to the previous one on its line, to what it revises and to
     /// its branch point (the families' folds call this).
-    pub fn add_thought(&mut self, mut node: ThoughtNode) {
+    pub(crate) fn add_thought(&mut self, mut node: ThoughtNode) {
         if node.actor.is_none() {
             node.actor.clone_from(&self.folding_actor);
         }
@@ -445,7 +445,7 @@ impl ThoughtTree {
 
     /// Raises every numbered thought's total to at least `total`: a family whose count
     /// grows as it goes (the booster's steps) numbers all its thoughts against the count.
-    pub fn raise_totals(&mut self, total: u64) {
+    pub(crate) fn raise_totals(&mut self, total: u64) {
         for node in self.graph.node_weights_mut() {
             if let Some(old) = node.total_thoughts.as_mut() {
                 *old = (*old).max(total);

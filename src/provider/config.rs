@@ -198,14 +198,14 @@ fn chat_entry(text: &str) -> Result<Option<ConfigFile>, String> {
 }
 
 /// Variables: the environment first, then the secrets files.
-pub struct Variables {
+pub(crate) struct Variables {
     env: HashMap<String, String>,
     files: HashMap<String, String>,
 }
 
 impl Variables {
     /// The process environment and the secrets files of `data_dir`.
-    pub fn load(data_dir: Option<&Path>) -> Self {
+    pub(crate) fn load(data_dir: Option<&Path>) -> Self {
         let env = std::env::vars().collect();
         let mut files = HashMap::new();
         if let Some(dir) = data_dir {
@@ -232,7 +232,8 @@ impl Variables {
     }
 
     /// From a map (tests).
-    pub fn from_map(env: HashMap<String, String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_map(env: HashMap<String, String>) -> Self {
         Variables {
             env,
             files: HashMap::new(),
@@ -240,7 +241,7 @@ impl Variables {
     }
 
     /// A non-empty value.
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.env
             .get(name)
             .or_else(|| self.files.get(name))
@@ -263,7 +264,7 @@ impl ProviderSettings {
     }
 
     /// Settings from `vars` and the config file at `file`, if it exists.
-    pub fn from_sources(vars: &Variables, file: Option<&Path>) -> Self {
+    pub(crate) fn from_sources(vars: &Variables, file: Option<&Path>) -> Self {
         let mut settings = ProviderSettings::default();
         let seconds = |name: &str, settings: &mut ProviderSettings| -> Option<Duration> {
             let text = vars.get(name)?;
@@ -369,7 +370,7 @@ impl ProviderSettings {
     }
 
     /// The `config` error's message when no HTTP provider is configured.
-    pub fn unconfigured_reason(&self) -> String {
+    pub(crate) fn unconfigured_reason(&self) -> String {
         let mut text = format!(
             "No model provider is configured and the client offers no MCP sampling. Set {LLM_BASE_URL_ENV} and {LLM_MODEL_ENV} (and {LLM_API_KEY_ENV} if the server needs one) for any OpenAI-compatible server, or DEEPSEEK_API_KEY, SILICONFLOW_API_KEY, CEREBRAS_API_KEY or OPENAI_API_KEY, or write {CONFIG_FILE} in the data directory; then restart the server."
         );

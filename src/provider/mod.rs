@@ -185,7 +185,7 @@ pub enum ProviderError {
 
 impl ProviderError {
     /// The envelope's `type`.
-    pub fn error_type(&self) -> ErrorType {
+    pub(crate) fn error_type(&self) -> ErrorType {
         match self {
             ProviderError::Network { .. } => ErrorType::Network,
             ProviderError::Api { status, .. } => match status {
@@ -225,7 +225,7 @@ impl ProviderError {
     }
 
     /// Whether the HTTP layer retries it by itself (429 and 5xx only).
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         matches!(self, ProviderError::Api { status, .. } if *status == 429 || (500..=599).contains(status))
     }
 
@@ -351,7 +351,7 @@ impl Models {
     }
 
     /// The HTTP provider's name and model, when one is configured.
-    pub fn http_provider(&self) -> Option<(&str, &str)> {
+    pub(crate) fn http_provider(&self) -> Option<(&str, &str)> {
         self.http
             .as_ref()
             .map(|h| (h.config().name.as_str(), h.config().model.as_str()))
@@ -360,7 +360,7 @@ impl Models {
     /// Whether [`Models::complete`] can reach a model for this request: an HTTP provider
     /// is configured, or the client declared the sampling capability (a family with a
     /// fallback of its own, such as the booster's heuristics, asks this first).
-    pub fn can_call<'a>(&self, request: impl Into<ClientLink<'a>>) -> bool {
+    pub(crate) fn can_call<'a>(&self, request: impl Into<ClientLink<'a>>) -> bool {
         self.http.is_some()
             || request
                 .into()

@@ -174,7 +174,7 @@ pub struct ModelCallRecord {
 
 impl ModelCallRecord {
     /// A call that never reached a model (nothing configured, cancelled first).
-    pub fn not_called(request: &ChatRequest, error: ProviderError) -> Self {
+    pub(crate) fn not_called(request: &ChatRequest, error: ProviderError) -> Self {
         ModelCallRecord {
             provider: "none".into(),
             model: String::new(),
@@ -202,7 +202,7 @@ impl ModelCallRecord {
 /// The `model_call_recorded` payload: the record and the tool call that caused it.
 /// Written as `{"type": "model_call_recorded", "model_call": {…}, "call": {…}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelCallRecorded {
+pub(crate) struct ModelCallRecorded {
     #[serde(rename = "model_call")]
     pub record: ModelCallRecord,
     pub call: CallRecord,

@@ -46,7 +46,7 @@ pub(crate) enum OpenMode {
 
 /// How much of a stored event a scan builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decode {
+pub(crate) enum Decode {
     /// The whole event (exports, verify, history).
     Full,
     /// What a projection's fold reads: `prev` and `hash` empty, the call's arguments
@@ -82,7 +82,7 @@ pub(crate) type RowVisitor<'v> = dyn FnMut(u64, Result<Event, StoreError>) -> bo
 pub(crate) type PositionVisitor<'v> = dyn FnMut(u64, Event) -> bool + 'v;
 
 /// A backend: something that hands out read snapshots and exclusive write transactions.
-pub trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: Send + Sync + 'static {
     /// A consistent snapshot of the ledger as of now.
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError>;
 
@@ -154,12 +154,12 @@ pub trait Backend: Send + Sync + 'static {
 /// Wakes every [`super::Watch`] of one ledger: the writer thread raises it after each
 /// commit of this process, and a backend may raise it for commits it hears of.
 #[derive(Clone)]
-pub struct CommitSignal(pub(super) std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+pub(crate) struct CommitSignal(pub(super) std::sync::Arc<tokio::sync::watch::Sender<u64>>);
 
 impl CommitSignal {
     /// Says that the ledger's events up to `position` are committed (a lower position than
     /// one already signalled wakes no one).
-    pub fn committed(&self, position: u64) {
+    pub(crate) fn committed(&self, position: u64) {
         self.0.send_if_modified(|last| {
             let newer = position > *last;
             if newer {
@@ -172,7 +172,7 @@ impl CommitSignal {
 
 /// A consistent snapshot of the ledger (a read transaction, or the write transaction
 /// seeing its own writes).
-pub trait ReadView {
+pub(crate) trait ReadView {
     /// The head of one session.
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError>;
 
@@ -249,7 +249,7 @@ pub trait ReadView {
 }
 
 /// The exclusive write transaction. Dropping it without [`WriteView::commit`] aborts it.
-pub trait WriteView: ReadView {
+pub(crate) trait WriteView: ReadView {
     /// Writes a planned batch exactly as given (the rules ran in
     /// [`super::rules::plan_append`]; a backend does not check them again): each event
     /// under (`plan.head.session`, its seq) with the next position, its id in the id index, each alias,
@@ -272,7 +272,7 @@ pub trait WriteView: ReadView {
 
 /// A batch the rules accepted, ready to be written as it is.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AppendPlan {
+pub(crate) struct AppendPlan {
     /// The events, seqs following the head, hashes chained.
     pub events: Vec<Event>,
     /// The session's new head (its `position` is set by [`WriteView::append`]).

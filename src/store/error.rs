@@ -69,7 +69,7 @@ impl StoreError {
     /// Whether this says the ledger is damaged (an event that does not decode, bytes the
     /// storage engine cannot read): a reader that can go on without the one thing it
     /// asked for (a search hit, a title) skips it instead of failing.
-    pub fn is_damage(&self) -> bool {
+    pub(crate) fn is_damage(&self) -> bool {
         matches!(self, StoreError::Corrupt(_) | StoreError::Damaged { .. })
     }
 
@@ -85,7 +85,7 @@ impl StoreError {
     }
 
     /// The backend's error underneath, if any.
-    pub fn source_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+    pub(crate) fn source_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {
             StoreError::DiskFull(error) | StoreError::Backend(error) => Some(&**error),
             _ => None,
@@ -345,7 +345,7 @@ impl VerifyError {
 
     /// Whether this finding stops writes (see [`super::damage`]): not derived state that
     /// a rebuild mends, which is itself a write (a stale or differing summary).
-    pub fn stops_writes(&self) -> bool {
+    pub(crate) fn stops_writes(&self) -> bool {
         !matches!(
             self,
             VerifyError::StaleSummary { .. } | VerifyError::SummaryMismatch { .. }
@@ -353,7 +353,7 @@ impl VerifyError {
     }
 
     /// The first seq this finding says cannot be trusted, where it names one.
-    pub fn first_bad_seq(&self) -> Option<u64> {
+    pub(crate) fn first_bad_seq(&self) -> Option<u64> {
         match self {
             VerifyError::Undecodable { seq, .. }
             | VerifyError::Renumbered { seq, .. }

@@ -91,7 +91,7 @@ pub(crate) const MAX_UNREADABLE_EVENTS: usize = 64;
 
 /// The events [`Ledger::for_each_readable_event_from_position`] could not read.
 #[derive(Debug, Default)]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     /// Their positions, in order.
     pub positions: Vec<u64>,
     /// Whether the walk ended at its limit of them (the rest is left for later).
@@ -100,7 +100,7 @@ pub struct Unreadable {
 
 /// What [`Ledger::check_all`] found.
 #[derive(Debug, Default)]
-pub struct LedgerCheck {
+pub(crate) struct LedgerCheck {
     /// What the storage's own structure check found (a table that cannot be read).
     pub structure: Vec<String>,
     /// The sessions that verified.
@@ -114,7 +114,7 @@ pub struct LedgerCheck {
 impl LedgerCheck {
     /// Whether anything is damaged: what stops writes. A summary that is stale or differs
     /// from its log is derived state, mended by `verify --rebuild`, not damage.
-    pub fn is_damaged(&self) -> bool {
+    pub(crate) fn is_damaged(&self) -> bool {
         !self.structure.is_empty()
             || self.orphans.is_some()
             || self.findings.iter().any(|f| f.error.stops_writes())
@@ -124,7 +124,7 @@ impl LedgerCheck {
 /// One session that did not verify: its first problem, and its head's last seq (the events
 /// from the problem on cannot be trusted).
 #[derive(Debug)]
-pub struct SessionFinding {
+pub(crate) struct SessionFinding {
     pub session: SessionId,
     pub last_seq: u64,
     pub error: VerifyError,
@@ -207,7 +207,7 @@ pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<Sessi
 impl Ledger {
     /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
     /// credentials). Starts the writer thread.
-    pub fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
+    pub(crate) fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
         Ledger::serving(backend, label, |_, _| {})
     }
 
@@ -286,7 +286,7 @@ impl Ledger {
     /// Whether the ledger is opened for reading only (it may not be written here), and
     /// then what its open did, in a sentence or two: every write is refused, and nothing
     /// is written beside it (a search builds its index elsewhere).
-    pub fn read_only(&self) -> Option<&str> {
+    pub(crate) fn read_only(&self) -> Option<&str> {
         self.read_only.as_deref()
     }
 
@@ -308,7 +308,7 @@ impl Ledger {
 
     /// Queues `job` for the next group commit now and returns what waits for its result:
     /// jobs queued one after another run in that order (a connection's arrival order).
-    pub fn queue_write<R, F>(
+    pub(crate) fn queue_write<R, F>(
         &self,
         job: F,
     ) -> Result<impl std::future::Future<Output = Result<R, StoreError>> + use<R, F>, StoreError>
@@ -323,7 +323,7 @@ impl Ledger {
     /// Called on the one thread of a single-threaded runtime that serves for as long as
     /// this ledger is written (a stdio server): the answers of the writes queued from it
     /// reach it with one wake per group commit instead of one per answer.
-    pub fn deliver_answers_on_this_thread(&self) {
+    pub(crate) fn deliver_answers_on_this_thread(&self) {
         self.writer.deliver_on_this_thread();
     }
 
@@ -353,7 +353,7 @@ impl Ledger {
     }
 
     /// The sessions whose head row cannot be read (left out of [`Ledger::heads`]), with why.
-    pub fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
+    pub(crate) fn undecodable_heads(&self) -> Result<Vec<(SessionId, String)>, StoreError> {
         self.read()?.undecodable_heads()
     }
 
@@ -379,7 +379,7 @@ impl Ledger {
 
     /// Calls `visit` with each event of `session` in `from_seq..=to_seq`, in order, until
     /// it returns false. Streams: memory stays flat however long the session is.
-    pub fn for_each_event(
+    pub(crate) fn for_each_event(
         &self,
         session: SessionId,
         from_seq: u64,
@@ -392,7 +392,7 @@ impl Ledger {
     /// [`Ledger::for_each_event`] for projections. Every event handed out is read whole and
     /// checked (its hash included), as every read is; the name keeps the projections' call
     /// sites apart for a cheaper check later (issue 41).
-    pub fn for_each_event_to_fold(
+    pub(crate) fn for_each_event_to_fold(
         &self,
         session: SessionId,
         from_seq: u64,
@@ -492,7 +492,7 @@ impl Ledger {
 
     /// Calls `visit` with every event of every session (sessions in id order, events in
     /// seq order) until it returns false.
-    pub fn for_each_event_everywhere(
+    pub(crate) fn for_each_event_everywhere(
         &self,
         mut visit: impl FnMut(Event) -> bool,
     ) -> Result<(), StoreError> {
@@ -543,7 +543,7 @@ impl Ledger {
     /// index can make every later one unreadable). Returns the positions skipped, and
     /// whether it ended early. For derived data (search indexes) that must not stop at
     /// one damaged event; other errors end the walk with the error.
-    pub fn for_each_readable_event_from_position(
+    pub(crate) fn for_each_readable_event_from_position(
         &self,
         from: u64,
         max_unreadable: usize,
@@ -606,7 +606,10 @@ impl Ledger {
     /// summary equal to a fold of the log (a summary folded by another
     /// [`SUMMARY_VERSION`] is reported as [`VerifyError::StaleSummary`], fixable, apart
     /// from damage). Stops at the first bad event.
-    pub fn verify_session(&self, session: SessionId) -> Result<VerifiedSession, VerifyError> {
+    pub(crate) fn verify_session(
+        &self,
+        session: SessionId,
+    ) -> Result<VerifiedSession, VerifyError> {
         let verified = chain::verify_in(&*self.read()?, session);
         if let Err(error) = &verified {
             self.note_verify_error(error);
@@ -634,7 +637,7 @@ impl Ledger {
 
     /// [`Ledger::verify_all`], calling `progress(sessions done, sessions in all)` after
     /// each session (for a progress bar).
-    pub fn verify_all_reporting(
+    pub(crate) fn verify_all_reporting(
         &self,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Vec<VerifiedSession>, VerifyError> {
@@ -662,7 +665,7 @@ impl Ledger {
     /// its own, so one that cannot be read does not stop the others), then whether the
     /// sessions account for every event. Every finding is recorded as damage (fixable
     /// ones, a stale summary, aside). `Err` only when the sessions cannot even be listed.
-    pub fn check_all(
+    pub(crate) fn check_all(
         &self,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<LedgerCheck, StoreError> {
@@ -727,7 +730,7 @@ impl Ledger {
     /// log is damaged (it does not fold) is left as it is for `verify` to report. Returns
     /// the sessions whose summary was rewritten. Blocks (it runs on the writer thread):
     /// call it off the async workers.
-    pub fn rebuild_summaries(&self) -> Result<Vec<SessionId>, StoreError> {
+    pub(crate) fn rebuild_summaries(&self) -> Result<Vec<SessionId>, StoreError> {
         self.write_blocking(|txn| -> Result<Vec<SessionId>, StoreError> {
             let view = txn.backend();
             let mut fixed = Vec::new();

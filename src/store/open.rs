@@ -90,7 +90,7 @@ impl Ledger {
     /// there is opened and checked as [`Ledger::open`] does; for the commands that only
     /// read: a ledger this process may not write is opened for reading only
     /// ([`Ledger::read_only`] says so).
-    pub fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
         if data_dir.is_file() {
             return Err(OpenError::DataDirIsAFile {
                 path: data_dir.to_path_buf(),
@@ -114,7 +114,7 @@ impl Ledger {
     ///
     /// A ledger this process may not write (permission denied, a read-only file system)
     /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
-    pub fn open_file(path: &Path) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_file(path: &Path) -> Result<Ledger, OpenError> {
         Ledger::open_file_writable(path).map_err(|error| match write_denied(&error) {
             Some(denied) => {
                 let readable = std::fs::File::open(path).is_ok();
@@ -148,7 +148,7 @@ impl Ledger {
     /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be
     /// written here (permission denied, a read-only file system), it is opened for reading
     /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
-    pub fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
         match Ledger::open_file_writable(path) {
             Err(error) => match write_denied(&error) {
                 Some(denied) => Ledger::open_file_read_only(path, &denied.why),

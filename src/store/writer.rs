@@ -408,7 +408,7 @@ impl AppendTxn<'_> {
     }
 
     /// The stored events with these ids, in order (`None` where none is stored).
-    pub fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
+    pub(crate) fn events_by_id(&self, ids: &[EventId]) -> Result<Vec<Option<Event>>, StoreError> {
         self.txn.events_by_id(ids)
     }
 

@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 
 impl SessionKind {
     /// A session of notes (test builds only).
-    pub const NOTE: SessionKind = SessionKind::new("note");
+    pub(crate) const NOTE: SessionKind = SessionKind::new("note");
 }
 
 /// Name of the one tool.

@@ -65,7 +65,7 @@ impl Ledger {
     /// checkpoint, no lock, no socket, no file beside it): its redo log's pending records
     /// are applied in memory. Every write is refused ([`StoreError::ReadOnly`]). `why`
     /// says why it may not be written here.
-    pub fn open_file_read_only(path: &Path, why: &str) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_file_read_only(path: &Path, why: &str) -> Result<Ledger, OpenError> {
         let handle = open::open_read_only(path, why)?;
         let note = handle.read_only().map(|r| r.note.clone());
         let mut ledger = Ledger::with_backend(RedbBackend::new(handle), path);

@@ -42,7 +42,7 @@ use std::sync::OnceLock;
 
 impl SessionKind {
     /// A session of delegated model calls and branch nodes.
-    pub const AGENT: SessionKind = SessionKind::new("agent");
+    pub(crate) const AGENT: SessionKind = SessionKind::new("agent");
 }
 
 pub(crate) const CHAT_AGENT: &str = "chat_agent";

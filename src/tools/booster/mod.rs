@@ -52,7 +52,7 @@ use verifier::ReferenceVerifier;
 
 impl SessionKind {
     /// A booster session.
-    pub const BOOSTER: SessionKind = SessionKind::new("booster");
+    pub(crate) const BOOSTER: SessionKind = SessionKind::new("booster");
 }
 
 pub(crate) const USAGE: &str = "usage";

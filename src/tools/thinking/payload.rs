@@ -68,7 +68,7 @@ impl SequentialThought {
     }
 
     /// The thought this one revises, when it is a revision.
-    pub fn revision_of(&self) -> Option<u64> {
+    pub(crate) fn revision_of(&self) -> Option<u64> {
         if self.is_revision == Some(true) || self.revises_thought.is_some() {
             self.revises_thought
         } else {
