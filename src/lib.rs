@@ -94,6 +94,14 @@ pub mod testing {
         ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
         Toolset,
     };
+
+    /// A new ledger at the file `path` whose every commit is redb's own synced commit (its
+    /// redo log holds no record): what the store costs without its log, for the bench.
+    pub fn open_ledger_redb_alone(
+        path: &std::path::Path,
+    ) -> Result<Ledger, crate::store::OpenError> {
+        Ledger::open_redb_alone(path)
+    }
 }
 
 /// The composition root's one wire: the product's families (`tools::REGISTRY`), which a

@@ -11,6 +11,7 @@
 //! or drive our server other than as a child process behind its argv (what is measured
 //! is the binary users run).
 
+mod durability;
 mod host;
 mod http;
 mod ledger;
@@ -108,6 +109,11 @@ struct BenchArgs {
     /// 8 processes on one ledger, and a CLI `show` while a server holds the ledger
     #[arg(long)]
     host: bool,
+    /// Also measure durability (issue 47): one append made durable by redb alone (one
+    /// process; every process writing) and by our store (redb beside the redo log), beside
+    /// one `fdatasync` (--calls appends each)
+    #[arg(long)]
+    durability: bool,
     /// Also measure semantic recall (issue 21): every event embedded through a stub
     /// endpoint, then lexical, semantic and hybrid search on a warm server (markdown only)
     #[arg(long)]
@@ -323,6 +329,12 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
         text.push_str(&format!("{figures}\n"));
         report.insert("servers".into(), figures.report_json());
         bar.inc(1);
+    }
+    if args.durability {
+        bar.set_message("bench: durability (redb alone beside our store)");
+        let figures = durability::run(&scratch, args.calls)?;
+        text.push_str(&format!("{figures}\n"));
+        report.insert("durability".into(), serde_json::to_value(&figures)?);
     }
     if args.host {
         let server = server_binary(args.server.clone())?;

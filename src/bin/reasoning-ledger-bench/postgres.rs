@@ -178,37 +178,65 @@ fn store_append_p50(
     ledger: &reasoning_ledger::testing::Ledger,
     calls: usize,
 ) -> anyhow::Result<Duration> {
-    use reasoning_ledger::testing::{NewEvent, Payload, SessionId, SessionKind};
-    let session = SessionId::generate();
-    let append = |seq: u64, payload: Payload| {
-        ledger
-            .write_blocking(move |txn| txn.append(session, seq, vec![NewEvent::new(payload)]))
-            .map_err(anyhow::Error::from)
-            .and_then(|appended| appended.map_err(anyhow::Error::from))
-    };
-    append(
-        0,
-        Payload::SessionStarted {
-            kind: SessionKind::THINKING,
-            title: "bench".into(),
-            aliases: Vec::new(),
-        },
-    )?;
+    let mut appends = StoreAppends::start(ledger)?;
     let mut samples = Vec::with_capacity(calls);
-    for n in 0..(calls + WARMUP_CALLS) as u64 {
+    for n in 0..calls + WARMUP_CALLS {
         let start = Instant::now();
-        append(
-            n + 1,
-            Payload::SessionClosed {
-                reason: format!("append {n}: about as long as a short thought's text"),
-            },
-        )?;
-        if n as usize >= WARMUP_CALLS {
+        appends.append()?;
+        if n >= WARMUP_CALLS {
             samples.push(start.elapsed());
         }
     }
     samples.sort_unstable();
     Ok(median(&samples))
+}
+
+/// One session of a ledger that events are appended to one at a time, each its own
+/// commit through the writer thread, as a lone caller's would be.
+pub(crate) struct StoreAppends<'a> {
+    ledger: &'a reasoning_ledger::testing::Ledger,
+    session: reasoning_ledger::testing::SessionId,
+    seq: u64,
+}
+
+impl<'a> StoreAppends<'a> {
+    /// Starts the session (its first event).
+    pub(crate) fn start(ledger: &'a reasoning_ledger::testing::Ledger) -> anyhow::Result<Self> {
+        use reasoning_ledger::testing::{Payload, SessionId, SessionKind};
+        let mut appends = StoreAppends {
+            ledger,
+            session: SessionId::generate(),
+            seq: 0,
+        };
+        appends.append_payload(Payload::SessionStarted {
+            kind: SessionKind::THINKING,
+            title: "bench".into(),
+            aliases: Vec::new(),
+        })?;
+        Ok(appends)
+    }
+
+    /// Appends one short event and waits for its commit.
+    pub(crate) fn append(&mut self) -> anyhow::Result<()> {
+        let n = self.seq;
+        self.append_payload(reasoning_ledger::testing::Payload::SessionClosed {
+            reason: format!("append {n}: about as long as a short thought's text"),
+        })
+    }
+
+    fn append_payload(
+        &mut self,
+        payload: reasoning_ledger::testing::Payload,
+    ) -> anyhow::Result<()> {
+        use reasoning_ledger::testing::NewEvent;
+        let (session, seq) = (self.session, self.seq);
+        self.ledger
+            .write_blocking(move |txn| txn.append(session, seq, vec![NewEvent::new(payload)]))
+            .map_err(anyhow::Error::from)
+            .and_then(|appended| appended.map_err(anyhow::Error::from))?;
+        self.seq += 1;
+        Ok(())
+    }
 }
 
 async fn measure(

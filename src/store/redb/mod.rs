@@ -73,11 +73,47 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// Opens a new ledger at the file `path` whose redo log never holds a record: every
+    /// group is committed by redb alone, with its own sync (each commit a checkpoint). No
+    /// host: this process holds the file alone. What the store would cost without its
+    /// log, for the durability bench; never the product's ledger.
+    pub(crate) fn open_redb_alone(path: &Path) -> Result<Ledger, OpenError> {
+        let io_error = |source| OpenError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_error)?;
+        let log_path = wal::log_path(path);
+        let log = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(io_error)?;
+        let no_record_fits = wal::LogSize {
+            capacity: wal::HEADER_BYTES,
+            growth: wal::HEADER_BYTES,
+        };
+        Ledger::open_backend(
+            path,
+            move || {
+                ::redb::backends::FileBackend::new(file.try_clone().expect("a second descriptor"))
+                    .expect("the file was locked")
+            },
+            Box::new(wal::DiskLog::new(log, &log_path, true)),
+            no_record_fits,
+        )
+    }
+
     /// Opens the ledger over any redb storage backend, with the same settings and rules as
     /// a file (empty storage becomes a new ledger). `make` builds a fresh backend over the
     /// same storage for every open; `label` names it in errors. The fault-injection tests
-    /// run the real writer and reads through this.
-    #[cfg(test)]
+    /// run the real writer and reads through this, the durability bench redb alone.
     pub(crate) fn open_backend<B: ::redb::StorageBackend>(
         label: &Path,
         make: impl Fn() -> B + Send + Sync + 'static,

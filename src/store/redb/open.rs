@@ -6,7 +6,7 @@
 //! replays the redo log into it first ([`super::wal::recover`]).
 //!
 //! Owns: [`Handle`] (the open database, its redo log, and how to open it again), [`open_file`] and
-//! `open_backend` (test builds: the same rules over a file path or any redb `StorageBackend`, which
+//! `open_backend` (tests and the durability bench: the same rules over a file path or any redb `StorageBackend`, which
 //! the fault-injection tests use), [`open_read_only`] (a ledger this process may read but not
 //! write: the database over [`super::overlay`], the log replayed into it in memory) and
 //! [`write_denied`] (whether an open failed only because the ledger may not be written
@@ -684,7 +684,6 @@ impl StorageBackend for SyncsLater {
 /// file: empty storage becomes a new ledger; anything else must already be one. `make`
 /// builds a fresh backend over the same storage for every open (the read-only check, the
 /// open, reopens after an I/O failure); `label` names it in errors.
-#[cfg(test)]
 pub(crate) fn open_backend<B: redb::StorageBackend>(
     label: &Path,
     make: impl Fn() -> B + Send + Sync + 'static,

@@ -83,7 +83,7 @@ fn time_syncs(path: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
 
 /// Filesystem type of the mount that holds `dir`: the longest mount point in
 /// `/proc/self/mounts` that is an ancestor of its canonical path.
-pub(super) fn filesystem_of(dir: &Path) -> Option<String> {
+pub(crate) fn filesystem_of(dir: &Path) -> Option<String> {
     let canonical = dir.canonicalize().ok()?;
     let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
     mounts

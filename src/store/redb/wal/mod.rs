@@ -86,8 +86,6 @@ mod recovery;
 mod writer;
 
 pub(crate) use file::{DiskLog, LogFile, LogSize, log_path};
-#[cfg(test)]
-pub(crate) use record::HEADER_BYTES;
-pub(crate) use record::Put;
+pub(crate) use record::{HEADER_BYTES, Put};
 pub(crate) use recovery::{recover, replay_in_memory};
 pub(crate) use writer::{LedgerState, Log, Wal, WalError};
