@@ -30,8 +30,10 @@ fn summary_version_one() -> u32 {
     1
 }
 
-/// Counts and state of one session after the events folded into it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Counts and state of one session after the events folded into it. Read back from its
+/// JSON as a [`StoredSummary`] and the families of the ledger that stored it
+/// ([`StoredSummary::read`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
     /// The [`SUMMARY_VERSION`] of the build that folded it.
     #[serde(default = "summary_version_one")]
@@ -63,6 +65,59 @@ pub struct SessionSummary {
     /// folds the same today, so [`SUMMARY_VERSION`] stays.
     #[serde(flatten)]
     pub parts: SummaryParts,
+}
+
+/// A stored summary as read from its JSON, before a ledger's families read what is
+/// theirs in it: its kind (by name) and the fields no core field took (the families'
+/// parts). Must not: be read without them ([`StoredSummary::read`]).
+#[derive(Deserialize)]
+pub(crate) struct StoredSummary {
+    #[serde(default = "summary_version_one")]
+    version: u32,
+    kind: String,
+    title: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    created_at: u64,
+    updated_at: u64,
+    events: u64,
+    thoughts: u64,
+    branches: Vec<String>,
+    #[serde(default)]
+    total_thoughts: Option<u64>,
+    #[serde(default)]
+    next_thought_needed: Option<bool>,
+    closed: bool,
+    #[serde(flatten)]
+    parts: Map<String, Value>,
+}
+
+impl StoredSummary {
+    /// The summary, its kind and parts read with `families`.
+    pub(crate) fn read(
+        self,
+        families: &crate::event::Families,
+    ) -> Result<SessionSummary, serde_json::Error> {
+        use serde::de::Error;
+        let kind = families.kind_named(&self.kind).ok_or_else(|| {
+            serde_json::Error::custom(format_args!("unknown session kind {:?}", self.kind))
+        })?;
+        Ok(SessionSummary {
+            version: self.version,
+            kind,
+            title: self.title,
+            aliases: self.aliases,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            events: self.events,
+            thoughts: self.thoughts,
+            branches: self.branches,
+            total_thoughts: self.total_thoughts,
+            next_thought_needed: self.next_thought_needed,
+            closed: self.closed,
+            parts: families.summary_parts(self.parts)?,
+        })
+    }
 }
 
 impl SessionSummary {

@@ -102,7 +102,7 @@ impl FamilyStates {
     /// Every state, in the order of the registry (the tree's JSON order).
     pub(crate) fn in_registry_order(&self) -> Vec<&dyn FamilyState> {
         let mut states: Vec<&dyn FamilyState> = self.0.iter().map(|s| &**s).collect();
-        states.sort_by_key(|s| crate::event::family::family_rank(s.family()));
+        states.sort_by_key(|s| crate::projection::tree::family_rank(s.family()));
         states
     }
 }

@@ -565,12 +565,26 @@ impl<T: FoldTree> Fold for FoldOf<T> {
 pub(crate) trait Registry: Sync {
     /// Every registered fold: the families' in registry order, then the shared ones.
     fn folds(&self) -> Vec<&'static dyn Fold>;
+    /// The family of every registered codec, in registration order: the order a tree's
+    /// family states are written in.
+    fn family_order(&self) -> Vec<&'static str>;
 }
 
 /// The registered folds (asked of the registry once).
 pub(crate) fn folds() -> &'static [&'static dyn Fold] {
     static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
     FOLDS.get_or_init(|| crate::folds().folds())
+}
+
+/// Position of family `name` in the registry (the order families' parts of a tree are
+/// written in); unregistered names come last.
+pub(crate) fn family_rank(name: &str) -> usize {
+    static ORDER: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ORDER
+        .get_or_init(|| crate::folds().family_order())
+        .iter()
+        .position(|family| *family == name)
+        .unwrap_or(usize::MAX)
 }
 
 /// Folds a family payload into `tree` through the fold registered for its type; a payload
