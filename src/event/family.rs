@@ -7,16 +7,17 @@
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
-//! registered families: their codecs and session kinds), [`Families`] (them as a value,
-//! and the scope a ledger decodes in) and the lookup of a codec by event tag. Must not: know any family, or import `crate::tools`.
+//! registered families: their codecs and session kinds), [`Families`] (them as a value:
+//! the lookups of a codec by event tag, of a kind by name, and the reading of a stored
+//! summary's parts). Must not: know any family, import `crate::tools`, or keep families
+//! anywhere but in a value someone was handed (no global, no thread-local scope).
 //!
-//! Injection: the families register in one list (`tools::FAMILIES`). A ledger decodes with
-//! a value, [`Families`] (the product's, [`Families::product`], unless it is handed others):
-//! every read and write job of the ledger runs in their scope, and what decodes a row asks
-//! the families in scope. The product's are reached through the crate root's handle on that
-//! list ([`crate::registry`]), the one place the core and the families meet. `event`,
-//! `store`, `projection` and `export` see only these traits, so the arrows point one way:
-//! families → core.
+//! Injection: the families register in one list (`tools::FAMILIES`). The composition root
+//! (the command line; a test) builds the product's [`Families`] from it
+//! (`tools::families()`) and hands the value to the ledger it opens, which passes it to
+//! everything that decodes (`store::codec::decode_event(row, &families)`,
+//! `store::HeadSeed`, `event::EventSeed`). `event`, `store`, `projection` and `export` see
+//! only these traits, so the arrows point one way: families → core.
 //!
 //! Versioning: a family that changes a payload's shape bumps its [`PayloadCodec::schema`]
 //! and keeps decoding the older schemas. An event of an older schema decodes to the
@@ -116,13 +117,9 @@ pub trait Registry: Sync {
 
 /// The families a ledger reads with, as a value: their codecs (each event tag claimed by
 /// one) and their session kinds. The composition root builds the product's
-/// ([`Families::of`] over `tools::REGISTRY`); a test may build a ledger with others
-/// ([`Families::new`], `Ledger::with_families`).
-///
-/// A ledger decodes inside [`Families::in_scope`] of its own families, so what decodes a
-/// row (a codec, a head's session kind and summary parts, which serde reads without an
-/// argument) asks the families of the decode in progress ([`Families::with_current`]);
-/// outside any scope that is the product's.
+/// ([`Families::of`] over `tools::REGISTRY`); a test may open a ledger with others
+/// ([`Families::new`]). Cloning shares the lists (one `Arc`): a read view holds a clone,
+/// a row's decode borrows it.
 #[derive(Clone)]
 pub struct Families(std::sync::Arc<FamilyLists>);
 

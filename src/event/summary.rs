@@ -3,8 +3,8 @@
 //! Owns: [`SessionSummary`], the counts and branch list every answer of the thinking tools
 //! needs, folded one event at a time (each family folds its own events into it through
 //! [`crate::event::FamilyEvent::summarize`]), and [`SummaryPart`] (the fields a family adds
-//! to it, in [`SummaryParts`], read back by the family's codec: that `Deserialize` is in
-//! `event/family.rs`, with the codecs, so this file knows no registry). The store keeps the folded
+//! to it, in [`SummaryParts`], read back by the family's codec: [`StoredSummary::read`]
+//! hands them to the `Families` it is given, so this file knows no registry). The store keeps the folded
 //! summary of each session next to its head so a tool reads one row instead of replaying
 //! the log. Must not: do I/O or depend on anything but the events folded into it.
 //!

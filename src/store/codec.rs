@@ -11,7 +11,7 @@
 //! and still decode. Must not: change what an event is — every encoding decodes
 //! to the same [`Event`], whose canonical JSON (and so its hash and every export) does not
 //! depend on how the row was stored — or know a family: a family payload's bytes go to
-//! the codec registered for its tag (a `0x01` row's family variants to the codec that
+//! the codec that claims its tag among the families the caller hands in (a `0x01` row's family variants to the codec that
 //! claims them, [`crate::event::PayloadCodec::decode_closed_enum_variant`]).
 //!
 //! Why binary: a rebuild decodes every event of a session. The JSON envelope spells out

@@ -7,9 +7,12 @@
 //! event, aliases, hash chain), the group-commit writer thread ([`writer`]), redb as one
 //! backend (`redb`, private: nothing outside this module names a redb type) and the
 //! ledger host that shares a redb file between processes ([`host`]), and salvage: the
-//! events of a damaged file found by their own hashes in its bytes (`salvage`). Must not:
-//! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
-//! beside each head, write to stdout, or rewrite a committed event.
+//! events of a damaged file found by their own hashes in its bytes (`salvage`). A ledger
+//! is opened with the families it decodes with (`Families`, from the composition root):
+//! it hands them to every read view and write transaction of its backend, and the codec
+//! and the head reader take them as an argument. Must not: decide what to record (tools
+//! do), fold anything beyond the [`SessionSummary`] kept beside each head, write to
+//! stdout, rewrite a committed event, or decode with families it was not handed.
 //!
 //! Several processes share one ledger (DESIGN §3): a backend's write transaction is
 //! exclusive across processes, so reading the head inside it and checking the expected seq

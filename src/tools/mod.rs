@@ -58,7 +58,7 @@ pub(crate) static SHARED_CODECS: &[&dyn PayloadCodec] = &[
 ];
 
 /// The registry as the core sees it ([`crate::event::family::Registry`]): [`FAMILIES`]
-/// and [`SHARED_CODECS`], handed to the core by the crate root ([`crate::registry`]).
+/// and [`SHARED_CODECS`], handed to the core as a value ([`families`]).
 pub(crate) struct Registry;
 
 /// The one instance.
