@@ -328,7 +328,7 @@ mod tests {
             "events": 1, "thoughts": 0, "branches": [], "closed": false
         }))
         .unwrap();
-        let mut summary: SessionSummary = stored.read(&crate::tools::families()).unwrap();
+        let mut summary: SessionSummary = crate::tools::families().read_summary(stored).unwrap();
         for _ in 0..2 {
             ImportEvent(record(0, u64::MAX)).summarize(&mut summary, false);
         }

@@ -24,7 +24,7 @@
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
-use crate::event::summary::{SessionSummary, SummaryPart, SummaryParts};
+use crate::event::summary::{SessionSummary, StoredSummary, SummaryPart, SummaryParts};
 use crate::event::{CallRecord, RawArguments, SessionKind};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -192,6 +192,18 @@ impl Families {
             .iter()
             .find(|k| k.kind.as_str() == name)
             .map(|k| k.kind)
+    }
+
+    /// A stored summary read with these families: its kind one of theirs, its family parts
+    /// read by their codecs ([`Families::summary_parts`]).
+    pub(crate) fn read_summary(
+        &self,
+        stored: StoredSummary,
+    ) -> Result<SessionSummary, serde_json::Error> {
+        stored.read(
+            |name| self.kind_named(name),
+            |fields| self.summary_parts(fields),
+        )
     }
 
     /// A stored summary's family parts: the summary's fields no core field took, each given

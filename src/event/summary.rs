@@ -93,13 +93,15 @@ pub(crate) struct StoredSummary {
 }
 
 impl StoredSummary {
-    /// The summary, its kind and parts read with `families`.
+    /// The summary, its kind read by `kind_named` (a kind of some families, by name) and
+    /// its families' fields by `read_parts` (`Families::read_summary` hands both).
     pub(crate) fn read(
         self,
-        families: &crate::event::Families,
+        kind_named: impl FnOnce(&str) -> Option<SessionKind>,
+        read_parts: impl FnOnce(Map<String, Value>) -> Result<SummaryParts, serde_json::Error>,
     ) -> Result<SessionSummary, serde_json::Error> {
         use serde::de::Error;
-        let kind = families.kind_named(&self.kind).ok_or_else(|| {
+        let kind = kind_named(&self.kind).ok_or_else(|| {
             serde_json::Error::custom(format_args!("unknown session kind {:?}", self.kind))
         })?;
         Ok(SessionSummary {
@@ -115,7 +117,7 @@ impl StoredSummary {
             total_thoughts: self.total_thoughts,
             next_thought_needed: self.next_thought_needed,
             closed: self.closed,
-            parts: families.summary_parts(self.parts)?,
+            parts: read_parts(self.parts)?,
         })
     }
 }

@@ -576,17 +576,6 @@ pub(crate) fn folds() -> &'static [&'static dyn Fold] {
     FOLDS.get_or_init(|| crate::folds().folds())
 }
 
-/// Position of family `name` in the registry (the order families' parts of a tree are
-/// written in); unregistered names come last.
-pub(crate) fn family_rank(name: &str) -> usize {
-    static ORDER: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ORDER
-        .get_or_init(|| crate::folds().family_order())
-        .iter()
-        .position(|family| *family == name)
-        .unwrap_or(usize::MAX)
-}
-
 /// Folds a family payload into `tree` through the fold registered for its type; a payload
 /// no fold claims adds nothing to a tree.
 pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {

@@ -103,9 +103,9 @@ impl<'de> serde::de::DeserializeSeed<'de> for HeadSeed<'_> {
             session: stored.session,
             seq: stored.seq,
             hash: stored.hash,
-            summary: stored
-                .summary
-                .read(self.0)
+            summary: self
+                .0
+                .read_summary(stored.summary)
                 .map_err(serde::de::Error::custom)?,
             position: stored.position,
         })
