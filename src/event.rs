@@ -111,8 +111,9 @@ mod ulid_string {
 /// What kind of reasoning a session holds; decides which tools and projections apply.
 ///
 /// Kinds are registered by the tool families (through [`family::Registry`]); a family
-/// declares its kinds as constants (each lives with its family). Stored as its name; a
-/// name no registered family claims does not decode.
+/// declares its kinds as constants (each lives with its family). Stored as its name and
+/// read back as a kind of the families reading it (`Families::kind_named`): a name none
+/// of them claims does not decode. No `Deserialize`: a name alone is no kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKind(&'static str);
 
@@ -398,7 +399,9 @@ impl NewEvent {
     }
 }
 
-/// A committed event: the envelope as stored and as exported in JSONL.
+/// A committed event: the envelope as stored and as exported in JSONL. Read back from JSON
+/// with the families that decode its payload ([`Event::from_json`], [`EventSeed`]), never
+/// with a plain `Deserialize`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
     pub id: EventId,
