@@ -81,7 +81,7 @@ pub(crate) mod family;
 pub(crate) mod summary;
 
 pub(crate) use family::{
-    CodecError, DecodeFields, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec,
+    CodecError, DecodeFields, Families, FamilyEvent, FamilyPayload, KindInfo, PayloadCodec,
 };
 
 mod ulid_string {
@@ -111,8 +111,9 @@ mod ulid_string {
 /// What kind of reasoning a session holds; decides which tools and projections apply.
 ///
 /// Kinds are registered by the tool families (through [`family::Registry`]); a family
-/// declares its kinds as constants (each lives with its family). Stored as its name; a
-/// name no registered family claims does not decode.
+/// declares its kinds as constants (each lives with its family). Stored as its name and
+/// read back as a kind of the families reading it (`Families::kind_named`): a name none
+/// of them claims does not decode. No `Deserialize`: a name alone is no kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKind(&'static str);
 
@@ -125,24 +126,11 @@ impl SessionKind {
     pub fn as_str(self) -> &'static str {
         self.0
     }
-
-    /// The registered kind with this name.
-    pub fn parse(text: &str) -> Option<Self> {
-        family::kind_named(text).map(|info| info.kind)
-    }
 }
 
 impl Serialize for SessionKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for SessionKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = Cow::<'de, str>::deserialize(d)?;
-        SessionKind::parse(&name)
-            .ok_or_else(|| serde::de::Error::custom(format_args!("unknown session kind {name:?}")))
     }
 }
 
@@ -249,7 +237,8 @@ enum CorePayloadRef<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum CorePayloadWire {
     SessionStarted {
-        kind: SessionKind,
+        /// Its name, read as a kind of the families decoding it.
+        kind: String,
         title: String,
         #[serde(default)]
         aliases: Vec<String>,
@@ -295,7 +284,11 @@ struct TagOnly<'a> {
 impl Payload {
     /// Decodes a payload's JSON as written with `schema`: core tags here, every other tag
     /// by the family that registered it (which upcasts an older schema).
-    pub(crate) fn from_json(schema: u32, json: &str) -> Result<Payload, CodecError> {
+    pub(crate) fn from_json(
+        schema: u32,
+        json: &str,
+        families: &Families,
+    ) -> Result<Payload, CodecError> {
         let tag = serde_json::from_str::<TagOnly<'_>>(json)
             .map_err(CodecError::payload)?
             .tag;
@@ -314,15 +307,18 @@ impl Payload {
                     title,
                     aliases,
                 } => Payload::SessionStarted {
-                    kind,
+                    kind: families.kind_named(&kind).ok_or_else(|| {
+                        CodecError::Payload(format!("unknown session kind {kind:?}"))
+                    })?,
                     title,
                     aliases,
                 },
                 CorePayloadWire::SessionClosed { reason } => Payload::SessionClosed { reason },
             });
         }
-        let codec =
-            family::codec_for(&tag).ok_or_else(|| CodecError::Unregistered(tag.to_string()))?;
+        let codec = families
+            .codec_for(&tag)
+            .ok_or_else(|| CodecError::Unregistered(tag.to_string()))?;
         codec.decode_json(&tag, schema, json).map(Payload::Family)
     }
 
@@ -403,7 +399,9 @@ impl NewEvent {
     }
 }
 
-/// A committed event: the envelope as stored and as exported in JSONL.
+/// A committed event: the envelope as stored and as exported in JSONL. Read back from JSON
+/// with the families that decode its payload ([`Event::from_json`], [`EventSeed`]), never
+/// with a plain `Deserialize`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
     pub id: EventId,
@@ -441,22 +439,64 @@ struct EventWire {
     hash: String,
 }
 
-impl<'de> Deserialize<'de> for Event {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = EventWire::deserialize(deserializer)?;
-        let payload = Payload::from_json(wire.schema, wire.payload.get())
-            .map_err(serde::de::Error::custom)?;
+impl EventWire {
+    /// The event, its payload decoded by `families`.
+    fn into_event(self, families: &Families) -> Result<Event, CodecError> {
+        let payload = Payload::from_json(self.schema, self.payload.get(), families)?;
         Ok(Event {
-            id: wire.id,
-            session: wire.session,
-            seq: wire.seq,
-            at: wire.at,
-            schema: wire.schema,
-            actor: wire.actor,
+            id: self.id,
+            session: self.session,
+            seq: self.seq,
+            at: self.at,
+            schema: self.schema,
+            actor: self.actor,
             payload,
-            prev: wire.prev,
-            hash: wire.hash,
+            prev: self.prev,
+            hash: self.hash,
         })
+    }
+}
+
+/// Reads an [`Event`]'s JSON with the families given: what serde cannot do with a plain
+/// `Deserialize`, since the payload's codec is the families' to choose.
+#[derive(Clone, Copy)]
+pub(crate) struct EventSeed<'a>(pub(crate) &'a Families);
+
+impl<'de> serde::de::DeserializeSeed<'de> for EventSeed<'_> {
+    type Value = Event;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Event, D::Error> {
+        EventWire::deserialize(d)?
+            .into_event(self.0)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Event {
+    /// The event whose JSON (as exported in JSONL) is `json`, read with `families`.
+    pub fn from_json(json: &[u8], families: &Families) -> Result<Event, serde_json::Error> {
+        use serde::de::DeserializeSeed;
+        let mut reader = serde_json::Deserializer::from_slice(json);
+        let event = EventSeed(families).deserialize(&mut reader)?;
+        reader.end()?;
+        Ok(event)
+    }
+
+    /// The event at the start of `bytes` (its first JSON value) and the bytes it took.
+    pub(crate) fn from_json_prefix(
+        bytes: &[u8],
+        families: &Families,
+    ) -> Option<Result<(Event, usize), serde_json::Error>> {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<EventWire>();
+        let wire = match values.next()? {
+            Ok(wire) => wire,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(
+            wire.into_event(families)
+                .map(|event| (event, values.byte_offset()))
+                .map_err(serde::de::Error::custom),
+        )
     }
 }
 
@@ -645,7 +685,11 @@ mod tests {
             prev: GENESIS_HASH.into(),
             hash: hash.clone(),
         };
-        let back: Event = serde_json::from_slice(&serde_json::to_vec(&event).unwrap()).unwrap();
+        let back = Event::from_json(
+            &serde_json::to_vec(&event).unwrap(),
+            &crate::tools::families(),
+        )
+        .unwrap();
         assert_eq!(back.computed_hash(), hash);
         assert_ne!(
             event_hash(GENESIS_HASH, &id, &session, 2, 5, 1, &payload),
@@ -696,7 +740,7 @@ mod tests {
             json.contains(r#""schema":1,"actor":"alice","payload""#),
             "{json}"
         );
-        let back: Event = serde_json::from_str(&json).unwrap();
+        let back = Event::from_json(json.as_bytes(), &crate::tools::families()).unwrap();
         assert_eq!(back, event);
         assert_eq!(back.computed_hash(), by_alice);
     }

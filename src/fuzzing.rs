@@ -671,7 +671,7 @@ pub fn fuzz_ledger_file(data: &[u8]) {
     std::fs::write(dir.path().join(crate::store::LEDGER_FILE_NAME), data)
         .expect("the input written");
     // Salvage first: it reads the bytes as they are, before any open could touch them.
-    if let Ok(found) = crate::store::salvage::salvage_dir(dir.path()) {
+    if let Ok(found) = crate::store::salvage::salvage_dir(dir.path(), crate::tools::families()) {
         let chains = crate::store::salvage::chains(found.events, &found.heads);
         for chain in &chains {
             let mut prev = GENESIS_HASH.to_string();
@@ -683,7 +683,7 @@ pub fn fuzz_ledger_file(data: &[u8]) {
             }
         }
     }
-    let Ok(ledger) = Ledger::open_existing(dir.path()) else {
+    let Ok(ledger) = Ledger::open_existing(dir.path(), crate::tools::families()) else {
         return;
     };
     let damaged = match ledger.check_all(|_, _| {}) {

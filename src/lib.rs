@@ -78,6 +78,7 @@ pub(crate) mod ui;
 /// with the code. (The fuzz targets reach [`fuzzing`].)
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::event::family::Families;
     pub use crate::event::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
     pub use crate::export::html::render as render_html;
     pub use crate::export::mermaid::render as render_mermaid;
@@ -89,6 +90,8 @@ pub mod testing {
     pub use crate::server::SLOW_CALL;
     pub use crate::store::{LEDGER_FILE_NAME, Ledger};
     pub use crate::tools::args::MAX_INTEGER;
+    /// The product's families: what the bench and the tests open a ledger with.
+    pub use crate::tools::families;
     pub use crate::tools::thinking::{SequentialThought, ThinkingEvent};
     pub use crate::tools::{
         ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
@@ -104,15 +107,10 @@ pub mod testing {
     }
 }
 
-/// The composition root's one wire: the product's families (`tools::REGISTRY`), which a
-/// ledger decodes with unless handed others (`event::family::Families`); the core
-/// (`event`, `store`, `projection`, `export`) reaches the tool families only through this
-/// handle or such a value, so none of its modules imports `tools`.
-pub(crate) fn registry() -> &'static dyn event::family::Registry {
-    &tools::REGISTRY
-}
-
-/// The same registry as the projections see it (`projection::family`).
+/// The product's folds, as the projections see them (`projection::family`). The
+/// families' codecs and kinds are no lookup: the composition root (`cli`, a test) builds
+/// them as a value (`tools::families()`) and hands it to the ledger it opens, which
+/// decodes with it explicitly.
 pub(crate) fn folds() -> &'static dyn projection::tree::Registry {
     &tools::REGISTRY
 }

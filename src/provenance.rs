@@ -323,11 +323,12 @@ mod tests {
         assert_eq!(record(0, u64::MAX).events(), u64::MAX);
         assert_eq!(record(u64::MAX, 0).events(), 1);
         assert_eq!(record(3, 7).events(), 5);
-        let mut summary: SessionSummary = serde_json::from_value(json!({
+        let stored: crate::event::summary::StoredSummary = serde_json::from_value(json!({
             "kind": "thinking", "title": "t", "created_at": 0, "updated_at": 0,
             "events": 1, "thoughts": 0, "branches": [], "closed": false
         }))
         .unwrap();
+        let mut summary: SessionSummary = crate::tools::families().read_summary(stored).unwrap();
         for _ in 0..2 {
             ImportEvent(record(0, u64::MAX)).summarize(&mut summary, false);
         }

@@ -29,7 +29,7 @@ const COPY_MAX_UNREADABLE: usize = 100;
 /// is copied up to its damage and named; the command then exits 1.
 pub(super) fn copy(settings: &Settings, to: &str) -> anyhow::Result<()> {
     let source = open_existing(settings)?;
-    let target = Ledger::open_at(&Location::parse(to), OpenMode::Create)?;
+    let target = Ledger::open_at(&Location::parse(to), OpenMode::Create, families())?;
     let source_label = source.path().display().to_string();
     let target_label = target.path().display().to_string();
     if source_label == target_label {

@@ -256,7 +256,11 @@ fn is_writable(dir: &Path) -> bool {
 
 fn check_redb_ledger(report: &mut Report, dir: &Path) {
     const WHAT: &str = "ledger";
-    match Ledger::open_at(&Location::DataDir(dir.to_path_buf()), OpenMode::Existing) {
+    match Ledger::open_at(
+        &Location::DataDir(dir.to_path_buf()),
+        OpenMode::Existing,
+        super::families(),
+    ) {
         Ok(ledger) => {
             if let Some(note) = ledger.read_only() {
                 report.with_fix(
@@ -394,7 +398,11 @@ fn check_store(report: &mut Report, url: &str) {
     if let Ok(state) = crate::store::postgres::tls_state(url) {
         check_tls(report, &state);
     }
-    match Ledger::open_at(&Location::Url(url.to_string()), OpenMode::Existing) {
+    match Ledger::open_at(
+        &Location::Url(url.to_string()),
+        OpenMode::Existing,
+        super::families(),
+    ) {
         Ok(ledger) => {
             report.add(
                 Level::Ok,

@@ -313,7 +313,7 @@ fn read_file(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let event: Event = match serde_json::from_slice(&line) {
+        let event = match Event::from_json(&line, ledger.families()) {
             Ok(event) => event,
             Err(error) => {
                 done.problem(format!(

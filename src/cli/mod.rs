@@ -628,7 +628,17 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Opens the ledger, creating it if missing: for the commands that record (`serve`,
 /// `demo`, `import`).
 fn open(settings: &Settings) -> anyhow::Result<Ledger> {
-    Ok(Ledger::open_at(&settings.location(), OpenMode::Create)?)
+    Ok(Ledger::open_at(
+        &settings.location(),
+        OpenMode::Create,
+        families(),
+    )?)
+}
+
+/// The product's families: the command line is the composition root that builds them
+/// and hands them to every ledger it opens.
+fn families() -> crate::event::Families {
+    crate::tools::families()
 }
 
 /// Opens an existing ledger: for the commands that only read. A missing one is an error
@@ -636,7 +646,10 @@ fn open(settings: &Settings) -> anyhow::Result<Ledger> {
 /// of answering from a new, empty ledger.
 fn open_existing(settings: &Settings) -> anyhow::Result<Ledger> {
     let location = settings.location();
-    match (Ledger::open_at(&location, OpenMode::Existing), &location) {
+    match (
+        Ledger::open_at(&location, OpenMode::Existing, families()),
+        &location,
+    ) {
         (Ok(ledger), _) => {
             if let Some(note) = ledger.read_only() {
                 eprintln!("note: {note}");

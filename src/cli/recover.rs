@@ -39,13 +39,16 @@ pub(super) fn recover(settings: &Settings, to: &str) -> anyhow::Result<()> {
         Some(url) => {
             let from = crate::store::postgres::redact_url(url);
             check_target(None, &from, &target)?;
-            (from, crate::store::postgres::salvage::salvage_url(url)?)
+            (
+                from,
+                crate::store::postgres::salvage::salvage_url(url, families())?,
+            )
         }
         None => {
             let dir = &settings.data_dir;
             let from = dir.display().to_string();
             check_target(Some(dir), &from, &target)?;
-            (from, salvage::salvage_dir(dir)?)
+            (from, salvage::salvage_dir(dir, families())?)
         }
     };
     scanning.finish();
@@ -180,10 +183,10 @@ fn open_target(target: &Location, data_dir: &Path) -> anyhow::Result<(Ledger, Pa
     match target {
         Location::DataDir(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            Ok((Ledger::open(dir)?, dir.clone()))
+            Ok((Ledger::open(dir, families())?, dir.clone()))
         }
         Location::Url(_) => {
-            let ledger = Ledger::open_at(target, OpenMode::Create)?;
+            let ledger = Ledger::open_at(target, OpenMode::Create, families())?;
             let holds = !ledger.heads()?.is_empty()
                 || !ledger.undecodable_heads()?.is_empty()
                 || ledger.last_position()? > 0;

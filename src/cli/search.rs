@@ -20,14 +20,17 @@ pub(super) struct SearchArgs {
 
 /// The session kinds of `--kind` flags, each repeatable or comma-separated (`search` and
 /// `sessions` read them alike); none means every kind.
-pub(super) fn kinds_arg(flags: &[String]) -> anyhow::Result<Vec<SessionKind>> {
+pub(super) fn kinds_arg(
+    flags: &[String],
+    families: &crate::event::Families,
+) -> anyhow::Result<Vec<SessionKind>> {
     let mut kinds = Vec::new();
     for name in flags.iter().flat_map(|k| k.split(',')) {
         let name = name.trim();
         if name.is_empty() {
             continue;
         }
-        kinds.push(SessionKind::parse(name).with_context(|| {
+        kinds.push(families.kind_named(name).with_context(|| {
             format!(
                 "--kind {name:?}: unknown kind; use {}",
                 crate::tools::kind_names()
@@ -45,7 +48,7 @@ pub(super) fn search(settings: &Settings, args: SearchArgs) -> anyhow::Result<()
             crate::recall::MAX_LIMIT
         );
     }
-    let kinds = kinds_arg(&args.kinds)?;
+    let kinds = kinds_arg(&args.kinds, &families())?;
     let time = |flag: &str, text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref()
             .map(|t| parse_time(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))

@@ -8,7 +8,7 @@ pub(super) fn sessions(
     kind: Vec<String>,
     limit: usize,
 ) -> anyhow::Result<()> {
-    let kinds = super::search::kinds_arg(&kind)?;
+    let kinds = super::search::kinds_arg(&kind, &families())?;
     let ledger = open_existing(settings)?;
     let list = query::list_sessions(&ledger, &kinds, None, None, limit)?;
     // Sessions this process found damaged: a head row that cannot be read is not in

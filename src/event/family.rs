@@ -7,23 +7,24 @@
 //! such payload in an event, with the JSON it was written as when it was upcast),
 //! [`PayloadCodec`] (how a family decodes its payloads, from any schema it ever wrote),
 //! [`CodecError`] (why a payload did not decode), [`Registry`] (what the core asks of the
-//! registered families: their codecs and session kinds), [`Families`] (them as a value,
-//! and the scope a ledger decodes in) and the lookup of a codec by event tag. Must not: know any family, or import `crate::tools`.
+//! registered families: their codecs and session kinds), [`Families`] (them as a value:
+//! the lookups of a codec by event tag, of a kind by name, and the reading of a stored
+//! summary's parts). Must not: know any family, import `crate::tools`, or keep families
+//! anywhere but in a value someone was handed (no global, no thread-local scope).
 //!
-//! Injection: the families register in one list (`tools::FAMILIES`). A ledger decodes with
-//! a value, [`Families`] (the product's, [`Families::product`], unless it is handed others):
-//! every read and write job of the ledger runs in their scope, and what decodes a row asks
-//! the families in scope. The product's are reached through the crate root's handle on that
-//! list ([`crate::registry`]), the one place the core and the families meet. `event`,
-//! `store`, `projection` and `export` see only these traits, so the arrows point one way:
-//! families → core.
+//! Injection: the families register in one list (`tools::FAMILIES`). The composition root
+//! (the command line; a test) builds the product's [`Families`] from it
+//! (`tools::families()`) and hands the value to the ledger it opens, which passes it to
+//! everything that decodes (`store::codec::decode_event(row, &families)`,
+//! `store::HeadSeed`, `event::EventSeed`). `event`, `store`, `projection` and `export` see
+//! only these traits, so the arrows point one way: families → core.
 //!
 //! Versioning: a family that changes a payload's shape bumps its [`PayloadCodec::schema`]
 //! and keeps decoding the older schemas. An event of an older schema decodes to the
 //! current type ([`FamilyPayload::upcast`]) and keeps the JSON it was written as: its hash,
 //! `verify` and the JSONL export use that JSON, so upcasting never breaks the chain.
 
-use crate::event::summary::{SessionSummary, SummaryPart, SummaryParts};
+use crate::event::summary::{SessionSummary, StoredSummary, SummaryPart, SummaryParts};
 use crate::event::{CallRecord, RawArguments, SessionKind};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -31,7 +32,6 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::OnceLock;
 
 /// Why a payload did not decode. Its text is what a corrupt row or a refused import
 /// reports (`event row: <this>`), so a variant's wording never changes.
@@ -117,13 +117,9 @@ pub trait Registry: Sync {
 
 /// The families a ledger reads with, as a value: their codecs (each event tag claimed by
 /// one) and their session kinds. The composition root builds the product's
-/// ([`Families::of`] over `tools::REGISTRY`); a test may build a ledger with others
-/// ([`Families::new`], `Ledger::with_families`).
-///
-/// A ledger decodes inside [`Families::in_scope`] of its own families, so what decodes a
-/// row (a codec, a head's session kind and summary parts, which serde reads without an
-/// argument) asks the families of the decode in progress ([`Families::with_current`]);
-/// outside any scope that is the product's.
+/// ([`Families::of`] over `tools::REGISTRY`); a test may open a ledger with others
+/// ([`Families::new`]). Cloning shares the lists (one `Arc`): a read view holds a clone,
+/// a row's decode borrows it.
 #[derive(Clone)]
 pub struct Families(std::sync::Arc<FamilyLists>);
 
@@ -141,11 +137,6 @@ impl fmt::Debug for Families {
             .entries(self.0.codecs.iter().map(|codec| codec.family()))
             .finish()
     }
-}
-
-thread_local! {
-    /// The families of the decodes in progress on this thread, innermost last.
-    static IN_SCOPE: std::cell::RefCell<Vec<Families>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Families {
@@ -176,18 +167,6 @@ impl Families {
         Families::new(registry.codecs(), registry.kinds())
     }
 
-    /// The product's families (`tools::REGISTRY`, asked once): what a decode outside any
-    /// ledger's scope reads with, and what a ledger is built with unless handed others.
-    pub fn product() -> Families {
-        Self::product_ref().clone()
-    }
-
-    /// [`Families::product`], borrowed: built once, never dropped.
-    fn product_ref() -> &'static Families {
-        static PRODUCT: OnceLock<Families> = OnceLock::new();
-        PRODUCT.get_or_init(|| Families::of(crate::registry()))
-    }
-
     /// Every codec, in registration order.
     pub(crate) fn codecs(&self) -> &[&'static dyn PayloadCodec] {
         &self.0.codecs
@@ -207,66 +186,40 @@ impl Families {
             .map(|(_, codec)| *codec)
     }
 
-    /// Runs `work` with these as the families of the decodes it does on this thread.
-    pub(crate) fn in_scope<R>(&self, work: impl FnOnce() -> R) -> R {
-        struct Leave;
-        impl Drop for Leave {
-            fn drop(&mut self) {
-                IN_SCOPE.with(|scope| scope.borrow_mut().pop());
-            }
-        }
-        IN_SCOPE.with(|scope| scope.borrow_mut().push(self.clone()));
-        let _leave = Leave;
-        work()
-    }
-
-    /// `ask` of the families of the decode in progress on this thread (the innermost
-    /// [`Families::in_scope`]), or of the product's outside any. Borrowed, not cloned: every
-    /// decoded event asks once. `ask` is a lookup and must not enter a scope itself.
-    pub(crate) fn with_current<R>(ask: impl FnOnce(&Families) -> R) -> R {
-        IN_SCOPE.with(|scope| match scope.borrow().last() {
-            Some(families) => ask(families),
-            None => ask(Self::product_ref()),
-        })
-    }
-}
-
-/// The kind named `name` among the current families ([`Families::with_current`]).
-pub(crate) fn kind_named(name: &str) -> Option<&'static KindInfo> {
-    Families::with_current(|families| {
-        families
-            .kinds()
+    /// The registered kind named `name`.
+    pub(crate) fn kind_named(&self, name: &str) -> Option<SessionKind> {
+        self.kinds()
             .iter()
-            .copied()
             .find(|k| k.kind.as_str() == name)
-    })
-}
+            .map(|k| k.kind)
+    }
 
-/// The registration of a session kind among the current families.
-pub(crate) fn kind_info(kind: SessionKind) -> Option<&'static KindInfo> {
-    Families::with_current(|families| families.kinds().iter().copied().find(|k| k.kind == kind))
-}
+    /// A stored summary read with these families: its kind one of theirs, its family parts
+    /// read by their codecs ([`Families::summary_parts`]).
+    pub(crate) fn read_summary(
+        &self,
+        stored: StoredSummary,
+    ) -> Result<SessionSummary, serde_json::Error> {
+        stored.read(
+            |name| self.kind_named(name),
+            |fields| self.summary_parts(fields),
+        )
+    }
 
-/// Every codec of the current families, in registration order.
-pub(crate) fn registered_codecs() -> Vec<&'static dyn PayloadCodec> {
-    Families::with_current(|families| families.codecs().to_vec())
-}
-
-/// A stored summary's family parts read back through the codecs that declared their
-/// fields: here, with the codecs, so the summary itself knows no registry.
-impl<'de> serde::Deserialize<'de> for SummaryParts {
-    /// The summary's fields no core field took, each given to the codec that declares it
-    /// ([`PayloadCodec::summary_keys`]). A field no codec declares is ignored (as serde ignores unknown fields).
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let fields = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    /// A stored summary's family parts: the summary's fields no core field took, each given
+    /// to the codec that declares it ([`PayloadCodec::summary_keys`]). A field no codec
+    /// declares is ignored (as serde ignores unknown fields).
+    pub(crate) fn summary_parts(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<SummaryParts, serde_json::Error> {
         let mut groups: Vec<(
             &'static dyn PayloadCodec,
             serde_json::Map<String, serde_json::Value>,
         )> = Vec::new();
-        let codecs = registered_codecs();
         for (key, value) in fields {
-            let Some(codec) = codecs
+            let Some(codec) = self
+                .codecs()
                 .iter()
                 .copied()
                 .find(|codec| codec.summary_keys().contains(&key.as_str()))
@@ -285,22 +238,10 @@ impl<'de> serde::Deserialize<'de> for SummaryParts {
         }
         let mut parts = SummaryParts::default();
         for (codec, group) in groups {
-            parts.insert(codec.read_summary(group).map_err(D::Error::custom)?);
+            parts.insert(codec.read_summary(group)?);
         }
         Ok(parts)
     }
-}
-
-/// Position of family `name` among the current families' codecs (the order families'
-/// parts of a summary or a tree are written in); unregistered names come last.
-pub(crate) fn family_rank(name: &str) -> usize {
-    Families::with_current(|families| {
-        families
-            .codecs()
-            .iter()
-            .position(|codec| codec.family() == name)
-            .unwrap_or(usize::MAX)
-    })
 }
 
 /// How much of a stored event to build: everything, or what a projection's fold reads
@@ -704,12 +645,6 @@ impl fmt::Debug for FamilyPayload {
             None => self.event.fmt(f),
         }
     }
-}
-
-/// The codec that claims event tag `tag` among the current families
-/// ([`Families::with_current`]).
-pub(crate) fn codec_for(tag: &str) -> Option<&'static dyn PayloadCodec> {
-    Families::with_current(|families| families.codec_for(tag))
 }
 
 /// Decodes `bytes` as postcard of `T` (the usual binary form of a family payload).

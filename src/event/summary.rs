@@ -3,8 +3,8 @@
 //! Owns: [`SessionSummary`], the counts and branch list every answer of the thinking tools
 //! needs, folded one event at a time (each family folds its own events into it through
 //! [`crate::event::FamilyEvent::summarize`]), and [`SummaryPart`] (the fields a family adds
-//! to it, in [`SummaryParts`], read back by the family's codec: that `Deserialize` is in
-//! `event/family.rs`, with the codecs, so this file knows no registry). The store keeps the folded
+//! to it, in [`SummaryParts`], read back by the family's codec: [`StoredSummary::read`]
+//! hands them to the `Families` it is given, so this file knows no registry). The store keeps the folded
 //! summary of each session next to its head so a tool reads one row instead of replaying
 //! the log. Must not: do I/O or depend on anything but the events folded into it.
 //!
@@ -30,8 +30,10 @@ fn summary_version_one() -> u32 {
     1
 }
 
-/// Counts and state of one session after the events folded into it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Counts and state of one session after the events folded into it. Read back from its
+/// JSON as a [`StoredSummary`] and the families of the ledger that stored it
+/// ([`StoredSummary::read`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
     /// The [`SUMMARY_VERSION`] of the build that folded it.
     #[serde(default = "summary_version_one")]
@@ -63,6 +65,61 @@ pub struct SessionSummary {
     /// folds the same today, so [`SUMMARY_VERSION`] stays.
     #[serde(flatten)]
     pub parts: SummaryParts,
+}
+
+/// A stored summary as read from its JSON, before a ledger's families read what is
+/// theirs in it: its kind (by name) and the fields no core field took (the families'
+/// parts). Must not: be read without them ([`StoredSummary::read`]).
+#[derive(Deserialize)]
+pub(crate) struct StoredSummary {
+    #[serde(default = "summary_version_one")]
+    version: u32,
+    kind: String,
+    title: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    created_at: u64,
+    updated_at: u64,
+    events: u64,
+    thoughts: u64,
+    branches: Vec<String>,
+    #[serde(default)]
+    total_thoughts: Option<u64>,
+    #[serde(default)]
+    next_thought_needed: Option<bool>,
+    closed: bool,
+    #[serde(flatten)]
+    parts: Map<String, Value>,
+}
+
+impl StoredSummary {
+    /// The summary, its kind read by `kind_named` (a kind of some families, by name) and
+    /// its families' fields by `read_parts` (`Families::read_summary` hands both).
+    pub(crate) fn read(
+        self,
+        kind_named: impl FnOnce(&str) -> Option<SessionKind>,
+        read_parts: impl FnOnce(Map<String, Value>) -> Result<SummaryParts, serde_json::Error>,
+    ) -> Result<SessionSummary, serde_json::Error> {
+        use serde::de::Error;
+        let kind = kind_named(&self.kind).ok_or_else(|| {
+            serde_json::Error::custom(format_args!("unknown session kind {:?}", self.kind))
+        })?;
+        Ok(SessionSummary {
+            version: self.version,
+            kind,
+            title: self.title,
+            aliases: self.aliases,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            events: self.events,
+            thoughts: self.thoughts,
+            branches: self.branches,
+            total_thoughts: self.total_thoughts,
+            next_thought_needed: self.next_thought_needed,
+            closed: self.closed,
+            parts: read_parts(self.parts)?,
+        })
+    }
 }
 
 impl SessionSummary {

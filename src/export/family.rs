@@ -138,8 +138,20 @@ pub trait FamilyRender: Sync {
 pub(crate) trait Registry: Sync {
     /// Every family's picture registration, in registry order.
     fn pictures(&self) -> Vec<&'static Pictures>;
+    /// Every registered session kind (how a Markdown export heads a session).
+    fn kinds(&self) -> Vec<&'static crate::event::KindInfo>;
     /// Every renderer: the families' in registry order, then the shared ones.
     fn renders(&self) -> Vec<&'static dyn FamilyRender>;
+}
+
+/// The heading label of session kind `kind` ("Thinking session"), if it is registered.
+pub(crate) fn kind_label(kind: crate::event::SessionKind) -> Option<&'static str> {
+    static KINDS: OnceLock<Vec<&'static crate::event::KindInfo>> = OnceLock::new();
+    KINDS
+        .get_or_init(|| crate::exports().kinds())
+        .iter()
+        .find(|info| info.kind == kind)
+        .map(|info| info.label)
 }
 
 /// The registered renderers (asked of the registry once).

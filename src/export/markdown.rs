@@ -52,8 +52,8 @@ fn write_header(out: &mut String, tree: &ThoughtTree) {
     let summary = tree.summary.as_ref();
     let kind = tree
         .kind()
-        .and_then(crate::event::family::kind_info)
-        .map_or("Session", |info| info.label);
+        .and_then(crate::export::family::kind_label)
+        .unwrap_or("Session");
     let title = escape_inline(tree.title());
     let title = if title.is_empty() {
         "(untitled)".to_string()

@@ -565,6 +565,9 @@ impl<T: FoldTree> Fold for FoldOf<T> {
 pub(crate) trait Registry: Sync {
     /// Every registered fold: the families' in registry order, then the shared ones.
     fn folds(&self) -> Vec<&'static dyn Fold>;
+    /// The family of every registered codec, in registration order: the order a tree's
+    /// family states are written in.
+    fn family_order(&self) -> Vec<&'static str>;
 }
 
 /// The registered folds (asked of the registry once).

@@ -560,7 +560,7 @@ mod tests {
     /// The refusal of prompt `name` where no tool is on (no ledger read happens first).
     fn get_off(name: &str) -> String {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         get(&ledger, &|_| false, name, &Map::new())
             .unwrap_err()
             .to_string()

@@ -79,11 +79,11 @@ pub(crate) fn history(
     }
 }
 
-/// Every event type name a history can hold (`session_started`, `session_closed` and
-/// each registered family's tags), in registration order.
-pub(crate) fn event_type_names() -> Vec<&'static str> {
+/// Every event type name a history of a ledger with `families` can hold
+/// (`session_started`, `session_closed` and each family's tags), in registration order.
+pub(crate) fn event_type_names(families: &crate::event::Families) -> Vec<&'static str> {
     let mut names = vec![crate::event::SESSION_STARTED, crate::event::SESSION_CLOSED];
-    for codec in crate::event::family::registered_codecs() {
+    for codec in families.codecs() {
         names.extend(codec.types().iter().copied());
     }
     names

@@ -11,7 +11,7 @@
 //! and still decode. Must not: change what an event is — every encoding decodes
 //! to the same [`Event`], whose canonical JSON (and so its hash and every export) does not
 //! depend on how the row was stored — or know a family: a family payload's bytes go to
-//! the codec registered for its tag (a `0x01` row's family variants to the codec that
+//! the codec that claims its tag among the families the caller hands in (a `0x01` row's family variants to the codec that
 //! claims them, [`crate::event::PayloadCodec::decode_closed_enum_variant`]).
 //!
 //! Why binary: a rebuild decodes every event of a session. The JSON envelope spells out
@@ -19,7 +19,7 @@
 //! row is less than half the size and its strings are read by copying.
 
 use super::StoreError;
-use crate::event::{DecodeFields, Event, EventId, Payload, SessionId, SessionKind, family};
+use crate::event::{DecodeFields, Event, EventId, Families, Payload, SessionId};
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
@@ -197,16 +197,16 @@ pub(crate) fn encode_event(event: &Event) -> Vec<u8> {
     row
 }
 
-/// The event in a row of any encoding.
-pub(crate) fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
-    decode_row(row, DecodeFields::All)
+/// The event in a row of any encoding, its payload read with `families`.
+pub(crate) fn decode_event(row: &[u8], families: &Families) -> Result<Event, StoreError> {
+    decode_row(row, DecodeFields::All, families)
 }
 
 /// [`decode_event`] for a projection's fold: `prev` and `hash` are left empty and a
 /// family may leave what no fold reads (a call's arguments are `null`; skipping them is a
 /// third of a rebuild). JSON rows decode whole.
-pub(crate) fn decode_event_to_fold(row: &[u8]) -> Result<Event, StoreError> {
-    decode_row(row, DecodeFields::ToFold)
+pub(crate) fn decode_event_to_fold(row: &[u8], families: &Families) -> Result<Event, StoreError> {
+    decode_row(row, DecodeFields::ToFold, families)
 }
 
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
@@ -214,43 +214,49 @@ fn corrupt(what: impl std::fmt::Display) -> StoreError {
 }
 
 /// A row of any encoding, building `fields` of a binary one (JSON rows decode whole).
-fn decode_row(row: &[u8], fields: DecodeFields) -> Result<Event, StoreError> {
+fn decode_row(row: &[u8], fields: DecodeFields, families: &Families) -> Result<Event, StoreError> {
     match row.first() {
         Some(b'{') => {
-            serde_json::from_slice(row).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
+            Event::from_json(row, families).map_err(|e| StoreError::Corrupt(format!("event: {e}")))
         }
-        _ => decode_binary(row, fields).map(|(event, _)| event),
+        _ => decode_binary(row, fields, families).map(|(event, _)| event),
     }
 }
 
 /// The event in the row that starts `bytes`, whatever follows it, and the row's length
 /// in bytes: for a scan of bytes that hold rows among other data (`store::salvage`). A
 /// JSON row is its first JSON value.
-pub(crate) fn decode_event_at(bytes: &[u8]) -> Result<(Event, usize), StoreError> {
+pub(crate) fn decode_event_at(
+    bytes: &[u8],
+    families: &Families,
+) -> Result<(Event, usize), StoreError> {
     if bytes.first() == Some(&b'{') {
-        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<Event>();
-        return match values.next() {
-            Some(Ok(event)) => Ok((event, values.byte_offset())),
+        return match Event::from_json_prefix(bytes, families) {
+            Some(Ok(found)) => Ok(found),
             Some(Err(e)) => Err(StoreError::Corrupt(format!("event: {e}"))),
             None => Err(StoreError::Corrupt("empty event row".into())),
         };
     }
-    let (event, rest) = decode_binary(bytes, DecodeFields::All)?;
+    let (event, rest) = decode_binary(bytes, DecodeFields::All, families)?;
     Ok((event, bytes.len() - rest.len()))
 }
 
 /// A binary row at the start of `row`, building `fields`: the event and the bytes after
 /// the row.
-fn decode_binary(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
+fn decode_binary<'r>(
+    row: &'r [u8],
+    fields: DecodeFields,
+    families: &Families,
+) -> Result<(Event, &'r [u8]), StoreError> {
     match row.first() {
-        Some(&BINARY_ROW_V2) => decode_v2(&row[1..], fields),
+        Some(&BINARY_ROW_V2) => decode_v2(&row[1..], fields, families),
         Some(&BINARY_ROW_ACTOR) => {
             let (actor, body): (&str, _) = postcard::take_from_bytes(&row[1..]).map_err(corrupt)?;
-            let (mut event, rest) = decode_v2(body, fields)?;
+            let (mut event, rest) = decode_v2(body, fields, families)?;
             event.actor = Some(actor.to_string());
             Ok((event, rest))
         }
-        Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields),
+        Some(&BINARY_ROW_V1) => decode_v1(&row[1..], fields, families),
         Some(other) => Err(StoreError::Corrupt(format!(
             "event row of unknown format (first byte 0x{other:02x})"
         ))),
@@ -260,7 +266,11 @@ fn decode_binary(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), Sto
 
 /// The body of a version 2 row (after its first byte), building `fields`; and the bytes
 /// after it.
-fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
+fn decode_v2<'r>(
+    body: &'r [u8],
+    fields: DecodeFields,
+    families: &Families,
+) -> Result<(Event, &'r [u8]), StoreError> {
     let (stored, rest): (StoredEvent<'_, StoredPayload<'_>>, _) =
         postcard::take_from_bytes(body).map_err(corrupt)?;
     let (stored, payload) = stored.split();
@@ -269,12 +279,12 @@ fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreE
             kind,
             title,
             aliases,
-        } => started(kind, title, aliases)?,
+        } => started(kind, title, aliases, families)?,
         StoredPayload::SessionClosed { reason } => Payload::SessionClosed {
             reason: reason.to_string(),
         },
         StoredPayload::Family { tag, bytes } => {
-            let codec = family::codec_for(tag).ok_or_else(|| {
+            let codec = families.codec_for(tag).ok_or_else(|| {
                 corrupt(format_args!("unknown event type {tag:?} (another build?)"))
             })?;
             Payload::Family(
@@ -284,7 +294,7 @@ fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreE
             )
         }
         StoredPayload::Written { json } => {
-            Payload::from_json(stored.schema, json).map_err(corrupt)?
+            Payload::from_json(stored.schema, json, families).map_err(corrupt)?
         }
     };
     Ok((stored.build(payload, fields)?, rest))
@@ -292,14 +302,18 @@ fn decode_v2(body: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreE
 
 /// A version 1 row (after its first byte): the envelope, the closed enum's variant and
 /// its fields, the hashes, read one after the other; and the bytes after them.
-fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreError> {
+fn decode_v1<'r>(
+    row: &'r [u8],
+    fields: DecodeFields,
+    families: &Families,
+) -> Result<(Event, &'r [u8]), StoreError> {
     let (head, rest): (StoredEnvelopeHead, _) = postcard::take_from_bytes(row).map_err(corrupt)?;
     let (variant, rest): (u32, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
     let (payload, rest) = match variant {
         V1_SESSION_STARTED => {
             let (s, rest): (StoredStartedV1<'_>, _) =
                 postcard::take_from_bytes(rest).map_err(corrupt)?;
-            (started(s.kind, s.title, s.aliases)?, rest)
+            (started(s.kind, s.title, s.aliases, families)?, rest)
         }
         V1_SESSION_CLOSED => {
             let (reason, rest): (&str, _) = postcard::take_from_bytes(rest).map_err(corrupt)?;
@@ -307,7 +321,8 @@ fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreEr
             (Payload::SessionClosed { reason }, rest)
         }
         _ => {
-            let (payload, rest) = family::registered_codecs()
+            let (payload, rest) = families
+                .codecs()
                 .iter()
                 .find_map(|codec| codec.decode_closed_enum_variant(variant, rest, fields))
                 .ok_or_else(|| corrupt(postcard::Error::DeserializeBadEnum))?
@@ -329,9 +344,15 @@ fn decode_v1(row: &[u8], fields: DecodeFields) -> Result<(Event, &[u8]), StoreEr
     Ok((envelope.build(payload, fields)?, rest))
 }
 
-fn started(kind: &str, title: &str, aliases: Vec<&str>) -> Result<Payload, StoreError> {
+fn started(
+    kind: &str,
+    title: &str,
+    aliases: Vec<&str>,
+    families: &Families,
+) -> Result<Payload, StoreError> {
     Ok(Payload::SessionStarted {
-        kind: SessionKind::parse(kind)
+        kind: families
+            .kind_named(kind)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown session kind {kind:?}")))?,
         title: title.to_string(),
         aliases: aliases.into_iter().map(str::to_string).collect(),
@@ -406,7 +427,17 @@ fn hex_to_bytes(text: &str) -> Option<blake3::Hash> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{CallRecord, GENESIS_HASH, event_hash};
+    use crate::event::{CallRecord, GENESIS_HASH, SessionKind, event_hash};
+
+    /// [`super::decode_event`] with the product's families.
+    fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
+        super::decode_event(row, &crate::tools::families())
+    }
+
+    /// [`super::decode_event_to_fold`] with the product's families.
+    fn decode_event_to_fold(row: &[u8]) -> Result<Event, StoreError> {
+        super::decode_event_to_fold(row, &crate::tools::families())
+    }
     use crate::tools::thinking::payload::{SequentialThought, ThinkThought, ThinkingEvent};
 
     /// [`bytes_whole`] writes what postcard writes for the bytes one by one: rows written

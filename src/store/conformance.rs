@@ -197,7 +197,7 @@ pub(super) fn a_head_and_events_by_id_answer_as_their_parts(fresh: &MakeFresh) {
     let unknown = SessionId::generate();
     let expected_events = vec![Some(stored[2].clone()), None, Some(stored[0].clone())];
     {
-        let view = ledger.backend.read().unwrap();
+        let view = ledger.backend.read(&ledger.families).unwrap();
         let (head, events) = view.head_and_events_by_id(first.session, &ids).unwrap();
         assert_eq!(head.as_ref(), Some(&first));
         assert_eq!(head, view.head(first.session).unwrap());
@@ -1110,8 +1110,10 @@ pub(super) fn a_verdict_outlasts_its_finder_and_only_a_sound_ledger_clears_it(fr
 fn fresh_at(location: Location, keep: Box<dyn std::any::Any>) -> Fresh {
     let again = location.clone();
     Fresh {
-        ledger: Ledger::open_at(&location, OpenMode::Create).unwrap(),
-        another_handle: Box::new(move || Ledger::open_at(&again, OpenMode::Create).unwrap()),
+        ledger: Ledger::open_at(&location, OpenMode::Create, crate::tools::families()).unwrap(),
+        another_handle: Box::new(move || {
+            Ledger::open_at(&again, OpenMode::Create, crate::tools::families()).unwrap()
+        }),
         keep,
     }
 }
@@ -1131,7 +1133,7 @@ mod redb {
 fn host_fresh() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
     let location = Location::DataDir(dir.path().to_path_buf());
-    let host = Ledger::open_at(&location, OpenMode::Create).unwrap();
+    let host = Ledger::open_at(&location, OpenMode::Create, crate::tools::families()).unwrap();
     fresh_at(location, Box::new((dir, host)))
 }
 

@@ -30,7 +30,7 @@
 //! - Positions are not part of an event: not hashed, not exported.
 
 use super::{SessionHead, StoreError};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use std::time::Duration;
 
 /// Whether an open may create the ledger.
@@ -54,8 +54,9 @@ pub(crate) enum Decode {
     ToFold,
 }
 
-/// Builds an event of a stored row's bytes (the codec's, as much as a [`Decode`] asks).
-pub(crate) type RowDecoder = fn(&[u8]) -> Result<Event, StoreError>;
+/// Builds an event of a stored row's bytes with a ledger's families (the codec's, as much
+/// as a [`Decode`] asks).
+pub(crate) type RowDecoder = fn(&[u8], &Families) -> Result<Event, StoreError>;
 
 impl Decode {
     /// What every backend's session scan does first: `None` when `from_seq..=to_seq` is
@@ -83,11 +84,12 @@ pub(crate) type PositionVisitor<'v> = dyn FnMut(u64, Event) -> bool + 'v;
 
 /// A backend: something that hands out read snapshots and exclusive write transactions.
 pub(crate) trait Backend: Send + Sync + 'static {
-    /// A consistent snapshot of the ledger as of now.
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError>;
+    /// A consistent snapshot of the ledger as of now, whose rows decode with `families`.
+    fn read(&self, families: &Families) -> Result<Box<dyn ReadView + '_>, StoreError>;
 
-    /// Begins the write transaction (blocks while another process holds it).
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError>;
+    /// Begins the write transaction (blocks while another process holds it); what it
+    /// reads decodes with `families`.
+    fn write(&self, families: &Families) -> Result<Box<dyn WriteView + '_>, StoreError>;
 
     /// How often a [`super::watch::Watch`] looks for commits of other processes. A backend
     /// that is told about them (LISTEN/NOTIFY) can return a long interval; this process's

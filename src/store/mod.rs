@@ -7,9 +7,12 @@
 //! event, aliases, hash chain), the group-commit writer thread ([`writer`]), redb as one
 //! backend (`redb`, private: nothing outside this module names a redb type) and the
 //! ledger host that shares a redb file between processes ([`host`]), and salvage: the
-//! events of a damaged file found by their own hashes in its bytes (`salvage`). Must not:
-//! decide what to record (tools do), fold anything beyond the [`SessionSummary`] kept
-//! beside each head, write to stdout, or rewrite a committed event.
+//! events of a damaged file found by their own hashes in its bytes (`salvage`). A ledger
+//! is opened with the families it decodes with (`Families`, from the composition root):
+//! it hands them to every read view and write transaction of its backend, and the codec
+//! and the head reader take them as an argument. Must not: decide what to record (tools
+//! do), fold anything beyond the [`SessionSummary`] kept beside each head, write to
+//! stdout, rewrite a committed event, or decode with families it was not handed.
 //!
 //! Several processes share one ledger (DESIGN §3): a backend's write transaction is
 //! exclusive across processes, so reading the head inside it and checking the expected seq
@@ -31,7 +34,8 @@ pub(crate) mod postgres;
 mod redb;
 pub(crate) mod rules;
 pub(crate) mod salvage;
-mod scoped;
+#[cfg(test)]
+mod toy_family;
 pub(crate) mod verdict;
 pub(crate) mod watch;
 pub(crate) mod writer;
@@ -60,8 +64,9 @@ pub const LEDGER_FILE_NAME: &str = "ledger.redb";
 pub(crate) const CACHE_SIZE_BYTES: usize = 1024 * 1024;
 
 /// The head of a session: its last seq and hash, the ledger-wide position of its last
-/// event, and the summary folded up to it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// event, and the summary folded up to it. Read back with a ledger's families
+/// ([`HeadSeed`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionHead {
     pub session: SessionId,
     pub seq: u64,
@@ -71,6 +76,52 @@ pub struct SessionHead {
     /// ledger of an earlier build until its first write assigns positions.
     #[serde(default)]
     pub position: u64,
+}
+
+/// A head as stored (JSON), before its summary is read with a ledger's families.
+#[derive(Deserialize)]
+struct StoredHead {
+    session: SessionId,
+    seq: u64,
+    hash: String,
+    summary: crate::event::summary::StoredSummary,
+    #[serde(default)]
+    position: u64,
+}
+
+/// Reads a [`SessionHead`]'s JSON with the families given (its summary's kind and parts
+/// are theirs to read).
+#[derive(Clone, Copy)]
+pub(crate) struct HeadSeed<'a>(pub(crate) &'a Families);
+
+impl<'de> serde::de::DeserializeSeed<'de> for HeadSeed<'_> {
+    type Value = SessionHead;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<SessionHead, D::Error> {
+        let stored = StoredHead::deserialize(d)?;
+        Ok(SessionHead {
+            session: stored.session,
+            seq: stored.seq,
+            hash: stored.hash,
+            summary: self
+                .0
+                .read_summary(stored.summary)
+                .map_err(serde::de::Error::custom)?,
+            position: stored.position,
+        })
+    }
+}
+
+/// A head row's JSON, read with `families`.
+pub(crate) fn decode_head_json(
+    bytes: &[u8],
+    families: &Families,
+) -> Result<SessionHead, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    let head = HeadSeed(families).deserialize(&mut reader)?;
+    reader.end()?;
+    Ok(head)
 }
 
 /// What `verify` found for one session.
@@ -151,8 +202,8 @@ pub struct Ledger {
     /// Set when the ledger is opened for reading only: what that open did (see
     /// [`Ledger::open_file_read_only`]).
     read_only: Option<Arc<str>>,
-    /// The families this ledger decodes its rows with: every read and write job runs in
-    /// their scope ([`Families::in_scope`]).
+    /// The families this ledger decodes its rows with: handed to every read view and to
+    /// the writer's transactions, never looked up.
     families: Families,
     /// Dropped last, with the last clone: waits for the writer thread to end.
     _closed_on_drop: Arc<CloseOnDrop>,
@@ -205,10 +256,10 @@ pub(crate) fn resolve_in(view: &dyn ReadView, text: &str) -> Result<Option<Sessi
 }
 
 impl Ledger {
-    /// A ledger over any [`Backend`]; `label` names it (its path, or a URL without
-    /// credentials). Starts the writer thread.
-    pub(crate) fn with_backend(backend: impl Backend, label: &Path) -> Ledger {
-        Ledger::serving(backend, label, |_, _| {})
+    /// A ledger over any [`Backend`] whose rows decode with `families`; `label` names it
+    /// (its path, or a URL without credentials). Starts the writer thread.
+    pub(crate) fn with_backend(backend: impl Backend, label: &Path, families: Families) -> Ledger {
+        Ledger::serving(backend, label, families, |_, _| {})
     }
 
     /// [`Ledger::with_backend`], handing `serve` the backend and the ledger's writer as soon
@@ -217,6 +268,7 @@ impl Ledger {
     pub(crate) fn serving<B: Backend>(
         backend: B,
         label: &Path,
+        families: Families,
         serve: impl FnOnce(&B, writer::WriterHandle),
     ) -> Ledger {
         let commits = CommitSignal(Arc::new(tokio::sync::watch::Sender::new(0)));
@@ -228,8 +280,12 @@ impl Ledger {
         );
         backend.on_damage(damage.clone());
         let backend = Arc::new(backend);
-        let (writer, thread) =
-            writer::WriterHandle::spawn(backend.clone(), commits.clone(), damage.clone());
+        let (writer, thread) = writer::WriterHandle::spawn(
+            backend.clone(),
+            commits.clone(),
+            damage.clone(),
+            families.clone(),
+        );
         serve(&backend, writer.clone());
         let backend: Arc<dyn Backend> = backend;
         let closing = Arc::downgrade(&backend);
@@ -240,7 +296,7 @@ impl Ledger {
             path: Arc::new(label.to_path_buf()),
             damage,
             read_only: None,
-            families: Families::product(),
+            families,
             _closed_on_drop: Arc::new(CloseOnDrop {
                 writer: Mutex::new(thread),
                 backend: closing,
@@ -248,29 +304,9 @@ impl Ledger {
         }
     }
 
-    /// This ledger, decoding its rows with `families` instead of the product's (a ledger
-    /// of a test's own families; before its first read or write).
-    pub fn with_families(mut self, families: Families) -> Ledger {
-        self.families = families;
-        self
-    }
-
-    /// The families this ledger decodes with.
+    /// The families this ledger decodes with (handed to it when it was opened).
     pub fn families(&self) -> &Families {
         &self.families
-    }
-
-    /// `job`, run in the scope of this ledger's families (what a write job decodes).
-    fn scoped<R, F>(
-        &self,
-        job: F,
-    ) -> impl FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static + use<R, F>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
-    {
-        let families = self.families.clone();
-        move |txn: &mut AppendTxn<'_>| families.in_scope(|| job(txn))
     }
 
     /// Path of the ledger file.
@@ -303,7 +339,7 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        self.writer.submit(self.scoped(job)).await
+        self.writer.submit(job).await
     }
 
     /// Queues `job` for the next group commit now and returns what waits for its result:
@@ -316,7 +352,7 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        let answer = self.writer.enqueue(self.scoped(job))?;
+        let answer = self.writer.enqueue(job)?;
         Ok(async move { answer.await.map_err(|_| StoreError::WriterGone)? })
     }
 
@@ -333,13 +369,12 @@ impl Ledger {
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
     {
-        self.writer.submit_blocking(self.scoped(job))
+        self.writer.submit_blocking(job)
     }
 
     /// A read view that decodes with this ledger's families.
     fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
-        let view = self.families.in_scope(|| self.backend.read())?;
-        Ok(Box::new(scoped::ScopedRead::new(view, &self.families)))
+        self.backend.read(&self.families)
     }
 
     /// The head of one session, if it exists.

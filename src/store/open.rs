@@ -11,14 +11,16 @@
 use super::host::HostBackend;
 use super::redb::open::write_denied;
 use super::{LEDGER_FILE_NAME, Ledger, OpenError, OpenMode};
+use crate::event::Families;
 use std::path::{Path, PathBuf};
 
 /// A backend reached by URL: whether it claims a URL, and how it opens one.
 pub(crate) struct UrlBackend {
     /// Whether `url` names a ledger of this backend (its scheme).
     pub(crate) claims: fn(url: &str) -> bool,
-    /// Opens (or, with [`OpenMode::Create`], creates) the ledger at `url`.
-    pub(crate) open: fn(url: &str, mode: OpenMode) -> Result<Ledger, OpenError>,
+    /// Opens (or, with [`OpenMode::Create`], creates) the ledger at `url`, decoding with
+    /// `families`.
+    pub(crate) open: fn(url: &str, mode: OpenMode, families: Families) -> Result<Ledger, OpenError>,
 }
 
 /// The backends reached by URL, in the order they are asked; a data directory is redb's.
@@ -52,13 +54,18 @@ impl Location {
 }
 
 impl Ledger {
-    /// Opens the ledger at `location`: the one open every command goes through.
-    pub(crate) fn open_at(location: &Location, mode: OpenMode) -> Result<Ledger, OpenError> {
+    /// Opens the ledger at `location`, decoding with `families`: the one open every command
+    /// goes through.
+    pub(crate) fn open_at(
+        location: &Location,
+        mode: OpenMode,
+        families: Families,
+    ) -> Result<Ledger, OpenError> {
         match (location, mode) {
-            (Location::DataDir(dir), OpenMode::Create) => Ledger::open(dir),
-            (Location::DataDir(dir), OpenMode::Existing) => Ledger::open_existing(dir),
+            (Location::DataDir(dir), OpenMode::Create) => Ledger::open(dir, families),
+            (Location::DataDir(dir), OpenMode::Existing) => Ledger::open_existing(dir, families),
             (Location::Url(url), mode) => match URL_BACKENDS.iter().find(|b| (b.claims)(url)) {
-                Some(backend) => (backend.open)(url, mode),
+                Some(backend) => (backend.open)(url, mode, families),
                 None => Err(OpenError::NoLedger {
                     path: PathBuf::from(url),
                 }),
@@ -71,7 +78,7 @@ impl Ledger {
     ///
     /// A file that exists is only ever opened, never initialised: an empty, truncated or
     /// foreign file is an error naming its path.
-    pub fn open(data_dir: &Path) -> Result<Ledger, OpenError> {
+    pub fn open(data_dir: &Path, families: Families) -> Result<Ledger, OpenError> {
         if data_dir.is_file() {
             return Err(OpenError::DataDirIsAFile {
                 path: data_dir.to_path_buf(),
@@ -82,7 +89,7 @@ impl Ledger {
             source,
         })?;
         let path = data_dir.join(LEDGER_FILE_NAME);
-        Self::open_file(&path)
+        Self::open_file(&path, families)
     }
 
     /// Opens `ledger.redb` inside `data_dir` only if it is there: never creates the
@@ -90,7 +97,7 @@ impl Ledger {
     /// there is opened and checked as [`Ledger::open`] does; for the commands that only
     /// read: a ledger this process may not write is opened for reading only
     /// ([`Ledger::read_only`] says so).
-    pub(crate) fn open_existing(data_dir: &Path) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_existing(data_dir: &Path, families: Families) -> Result<Ledger, OpenError> {
         if data_dir.is_file() {
             return Err(OpenError::DataDirIsAFile {
                 path: data_dir.to_path_buf(),
@@ -101,7 +108,7 @@ impl Ledger {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 Err(OpenError::NoLedger { path })
             }
-            _ => Self::open_file_for_reading(&path),
+            _ => Self::open_file_for_reading(&path, families),
         }
     }
 
@@ -114,8 +121,8 @@ impl Ledger {
     ///
     /// A ledger this process may not write (permission denied, a read-only file system)
     /// is [`OpenError::NotWritable`], which says the read-only commands still read it.
-    pub(crate) fn open_file(path: &Path) -> Result<Ledger, OpenError> {
-        Ledger::open_file_writable(path).map_err(|error| match write_denied(&error) {
+    pub(crate) fn open_file(path: &Path, families: Families) -> Result<Ledger, OpenError> {
+        Ledger::open_file_writable(path, families).map_err(|error| match write_denied(&error) {
             Some(denied) => {
                 let readable = std::fs::File::open(path).is_ok();
                 OpenError::NotWritable {
@@ -140,18 +147,26 @@ impl Ledger {
     }
 
     /// Holds the file at `path`, or reaches the process that does.
-    fn open_file_writable(path: &Path) -> Result<Ledger, OpenError> {
-        let backend = HostBackend::open(path)?;
-        Ok(Ledger::serving(backend, path, HostBackend::serve_with))
+    fn open_file_writable(path: &Path, families: Families) -> Result<Ledger, OpenError> {
+        let backend = HostBackend::open(path, families.clone())?;
+        Ok(Ledger::serving(
+            backend,
+            path,
+            families,
+            HostBackend::serve_with,
+        ))
     }
 
     /// [`Ledger::open_file`] for a command that only reads: when the ledger may not be
     /// written here (permission denied, a read-only file system), it is opened for reading
     /// only instead ([`Ledger::open_file_read_only`]; [`Ledger::read_only`] says so).
-    pub(crate) fn open_file_for_reading(path: &Path) -> Result<Ledger, OpenError> {
-        match Ledger::open_file_writable(path) {
+    pub(crate) fn open_file_for_reading(
+        path: &Path,
+        families: Families,
+    ) -> Result<Ledger, OpenError> {
+        match Ledger::open_file_writable(path, families.clone()) {
             Err(error) => match write_denied(&error) {
-                Some(denied) => Ledger::open_file_read_only(path, &denied.why),
+                Some(denied) => Ledger::open_file_read_only(path, &denied.why, families),
                 None => Err(error),
             },
             opened => opened,

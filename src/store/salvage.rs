@@ -16,7 +16,7 @@
 //! panic on any input.
 
 use super::codec;
-use crate::event::{Event, EventId, GENESIS_HASH, Payload, SessionId};
+use crate::event::{Event, EventId, Families, GENESIS_HASH, Payload, SessionId};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -77,15 +77,21 @@ pub(crate) struct SourceReport {
 
 /// The verified events found in any number of byte slices, one copy of each, and the
 /// highest seq any head row names per session.
-#[derive(Default)]
 pub(crate) struct Scan {
     events: HashMap<EventId, Event>,
     heads: BTreeMap<SessionId, u64>,
+    /// What the rows found decode with.
+    families: Families,
 }
 
 impl Scan {
-    pub(crate) fn new() -> Scan {
-        Scan::default()
+    /// A scan whose rows decode with `families`.
+    pub(crate) fn new(families: Families) -> Scan {
+        Scan {
+            events: HashMap::new(),
+            heads: BTreeMap::new(),
+            families,
+        }
     }
 
     /// Looks for an event row (and a head row) at every offset of `bytes`; keeps each
@@ -110,13 +116,14 @@ impl Scan {
 
     /// The event row at the start of `rest`, kept if it verifies: its length then.
     fn event_at(&mut self, rest: &[u8], report: &mut SourceReport) -> Option<usize> {
-        let decoded = match super::damage::catch_quietly(|| codec::decode_event_at(rest)) {
-            Ok(decoded) => decoded,
-            Err(_) => {
-                report.panics += 1;
-                return None;
-            }
-        };
+        let decoded =
+            match super::damage::catch_quietly(|| codec::decode_event_at(rest, &self.families)) {
+                Ok(decoded) => decoded,
+                Err(_) => {
+                    report.panics += 1;
+                    return None;
+                }
+            };
         let (event, len) = decoded.ok()?;
         if event.computed_hash() != event.hash {
             report.unverified += 1;
@@ -160,10 +167,10 @@ pub(crate) struct Found {
 /// Scans `ledger.redb` and its redo log `ledger.wal` in `data_dir`, read with plain reads
 /// (never opened by the storage engine, never written). A missing file is reported as
 /// such; neither there is [`SalvageError::Nothing`].
-pub(crate) fn salvage_dir(data_dir: &Path) -> Result<Found, SalvageError> {
+pub(crate) fn salvage_dir(data_dir: &Path, families: Families) -> Result<Found, SalvageError> {
     let ledger = data_dir.join(super::LEDGER_FILE_NAME);
     let log = super::redb::wal::log_path(&ledger);
-    let mut scan = Scan::new();
+    let mut scan = Scan::new(families);
     let mut sources = Vec::new();
     for path in [ledger, log] {
         let mut report = SourceReport {
@@ -401,7 +408,7 @@ mod tests {
     }
 
     fn scan(bytes: &[u8]) -> (Scan, SourceReport) {
-        let mut scan = Scan::new();
+        let mut scan = Scan::new(crate::tools::families());
         let mut report = SourceReport::default();
         scan.bytes(bytes, &mut report);
         (scan, report)

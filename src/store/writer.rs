@@ -19,7 +19,7 @@ use super::contract::{Backend, CommitSignal, WriteView};
 use super::damage::Damage;
 use super::rules::{self, Appended, Batch, Plan};
 use super::{AppendError, SessionHead, StoreError};
-use crate::event::{Event, EventId, NewEvent, SessionId, now_ms};
+use crate::event::{Event, EventId, Families, NewEvent, SessionId, now_ms};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
@@ -105,12 +105,14 @@ impl WriterThread {
 }
 
 impl WriterHandle {
-    /// Starts the writer thread over `backend`. After each commit that wrote something it
-    /// raises `commits` with the ledger's last position (what a watch waits on).
+    /// Starts the writer thread over `backend`, whose write transactions decode with
+    /// `families`. After each commit that wrote something it raises `commits` with the
+    /// ledger's last position (what a watch waits on).
     pub(crate) fn spawn(
         backend: Arc<dyn Backend>,
         commits: CommitSignal,
         damage: Damage,
+        families: Families,
     ) -> (Self, WriterThread) {
         let (jobs, queue) = mpsc::channel::<Job>();
         let delivery = Arc::new(OnceLock::new());
@@ -118,7 +120,7 @@ impl WriterHandle {
         let thread = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
-                run(backend, &commits, &damage, queue);
+                run(backend, &commits, &damage, &families, queue);
                 // `backend` was moved into `run` and is dropped by now.
                 drop(ended_tx);
             })
@@ -235,6 +237,7 @@ fn run(
     backend: Arc<dyn Backend>,
     commits: &CommitSignal,
     damage: &Damage,
+    families: &Families,
     queue: mpsc::Receiver<Job>,
 ) {
     // Whether a group ran since the backend was last told it is idle.
@@ -278,7 +281,7 @@ fn run(
         // write: the group's callers get `WriterGone` (their replies are dropped), the
         // uncommitted transaction is aborted by its drop, and the thread goes on.
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| {
-            commit_group(&*backend, commits, damage, group)
+            commit_group(&*backend, commits, damage, families, group)
         })) {
             tracing::error!(message = %panic_message(&panic), "the writer panicked outside a job");
         }
@@ -312,14 +315,22 @@ fn idle(backend: &dyn Backend, damage: &Damage) {
     }
 }
 
-fn commit_group(backend: &dyn Backend, commits: &CommitSignal, damage: &Damage, group: Vec<Job>) {
+fn commit_group(
+    backend: &dyn Backend,
+    commits: &CommitSignal,
+    damage: &Damage,
+    families: &Families,
+    group: Vec<Job>,
+) {
     let started = COMMIT_OBSERVER
         .get()
         .map(|observe| (observe, Instant::now()));
     // Nothing is written to a ledger known to be damaged (not even a job's upkeep), by
     // this process or, as its lasting verdicts say, by any other.
     damage.refresh();
-    let began = damage.check_write(None).and_then(|()| backend.write());
+    let began = damage
+        .check_write(None)
+        .and_then(|()| backend.write(families));
     let mut txn = match began {
         Ok(txn) => txn,
         Err(error) => {

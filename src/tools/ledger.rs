@@ -14,7 +14,7 @@ use super::{
     CallFuture, Family, ToolCall, ToolError, reading_annotations, structured_result,
     tool_definition,
 };
-use crate::event::SessionKind;
+use crate::event::{Families, SessionKind};
 use crate::export::Format;
 use crate::query::{self, HistoryFilter};
 use crate::recall::{self, RecallError, SearchRequest};
@@ -176,9 +176,9 @@ fn call(call: ToolCall) -> CallFuture {
     }))
 }
 
-fn kind_arg(args: &mut Args<'_>) -> Option<SessionKind> {
+fn kind_arg(args: &mut Args<'_>, families: &Families) -> Option<SessionKind> {
     let text = args.string_limited(&["kind"], false, MAX_ID_BYTES)?;
-    match SessionKind::parse(text.trim()) {
+    match families.kind_named(text.trim()) {
         Some(kind) => Some(kind),
         None => {
             args.problem(
@@ -221,7 +221,7 @@ fn call_list_sessions(
     raw: &Map<String, Value>,
 ) -> Result<CallToolResult, ToolError> {
     let mut args = Args::new(raw);
-    let kind = kind_arg(&mut args);
+    let kind = kind_arg(&mut args, ledger.families());
     let text = args.string_limited(&["query"], false, MAX_ID_BYTES);
     let limit = args
         .integer(&["limit"], false, 1)
@@ -277,7 +277,7 @@ fn call_get_history(
     let kinds = args.string_list(&["kinds"]);
     // An event type no family writes, or a branch the session lacks, matches nothing:
     // refused by name with what there is, never an empty page.
-    let known = query::event_type_names();
+    let known = query::event_type_names(ledger.families());
     for name in kinds.iter().flatten() {
         if !known.contains(&name.as_str()) {
             args.problem(
@@ -366,7 +366,7 @@ fn search_request(
     let kinds: Vec<SessionKind> = listed
         .iter()
         .flatten()
-        .filter_map(|name| SessionKind::parse(name.trim()))
+        .filter_map(|name| ledger.families().kind_named(name.trim()))
         .collect();
     let no_kind_matches = listed.is_some_and(|names| !names.is_empty() && kinds.is_empty());
     let since = time_arg(raw, args, "since");

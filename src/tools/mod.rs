@@ -58,7 +58,7 @@ pub(crate) static SHARED_CODECS: &[&dyn PayloadCodec] = &[
 ];
 
 /// The registry as the core sees it ([`crate::event::family::Registry`]): [`FAMILIES`]
-/// and [`SHARED_CODECS`], handed to the core by the crate root ([`crate::registry`]).
+/// and [`SHARED_CODECS`], handed to the core as a value ([`families`]).
 pub(crate) struct Registry;
 
 /// The one instance.
@@ -75,6 +75,13 @@ impl crate::event::family::Registry for Registry {
     }
 }
 
+/// The product's families as the core decodes with them ([`FAMILIES`] and
+/// [`SHARED_CODECS`]): built by the composition root (the command line, a test) and
+/// handed to the ledger it opens; nothing below `tools` looks them up.
+pub fn families() -> crate::event::family::Families {
+    crate::event::family::Families::of(&REGISTRY)
+}
+
 /// Folds no toolset owns: the model-call event's and the import record's.
 pub(crate) static SHARED_FOLDS: &[&dyn crate::projection::tree::Fold] = &[
     &crate::projection::tree::FoldOf::<crate::provider::record::ModelCallEvent>::NEW,
@@ -85,6 +92,13 @@ impl crate::projection::tree::Registry for Registry {
     fn folds(&self) -> Vec<&'static dyn crate::projection::tree::Fold> {
         let families = FAMILIES.iter().flat_map(|f| f.folds.iter().copied());
         families.chain(SHARED_FOLDS.iter().copied()).collect()
+    }
+
+    fn family_order(&self) -> Vec<&'static str> {
+        crate::event::family::Registry::codecs(self)
+            .iter()
+            .map(|codec| codec.family())
+            .collect()
     }
 }
 
@@ -97,6 +111,10 @@ pub(crate) static SHARED_RENDERS: &[&dyn crate::export::family::FamilyRender] = 
 impl crate::export::family::Registry for Registry {
     fn pictures(&self) -> Vec<&'static crate::export::picture::Pictures> {
         FAMILIES.iter().filter_map(|f| f.picture).collect()
+    }
+
+    fn kinds(&self) -> Vec<&'static KindInfo> {
+        session_kinds().collect()
     }
 
     fn renders(&self) -> Vec<&'static dyn crate::export::family::FamilyRender> {

@@ -334,10 +334,10 @@ mod tests {
         let mermaid = export::render(Format::Mermaid, &tree, &events);
         let jsonl = export::render(Format::Jsonl, &tree, &events);
         let copy_dir = tempfile::tempdir().unwrap();
-        let copy = Ledger::open(copy_dir.path()).unwrap();
+        let copy = Ledger::open(copy_dir.path(), crate::tools::families()).unwrap();
         let parsed: Vec<Event> = jsonl
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| Event::from_json(l.as_bytes(), copy.families()).unwrap())
             .collect();
         copy.write_blocking(move |txn| txn.import(parsed))
             .unwrap()
@@ -357,7 +357,7 @@ mod tests {
     fn a_family_in_one_file_lists_records_folds_verifies_and_exports() {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let sets = Toolset::parse_list("note,ledger").unwrap();
         let server = LedgerServer::new(ledger.clone(), sets, false);
         let names: Vec<String> = server
@@ -427,7 +427,7 @@ mod tests {
     fn the_request_reaches_the_family_and_a_call_cancelled_before_its_write_records_nothing() {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let server = LedgerServer::new(ledger.clone(), Toolset::parse_list("note").unwrap(), false);
         let request = crate::request::Request::detached();
         request.cancel.cancel();
@@ -451,7 +451,7 @@ mod tests {
     #[test]
     fn a_schema_1_event_is_read_through_the_schema_2_upcaster_and_still_verifies() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let session = SessionId::generate();
         // What an older build wrote: a schema-1 note, hashed and stored as schema 1.
         let old = NoteAddedV1 {

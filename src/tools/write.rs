@@ -430,7 +430,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_call_records_more_after_its_first_append_and_keyed_writes_happen_once() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let ctx = ToolContext::new(ledger.clone(), false);
         let decide = |head: Option<&SessionHead>, _call: CallRecord| {
             with_start(head, SessionKind::THINKING, "request", [])
@@ -474,7 +474,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn every_event_of_a_call_with_an_actor_carries_it_and_without_one_none() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let ctx = ToolContext::new(ledger.clone(), false);
         let decide = |head: Option<&SessionHead>, _call: CallRecord| {
             with_start(head, SessionKind::THINKING, "request", [])

@@ -270,7 +270,11 @@ fn an_imported_event_dated_before_the_one_it_follows_is_refused() {
     forged["seq"] = Value::from(last["seq"].as_u64().unwrap() + 1);
     forged["prev"] = last["hash"].clone();
     forged["at"] = Value::from(0);
-    let event: reasoning_ledger::testing::Event = serde_json::from_value(forged.clone()).unwrap();
+    let event = reasoning_ledger::testing::Event::from_json(
+        &serde_json::to_vec(&forged).unwrap(),
+        &reasoning_ledger::testing::families(),
+    )
+    .unwrap();
     forged["hash"] = Value::from(event.computed_hash());
     let file = dir.path().join("forged.jsonl");
     std::fs::write(&file, format!("{forged}\n")).unwrap();
@@ -328,8 +332,11 @@ fn a_forged_session_imports_but_every_view_says_it_came_from_a_file() {
         if let Some(prev) = &prev {
             event["prev"] = Value::from(prev.as_str());
         }
-        let sealed: reasoning_ledger::testing::Event =
-            serde_json::from_value(event.clone()).unwrap();
+        let sealed = reasoning_ledger::testing::Event::from_json(
+            &serde_json::to_vec(&event).unwrap(),
+            &reasoning_ledger::testing::families(),
+        )
+        .unwrap();
         event["hash"] = Value::from(sealed.computed_hash());
         prev = Some(event["hash"].as_str().unwrap().to_string());
         forged.push_str(&format!("{event}\n"));

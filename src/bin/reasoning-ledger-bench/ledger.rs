@@ -154,7 +154,7 @@ pub(crate) fn run(
     open_events: u64,
 ) -> anyhow::Result<LedgerFigures> {
     let rebuild_dir = dir.join("rebuild");
-    let ledger = Ledger::open(&rebuild_dir)?;
+    let ledger = Ledger::open(&rebuild_dir, reasoning_ledger::testing::families())?;
     let session = build_session(&ledger, rebuild_events)?;
     let mut samples = Vec::new();
     for _ in 0..5 {
@@ -169,7 +169,7 @@ pub(crate) fn run(
     drop(ledger);
 
     let mermaid_dir = dir.join("mermaid");
-    let ledger = Ledger::open(&mermaid_dir)?;
+    let ledger = Ledger::open(&mermaid_dir, reasoning_ledger::testing::families())?;
     let session = build_session(&ledger, mermaid_thoughts + 1)?;
     let events = ledger.events(session, 1, mermaid_thoughts + 1)?;
     let tree = ThoughtTree::build(session, events);
@@ -203,7 +203,7 @@ pub(crate) fn run(
 
     let open_dir = dir.join("open");
     {
-        let ledger = Ledger::open(&open_dir)?;
+        let ledger = Ledger::open(&open_dir, reasoning_ledger::testing::families())?;
         let per_session = 100_000u64.min(open_events);
         let mut total = 0;
         while total < open_events {
@@ -215,7 +215,7 @@ pub(crate) fn run(
     let mut samples = Vec::new();
     for _ in 0..7 {
         let started = Instant::now();
-        let ledger = Ledger::open(&open_dir)?;
+        let ledger = Ledger::open(&open_dir, reasoning_ledger::testing::families())?;
         samples.push(started.elapsed());
         drop(ledger);
     }

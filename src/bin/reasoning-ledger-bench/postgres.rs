@@ -254,8 +254,14 @@ async fn measure(
     let dir = data_dir.join("store");
     let store_append = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
         let ledger = match &store {
-            Some(url) => reasoning_ledger::testing::Ledger::open_postgres(url)?,
-            None => reasoning_ledger::testing::Ledger::open(&dir)?,
+            Some(url) => reasoning_ledger::testing::Ledger::open_postgres(
+                url,
+                reasoning_ledger::testing::families(),
+            )?,
+            None => reasoning_ledger::testing::Ledger::open(
+                &dir,
+                reasoning_ledger::testing::families(),
+            )?,
         };
         store_append_p50(&ledger, calls)
     })

@@ -471,7 +471,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     eprintln!("bench: building the search fixture ({events} events)…");
     // The blocking parts step off the async workers (the store blocks on its writer).
     let probe = tokio::task::block_in_place(|| -> anyhow::Result<Probe> {
-        let ledger = Ledger::open(&ledger_dir)?;
+        let ledger = Ledger::open(&ledger_dir, reasoning_ledger::testing::families())?;
         if ledger.last_position()? < events {
             build_fixture(&ledger, events)?;
         }
@@ -508,7 +508,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
 
     // The previous build's scan, in this process (what its server ran per call).
     let scans = tokio::task::block_in_place(|| -> anyhow::Result<Vec<(Duration, u64)>> {
-        let ledger = Ledger::open(&ledger_dir)?;
+        let ledger = Ledger::open(&ledger_dir, reasoning_ledger::testing::families())?;
         let mut scans = Vec::new();
         for case in cases(&probe).into_iter().filter(|c| c.scan) {
             let query = case.arguments["query"].as_str().unwrap_or_default();
@@ -739,7 +739,7 @@ pub(crate) async fn run_semantic(
         let ledger_dir = dir.join(format!("semantic-{events}"));
         eprintln!("bench: building the semantic fixture ({events} events)…");
         tokio::task::block_in_place(|| -> anyhow::Result<()> {
-            let ledger = Ledger::open(&ledger_dir)?;
+            let ledger = Ledger::open(&ledger_dir, reasoning_ledger::testing::families())?;
             if ledger.last_position()? < events {
                 build_fixture(&ledger, events)?;
             }

@@ -18,5 +18,7 @@ pub(crate) fn text_search(ledger: &Ledger) -> Option<search::PgSearch> {
 
 /// The vectors of `ledger` in its own database, if it is kept in PostgreSQL.
 pub(crate) fn vector_store(ledger: &Ledger) -> Option<vectors::PgVectors> {
-    ledger.database().map(vectors::PgVectors::new)
+    ledger
+        .database()
+        .map(|database| vectors::PgVectors::new(database, ledger.families().clone()))
 }

@@ -345,8 +345,8 @@ impl TextSearch for PgSearch {
             matches.push(Match {
                 session_id: session.to_string(),
                 seq: row.get::<_, i64>(1).max(0) as u64,
-                kind: kind_name(row.get(2)),
-                event_type: event_type_name(row.get(3)),
+                kind: kind_name(row.get(2), ledger.families()),
+                event_type: event_type_name(row.get(3), ledger.families()),
                 at: format_time(row.get::<_, i64>(4).max(0) as u64),
                 score: round_score(score as f64),
                 title,
@@ -439,18 +439,19 @@ impl TextSearch for PgSearch {
     }
 }
 
-/// The registered kind of this name (a `&'static str` for the answer).
-fn kind_name(name: &str) -> &'static str {
-    crate::event::SessionKind::parse(name).map_or("unknown", |k| k.as_str())
+/// The kind of this name among `families` (a `&'static str` for the answer).
+fn kind_name(name: &str, families: &crate::event::Families) -> &'static str {
+    families.kind_named(name).map_or("unknown", |k| k.as_str())
 }
 
-/// The registered event type of this name.
-fn event_type_name(name: &str) -> &'static str {
+/// The event type of this name among `families`.
+fn event_type_name(name: &str, families: &crate::event::Families) -> &'static str {
     const CORE: [&str; 2] = [crate::event::SESSION_STARTED, crate::event::SESSION_CLOSED];
     if let Some(core) = CORE.iter().find(|t| **t == name) {
         return core;
     }
-    crate::event::family::codec_for(name)
+    families
+        .codec_for(name)
         .and_then(|codec| codec.types().iter().find(|t| **t == name).copied())
         .unwrap_or("unknown")
 }
@@ -490,7 +491,7 @@ mod tests {
     #[test]
     fn postgres_counts_its_rows_and_the_rows_holding_each_word() {
         let db = TestDb::new();
-        let ledger = Ledger::open_postgres(&db.url).unwrap();
+        let ledger = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
         session(&ledger, "Booked the ferry to Zanzibar");
         for n in 0..4 {
             session(&ledger, &format!("Improved the speed of build {n}"));
@@ -522,7 +523,7 @@ mod tests {
                  UPDATE ledger_meta SET value = 4 WHERE key = 'schema_version'",
             )
             .unwrap();
-        let ledger = Ledger::open_postgres(&db.url).unwrap();
+        let ledger = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
         let search = PgSearch::new(ledger.database().unwrap());
         assert_eq!(
             search.document_frequencies(&ledger, &words).unwrap(),

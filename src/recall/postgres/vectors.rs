@@ -25,6 +25,7 @@
 //! for as long as the [`EmbedLock`] lives. Must not: write a ledger table, or let a
 //! `postgres` type out of this module.
 
+use crate::event::Families;
 use crate::recall::RecallError;
 use crate::recall::vectors::quantized::{self, BitIndex};
 use crate::recall::vectors::{
@@ -73,6 +74,8 @@ enum Search {
 /// The vectors of one PostgreSQL ledger.
 pub(crate) struct PgVectors {
     database: Database,
+    /// What the kinds its rows name are read as.
+    families: Families,
     search: OnceLock<Search>,
     /// HNSW indexes this process made or found, by name.
     indexes: Mutex<HashSet<String>>,
@@ -184,9 +187,10 @@ impl Drop for HeldLock {
 }
 
 impl PgVectors {
-    pub(crate) fn new(database: Database) -> Self {
+    pub(crate) fn new(database: Database, families: Families) -> Self {
         PgVectors {
             database,
+            families,
             search: OnceLock::new(),
             indexes: Mutex::new(HashSet::new()),
             filled: Mutex::new(false),
@@ -432,7 +436,7 @@ impl PgVectors {
                 session,
                 seq,
                 at.max(0) as u64,
-                stored_kind(&kind),
+                stored_kind(&kind, &self.families),
                 &bytes,
             );
         }
@@ -759,7 +763,7 @@ mod tests {
 
     /// The store's contract on this database (pgvector or not, whichever it has).
     pub(crate) fn the_contract_holds(url: &str) {
-        let ledger = crate::store::Ledger::open_postgres(url).unwrap();
+        let ledger = crate::store::Ledger::open_postgres(url, crate::tools::families()).unwrap();
         let store = crate::recall::semantic::open_store(&ledger).expect("a PostgreSQL store");
         assert_eq!(store.checkpoint("m").unwrap(), None);
         let checkpoint = VectorCheckpoint {
@@ -798,7 +802,7 @@ mod tests {
         assert_eq!(near(5, &bounded), vec![1, 2]);
         // One embedder at a time, across connections (servers); given back when dropped.
         let lock = store.try_lock().unwrap().expect("free");
-        let other = crate::store::Ledger::open_postgres(url).unwrap();
+        let other = crate::store::Ledger::open_postgres(url, crate::tools::families()).unwrap();
         let other_store = crate::recall::semantic::open_store(&other).unwrap();
         assert!(other_store.try_lock().unwrap().is_none());
         drop(lock);
@@ -849,7 +853,7 @@ mod tests {
             .get(0);
         assert_eq!(indexes, 1, "one HNSW index, for model m at 2 dimensions");
         // The planner takes the index for an unfiltered search (enough rows to matter).
-        let ledger = crate::store::Ledger::open_postgres(url).unwrap();
+        let ledger = crate::store::Ledger::open_postgres(url, crate::tools::families()).unwrap();
         let store = crate::recall::semantic::open_store(&ledger).unwrap();
         let many: Vec<EventVector> = (1..=2000u64)
             .map(|p| {
@@ -902,7 +906,7 @@ mod tests {
             .batch_execute(&format!("TRUNCATE {HNSW_TABLE}"))
             .unwrap();
         // A new server's store (its own pool, nothing cached).
-        let later_vectors = PgVectors::new(Database::open_for_tests(url));
+        let later_vectors = PgVectors::new(Database::open_for_tests(url), crate::tools::families());
         let nearest = |store: &PgVectors| -> Vec<u64> {
             store
                 .nearest("m", &[1.0, 0.0], 3, &VectorFilter::default())

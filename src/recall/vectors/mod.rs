@@ -21,7 +21,7 @@ pub(crate) mod quantized;
 pub(crate) mod redb_store;
 
 use super::RecallError;
-use crate::event::{SessionId, SessionKind};
+use crate::event::{Families, SessionId, SessionKind};
 use crate::store::Ledger;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -113,7 +113,10 @@ pub(crate) fn data_dir_store(ledger: &Ledger) -> Arc<dyn VectorStore> {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(redb_store::VECTORS_DIR);
-    Arc::new(ContainedVectors(redb_store::RedbVectors::new(dir)))
+    Arc::new(ContainedVectors(redb_store::RedbVectors::new(
+        dir,
+        ledger.families().clone(),
+    )))
 }
 
 /// A vector store in a redb file, with a panic of redb on a damaged page (it assumes a
@@ -170,10 +173,11 @@ impl<S: VectorStore> VectorStore for ContainedVectors<S> {
     }
 }
 
-/// The session kind a vector row stored: a kind this build does not know (a family
-/// removed since) reads as the one every ledger has, as recall's own session lookup does.
-pub(crate) fn stored_kind(text: &str) -> SessionKind {
-    SessionKind::parse(text).unwrap_or(SessionKind::THINKING)
+/// The session kind a vector row stored, among `families`: a kind they do not know (a
+/// family removed since) reads as the one every ledger has, as recall's own session
+/// lookup does.
+pub(crate) fn stored_kind(text: &str, families: &Families) -> SessionKind {
+    families.kind_named(text).unwrap_or(SessionKind::THINKING)
 }
 
 /// A vector as stored by both stores: each value's little-endian bytes, in order.

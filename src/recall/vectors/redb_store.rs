@@ -17,7 +17,7 @@ use super::{
     EmbedLock, EventVector, Nearest, VectorCheckpoint, VectorFilter, VectorStore, best,
     check_dimensions, cosine, decode_values, encode_values, rescored_for, stored_kind,
 };
-use crate::event::{SessionId, SessionKind};
+use crate::event::{Families, SessionId, SessionKind};
 use crate::recall::RecallError;
 use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableDefinition};
 use std::collections::HashMap;
@@ -47,6 +47,8 @@ pub(crate) struct RedbVectors {
     db: Mutex<Option<Arc<Database>>>,
     /// Each searched model's in-memory index.
     loaded: Mutex<HashMap<String, BitIndex>>,
+    /// What the kinds its rows name are read as.
+    families: Families,
 }
 
 /// The bytes of a `vector_codes` row: session (16), seq (8), time (8), kind length (1),
@@ -63,21 +65,27 @@ fn encode_code(v: &EventVector) -> Vec<u8> {
 }
 
 /// Session, seq, time and kind of a `vector_codes` row.
-fn decode_code(bytes: &[u8]) -> Option<(SessionId, u64, u64, SessionKind)> {
+fn decode_code(bytes: &[u8], families: &Families) -> Option<(SessionId, u64, u64, SessionKind)> {
     let session = u128::from_le_bytes(bytes.get(0..16)?.try_into().ok()?);
     let seq = u64::from_le_bytes(bytes.get(16..24)?.try_into().ok()?);
     let at = u64::from_le_bytes(bytes.get(24..32)?.try_into().ok()?);
     let len = *bytes.get(32)? as usize;
     let kind = std::str::from_utf8(bytes.get(33..33 + len)?).ok()?;
-    Some((SessionId(ulid::Ulid(session)), seq, at, stored_kind(kind)))
+    Some((
+        SessionId(ulid::Ulid(session)),
+        seq,
+        at,
+        stored_kind(kind, families),
+    ))
 }
 
 impl RedbVectors {
-    pub(crate) fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf, families: Families) -> Self {
         RedbVectors {
             dir,
             db: Mutex::new(None),
             loaded: Mutex::new(HashMap::new()),
+            families,
         }
     }
 
@@ -137,6 +145,7 @@ impl RedbVectors {
     /// Brings `index` up to the store's end for `model` (rebuilt when the store was
     /// cleared or its vectors changed length).
     fn refresh(
+        &self,
         txn: &ReadTransaction,
         model: &str,
         checkpoint: &VectorCheckpoint,
@@ -152,7 +161,7 @@ impl RedbVectors {
             let (key, value) = row.map_err(failed)?;
             let position = key.value().1;
             let bytes = value.value();
-            let Some((session, seq, at, kind)) = decode_code(bytes) else {
+            let Some((session, seq, at, kind)) = decode_code(bytes, &self.families) else {
                 continue;
             };
             let len = 33 + bytes[32] as usize;
@@ -227,7 +236,7 @@ impl VectorStore for RedbVectors {
         };
         check_dimensions(query, &checkpoint)?;
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        Self::refresh(&txn, model, &checkpoint, &mut loaded)?;
+        self.refresh(&txn, model, &checkpoint, &mut loaded)?;
         let index = &loaded[model];
         let wanted = rescored_for(k);
         let candidates = index.candidates(query, wanted, filter);
@@ -328,7 +337,7 @@ mod tests {
     #[test]
     fn put_nearest_count_clear_and_one_lock_holder() {
         let dir = tempfile::tempdir().unwrap();
-        let store = RedbVectors::new(dir.path().join(VECTORS_DIR));
+        let store = RedbVectors::new(dir.path().join(VECTORS_DIR), crate::tools::families());
         assert_eq!(store.checkpoint("m").unwrap(), None);
         let checkpoint = VectorCheckpoint {
             position: 3,
@@ -370,7 +379,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join(VECTORS_DIR);
         {
-            let store = RedbVectors::new(folder.clone());
+            let store = RedbVectors::new(folder.clone(), crate::tools::families());
             let checkpoint = VectorCheckpoint {
                 position: 200,
                 hash: "h".into(),
@@ -388,7 +397,10 @@ mod tests {
                 *byte ^= 0xFF;
             }
             std::fs::write(&file, &bytes).unwrap();
-            let store = super::super::ContainedVectors(RedbVectors::new(folder.clone()));
+            let store = super::super::ContainedVectors(RedbVectors::new(
+                folder.clone(),
+                crate::tools::families(),
+            ));
             let filter = VectorFilter::default();
             let answers = [
                 store.count("m").map(drop),

@@ -34,6 +34,7 @@ use super::redb::RedbBackend;
 use super::redb::open::{self, Opened};
 use super::writer::WriterHandle;
 use super::{OpenError, StoreError};
+use crate::event::Families;
 use connection::{Conn, ConnectError, Pool};
 use remote_read::RemoteRead;
 use remote_write::RemoteWrite;
@@ -92,6 +93,9 @@ pub(crate) struct Shared {
     /// The ledger's record of damage (once it is built): handed to the file's backend
     /// whenever this process takes the file over.
     damage: OnceLock<Damage>,
+    /// The families of the ledger it was opened for: what serving other processes decodes
+    /// their rows with.
+    families: Families,
 }
 
 /// The socket of the ledger file at `path`: `ledger.sock` beside `ledger.redb`.
@@ -114,15 +118,15 @@ impl HostBackend {
         if let Mode::Host { local, server } = &*self.shared.current() {
             let mut server = lock(server);
             if server.is_none() {
-                *server = listen(&self.shared.socket, local, writer);
+                *server = listen(&self.shared.socket, local, writer, &self.shared.families);
             }
         }
     }
 
     /// Reaches the ledger file at `path`: holds it, or connects to the process that does.
-    pub(crate) fn open(path: &Path) -> Result<HostBackend, OpenError> {
+    pub(crate) fn open(path: &Path, families: Families) -> Result<HostBackend, OpenError> {
         let socket = socket_path(path);
-        let mode = acquire(path, &socket, None).map_err(|error| match error {
+        let mode = acquire(path, &socket, None, &families).map_err(|error| match error {
             Acquire::Open(error) => error,
             Acquire::Host(error) => OpenError::Store {
                 label: path.display().to_string(),
@@ -137,6 +141,7 @@ impl HostBackend {
                 reaching: Mutex::new(()),
                 writer: Mutex::new(None),
                 damage: OnceLock::new(),
+                families,
             }),
         })
     }
@@ -170,10 +175,13 @@ impl Shared {
             pool.forget_idle();
         }
         let writer = lock(&self.writer).clone();
-        let mode = acquire(&self.path, &self.socket, writer).map_err(|error| match error {
-            Acquire::Open(error) => StoreError::backend(error),
-            Acquire::Host(error) => StoreError::backend(error),
-        })?;
+        let mode =
+            acquire(&self.path, &self.socket, writer, &self.families).map_err(
+                |error| match error {
+                    Acquire::Open(error) => StoreError::backend(error),
+                    Acquire::Host(error) => StoreError::backend(error),
+                },
+            )?;
         if let Mode::Host { local, .. } = &mode {
             tracing::info!(path = %self.path.display(), "took the ledger over as its host");
             if let Some(damage) = self.damage.get() {
@@ -196,14 +204,19 @@ enum Acquire {
 
 /// Holds the file, or connects to its host; waits (bounded by [`REACH_LIMIT`]) while the
 /// file is held and nobody answers yet.
-fn acquire(path: &Path, socket: &Path, writer: Option<WriterHandle>) -> Result<Mode, Acquire> {
+fn acquire(
+    path: &Path,
+    socket: &Path,
+    writer: Option<WriterHandle>,
+    families: &Families,
+) -> Result<Mode, Acquire> {
     let deadline = Instant::now() + REACH_LIMIT;
     let mut pause = Duration::from_micros(100);
     loop {
         match open_contained(path).map_err(Acquire::Open)? {
             Opened::Held(handle) => {
                 let local = Arc::new(RedbBackend::new(handle));
-                let server = writer.map(|writer| listen(socket, &local, writer));
+                let server = writer.map(|writer| listen(socket, &local, writer, families));
                 return Ok(Mode::Host {
                     local,
                     server: Mutex::new(server.flatten()),
@@ -262,8 +275,13 @@ fn open_contained(path: &Path) -> Result<Opened, OpenError> {
 }
 
 /// Starts serving other processes; a host that cannot listen still serves itself.
-fn listen(socket: &Path, local: &Arc<RedbBackend>, writer: WriterHandle) -> Option<serve::Server> {
-    match serve::Server::start(socket, local.clone(), writer) {
+fn listen(
+    socket: &Path,
+    local: &Arc<RedbBackend>,
+    writer: WriterHandle,
+    families: &Families,
+) -> Option<serve::Server> {
+    match serve::Server::start(socket, local.clone(), writer, families.clone()) {
         Ok(server) => Some(server),
         Err(error) => {
             tracing::warn!(%error, "the ledger host serves no other process");
@@ -282,19 +300,27 @@ impl Backend for HostBackend {
         crate::store::verdict::VerdictFile::store_beside(label)
     }
 
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+    fn read(&self, families: &Families) -> Result<Box<dyn ReadView + '_>, StoreError> {
         let mode = self.shared.current();
         match &*mode {
-            Mode::Host { local, .. } => local.read_owned(),
-            Mode::Client { .. } => Ok(Box::new(RemoteRead::new(self.shared.clone(), mode))),
+            Mode::Host { local, .. } => local.read_owned(families),
+            Mode::Client { .. } => Ok(Box::new(RemoteRead::new(
+                self.shared.clone(),
+                mode,
+                families,
+            ))),
         }
     }
 
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+    fn write(&self, families: &Families) -> Result<Box<dyn WriteView + '_>, StoreError> {
         let mode = self.shared.current();
         match &*mode {
-            Mode::Host { local, .. } => local.write_owned(),
-            Mode::Client { .. } => Ok(Box::new(RemoteWrite::begin(self.shared.clone(), mode)?)),
+            Mode::Host { local, .. } => local.write_owned(families),
+            Mode::Client { .. } => Ok(Box::new(RemoteWrite::begin(
+                self.shared.clone(),
+                mode,
+                families,
+            )?)),
         }
     }
 

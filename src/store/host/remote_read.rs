@@ -10,7 +10,7 @@
 use super::connection::{Conn, unexpected};
 use super::wire::{Request, Response, WireError};
 use super::{HostError, Mode, Shared};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
 use crate::store::{SessionHead, StoreError, codec};
 use std::cell::{Cell, RefCell};
@@ -21,13 +21,18 @@ fn session_key(session: SessionId) -> u128 {
     session.0.0
 }
 
-fn head_of(bytes: Option<Vec<u8>>) -> Result<Option<SessionHead>, StoreError> {
-    bytes.map(|b| super::serve::decode_head(&b)).transpose()
+fn head_of(bytes: Option<Vec<u8>>, families: &Families) -> Result<Option<SessionHead>, StoreError> {
+    bytes
+        .map(|b| super::serve::decode_head(&b, families))
+        .transpose()
 }
 
-fn events_of(rows: Vec<Option<Vec<u8>>>) -> Result<Vec<Option<Event>>, StoreError> {
+fn events_of(
+    rows: Vec<Option<Vec<u8>>>,
+    families: &Families,
+) -> Result<Vec<Option<Event>>, StoreError> {
     rows.into_iter()
-        .map(|row| row.map(|r| codec::decode_event(&r)).transpose())
+        .map(|row| row.map(|r| codec::decode_event(&r, families)).transpose())
         .collect()
 }
 
@@ -35,8 +40,12 @@ fn ids_of(ids: &[EventId]) -> Vec<u128> {
     ids.iter().map(|id| id.0.0).collect()
 }
 
-fn decoded(row: Result<Vec<u8>, WireError>, decode: Decode) -> Result<Event, StoreError> {
-    decode.decoder()(&row.map_err(StoreError::from)?)
+fn decoded(
+    row: Result<Vec<u8>, WireError>,
+    decode: Decode,
+    families: &Families,
+) -> Result<Event, StoreError> {
+    decode.decoder()(&row.map_err(StoreError::from)?, families)
 }
 
 /// The store's error for an answer the host should not have given.
@@ -54,7 +63,8 @@ pub(super) fn gone(error: io::Error) -> StoreError {
 
 /// The read side over one connection, shared by [`RemoteRead`] and [`RemoteWrite`]: each
 /// returns the connection's error apart (outer) so the caller can reach the ledger again.
-pub(super) struct Ops<'c>(pub(super) &'c mut Conn);
+/// The rows it gets decode with the families it is given.
+pub(super) struct Ops<'c>(pub(super) &'c mut Conn, pub(super) &'c Families);
 
 pub(super) type Remote<T> = io::Result<Result<T, StoreError>>;
 
@@ -76,7 +86,7 @@ impl Ops<'_> {
             session: session_key(session),
         };
         self.ask(&request, |r| match r {
-            Response::Head(head) => head_of(head),
+            Response::Head(head) => head_of(head, self.1),
             other => Err(protocol(other)),
         })
     }
@@ -100,7 +110,10 @@ impl Ops<'_> {
 
     pub(super) fn heads(&mut self) -> Remote<Vec<SessionHead>> {
         self.ask(&Request::Heads, |r| match r {
-            Response::Heads(heads) => heads.iter().map(|h| super::serve::decode_head(h)).collect(),
+            Response::Heads(heads) => heads
+                .iter()
+                .map(|h| super::serve::decode_head(h, self.1))
+                .collect(),
             other => Err(protocol(other)),
         })
     }
@@ -118,7 +131,7 @@ impl Ops<'_> {
     pub(super) fn events_by_id(&mut self, ids: &[EventId]) -> Remote<Vec<Option<Event>>> {
         let request = Request::EventsById { ids: ids_of(ids) };
         self.ask(&request, |r| match r {
-            Response::Events(rows) => events_of(rows),
+            Response::Events(rows) => events_of(rows, self.1),
             other => Err(protocol(other)),
         })
     }
@@ -134,7 +147,9 @@ impl Ops<'_> {
             ids: ids_of(ids),
         };
         self.ask(&request, |r| match r {
-            Response::HeadAndEvents(head, rows) => Ok((head_of(head)?, events_of(rows)?)),
+            Response::HeadAndEvents(head, rows) => {
+                Ok((head_of(head, self.1)?, events_of(rows, self.1)?))
+            }
             other => Err(protocol(other)),
         })
     }
@@ -159,16 +174,19 @@ impl Ops<'_> {
             from_seq,
             to_seq,
         };
+        let families = self.1;
         self.0.scan(&request, &mut |row| {
-            visit(row.key, decoded(row.row, decode))
+            visit(row.key, decoded(row.row, decode, families))
         })
     }
 
     pub(super) fn scan_all(&mut self, visit: &mut dyn FnMut(Event) -> bool) -> Remote<()> {
         let mut failed = None;
+        let families = self.1;
         let scanned = self.0.scan(&Request::ScanAll, &mut |row| match decoded(
             row.row,
             Decode::Full,
+            families,
         ) {
             Ok(event) => visit(event),
             Err(error) => {
@@ -185,18 +203,20 @@ impl Ops<'_> {
         visit: &mut PositionVisitor<'_>,
     ) -> Remote<()> {
         let mut failed = None;
+        let families = self.1;
         let scanned = self
             .0
-            .scan(
-                &Request::ScanPositions { from },
-                &mut |row| match decoded(row.row, Decode::Full) {
-                    Ok(event) => visit(row.key, event),
-                    Err(error) => {
-                        failed = Some(error);
-                        false
-                    }
-                },
-            )?;
+            .scan(&Request::ScanPositions { from }, &mut |row| match decoded(
+                row.row,
+                Decode::Full,
+                families,
+            ) {
+                Ok(event) => visit(row.key, event),
+                Err(error) => {
+                    failed = Some(error);
+                    false
+                }
+            })?;
         Ok(failed.map_or(scanned, Err))
     }
 }
@@ -217,13 +237,16 @@ enum ReadSide {
 pub(crate) struct RemoteRead {
     shared: Arc<Shared>,
     side: RefCell<ReadSide>,
+    /// What its rows decode with.
+    families: Families,
 }
 
 impl RemoteRead {
-    pub(crate) fn new(shared: Arc<Shared>, mode: Arc<Mode>) -> RemoteRead {
-        let side = RemoteRead::begin(&mode);
+    pub(crate) fn new(shared: Arc<Shared>, mode: Arc<Mode>, families: &Families) -> RemoteRead {
+        let side = RemoteRead::begin(&mode, families);
         RemoteRead {
             shared,
+            families: families.clone(),
             side: RefCell::new(match side {
                 Ok(side) => side,
                 Err(()) => ReadSide::Fresh,
@@ -231,9 +254,12 @@ impl RemoteRead {
         }
     }
 
-    fn begin(mode: &Arc<Mode>) -> Result<ReadSide, ()> {
+    fn begin(mode: &Arc<Mode>, families: &Families) -> Result<ReadSide, ()> {
         match &**mode {
-            Mode::Host { local, .. } => local.read_owned().map(ReadSide::Local).map_err(|_| ()),
+            Mode::Host { local, .. } => local
+                .read_owned(families)
+                .map(ReadSide::Local)
+                .map_err(|_| ()),
             Mode::Client { pool } => {
                 let mut conn = pool.take().map_err(|_| ())?;
                 conn.send(&Request::Snapshot).map_err(|_| ())?;
@@ -258,7 +284,7 @@ impl RemoteRead {
         for _ in 0..super::REACH_ATTEMPTS {
             if let ReadSide::Fresh = &*side {
                 let mode = self.shared.reach(None)?;
-                *side = match RemoteRead::begin(&mode) {
+                *side = match RemoteRead::begin(&mode, &self.families) {
                     Ok(begun) => begun,
                     Err(()) => {
                         self.shared.reach(Some(&mode))?;
@@ -268,7 +294,7 @@ impl RemoteRead {
             }
             match &mut *side {
                 ReadSide::Local(view) => return local(&**view),
-                ReadSide::Remote { conn, mode } => match remote(&mut Ops(conn)) {
+                ReadSide::Remote { conn, mode } => match remote(&mut Ops(conn, &self.families)) {
                     Ok(result) => return result,
                     Err(error) => {
                         let mode = mode.clone();

@@ -11,7 +11,7 @@ use super::connection::{Conn, ConnectError};
 use super::remote_read::{Ops, Remote, gone, protocol};
 use super::wire::{Request, Response, WireError, Write};
 use super::{Mode, Shared};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{
     AppendPlan, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
 };
@@ -57,6 +57,8 @@ pub(crate) struct RemoteWrite {
     /// The first connection failed and the transaction began again on the ledger reached
     /// then: the pending writes are checked against it before they are committed.
     recovered: Cell<bool>,
+    /// What its rows decode with.
+    families: Families,
 }
 
 enum Begin {
@@ -66,11 +68,15 @@ enum Begin {
 
 impl RemoteWrite {
     /// Begins a write on the ledger as reached now.
-    pub(crate) fn begin(shared: Arc<Shared>, mode: Arc<Mode>) -> Result<RemoteWrite, StoreError> {
+    pub(crate) fn begin(
+        shared: Arc<Shared>,
+        mode: Arc<Mode>,
+        families: &Families,
+    ) -> Result<RemoteWrite, StoreError> {
         let mut mode = mode;
         let mut last_error = None;
         for _ in 0..super::REACH_ATTEMPTS {
-            match RemoteWrite::begin_on(&mode) {
+            match RemoteWrite::begin_on(&mode, families) {
                 Ok((side, changed, base)) => {
                     return Ok(RemoteWrite {
                         shared,
@@ -79,6 +85,7 @@ impl RemoteWrite {
                         base_position: Cell::new(base),
                         changed,
                         recovered: Cell::new(false),
+                        families: families.clone(),
                     });
                 }
                 Err(Begin::Store(error)) => return Err(error),
@@ -93,10 +100,10 @@ impl RemoteWrite {
         ))
     }
 
-    fn begin_on(mode: &Arc<Mode>) -> Result<(WriteSide, bool, u64), Begin> {
+    fn begin_on(mode: &Arc<Mode>, families: &Families) -> Result<(WriteSide, bool, u64), Begin> {
         match &**mode {
             Mode::Host { local, .. } => {
-                let view = local.write_owned().map_err(Begin::Store)?;
+                let view = local.write_owned(families).map_err(Begin::Store)?;
                 let changed = view.has_changes();
                 let base = view.last_position().map_err(Begin::Store)?;
                 Ok((WriteSide::Local(view), changed, base))
@@ -137,7 +144,7 @@ impl RemoteWrite {
         };
         let mut mode = self.shared.reach(Some(&mode))?;
         for _ in 0..super::REACH_ATTEMPTS {
-            match RemoteWrite::begin_on(&mode) {
+            match RemoteWrite::begin_on(&mode, &self.families) {
                 Ok((side, _, base)) => {
                     *self.side.borrow_mut() = side;
                     self.base_position.set(base);
@@ -159,7 +166,7 @@ impl RemoteWrite {
     ) -> Remote<T> {
         match &mut *self.side.borrow_mut() {
             WriteSide::Local(view) => Ok(local(&**view)),
-            WriteSide::Remote { conn, .. } => remote(&mut Ops(conn)),
+            WriteSide::Remote { conn, .. } => remote(&mut Ops(conn, &self.families)),
         }
     }
 
@@ -507,7 +514,9 @@ impl ReadView for RemoteWrite {
             if event.session == session && (next.get()..=to_seq).contains(&event.seq) {
                 let row = match decode {
                     Decode::Full => Ok(event.clone()),
-                    Decode::ToFold => codec::decode_event_to_fold(&codec::encode_event(event)),
+                    Decode::ToFold => {
+                        codec::decode_event_to_fold(&codec::encode_event(event), &self.families)
+                    }
                 };
                 if !visit(event.seq, row) {
                     break;

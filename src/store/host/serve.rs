@@ -13,7 +13,7 @@
 //! listens there).
 
 use super::wire::{self, Request, Response, Row, WireError, Write};
-use crate::event::{EventId, SessionId};
+use crate::event::{EventId, Families, SessionId};
 use crate::store::contract::{AppendPlan, Decode, ReadView, WriteView};
 use crate::store::redb::RedbBackend;
 use crate::store::writer::{AppendTxn, WriterHandle};
@@ -43,6 +43,9 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 /// What the accept thread and the connection threads share.
 struct State {
     local: Arc<RedbBackend>,
+    /// What the rows it reads and the rows its clients send decode with (the host
+    /// ledger's families).
+    families: Families,
     /// The writer of this process's ledger; `None` once the host closes.
     writer: Mutex<Option<WriterHandle>>,
     /// Every open connection, to shut them down on close.
@@ -80,6 +83,7 @@ impl Server {
         socket: &Path,
         local: Arc<RedbBackend>,
         writer: WriterHandle,
+        families: Families,
     ) -> Result<Server, ListenError> {
         let bind_error = |source| ListenError::Bind {
             path: socket.to_path_buf(),
@@ -101,6 +105,7 @@ impl Server {
         let (alive, ended) = mpsc::channel();
         let state = Arc::new(State {
             local,
+            families,
             writer: Mutex::new(Some(writer)),
             connections: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
@@ -231,7 +236,7 @@ fn serve_connection(state: &State, mut stream: UnixStream) {
         }
         let outcome = match request {
             Request::Snapshot => {
-                snapshot = Some(state.local.read_owned());
+                snapshot = Some(state.local.read_owned(&state.families));
                 Ok(())
             }
             Request::EndSnapshot => {
@@ -243,10 +248,11 @@ fn serve_connection(state: &State, mut stream: UnixStream) {
                 remote_write(state, &mut stream)
             }
             read => {
-                let view = match snapshot.get_or_insert_with(|| state.local.read_owned()) {
-                    Ok(view) => Ok(&**view),
-                    Err(error) => Err(error.clone()),
-                };
+                let view =
+                    match snapshot.get_or_insert_with(|| state.local.read_owned(&state.families)) {
+                        Ok(view) => Ok(&**view),
+                        Err(error) => Err(error.clone()),
+                    };
                 match view {
                     Ok(view) => answer_read(view, read, &mut stream),
                     Err(error) => wire::write_frame(&mut stream, &failed(&error)),
@@ -437,7 +443,9 @@ fn remote_write(state: &State, stream: &mut UnixStream) -> io::Result<()> {
         return wire::write_frame(stream, &Response::Failed(WireError::HostClosing));
     };
     let job_stream = stream.try_clone()?;
-    let answer = writer.enqueue(move |txn: &mut AppendTxn<'_>| write_job(txn, job_stream));
+    let families = state.families.clone();
+    let answer =
+        writer.enqueue(move |txn: &mut AppendTxn<'_>| write_job(txn, job_stream, &families));
     drop(writer);
     let outcome = match answer {
         Err(error) => Err(error),
@@ -455,7 +463,7 @@ fn remote_write(state: &State, stream: &mut UnixStream) -> io::Result<()> {
 /// The job on the writer thread: the client's reads inside the group's transaction, then
 /// its writes, all at once, with its commit. A client that goes away before it has written
 /// nothing, so the group (this process's own calls among them) goes on.
-fn write_job(txn: &mut AppendTxn<'_>, mut stream: UnixStream) -> WriteEnd {
+fn write_job(txn: &mut AppendTxn<'_>, mut stream: UnixStream, families: &Families) -> WriteEnd {
     let begun = {
         let view = txn.backend();
         match view.last_position() {
@@ -478,7 +486,7 @@ fn write_job(txn: &mut AppendTxn<'_>, mut stream: UnixStream) -> WriteEnd {
         match request {
             Request::Commit { writes } => {
                 for write in writes {
-                    if let Err(error) = apply(txn.backend(), write) {
+                    if let Err(error) = apply(txn.backend(), write, families) {
                         // Part of it may be written: the group must not commit.
                         txn.poison(error);
                         break;
@@ -496,34 +504,36 @@ fn write_job(txn: &mut AppendTxn<'_>, mut stream: UnixStream) -> WriteEnd {
     }
 }
 
-fn apply(view: &mut dyn WriteView, write: Write) -> Result<(), StoreError> {
+fn apply(view: &mut dyn WriteView, write: Write, families: &Families) -> Result<(), StoreError> {
     match write {
         Write::Append {
             events,
             head,
             aliases,
         } => view
-            .append(&decode_plan(events, &head, aliases)?)
+            .append(&decode_plan(events, &head, aliases, families)?)
             .map(|_| ()),
-        Write::PutHead { head } => view.put_head(&decode_head(&head)?),
+        Write::PutHead { head } => view.put_head(&decode_head(&head, families)?),
     }
 }
 
-pub(crate) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+pub(crate) fn decode_head(bytes: &[u8], families: &Families) -> Result<SessionHead, StoreError> {
+    crate::store::decode_head_json(bytes, families)
+        .map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
 
 fn decode_plan(
     events: Vec<Vec<u8>>,
     head: &[u8],
     aliases: Vec<String>,
+    families: &Families,
 ) -> Result<AppendPlan, StoreError> {
     Ok(AppendPlan {
         events: events
             .iter()
-            .map(|row| codec::decode_event(row))
+            .map(|row| codec::decode_event(row, families))
             .collect::<Result<_, _>>()?,
-        head: decode_head(head)?,
+        head: decode_head(head, families)?,
         aliases,
     })
 }

@@ -51,7 +51,7 @@ fn until_closed(stream: &mut UnixStream) -> Duration {
 #[test]
 fn clients_that_hang_do_not_stall_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Ledger::open(dir.path()).unwrap();
+    let host = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     append_new_session(&host);
     let socket = dir.path().join("ledger.sock");
 
@@ -75,7 +75,7 @@ fn clients_that_hang_do_not_stall_the_host() {
     until_closed(&mut hanging);
 
     // A client of this build still gets through, and so do the host's own writes.
-    let client = Ledger::open(dir.path()).unwrap();
+    let client = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     let from_client = append_new_session(&client);
     assert!(host.head(from_client).unwrap().is_some());
     assert_eq!(host.verify_all().unwrap().len(), 4);
@@ -84,7 +84,7 @@ fn clients_that_hang_do_not_stall_the_host() {
 #[test]
 fn a_client_of_another_protocol_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let _host = Ledger::open(dir.path()).unwrap();
+    let _host = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     let mut stream = UnixStream::connect(dir.path().join("ledger.sock")).unwrap();
     wire::write_frame(
         &mut stream,
@@ -101,7 +101,7 @@ fn a_client_of_another_protocol_version_is_refused() {
 #[test]
 fn a_frame_over_the_limit_closes_the_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Ledger::open(dir.path()).unwrap();
+    let host = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     let mut stream = UnixStream::connect(dir.path().join("ledger.sock")).unwrap();
     hello(&mut stream);
     let too_long = (wire::MAX_FRAME_BYTES as u32 + 1).to_le_bytes();
@@ -113,8 +113,8 @@ fn a_frame_over_the_limit_closes_the_connection() {
 #[test]
 fn a_client_takes_over_when_the_host_closes() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Ledger::open(dir.path()).unwrap();
-    let client = Ledger::open(dir.path()).unwrap();
+    let host = Ledger::open(dir.path(), crate::tools::families()).unwrap();
+    let client = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     let session = append_new_session(&client);
     drop(host);
     // The socket went with the host; the client's next call holds the file itself.
@@ -137,7 +137,7 @@ fn a_client_takes_over_when_the_host_closes() {
         "the new host listens"
     );
     // And a third handle reaches it through its socket.
-    let third = Ledger::open(dir.path()).unwrap();
+    let third = Ledger::open(dir.path(), crate::tools::families()).unwrap();
     assert_eq!(third.head(session).unwrap().unwrap().seq, 2);
     assert_eq!(third.verify_all().unwrap().len(), 1);
 }

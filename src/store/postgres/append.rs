@@ -12,7 +12,7 @@ use super::error::{PgError, connection_lost, query_error, refusal, refused};
 use super::read::{PgRead, decode_head};
 use super::schema;
 use super::verdicts::{verdicts_of, verdicts_sql};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{
     AppendPlan, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
 };
@@ -98,9 +98,14 @@ fn hex_column(row: &postgres::SimpleQueryRow, index: usize) -> Result<Vec<u8>, S
 impl<'p> PgWrite<'p> {
     /// A write transaction on `conn`, not begun yet (its first message begins it);
     /// `channel`: the NOTIFY channel its commit wakes other servers on.
-    pub(super) fn new(conn: Pooled<'p>, channel: Arc<str>, damage: Option<Damage>) -> PgWrite<'p> {
+    pub(super) fn new(
+        conn: Pooled<'p>,
+        channel: Arc<str>,
+        damage: Option<Damage>,
+        families: &Families,
+    ) -> PgWrite<'p> {
         PgWrite {
-            read: PgRead::new(conn, false),
+            read: PgRead::new(conn, false, families),
             last: Cell::new(0),
             counted: Cell::new(0),
             changed: false,
@@ -298,7 +303,7 @@ impl ReadView for PgWrite<'_> {
                 let rows = answers.next().unwrap_or_default();
                 let head = rows
                     .first()
-                    .map(|row| decode_head(&hex_column(row, 0)?))
+                    .map(|row| decode_head(&hex_column(row, 0)?, &self.read.families))
                     .transpose()?;
                 self.heads.borrow_mut().insert(session, head.clone());
                 head
@@ -308,7 +313,7 @@ impl ReadView for PgWrite<'_> {
         for row in answers.next().unwrap_or_default() {
             found.insert(
                 hex_column(&row, 0)?,
-                codec::decode_event(&hex_column(&row, 1)?)?,
+                codec::decode_event(&hex_column(&row, 1)?, &self.read.families)?,
             );
         }
         let events = ids

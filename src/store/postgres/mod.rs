@@ -56,6 +56,7 @@ pub(crate) use error::PgError;
 
 use super::contract::{Backend, CommitSignal, ReadView, WriteView};
 use super::{Ledger, OpenError, OpenMode, StoreError};
+use crate::event::Families;
 use append::PgWrite;
 use connect::{Pool, Target, blocking};
 use read::PgRead;
@@ -112,23 +113,23 @@ impl PgBackend {
 /// [`super::open::URL_BACKENDS`]): with [`OpenMode::Create`] its tables are created when
 /// missing (the commands that record); else only a ledger whose tables are there
 /// ([`OpenError::NoLedger`] otherwise).
-pub(crate) fn open(url: &str, mode: OpenMode) -> Result<Ledger, OpenError> {
+pub(crate) fn open(url: &str, mode: OpenMode, families: Families) -> Result<Ledger, OpenError> {
     let backend = blocking(|| PgBackend::open(url, mode == OpenMode::Create))?;
     let label = redact_url(url);
-    Ok(Ledger::with_backend(backend, Path::new(&label)))
+    Ok(Ledger::with_backend(backend, Path::new(&label), families))
 }
 
 impl Ledger {
     /// Opens the ledger in the PostgreSQL database at `url`, creating its tables when
     /// missing (the commands that record).
-    pub fn open_postgres(url: &str) -> Result<Ledger, OpenError> {
-        open(url, OpenMode::Create)
+    pub fn open_postgres(url: &str, families: Families) -> Result<Ledger, OpenError> {
+        open(url, OpenMode::Create, families)
     }
 
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
-    pub fn open_postgres_existing(url: &str) -> Result<Ledger, OpenError> {
-        open(url, OpenMode::Existing)
+    pub fn open_postgres_existing(url: &str, families: Families) -> Result<Ledger, OpenError> {
+        open(url, OpenMode::Existing, families)
     }
 }
 
@@ -140,21 +141,22 @@ impl Backend for PgBackend {
         crate::store::damage::DamageScope::Session
     }
 
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
+    fn read(&self, families: &Families) -> Result<Box<dyn ReadView + '_>, StoreError> {
         let (pooled, _) = self.pool.begin(
             "beginning a read",
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
         )?;
-        Ok(Box::new(PgRead::new(pooled, true)))
+        Ok(Box::new(PgRead::new(pooled, true, families)))
     }
 
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
+    fn write(&self, families: &Families) -> Result<Box<dyn WriteView + '_>, StoreError> {
         // Begun by its first message (see `PgWrite`): BEGIN and the counter lock travel
         // with the first reads.
         Ok(Box::new(PgWrite::new(
             self.pool.client()?,
             self.channel.clone(),
             self.damage.get().cloned(),
+            families,
         )))
     }
 
@@ -211,7 +213,7 @@ mod tests {
     #[test]
     fn a_newer_schema_is_refused_with_a_clear_error() {
         let db = testdb::TestDb::new();
-        drop(Ledger::open_postgres(&db.url).unwrap());
+        drop(Ledger::open_postgres(&db.url, crate::tools::families()).unwrap());
         let mut client = db.client();
         client
             .execute(
@@ -219,7 +221,9 @@ mod tests {
                 &[&(schema::SCHEMA_VERSION + 1)],
             )
             .unwrap();
-        let error = Ledger::open_postgres(&db.url).err().expect("refused");
+        let error = Ledger::open_postgres(&db.url, crate::tools::families())
+            .err()
+            .expect("refused");
         let text = format!("{error}");
         assert!(
             text.contains("newer than this build knows") && text.contains("upgrade"),
@@ -230,8 +234,8 @@ mod tests {
     #[test]
     fn another_servers_commit_is_heard_through_notify() {
         let db = testdb::TestDb::new();
-        let here = Ledger::open_postgres(&db.url).unwrap();
-        let there = Ledger::open_postgres(&db.url).unwrap();
+        let here = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
+        let there = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
         // Only a commit of this process or the listener raises the signal (a watch's poll
         // does not), so seeing it raised proves the NOTIFY path.
         let mut raised = here.commits.0.subscribe();
@@ -271,7 +275,7 @@ mod tests {
         use crate::event::{NewEvent, Payload, SessionKind};
         use crate::store::rules::{self, Batch, Plan};
         let db = testdb::TestDb::new();
-        let ledger = Ledger::open_postgres(&db.url).unwrap();
+        let ledger = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
         let session = SessionId::generate();
         let start = || {
             NewEvent::new(Payload::SessionStarted {
@@ -366,7 +370,7 @@ mod tests {
         })
         .await
         .unwrap();
-        let ledger = Ledger::open_postgres(&url.1).unwrap();
+        let ledger = Ledger::open_postgres(&url.1, crate::tools::families()).unwrap();
         assert!(ledger.heads().unwrap().is_empty());
         assert_eq!(ledger.last_position().unwrap(), 0);
         drop(ledger);
@@ -379,10 +383,10 @@ mod tests {
     fn a_read_only_open_finds_no_ledger_in_an_empty_schema() {
         let db = testdb::TestDb::new();
         assert!(matches!(
-            Ledger::open_postgres_existing(&db.url),
+            Ledger::open_postgres_existing(&db.url, crate::tools::families()),
             Err(OpenError::NoLedger { .. })
         ));
-        drop(Ledger::open_postgres(&db.url).unwrap());
-        assert!(Ledger::open_postgres_existing(&db.url).is_ok());
+        drop(Ledger::open_postgres(&db.url, crate::tools::families()).unwrap());
+        assert!(Ledger::open_postgres_existing(&db.url, crate::tools::families()).is_ok());
     }
 }

@@ -12,7 +12,7 @@
 use super::connect::{Pooled, blocking};
 use super::database::{key, session_key, session_of, to_i64};
 use super::error::{connection_lost, query_error};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
 use crate::store::{SessionHead, StoreError, codec};
 use postgres::Client;
@@ -23,16 +23,17 @@ use std::cell::{Cell, RefCell};
 pub(crate) const SCAN_CHUNK_ROWS: i64 = 512;
 
 /// A session head as stored (JSON, as redb stores it).
-pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+pub(super) fn decode_head(bytes: &[u8], families: &Families) -> Result<SessionHead, StoreError> {
+    crate::store::decode_head_json(bytes, families)
+        .map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
 
 /// The head row stored under `session`, or why it cannot be used (said to follow "its
 /// head row cannot be read"): it does not decode, or it is another session's head (a row
 /// copied over another).
-fn head_of(session: SessionId, bytes: &[u8]) -> Result<SessionHead, String> {
-    let head: SessionHead =
-        serde_json::from_slice(bytes).map_err(|e| format!("it does not decode: {e}"))?;
+fn head_of(session: SessionId, bytes: &[u8], families: &Families) -> Result<SessionHead, String> {
+    let head = crate::store::decode_head_json(bytes, families)
+        .map_err(|e| format!("it does not decode: {e}"))?;
     if head.session != session {
         return Err(format!(
             "it is the head of session {}, copied over this one's",
@@ -63,15 +64,18 @@ pub(super) struct PgRead<'p> {
     pub(super) failed: Cell<bool>,
     /// A transaction is open on the connection (ended by commit/abort/drop).
     pub(super) open: Cell<bool>,
+    /// What its rows decode with.
+    pub(super) families: Families,
 }
 
 impl<'p> PgRead<'p> {
     /// A view over `conn`; `open`: a transaction is already begun on it.
-    pub(super) fn new(conn: Pooled<'p>, open: bool) -> PgRead<'p> {
+    pub(super) fn new(conn: Pooled<'p>, open: bool, families: &Families) -> PgRead<'p> {
         PgRead {
             conn: RefCell::new(conn),
             failed: Cell::new(false),
             open: Cell::new(open),
+            families: families.clone(),
         }
     }
 
@@ -134,7 +138,7 @@ impl PgRead<'_> {
             let Ok(session) = session_of(row.get::<_, &[u8]>(0)) else {
                 continue;
             };
-            match head_of(session, row.get::<_, &[u8]>(1)) {
+            match head_of(session, row.get::<_, &[u8]>(1), &self.families) {
                 Ok(head) => heads.push(head),
                 Err(why) => undecodable.push((session, why)),
             }
@@ -152,7 +156,7 @@ impl ReadView for PgRead<'_> {
             )
         })?;
         row.map(|row| {
-            head_of(session, row.get::<_, &[u8]>(0)).map_err(|why| {
+            head_of(session, row.get::<_, &[u8]>(0), &self.families).map_err(|why| {
                 StoreError::Corrupt(format!("the head row of session {session}: {why}"))
             })
         })
@@ -212,7 +216,7 @@ impl ReadView for PgRead<'_> {
         for row in &rows {
             found.insert(
                 row.get::<_, Vec<u8>>(0),
-                codec::decode_event(row.get::<_, &[u8]>(1))?,
+                codec::decode_event(row.get::<_, &[u8]>(1), &self.families)?,
             );
         }
         Ok(keys.iter().map(|k| found.remove(k)).collect())
@@ -243,7 +247,7 @@ impl ReadView for PgRead<'_> {
             let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
             for row in &rows {
                 let seq: i64 = row.get(0);
-                if !visit(seq as u64, decode(row.get::<_, &[u8]>(1))) {
+                if !visit(seq as u64, decode(row.get::<_, &[u8]>(1), &self.families)) {
                     return Ok(());
                 }
                 match seq.checked_add(1) {
@@ -273,7 +277,7 @@ impl ReadView for PgRead<'_> {
             })?;
             let full = rows.len() as i64 == SCAN_CHUNK_ROWS;
             for row in &rows {
-                if !visit(codec::decode_event(row.get::<_, &[u8]>(2))?) {
+                if !visit(codec::decode_event(row.get::<_, &[u8]>(2), &self.families)?) {
                     return Ok(());
                 }
                 after = Some((row.get(0), row.get(1)));
@@ -313,7 +317,7 @@ impl ReadView for PgRead<'_> {
                 let position: i64 = row.get(0);
                 if !visit(
                     position as u64,
-                    codec::decode_event(row.get::<_, &[u8]>(1))?,
+                    codec::decode_event(row.get::<_, &[u8]>(1), &self.families)?,
                 ) {
                     return Ok(());
                 }

@@ -10,6 +10,7 @@
 
 use super::connect::{Target, blocking, redact_url};
 use super::error::PgError;
+use crate::event::Families;
 use crate::store::salvage::{Found, SalvageError, Scan, SourceReport};
 
 /// Rows one `FETCH` reads: memory stays flat however big the tables are.
@@ -26,9 +27,9 @@ fn failed(what: &'static str) -> impl Fn(postgres::Error) -> PgError {
 /// with plain queries in one read-only transaction: nothing is written, no key column or
 /// index is trusted) and keeps each event whose hash verifies, as `store::salvage::salvage_dir` does
 /// with a file's bytes.
-pub(crate) fn salvage_url(url: &str) -> Result<Found, SalvageError> {
+pub(crate) fn salvage_url(url: &str, families: Families) -> Result<Found, SalvageError> {
     let label = redact_url(url);
-    let mut scan = Scan::new();
+    let mut scan = Scan::new(families);
     let sources = scan_tables(url, &mut scan)
         .map_err(|source| SalvageError::Database {
             label: label.clone(),

@@ -17,7 +17,7 @@
 
 use super::database::session_of;
 use super::read::{PgRead, SCAN_CHUNK_ROWS};
-use crate::event::{Event, SessionId};
+use crate::event::{Event, Families, SessionId};
 use crate::store::{StoreError, codec};
 use std::collections::HashMap;
 
@@ -56,9 +56,15 @@ type HeadSeqs = HashMap<SessionId, u64>;
 /// The event a row stored under (`session`, `seq`) holds, if the row is in place: it holds
 /// that session's event of that seq, at or below the session's head. A row that is not is
 /// its session's damage, which the session's chain check names.
-fn in_place(heads: &HeadSeqs, session: &[u8], seq: i64, row: Option<&[u8]>) -> Option<Event> {
+fn in_place(
+    heads: &HeadSeqs,
+    session: &[u8],
+    seq: i64,
+    row: Option<&[u8]>,
+    families: &Families,
+) -> Option<Event> {
     let session = session_of(session).ok()?;
-    let event = codec::decode_event_to_fold(row?).ok()?;
+    let event = codec::decode_event_to_fold(row?, families).ok()?;
     let placed = event.session == session
         && i64::try_from(event.seq) == Ok(seq)
         && heads.get(&session).is_some_and(|head| event.seq <= *head);
@@ -161,8 +167,8 @@ impl PgRead<'_> {
             let (session, seq): (&[u8], i64) = (row.get(0), row.get(1));
             // Both rows in place: the positions were changed, not the rows.
             let before_seq: i64 = row.get(6);
-            if in_place(heads, session, seq, row.get(4)).is_none()
-                || in_place(heads, session, before_seq, row.get(5)).is_none()
+            if in_place(heads, session, seq, row.get(4), &self.families).is_none()
+                || in_place(heads, session, before_seq, row.get(5), &self.families).is_none()
             {
                 continue;
             }
@@ -237,7 +243,7 @@ impl PgRead<'_> {
             for row in &rows {
                 let (session, seq, id): (&[u8], i64, &[u8]) = (row.get(0), row.get(1), row.get(2));
                 let bytes: &[u8] = row.get(3);
-                if let Some(event) = in_place(heads, session, seq, Some(bytes))
+                if let Some(event) = in_place(heads, session, seq, Some(bytes), &self.families)
                     && id != event.id.0.0.to_be_bytes()
                 {
                     total += 1;

@@ -180,6 +180,7 @@ impl Disk {
             move || disk.file(),
             Box::new(self.open(LOG)),
             size,
+            crate::tools::families(),
         )
     }
 

@@ -38,6 +38,7 @@ use super::contract::{Backend, ReadView, WriteView};
 use super::damage::{Damage, DamageScope, contain};
 use super::error::is_disk_full;
 use super::{Ledger, OpenError, StoreError, codec};
+use crate::event::Families;
 use ::redb::{ReadableTable, WriteTransaction};
 use read::RedbRead;
 use std::collections::HashMap;
@@ -65,10 +66,14 @@ impl Ledger {
     /// checkpoint, no lock, no socket, no file beside it): its redo log's pending records
     /// are applied in memory. Every write is refused ([`StoreError::ReadOnly`]). `why`
     /// says why it may not be written here.
-    pub(crate) fn open_file_read_only(path: &Path, why: &str) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_file_read_only(
+        path: &Path,
+        why: &str,
+        families: Families,
+    ) -> Result<Ledger, OpenError> {
         let handle = open::open_read_only(path, why)?;
         let note = handle.read_only().map(|r| r.note.clone());
-        let mut ledger = Ledger::with_backend(RedbBackend::new(handle), path);
+        let mut ledger = Ledger::with_backend(RedbBackend::new(handle), path, families);
         ledger.read_only = note.map(Arc::from);
         Ok(ledger)
     }
@@ -119,9 +124,14 @@ impl Ledger {
         make: impl Fn() -> B + Send + Sync + 'static,
         log: Box<dyn wal::LogFile>,
         log_size: wal::LogSize,
+        families: Families,
     ) -> Result<Ledger, OpenError> {
         let handle = open::open_backend(label, make, log, log_size)?;
-        Ok(Ledger::with_backend(RedbBackend::new(handle), label))
+        Ok(Ledger::with_backend(
+            RedbBackend::new(handle),
+            label,
+            families,
+        ))
     }
 }
 
@@ -151,19 +161,27 @@ impl RedbBackend {
             .get_or_init(|| Damage::new(DamageScope::Ledger, self.handle.label()))
     }
 
-    /// A read snapshot that owns its transaction (it outlives any borrow of `self`).
-    pub(crate) fn read_owned(&self) -> Result<Box<dyn ReadView>, StoreError> {
+    /// A read snapshot that owns its transaction (it outlives any borrow of `self`), whose
+    /// rows decode with `families`.
+    pub(crate) fn read_owned(&self, families: &Families) -> Result<Box<dyn ReadView>, StoreError> {
         let damage = self.damage();
         let txn = contain(
             damage,
             || "beginning a read".into(),
             || self.handle.begin_read(),
         )?;
-        Ok(Box::new(Contained::new(RedbRead { txn }, damage.clone())))
+        let families = families.clone();
+        Ok(Box::new(Contained::new(
+            RedbRead { txn, families },
+            damage.clone(),
+        )))
     }
 
     /// A write transaction that owns itself.
-    pub(crate) fn write_owned(&self) -> Result<Box<dyn WriteView>, StoreError> {
+    pub(crate) fn write_owned(
+        &self,
+        families: &Families,
+    ) -> Result<Box<dyn WriteView>, StoreError> {
         let damage = self.damage();
         damage.check_write(None)?;
         if let Some(read_only) = self.handle.read_only() {
@@ -175,17 +193,17 @@ impl RedbBackend {
         contain(
             damage,
             || "beginning a write".into(),
-            || self.begin_write_view(),
+            || self.begin_write_view(families),
         )
     }
 
-    fn begin_write_view(&self) -> Result<Box<dyn WriteView>, StoreError> {
+    fn begin_write_view(&self, families: &Families) -> Result<Box<dyn WriteView>, StoreError> {
         let txn = self.handle.begin_write()?;
         let mut redo = Vec::new();
         let changed = if self.positions_assigned.load(Ordering::Relaxed) {
             false
         } else {
-            let assigned = assign_positions(&txn, &mut redo)?;
+            let assigned = assign_positions(&txn, &mut redo, families)?;
             // Only what an earlier commit left counts: this transaction may yet abort.
             if !assigned {
                 self.positions_assigned.store(true, Ordering::Relaxed);
@@ -193,7 +211,13 @@ impl RedbBackend {
             assigned
         };
         Ok(Box::new(Contained::new(
-            RedbWrite::new(txn, changed, redo, self.handle.log().clone()),
+            RedbWrite::new(
+                txn,
+                changed,
+                redo,
+                self.handle.log().clone(),
+                families.clone(),
+            ),
             self.damage().clone(),
         )))
     }
@@ -275,12 +299,12 @@ impl Backend for RedbBackend {
         crate::store::verdict::VerdictFile::store_beside(label)
     }
 
-    fn read(&self) -> Result<Box<dyn ReadView + '_>, StoreError> {
-        self.read_owned()
+    fn read(&self, families: &Families) -> Result<Box<dyn ReadView + '_>, StoreError> {
+        self.read_owned(families)
     }
 
-    fn write(&self) -> Result<Box<dyn WriteView + '_>, StoreError> {
-        self.write_owned()
+    fn write(&self, families: &Families) -> Result<Box<dyn WriteView + '_>, StoreError> {
+        self.write_owned(families)
     }
 
     fn on_damage(&self, damage: Damage) {
@@ -306,7 +330,11 @@ impl Backend for RedbBackend {
 /// those rows still tell. Runs in the first write transaction that finds
 /// [`POSITIONS_ASSIGNED`] missing, so the scan is paid once per ledger, never on an open;
 /// every later transaction only reads that one key. Returns whether it wrote anything.
-fn assign_positions(txn: &WriteTransaction, redo: &mut Vec<Put>) -> Result<bool, StoreError> {
+fn assign_positions(
+    txn: &WriteTransaction,
+    redo: &mut Vec<Put>,
+    families: &Families,
+) -> Result<bool, StoreError> {
     let mut meta = txn.open_table(META).map_err(store_error)?;
     if meta.get(POSITIONS_ASSIGNED).map_err(store_error)?.is_some() {
         return Ok(false);
@@ -317,7 +345,7 @@ fn assign_positions(txn: &WriteTransaction, redo: &mut Vec<Put>) -> Result<bool,
         let (key, value) = row.map_err(store_error)?;
         let (session, seq) = key.value();
         // An undecodable row still gets a position (last); verify reports the row.
-        let at = codec::decode_event_to_fold(value.value()).map_or(u64::MAX, |e| e.at);
+        let at = codec::decode_event_to_fold(value.value(), families).map_or(u64::MAX, |e| e.at);
         order.push((at, session, seq));
     }
     order.sort_unstable();
@@ -343,7 +371,7 @@ fn assign_positions(txn: &WriteTransaction, redo: &mut Vec<Put>) -> Result<bool,
     let mut rewritten = Vec::new();
     for row in heads.iter().map_err(store_error)? {
         let (key, value) = row.map_err(store_error)?;
-        let mut head = tables::decode_head(value.value())?;
+        let mut head = tables::decode_head(value.value(), families)?;
         if let Some(position) = last_of.get(&key.value()) {
             head.position = *position;
             rewritten.push((key.value(), tables::encode_head(&head)));
@@ -444,7 +472,7 @@ mod tests {
         let (a, b) = (SessionId::generate(), SessionId::generate());
         // Interleaved in time: a@10, b@20, a@30, b@40.
         earlier_build_ledger(&path, &[(a, vec![10, 30]), (b, vec![20, 40])]);
-        let ledger = Ledger::open_file(&path).unwrap();
+        let ledger = Ledger::open_file(&path, crate::tools::families()).unwrap();
         assert_eq!(
             ledger.last_position().unwrap(),
             0,
@@ -483,7 +511,7 @@ mod tests {
         assert_eq!(ledger.verify_all().unwrap().len(), 2);
         drop(ledger);
         // Once: a second handle finds the positions there.
-        let again = Ledger::open_file(&path).unwrap();
+        let again = Ledger::open_file(&path, crate::tools::families()).unwrap();
         assert_eq!(again.last_position().unwrap(), 5);
     }
 
@@ -493,7 +521,7 @@ mod tests {
         let path = dir.path().join("ledger.redb");
         let a = SessionId::generate();
         earlier_build_ledger(&path, &[(a, vec![10, 20, 30])]);
-        let ledger = Ledger::open_file(&path).unwrap();
+        let ledger = Ledger::open_file(&path, crate::tools::families()).unwrap();
         // A job that appends nothing (a refused append) still carries the upkeep.
         let refused = ledger
             .write_blocking(move |txn| txn.append(a, 0, Vec::new()))
@@ -532,14 +560,14 @@ mod tests {
         tables::create_all(&open::builder().create(&path).unwrap()).unwrap();
         let session = SessionId::generate();
         {
-            let ledger = Ledger::open_file(&path).unwrap();
+            let ledger = Ledger::open_file(&path, crate::tools::families()).unwrap();
             append_one(&ledger, session, "first");
         }
         assert!(
             wal::log_path(&path).exists(),
             "the log appears beside the ledger"
         );
-        let ledger = Ledger::open_file(&path).unwrap();
+        let ledger = Ledger::open_file(&path, crate::tools::families()).unwrap();
         append_one(&ledger, session, "second");
         assert_eq!(ledger.head(session).unwrap().unwrap().seq, 3);
         assert_eq!(ledger.verify_all().unwrap().len(), 1);
@@ -550,7 +578,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.redb");
         let session = SessionId::generate();
-        let ledger = Ledger::open_file(&path).unwrap();
+        let ledger = Ledger::open_file(&path, crate::tools::families()).unwrap();
         for text in ["one", "two", "three"] {
             append_one(&ledger, session, text);
         }
@@ -573,7 +601,9 @@ mod tests {
         };
         let before = files(copy.path());
         {
-            let ledger = Ledger::open_file_read_only(&copied, "a test says so").unwrap();
+            let ledger =
+                Ledger::open_file_read_only(&copied, "a test says so", crate::tools::families())
+                    .unwrap();
             let note = ledger.read_only().expect("read-only");
             assert!(note.contains("a test says so"), "{note}");
             assert!(note.contains("applied in memory"), "{note}");
@@ -591,10 +621,12 @@ mod tests {
     fn a_foreign_file_where_the_log_goes_is_refused_and_left_as_it_is() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.redb");
-        drop(Ledger::open_file(&path).unwrap());
+        drop(Ledger::open_file(&path, crate::tools::families()).unwrap());
         let log = wal::log_path(&path);
         std::fs::write(&log, vec![7u8; 8192]).unwrap();
-        let error = Ledger::open_file(&path).err().expect("refused");
+        let error = Ledger::open_file(&path, crate::tools::families())
+            .err()
+            .expect("refused");
         assert!(error.to_string().contains("ledger.wal"), "{error}");
         assert_eq!(std::fs::read(&log).unwrap(), vec![7u8; 8192]);
     }

@@ -9,7 +9,7 @@ use super::store_error;
 use super::tables::{
     self, ALIASES, EVENT_IDS, EVENTS, HEADS, META, POSITIONS, session_key, session_of,
 };
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{Decode, PositionVisitor, ReadView, RowVisitor};
 use crate::store::damage::catch_quietly;
 use crate::store::{SessionHead, StoreError};
@@ -32,8 +32,11 @@ impl<K: ::redb::Key + 'static, T: ReadableTable<K, (u128, u64)>> Locations<K> fo
 
 /// Every head row that decodes (one that does not is left out here and named by
 /// [`heads_and_undecodable`], so one damaged row does not hide every session).
-pub(super) fn heads(heads: &impl HeadRows) -> Result<Vec<SessionHead>, StoreError> {
-    Ok(heads_and_undecodable(heads)?.0)
+pub(super) fn heads(
+    heads: &impl HeadRows,
+    families: &Families,
+) -> Result<Vec<SessionHead>, StoreError> {
+    Ok(heads_and_undecodable(heads, families)?.0)
 }
 
 /// Every head row that decodes, and the sessions whose head row does not, with why: one
@@ -41,12 +44,13 @@ pub(super) fn heads(heads: &impl HeadRows) -> Result<Vec<SessionHead>, StoreErro
 #[allow(clippy::type_complexity)]
 pub(super) fn heads_and_undecodable(
     heads: &impl HeadRows,
+    families: &Families,
 ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
     let mut decoded = Vec::new();
     let mut undecodable = Vec::new();
     for row in heads.iter().map_err(store_error)? {
         let (key, value) = row.map_err(store_error)?;
-        match tables::decode_head(value.value()) {
+        match tables::decode_head(value.value(), families) {
             Ok(head) => decoded.push(head),
             Err(error) => undecodable.push((session_of(key.value()), error.to_string())),
         }
@@ -79,6 +83,7 @@ pub(super) fn events_at(
     events: &impl EventRows,
     ids: &[EventId],
     locations: &[Option<(u128, u64)>],
+    families: &Families,
 ) -> Result<Vec<Option<Event>>, StoreError> {
     ids.iter()
         .zip(locations)
@@ -90,7 +95,7 @@ pub(super) fn events_at(
                 .get(*location)
                 .map_err(store_error)?
                 .ok_or_else(|| StoreError::Corrupt(format!("event id {id} has no row")))?;
-            Ok(Some(tables::decode_event(row.value())?))
+            Ok(Some(tables::decode_event(row.value(), families)?))
         })
         .collect()
 }
@@ -101,6 +106,7 @@ pub(super) fn scan_session(
     from_seq: u64,
     to_seq: u64,
     decode: Decode,
+    families: &Families,
     visit: &mut RowVisitor<'_>,
 ) -> Result<(), StoreError> {
     // An empty range visits nothing (and a reversed one is not a range redb takes).
@@ -113,7 +119,7 @@ pub(super) fn scan_session(
         .map_err(store_error)?
     {
         let (stored_key, value) = row.map_err(store_error)?;
-        if !visit(stored_key.value().1, decode(value.value())) {
+        if !visit(stored_key.value().1, decode(value.value(), families)) {
             break;
         }
     }
@@ -122,11 +128,12 @@ pub(super) fn scan_session(
 
 pub(super) fn scan_all(
     events: &impl EventRows,
+    families: &Families,
     visit: &mut dyn FnMut(Event) -> bool,
 ) -> Result<(), StoreError> {
     for row in events.iter().map_err(store_error)? {
         let (_, value) = row.map_err(store_error)?;
-        if !visit(tables::decode_event(value.value())?) {
+        if !visit(tables::decode_event(value.value(), families)?) {
             break;
         }
     }
@@ -144,6 +151,7 @@ pub(super) fn scan_positions(
     positions: &impl Locations<u64>,
     events: &impl EventRows,
     from: u64,
+    families: &Families,
     visit: &mut PositionVisitor<'_>,
 ) -> Result<(), StoreError> {
     for row in positions.range(from..).map_err(store_error)? {
@@ -153,7 +161,7 @@ pub(super) fn scan_positions(
             .get(location)
             .map_err(store_error)?
             .ok_or_else(|| StoreError::Corrupt(format!("position {position} has no event row")))?;
-        if !visit(position, tables::decode_event(row.value())?) {
+        if !visit(position, tables::decode_event(row.value(), families)?) {
             break;
         }
     }
@@ -163,6 +171,8 @@ pub(super) fn scan_positions(
 /// A redb read transaction.
 pub(super) struct RedbRead {
     pub(super) txn: ReadTransaction,
+    /// What its rows decode with.
+    pub(super) families: Families,
 }
 
 impl RedbRead {
@@ -183,14 +193,14 @@ impl RedbRead {
 impl ReadView for RedbRead {
     fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
         match self.open(HEADS)? {
-            Some(heads) => tables::read_head(&heads, session),
+            Some(heads) => tables::read_head(&heads, session, &self.families),
             None => Ok(None),
         }
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
         match self.open(HEADS)? {
-            Some(rows) => heads(&rows),
+            Some(rows) => heads(&rows, &self.families),
             None => Ok(Vec::new()),
         }
     }
@@ -199,7 +209,7 @@ impl ReadView for RedbRead {
         &self,
     ) -> Result<(Vec<SessionHead>, Vec<(SessionId, String)>), StoreError> {
         match self.open(HEADS)? {
-            Some(rows) => heads_and_undecodable(&rows),
+            Some(rows) => heads_and_undecodable(&rows, &self.families),
             None => Ok((Vec::new(), Vec::new())),
         }
     }
@@ -220,7 +230,7 @@ impl ReadView for RedbRead {
             return Ok(vec![None; ids.len()]);
         }
         match self.open(EVENTS)? {
-            Some(events) => events_at(&events, ids, &locations),
+            Some(events) => events_at(&events, ids, &locations, &self.families),
             None => Ok(vec![None; ids.len()]),
         }
     }
@@ -234,14 +244,22 @@ impl ReadView for RedbRead {
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
         match self.open(EVENTS)? {
-            Some(events) => scan_session(&events, session, from_seq, to_seq, decode, visit),
+            Some(events) => scan_session(
+                &events,
+                session,
+                from_seq,
+                to_seq,
+                decode,
+                &self.families,
+                visit,
+            ),
             None => Ok(()),
         }
     }
 
     fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
         match self.open(EVENTS)? {
-            Some(events) => scan_all(&events, visit),
+            Some(events) => scan_all(&events, &self.families, visit),
             None => Ok(()),
         }
     }
@@ -264,7 +282,7 @@ impl ReadView for RedbRead {
         let (Some(positions), Some(events)) = (self.open(POSITIONS)?, self.open(EVENTS)?) else {
             return Ok(());
         };
-        scan_positions(&positions, &events, from, visit)
+        scan_positions(&positions, &events, from, &self.families, visit)
     }
 
     /// Reads every row of every table, each table on its own (a table whose pages cannot

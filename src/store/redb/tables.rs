@@ -14,7 +14,7 @@
 //! build lacks them until its first write transaction creates them (and assigns positions
 //! to the events already there, see [`super::RedbWrite`]).
 
-use crate::event::{Event, SessionId};
+use crate::event::{Event, Families, SessionId};
 use crate::store::{SessionHead, StoreError};
 use redb::{Database, ReadableTable, TableDefinition};
 
@@ -56,12 +56,13 @@ pub(super) fn create_all(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
-pub(super) fn decode_event(bytes: &[u8]) -> Result<Event, StoreError> {
-    crate::store::codec::decode_event(bytes)
+pub(super) fn decode_event(bytes: &[u8], families: &Families) -> Result<Event, StoreError> {
+    crate::store::codec::decode_event(bytes, families)
 }
 
-pub(super) fn decode_head(bytes: &[u8]) -> Result<SessionHead, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
+pub(super) fn decode_head(bytes: &[u8], families: &Families) -> Result<SessionHead, StoreError> {
+    crate::store::decode_head_json(bytes, families)
+        .map_err(|e| StoreError::Corrupt(format!("session head: {e}")))
 }
 
 /// Room a head row starts with (a thinking session's is ~300 bytes): grown at most once.
@@ -76,12 +77,13 @@ pub(super) fn encode_head(head: &SessionHead) -> Vec<u8> {
 pub(super) fn read_head(
     heads: &impl ReadableTable<u128, &'static [u8]>,
     session: SessionId,
+    families: &Families,
 ) -> Result<Option<SessionHead>, StoreError> {
     match heads
         .get(session_key(session))
         .map_err(super::store_error)?
     {
-        Some(value) => Ok(Some(decode_head(value.value())?)),
+        Some(value) => Ok(Some(decode_head(value.value(), families)?)),
         None => Ok(None),
     }
 }

@@ -16,7 +16,7 @@ use super::read;
 use super::tables::{self, ALIASES, EVENT_IDS, EVENTS, HEADS, POSITIONS, session_key};
 use super::wal::{Log, Put};
 use super::{codec, store_error};
-use crate::event::{Event, EventId, SessionId};
+use crate::event::{Event, EventId, Families, SessionId};
 use crate::store::contract::{
     AppendPlan, Decode, PositionVisitor, ReadView, RowVisitor, WriteView,
 };
@@ -83,6 +83,8 @@ pub(super) struct RedbWrite {
     /// group's jobs (each reads its head twice, and appends after the last position) do not
     /// decode the same head row or walk to the last position again.
     seen: RefCell<Seen>,
+    /// What its rows decode with.
+    families: Families,
 }
 
 /// [`RedbWrite`]'s memory of its own reads and writes; it lives as long as the transaction.
@@ -99,6 +101,7 @@ impl RedbWrite {
         changed: bool,
         redo: Vec<Put>,
         log: Arc<Log>,
+        families: Families,
     ) -> RedbWrite {
         RedbWrite {
             cell: HeldTxn::new(txn, |_| HeldTables {
@@ -111,6 +114,7 @@ impl RedbWrite {
             redo,
             log,
             seen: RefCell::default(),
+            families,
         }
     }
 
@@ -153,13 +157,13 @@ impl ReadView for RedbWrite {
         if let Some(head) = self.seen.borrow().heads.get(&key) {
             return Ok(head.clone());
         }
-        let head = self.with_heads(|heads| tables::read_head(&*heads, session))?;
+        let head = self.with_heads(|heads| tables::read_head(&*heads, session, &self.families))?;
         self.seen.borrow_mut().heads.insert(key, head.clone());
         Ok(head)
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        self.with_heads(|heads| read::heads(&*heads))
+        self.with_heads(|heads| read::heads(&*heads, &self.families))
     }
 
     fn alias(&self, alias: &str) -> Result<Option<SessionId>, StoreError> {
@@ -176,7 +180,7 @@ impl ReadView for RedbWrite {
         if locations.iter().all(Option::is_none) {
             return Ok(vec![None; ids.len()]);
         }
-        self.with_events(|events| read::events_at(&*events, ids, &locations))
+        self.with_events(|events| read::events_at(&*events, ids, &locations, &self.families))
     }
 
     fn scan_session(
@@ -188,12 +192,20 @@ impl ReadView for RedbWrite {
         visit: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
         self.with_events(|events| {
-            read::scan_session(&*events, session, from_seq, to_seq, decode, visit)
+            read::scan_session(
+                &*events,
+                session,
+                from_seq,
+                to_seq,
+                decode,
+                &self.families,
+                visit,
+            )
         })
     }
 
     fn scan_all(&self, visit: &mut dyn FnMut(Event) -> bool) -> Result<(), StoreError> {
-        self.with_events(|events| read::scan_all(&*events, visit))
+        self.with_events(|events| read::scan_all(&*events, &self.families, visit))
     }
 
     fn event_count(&self) -> Result<u64, StoreError> {
@@ -211,7 +223,9 @@ impl ReadView for RedbWrite {
 
     fn scan_positions(&self, from: u64, visit: &mut PositionVisitor<'_>) -> Result<(), StoreError> {
         self.with_positions(|positions| {
-            self.with_events(|events| read::scan_positions(&*positions, &*events, from, visit))
+            self.with_events(|events| {
+                read::scan_positions(&*positions, &*events, from, &self.families, visit)
+            })
         })
     }
 }
@@ -359,7 +373,7 @@ mod tests {
     #[test]
     fn a_visitor_reaching_the_table_it_visits_gets_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(dir.path()).unwrap();
+        let ledger = Ledger::open(dir.path(), crate::tools::families()).unwrap();
         let session = SessionId::generate();
         let start = NewEvent::new(Payload::SessionStarted {
             kind: SessionKind::THINKING,

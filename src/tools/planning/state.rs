@@ -341,7 +341,9 @@ mod tests {
     fn a_stored_planning_summary_reads_back_and_is_written_byte_for_byte() {
         use crate::event::summary::SessionSummary;
         let stored = r#"{"version":1,"kind":"planning","title":"p","created_at":1,"updated_at":2,"events":6,"thoughts":0,"branches":["a","b"],"closed":false,"phase":"done","clarifications":1,"evaluated":["a"],"closed_branches":["b"],"selected_branch":"a"}"#;
-        let summary: SessionSummary = serde_json::from_str(stored).unwrap();
+        let summary: SessionSummary = crate::tools::families()
+            .read_summary(serde_json::from_str(stored).unwrap())
+            .unwrap();
         assert_eq!(serde_json::to_string(&summary).unwrap(), stored);
         assert_eq!(summary.status(), "complete");
         assert!(summary.branch_closed("b") && !summary.branch_closed("a"));
