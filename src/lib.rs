@@ -102,8 +102,9 @@ pub mod testing {
     /// redo log holds no record): what the store costs without its log, for the bench.
     pub fn open_ledger_redb_alone(
         path: &std::path::Path,
+        families: Families,
     ) -> Result<Ledger, crate::store::OpenError> {
-        Ledger::open_redb_alone(path)
+        Ledger::open_redb_alone(path, families)
     }
 }
 

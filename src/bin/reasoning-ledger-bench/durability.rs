@@ -13,6 +13,7 @@ use crate::postgres::StoreAppends;
 use crate::servers::FSYNC_WRITE_BYTES;
 use crate::servers::stats::{fmt_duration, median};
 use anyhow::Context;
+use reasoning_ledger::testing::{LEDGER_FILE_NAME, Ledger, families, open_ledger_redb_alone};
 use redb::{ConcurrencyMode, Database, Durability, TableDefinition};
 use serde::Serialize;
 use std::io::{Seek, SeekFrom, Write};
@@ -105,12 +106,10 @@ pub(crate) fn run(scratch: &Path, appends: usize) -> anyhow::Result<DurabilityFi
     for old in [&store_dir, &alone_dir] {
         let _ = std::fs::remove_dir_all(old);
     }
-    let ledger = reasoning_ledger::testing::Ledger::open(&store_dir)?;
+    let ledger = Ledger::open(&store_dir, families())?;
     let mut store = StoreAppends::start(&ledger)?;
     std::fs::create_dir_all(&alone_dir)?;
-    let ledger_alone = reasoning_ledger::testing::open_ledger_redb_alone(
-        &alone_dir.join(reasoning_ledger::testing::LEDGER_FILE_NAME),
-    )?;
+    let ledger_alone = open_ledger_redb_alone(&alone_dir.join(LEDGER_FILE_NAME), families())?;
     let mut store_alone = StoreAppends::start(&ledger_alone)?;
     let mut samples: [Vec<Duration>; 5] = Default::default();
     for round in 0..appends + WARMUP_APPENDS {

@@ -82,7 +82,7 @@ impl Ledger {
     /// group is committed by redb alone, with its own sync (each commit a checkpoint). No
     /// host: this process holds the file alone. What the store would cost without its
     /// log, for the durability bench; never the product's ledger.
-    pub(crate) fn open_redb_alone(path: &Path) -> Result<Ledger, OpenError> {
+    pub(crate) fn open_redb_alone(path: &Path, families: Families) -> Result<Ledger, OpenError> {
         let io_error = |source| OpenError::Unreadable {
             path: path.to_path_buf(),
             source,
@@ -112,6 +112,7 @@ impl Ledger {
             },
             Box::new(wal::DiskLog::new(log, &log_path, true)),
             no_record_fits,
+            families,
         )
     }
 
