@@ -36,6 +36,8 @@ const POSITIONS: TableDefinition<u64, (u128, u64)> = TableDefinition::new("posit
 #[derive(Serialize)]
 pub(crate) struct DurabilityFigures {
     pub appends: usize,
+    /// Events in our store's two ledgers before the measured appends.
+    pub filled_events: u64,
     /// The filesystem of the scratch directory, per `/proc/self/mounts`.
     pub filesystem: Option<String>,
     /// One 4 KiB overwrite and `fdatasync`: the floor of any durable append.
@@ -59,9 +61,10 @@ impl std::fmt::Display for DurabilityFigures {
         };
         writeln!(
             f,
-            "## Durability: one append, p50 of {} ({})\n",
+            "## Durability: one append, p50 of {} ({}; our store's ledgers hold {} events first)\n",
             self.appends,
-            self.filesystem.as_deref().unwrap_or("filesystem unknown")
+            self.filesystem.as_deref().unwrap_or("filesystem unknown"),
+            self.filled_events
         )?;
         writeln!(f, "| way | p50 | × the floor |")?;
         writeln!(f, "|---|---|---|")?;
@@ -89,9 +92,15 @@ impl std::fmt::Display for DurabilityFigures {
     }
 }
 
-/// Measures the four ways in `scratch` (created if missing), `appends` each, interleaved:
-/// each round appends once each way, so the disk's other writers weigh on all four alike.
-pub(crate) fn run(scratch: &Path, appends: usize) -> anyhow::Result<DurabilityFigures> {
+/// Measures the five ways in `scratch` (created if missing), `appends` each, interleaved:
+/// each round appends once each way, so the disk's other writers weigh on all alike. Our
+/// store's two ledgers first get a session of `filled_events` events (in batches), so a
+/// commit meets trees as deep as a used ledger's; redb alone's files start empty.
+pub(crate) fn run(
+    scratch: &Path,
+    appends: usize,
+    filled_events: u64,
+) -> anyhow::Result<DurabilityFigures> {
     let dir = scratch.join("durability");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut floor = Floor::create(&dir.join(FLOOR_FILE_NAME))?;
@@ -107,9 +116,13 @@ pub(crate) fn run(scratch: &Path, appends: usize) -> anyhow::Result<DurabilityFi
         let _ = std::fs::remove_dir_all(old);
     }
     let ledger = Ledger::open(&store_dir, families())?;
-    let mut store = StoreAppends::start(&ledger)?;
     std::fs::create_dir_all(&alone_dir)?;
     let ledger_alone = open_ledger_redb_alone(&alone_dir.join(LEDGER_FILE_NAME), families())?;
+    if filled_events > 0 {
+        crate::ledger::build_session(&ledger, filled_events)?;
+        crate::ledger::build_session(&ledger_alone, filled_events)?;
+    }
+    let mut store = StoreAppends::start(&ledger)?;
     let mut store_alone = StoreAppends::start(&ledger_alone)?;
     let mut samples: [Vec<Duration>; 5] = Default::default();
     for round in 0..appends + WARMUP_APPENDS {
@@ -140,6 +153,7 @@ pub(crate) fn run(scratch: &Path, appends: usize) -> anyhow::Result<DurabilityFi
     });
     Ok(DurabilityFigures {
         appends,
+        filled_events,
         filesystem: crate::servers::filesystem_of(&dir),
         floor_p50_us: floor,
         redb_exclusive_p50_us: exclusive,
@@ -234,7 +248,7 @@ mod tests {
     #[test]
     fn measures_each_way_and_leaves_only_the_two_ledgers() {
         let scratch = tempfile::tempdir().unwrap();
-        let figures = run(scratch.path(), 3).unwrap();
+        let figures = run(scratch.path(), 3, 10).unwrap();
         for p50 in [
             figures.floor_p50_us,
             figures.redb_exclusive_p50_us,

@@ -114,6 +114,10 @@ struct BenchArgs {
     /// one `fdatasync` (--calls appends each)
     #[arg(long)]
     durability: bool,
+    /// Events in our store's two ledgers before the durability bench's appends (a used
+    /// ledger's deeper trees)
+    #[arg(long, default_value_t = 0, requires = "durability")]
+    durability_events: u64,
     /// Also measure semantic recall (issue 21): every event embedded through a stub
     /// endpoint, then lexical, semantic and hybrid search on a warm server (markdown only)
     #[arg(long)]
@@ -332,7 +336,7 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.durability {
         bar.set_message("bench: durability (redb alone beside our store)");
-        let figures = durability::run(&scratch, args.calls)?;
+        let figures = durability::run(&scratch, args.calls, args.durability_events)?;
         text.push_str(&format!("{figures}\n"));
         report.insert("durability".into(), serde_json::to_value(&figures)?);
     }
