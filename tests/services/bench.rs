@@ -43,6 +43,9 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
         "20",
         "--open-events",
         "60",
+        "--durability",
+        "--durability-events",
+        "30",
         "--postgres",
         crate::pg::server_url(),
     ]);
@@ -61,6 +64,21 @@ fn bench_measures_the_server_end_to_end_with_tiny_counts() {
         assert!(text.contains(figure), "{figure} missing from {text}");
     }
     assert_eq!(report["ledger"]["rebuild_events"], 50);
+    // One append made durable each way, redb alone beside our store.
+    let durability = &report["durability"];
+    assert_eq!(durability["filled_events"], 30, "{durability}");
+    for way in [
+        "floor_p50_us",
+        "redb_exclusive_p50_us",
+        "redb_multi_writer_p50_us",
+        "store_p50_us",
+        "store_redb_alone_p50_us",
+    ] {
+        assert!(
+            durability[way].as_f64().is_some_and(|v| v > 0.0),
+            "{way} in {durability}"
+        );
+    }
     // redb beside PostgreSQL, both measured.
     for store in ["redb", "postgres"] {
         let figures = &report["stores"][store];
