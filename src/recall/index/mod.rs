@@ -7,7 +7,8 @@
 //! and the update lock (`index/update.lock`: one process updates at a time, across
 //! processes; the others wait for it, then read). Beside it, by concern as Tantivy lays
 //! itself out: [`schema`] (the fields, the word and word-pair analysers), [`indexer`]
-//! (events → documents), [`search`] (queries, tiers, pages, snippets, prefixes, typos)
+//! (events → documents), [`search`] (queries, tiers, pages, snippets, prefixes, typos),
+//! [`phrase`] (a quoted phrase: its pairs, pruned by the top-k collection)
 //! and [`filter`] (filters applied while the top hits are collected). Must not: write to
 //! the ledger, or answer from an index behind the ledger (every search first applies the
 //! tail after the checkpoint), or write beside a ledger that may not be written here
@@ -24,6 +25,7 @@
 
 mod filter;
 mod indexer;
+mod phrase;
 mod schema;
 mod search;
 
@@ -41,8 +43,9 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
 /// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast. 3:
-/// no model prompts and no heuristic candidate sets (the server's own words).
-pub(crate) const RECALL_SCHEMA: u32 = 3;
+/// no model prompts and no heuristic candidate sets (the server's own words). 4: pairs
+/// with frequencies and lengths, none with a digit; `position` not indexed (fast only).
+pub(crate) const RECALL_SCHEMA: u32 = 4;
 
 /// The index's folder inside the data directory.
 pub(crate) const INDEX_DIR: &str = "index";

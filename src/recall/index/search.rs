@@ -2,9 +2,9 @@
 //! (every wanted unit, then any), a page of hits read back from the ledger, snippets.
 //!
 //! Owns: what each unit of the query language is on the index ([`unit_query`]: a word is
-//! its term, ranked by BM25; a phrase is its words' positions checked in `body` on the
-//! documents that hold every pair of adjacent words in `pairs`, so a phrase costs what its
-//! rarest pair costs; `word*` is the index's most frequent terms that start with it,
+//! its term, ranked by BM25; a phrase is its pairs of adjacent words in `pairs`, ranked
+//! as `body`'s phrase and cut off by the top-k collection ([`super::phrase`]), so a
+//! phrase costs what its rarest pair costs, not what every match costs; `word*` is the index's most frequent terms that start with it,
 //! ranked as words), the typo retry's candidates ([`correction`]: words one edit away
 //! that the index holds), the document frequencies hybrid fusion weighs words by
 //! ([`document_frequencies`]), and snippets. Filters are applied inside the collection
@@ -16,15 +16,14 @@ use super::super::query::{ParsedQuery, Unit};
 use super::super::{Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use super::Open;
 use super::filter::{Filter, FilteredQuery};
-use super::schema::{Fields, POSITION, SEQ, SESSION, pair_term};
+use super::phrase::PairPhraseQuery;
+use super::schema::{Fields, POSITION, SEQ, SESSION};
 use super::texts;
 use crate::event::SessionId;
 use crate::store::{Ledger, StoreError};
 use std::collections::{HashMap, HashSet};
 use tantivy::collector::TopDocs;
-use tantivy::query::{
-    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, TermQuery,
-};
+use tantivy::query::{BooleanQuery, EmptyQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, Term};
@@ -46,38 +45,6 @@ fn word(fields: &Fields, term: &str) -> Box<dyn Query> {
         Term::from_field_text(fields.body, term),
         IndexRecordOption::WithFreqs,
     ))
-}
-
-/// `terms` in this order: positions checked in `body` (which ranks it, as a phrase
-/// always was) on the documents holding every adjacent pair in `pairs` (which only
-/// selects: its clauses score 0).
-fn phrase(fields: &Fields, terms: &[String]) -> Box<dyn Query> {
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
-        Occur::Must,
-        Box::new(PhraseQuery::new(
-            terms
-                .iter()
-                .map(|t| Term::from_field_text(fields.body, t))
-                .collect(),
-        )),
-    )];
-    let mut seen = HashSet::new();
-    for pair in terms.windows(2) {
-        let text = pair_term(&pair[0], &pair[1]);
-        if seen.insert(text.clone()) {
-            clauses.push((
-                Occur::Must,
-                Box::new(ConstScoreQuery::new(
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(fields.pairs, &text),
-                        IndexRecordOption::Basic,
-                    )),
-                    0.0,
-                )),
-            ));
-        }
-    }
-    Box::new(BooleanQuery::new(clauses))
 }
 
 /// Up to [`MAX_PREFIX_TERMS`] terms of `field` that start with `prefix`, the most
@@ -154,7 +121,7 @@ pub(super) fn unit_query(
     Ok(match terms.len() {
         0 => None,
         1 => Some(word(fields, &terms[0])),
-        _ => Some(phrase(fields, &terms)),
+        _ => Some(PairPhraseQuery::for_terms(fields, &terms)),
     })
 }
 
