@@ -141,6 +141,9 @@ struct Open {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// The highest position of the searcher of this generation (read once per reload:
+    /// each segment's column is opened for it).
+    max_position: Mutex<Option<(u64, u64)>>,
 }
 
 /// The index's state, as `verify` reports it.
@@ -459,6 +462,7 @@ impl TantivyRecall {
             index,
             reader,
             fields,
+            max_position: Mutex::new(None),
         }))
     }
 }
@@ -523,6 +527,7 @@ fn open_index(path: &Path) -> Result<Open, RecallError> {
         index,
         reader,
         fields,
+        max_position: Mutex::new(None),
     })
 }
 

@@ -19,10 +19,11 @@ use super::filter::{Filter, FilteredQuery};
 use super::phrase::PairPhraseQuery;
 use super::schema::{Fields, POSITION, SEQ, SESSION};
 use super::texts;
-use crate::event::SessionId;
+use crate::event::{Event, SessionId};
 use crate::store::{Ledger, StoreError};
 use std::collections::{HashMap, HashSet};
 use tantivy::collector::TopDocs;
+use tantivy::columnar::{Column, StrColumn};
 use tantivy::query::{BooleanQuery, EmptyQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::snippet::SnippetGenerator;
@@ -259,8 +260,15 @@ fn clone_all(queries: &[Box<dyn Query>]) -> Vec<Box<dyn Query>> {
     queries.iter().map(|q| q.box_clone()).collect()
 }
 
-/// The highest position the searcher holds.
-fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+/// The highest position the searcher holds (once per generation of the searcher).
+fn max_position(open: &Open, searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+    let generation = searcher.generation().generation_id();
+    let mut cached = open.max_position.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, max)) = *cached
+        && at == generation
+    {
+        return Ok(max);
+    }
     let mut max = 0;
     for segment in searcher.segment_readers() {
         if segment.num_docs() == 0 {
@@ -269,6 +277,7 @@ fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
         let column = segment.fast_fields().u64(POSITION)?;
         max = max.max(column.max_value());
     }
+    *cached = Some((generation, max));
     Ok(max)
 }
 
@@ -293,7 +302,7 @@ pub(super) fn run_search(
     }
     let (offset, bound) = match request.cursor {
         Some(cursor) => (cursor.offset, cursor.bound),
-        None => (0, max_position(&searcher)?),
+        None => (0, max_position(open, &searcher)?),
     };
     let filter = filter_of(request, request.cursor.map(|c| c.bound));
     let exclusions = || {
@@ -342,30 +351,35 @@ pub(super) fn run_search(
     snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
     let mut heads = Heads::default();
     let mut matches = Vec::with_capacity(page.len());
+    let mut columns: HashMap<u32, PageColumns> = HashMap::new();
     for (score, address) in page {
-        let segment = searcher.segment_reader(address.segment_ord);
-        let seq = segment
-            .fast_fields()
-            .u64(SEQ)?
-            .first(address.doc_id)
-            .unwrap_or(0);
-        let Some(sessions) = segment.fast_fields().str(SESSION)? else {
-            continue;
+        let columns = match columns.entry(address.segment_ord) {
+            std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+                let Some(sessions) = fast.str(SESSION)? else {
+                    continue;
+                };
+                slot.insert(PageColumns {
+                    seq: fast.u64(SEQ)?,
+                    position: fast.u64(POSITION)?,
+                    sessions,
+                })
+            }
         };
+        let seq = columns.seq.first(address.doc_id).unwrap_or(0);
+        let position = columns.position.first(address.doc_id).unwrap_or(0);
         let mut session_text = String::new();
-        if let Some(ord) = sessions.term_ords(address.doc_id).next() {
-            sessions
+        if let Some(ord) = columns.sessions.term_ords(address.doc_id).next() {
+            columns
+                .sessions
                 .ord_to_str(ord, &mut session_text)
                 .map_err(|e| RecallError::Index(e.into()))?;
         }
         let Ok(session) = session_text.parse::<SessionId>() else {
             continue;
         };
-        let read = ledger
-            .events(session, seq, seq)
-            .map(|events| events.into_iter().next())
-            .or_else(StoreError::skip_damage)?;
-        let Some(event) = read else {
+        let Some(event) = read_event(ledger, position, session, seq)? else {
             continue;
         };
         let text = texts(&event.payload).join("\n");
@@ -378,6 +392,41 @@ pub(super) fn run_search(
         matches,
         next_cursor,
     })
+}
+
+/// The fast fields a page of hits reads, opened once per segment.
+struct PageColumns {
+    seq: Column<u64>,
+    position: Column<u64>,
+    sessions: StrColumn,
+}
+
+/// The event of a hit: by its ledger position (one row, its hash checked), else (a ledger
+/// of an earlier build has no positions, or the position holds another event) by session
+/// and seq, which also reads the session's head (a long session's is large).
+fn read_event(
+    ledger: &Ledger,
+    position: u64,
+    session: SessionId,
+    seq: u64,
+) -> Result<Option<Event>, RecallError> {
+    if position > 0 {
+        let read = ledger
+            .events_from_position(position, 1)
+            .map(|events| events.into_iter().next())
+            .or_else(StoreError::skip_damage)?;
+        if let Some(found) = read
+            && found.position == position
+            && found.event.session == session
+            && found.event.seq == seq
+        {
+            return Ok(Some(found.event));
+        }
+    }
+    Ok(ledger
+        .events(session, seq, seq)
+        .map(|events| events.into_iter().next())
+        .or_else(StoreError::skip_damage)?)
 }
 
 /// The first `max` characters of `text`, `…` when cut.
