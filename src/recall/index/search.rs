@@ -327,12 +327,17 @@ pub(super) fn run_search(
     let mut hits = searcher.search(&*every, &TopDocs::with_limit(want).order_by_score())?;
     // Tier 2: any wanted unit, after every tier-1 hit.
     if hits.len() < want && wanted.len() > 1 {
-        let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(
-            Occur::Must,
-            Box::new(BooleanQuery::union(clone_all(&wanted))),
-        )];
-        any.extend(exclusions());
-        let any = FilteredQuery::wrap(Box::new(BooleanQuery::new(any)), &filter, *fields);
+        let union: Box<dyn Query> = Box::new(BooleanQuery::union(clone_all(&wanted)));
+        // The union alone when nothing is excluded: its own collection prunes (block-max
+        // WAND over its words); inside another boolean query every match is scored.
+        let any = if excluded.is_empty() {
+            union
+        } else {
+            let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, union)];
+            any.extend(exclusions());
+            Box::new(BooleanQuery::new(any))
+        };
+        let any = FilteredQuery::wrap(any, &filter, *fields);
         let seen: HashSet<DocAddress> = hits.iter().map(|(_, doc)| *doc).collect();
         let more = searcher.search(&*any, &TopDocs::with_limit(want).order_by_score())?;
         hits.extend(more.into_iter().filter(|(_, doc)| !seen.contains(doc)));
@@ -391,6 +396,9 @@ pub(super) fn run_search(
     Ok(SearchAnswer {
         matches,
         next_cursor,
+        // Each event read above by position or by session and seq, checked (its hash;
+        // one that does not check is skipped).
+        checked: true,
     })
 }
 
