@@ -31,7 +31,7 @@ mod search;
 
 pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
-use super::{DocumentFrequencies, RecallError, SearchAnswer, SearchRequest};
+use super::{DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
 use indexer::Indexer;
 use schema::{Fields, register_analyzers, schema};
@@ -144,7 +144,15 @@ struct Open {
     /// The highest position of the searcher of this generation (read once per reload:
     /// each segment's column is opened for it).
     max_position: Mutex<Option<(u64, u64)>>,
+    /// The titles and kinds of the sessions pages of hits showed, read at the ledger's
+    /// last position (a head changes only with an append, which moves it): a page's
+    /// sessions are not read again by the next search until the ledger grows. At most
+    /// [`MAX_CACHED_HEADS`].
+    heads: Mutex<(u64, Heads)>,
 }
+
+/// Most sessions' titles [`Open`] keeps between searches (emptied past it).
+const MAX_CACHED_HEADS: usize = 1_024;
 
 /// The index's state, as `verify` reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -463,6 +471,7 @@ impl TantivyRecall {
             reader,
             fields,
             max_position: Mutex::new(None),
+            heads: Mutex::new((0, Heads::default())),
         }))
     }
 }
@@ -528,6 +537,7 @@ fn open_index(path: &Path) -> Result<Open, RecallError> {
         reader,
         fields,
         max_position: Mutex::new(None),
+        heads: Mutex::new((0, Heads::default())),
     })
 }
 

@@ -155,11 +155,11 @@ impl PairPhraseWeight {
             Some(lengths) => lengths,
             None => FieldNormReader::constant(reader.max_doc(), 1),
         };
-        Ok(Some(Lead::Pair(PairScorer::new(
+        Ok(Some(Lead::Pair(Box::new(PairScorer::new(
             postings,
             lengths,
             ranking.boost_by(boost),
-        ))))
+        )))))
     }
 }
 
@@ -167,14 +167,14 @@ impl PairPhraseWeight {
 enum Lead {
     /// A pair the segment does not hold: nothing matches.
     Nothing,
-    Pair(PairScorer),
+    Pair(Box<PairScorer>),
 }
 
 impl Weight for PairPhraseWeight {
     fn scorer(&self, reader: &SegmentReader, boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
         if self.exact {
             match self.lead(reader, boost)? {
-                Some(Lead::Pair(lead)) => return Ok(Box::new(lead)),
+                Some(Lead::Pair(lead)) => return Ok(lead),
                 Some(Lead::Nothing) => return Ok(Box::new(EmptyScorer)),
                 None => {}
             }

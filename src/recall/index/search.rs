@@ -14,11 +14,11 @@
 use super::super::analyzer;
 use super::super::query::{ParsedQuery, Unit};
 use super::super::{Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
-use super::Open;
 use super::filter::{Filter, FilteredQuery};
 use super::phrase::PairPhraseQuery;
 use super::schema::{Fields, POSITION, SEQ, SESSION};
 use super::texts;
+use super::{MAX_CACHED_HEADS, Open};
 use crate::event::{Event, SessionId};
 use crate::store::{Ledger, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -354,7 +354,15 @@ pub(super) fn run_search(
         fields.body,
     )?;
     snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
-    let mut heads = Heads::default();
+    // The sessions' titles the last pages read, while the ledger has not grown.
+    let end = ledger.last_position()?;
+    let mut heads = {
+        let mut cached = open.heads.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != end || cached.1.sessions() > MAX_CACHED_HEADS {
+            *cached = (end, Heads::default());
+        }
+        std::mem::take(&mut cached.1)
+    };
     let mut matches = Vec::with_capacity(page.len());
     let mut columns: HashMap<u32, PageColumns> = HashMap::new();
     for (score, address) in page {
@@ -391,6 +399,12 @@ pub(super) fn run_search(
         let snippet = render_snippet(&snippets.snippet(&text), &text);
         if let Some(found) = heads.describe(ledger, &event, score, snippet)? {
             matches.push(found);
+        }
+    }
+    {
+        let mut cached = open.heads.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 == end {
+            cached.1 = heads;
         }
     }
     Ok(SearchAnswer {
