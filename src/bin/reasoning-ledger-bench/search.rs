@@ -9,7 +9,10 @@
 //! open and never opened. Issue 34's cases come after issue 20's: two- and four-word
 //! phrases of common words, filters (kinds, since, sessionId, read from the fixture's
 //! middle event) around one common word, a prefix and a typo; the previous scan is not
-//! measured for them. Must not: judge the figures (targets are shown beside them).
+//! measured for them. `--search-fixture uniform` measures issue 45's cases instead, on
+//! the ledger benchmarks' fixture (every event the same sentence but for its number):
+//! phrases every event holds, stop words, a prefix, a common word and a rare number, a
+//! kind filter. Must not: judge the figures (targets are shown beside them).
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;
