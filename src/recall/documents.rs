@@ -99,6 +99,11 @@ pub(crate) struct Heads {
 }
 
 impl Heads {
+    /// How many sessions it has read.
+    pub(crate) fn sessions(&self) -> usize {
+        self.seen.len()
+    }
+
     /// The title and kind of `session` (`None` when it has no head).
     pub(crate) fn title_and_kind(
         &mut self,

@@ -241,6 +241,11 @@ pub(crate) struct Match {
 pub(crate) struct SearchAnswer {
     pub matches: Vec<Match>,
     pub next_cursor: Option<Cursor>,
+    /// Every match's event was read from the ledger and checked while the answer was
+    /// made (the redb index reads each hit's event for its snippet): [`keep_sound`] need
+    /// not read them again (a session's head decoded per match, the most of a search of
+    /// a long session).
+    pub checked: bool,
 }
 
 impl SearchAnswer {
@@ -490,6 +495,8 @@ impl Recall {
             answer.rankers.push(found_rankers);
         }
         answer.answer.next_cursor = next_cursor;
+        // A subset of the ranked page's matches: checked when those were.
+        answer.answer.checked = ranked.answer.checked;
         Ok(answer)
     }
 
@@ -732,6 +739,9 @@ impl Recall {
 /// index is derived data: it may hold an event altered or removed since it was built),
 /// saying so in its note. The damage is recorded by the read that meets it.
 fn keep_sound(ledger: &Ledger, ranked: &mut RankedAnswer) -> Result<(), RecallError> {
+    if ranked.answer.checked {
+        return Ok(());
+    }
     let matches = std::mem::take(&mut ranked.answer.matches);
     let mut rankers = std::mem::take(&mut ranked.rankers).into_iter();
     let mut left_out = 0;

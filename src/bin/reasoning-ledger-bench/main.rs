@@ -101,6 +101,10 @@ struct BenchArgs {
     /// Events in the ledger searched
     #[arg(long, default_value_t = search::DEFAULT_SEARCH_EVENTS)]
     search_events: u64,
+    /// The ledger --search generates: varied text (issue 20's), or one session whose every
+    /// thought says the same sentence (issue 45's: phrases every event holds)
+    #[arg(long, value_enum, default_value_t = search::SearchFixture::Varied)]
+    search_fixture: search::SearchFixture,
     /// Also measure `serve --http` (issue 22): one client's latency, then 16 clients (each
     /// its own MCP session) at once, on redb beside PostgreSQL
     #[arg(long)]
@@ -348,7 +352,12 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.search {
         let server = server_binary(args.server.clone())?;
-        let figures = runtime()?.block_on(search::run(&server, &scratch, args.search_events))?;
+        let figures = runtime()?.block_on(search::run(
+            &server,
+            &scratch,
+            args.search_events,
+            args.search_fixture,
+        ))?;
         text.push_str(&format!("{figures}\n"));
         report.insert("search".into(), serde_json::Value::String(figures));
     }

@@ -9,7 +9,10 @@
 //! open and never opened. Issue 34's cases come after issue 20's: two- and four-word
 //! phrases of common words, filters (kinds, since, sessionId, read from the fixture's
 //! middle event) around one common word, a prefix and a typo; the previous scan is not
-//! measured for them. Must not: judge the figures (targets are shown beside them).
+//! measured for them. `--search-fixture uniform` measures issue 45's cases instead, on
+//! the ledger benchmarks' fixture (every event the same sentence but for its number):
+//! phrases every event holds, stop words, a prefix, a common word and a rare number, a
+//! kind filter. Must not: judge the figures (targets are shown beside them).
 
 use crate::ledger::FIXTURE_BATCH;
 use anyhow::Context;
@@ -21,6 +24,21 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Events per session of the uniform fixture (as the ledger benchmarks' open fixture).
+const UNIFORM_SESSION_EVENTS: u64 = 100_000;
+
+/// Which generated ledger the search bench measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SearchFixture {
+    /// Sessions of 100 events of varied text (issue 20's): common words, a long tail of
+    /// rare ones, one word in ten events.
+    Varied,
+    /// Sessions whose every thought says the same sentence but for its number (the
+    /// ledger benchmarks' fixture, issue 45's measurements): every event holds the same
+    /// phrases, stop words included.
+    Uniform,
+}
 
 /// Events in the searched ledger, by default.
 pub(crate) const DEFAULT_SEARCH_EVENTS: u64 = 1_000_000;
@@ -224,7 +242,53 @@ const PHRASE_TWO: &str = "cache latency";
 /// The four-word phrase: four common words.
 const PHRASE_FOUR: &str = "check evidence cache build";
 
-fn cases(probe: &Probe) -> Vec<Case> {
+/// Issue 45's cases, on the uniform fixture (every event: "Thought n: weigh the evidence,
+/// note what is uncertain, and decide what to check next.").
+fn uniform_cases() -> Vec<Case> {
+    let case = |label, query: &str| Case {
+        label,
+        arguments: json!({"query": query}),
+        cli: vec![query.to_string()],
+        scan: false,
+    };
+    let kind = Case {
+        label: "1 common word + a kind filter (`evidence`, kinds thinking)",
+        arguments: json!({"query": "evidence", "kinds": ["thinking"]}),
+        cli: ["evidence", "--kind", "thinking"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        scan: false,
+    };
+    vec![
+        case("1 word every event holds (`evidence`)", "evidence"),
+        case(
+            "a phrase every event holds (`\"check next\"`)",
+            "\"check next\"",
+        ),
+        case(
+            "a 4-word phrase every event holds (`\"decide what to check\"`)",
+            "\"decide what to check\"",
+        ),
+        case("a phrase of stop words (`\"what is\"`)", "\"what is\""),
+        case(
+            "a phrase of stop words, 3 words (`\"and decide what\"`)",
+            "\"and decide what\"",
+        ),
+        case("a phrase with a prefix (`\"check ne*\"`)", "\"check ne*\""),
+        case("a word and a prefix (`check ne*`)", "check ne*"),
+        case(
+            "a common word and a rare number (`thought 777`)",
+            "thought 777",
+        ),
+        kind,
+    ]
+}
+
+fn cases(fixture: SearchFixture, probe: &Probe) -> Vec<Case> {
+    if fixture == SearchFixture::Uniform {
+        return uniform_cases();
+    }
     let case = |label, arguments: Value, cli: &[&str]| Case {
         label,
         arguments,
@@ -466,14 +530,33 @@ async fn append_p50(server: &Path, dir: &Path, index_open: bool) -> anyhow::Resu
 }
 
 /// Runs the search benchmarks in `dir` with `server` (the fixture is built there).
-pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Result<String> {
-    let ledger_dir = dir.join("search");
+pub(crate) async fn run(
+    server: &Path,
+    dir: &Path,
+    events: u64,
+    fixture: SearchFixture,
+) -> anyhow::Result<String> {
+    let ledger_dir = dir.join(match fixture {
+        SearchFixture::Varied => "search",
+        SearchFixture::Uniform => "search-uniform",
+    });
     eprintln!("bench: building the search fixture ({events} events)…");
     // The blocking parts step off the async workers (the store blocks on its writer).
     let probe = tokio::task::block_in_place(|| -> anyhow::Result<Probe> {
         let ledger = Ledger::open(&ledger_dir, reasoning_ledger::testing::families())?;
         if ledger.last_position()? < events {
-            build_fixture(&ledger, events)?;
+            match fixture {
+                SearchFixture::Varied => build_fixture(&ledger, events)?,
+                SearchFixture::Uniform => {
+                    // As the ledger benchmarks' open fixture: sessions of 100,000 events.
+                    let mut total = 0;
+                    while total < events {
+                        let n = UNIFORM_SESSION_EVENTS.min(events - total);
+                        crate::ledger::build_session(&ledger, n)?;
+                        total += n;
+                    }
+                }
+            }
         }
         Probe::read(&ledger, events)
     })?;
@@ -510,7 +593,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     let scans = tokio::task::block_in_place(|| -> anyhow::Result<Vec<(Duration, u64)>> {
         let ledger = Ledger::open(&ledger_dir, reasoning_ledger::testing::families())?;
         let mut scans = Vec::new();
-        for case in cases(&probe).into_iter().filter(|c| c.scan) {
+        for case in cases(fixture, &probe).into_iter().filter(|c| c.scan) {
             let query = case.arguments["query"].as_str().unwrap_or_default();
             let before = own_peak_kib();
             let started = Instant::now();
@@ -523,7 +606,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
     // The warm server.
     let client = serve(server, &ledger_dir).await?;
     let mut server_rows = Vec::new();
-    for case in cases(&probe) {
+    for case in cases(fixture, &probe) {
         let args = arguments(&case.arguments);
         let first = client.call_tool("search_history", args.clone()).await?;
         anyhow::ensure!(first["isError"] != json!(true), "{}: {first}", case.label);
@@ -546,7 +629,7 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
 
     // The CLI, process start included.
     let mut cli_rows = Vec::new();
-    for case in cases(&probe) {
+    for case in cases(fixture, &probe) {
         let mut walls = Vec::new();
         let mut peak = 0;
         for _ in 0..CLI_RUNS {
@@ -571,8 +654,10 @@ pub(crate) async fn run(server: &Path, dir: &Path, events: u64) -> anyhow::Resul
         "| query (top 10) | matches | warm server p50 / p95 | target p95 | CLI wall (median) / peak RSS | targets | previous scan: time / RSS growth |\n|---|---|---|---|---|---|---|"
     );
     let mut scans = scans.into_iter();
-    for ((case, (found, p50, p95)), (wall, peak)) in
-        cases(&probe).iter().zip(&server_rows).zip(&cli_rows)
+    for ((case, (found, p50, p95)), (wall, peak)) in cases(fixture, &probe)
+        .iter()
+        .zip(&server_rows)
+        .zip(&cli_rows)
     {
         let scan = match case.scan.then(|| scans.next()).flatten() {
             Some((scan, scan_kib)) => format!(

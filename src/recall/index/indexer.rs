@@ -5,13 +5,11 @@
 //! Must not: search, or decide when to rebuild (the index's [`super::TantivyRecall`]
 //! does).
 
-use super::super::analyzer::analyzer;
 use super::super::{Documents, RecallError};
 use super::Checkpoint;
-use super::schema::{Fields, words_and_pairs};
+use super::schema::Fields;
 use crate::event::Event;
 use crate::store::Ledger;
-use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{IndexWriter, TantivyDocument};
 
 /// Turns events into documents and remembers what it applied.
@@ -20,7 +18,6 @@ pub(super) struct Indexer<'l> {
     fields: Fields,
     pub(super) checkpoint: Checkpoint,
     documents: Documents<'l>,
-    analyzer: TextAnalyzer,
 }
 
 impl<'l> Indexer<'l> {
@@ -30,7 +27,6 @@ impl<'l> Indexer<'l> {
             fields,
             checkpoint,
             documents: Documents::new(ledger),
-            analyzer: analyzer(),
         }
     }
 
@@ -45,22 +41,10 @@ impl<'l> Indexer<'l> {
         };
         let f = self.fields;
         let mut doc = TantivyDocument::new();
-        // Analysed once for both fields (`body`'s words, `pairs` of them).
-        let (words, pairs) = words_and_pairs(&mut self.analyzer, &searchable.text);
-        doc.add_pre_tokenized_text(
-            f.body,
-            PreTokenizedString {
-                text: String::new(),
-                tokens: words,
-            },
-        );
-        doc.add_pre_tokenized_text(
-            f.pairs,
-            PreTokenizedString {
-                text: String::new(),
-                tokens: pairs,
-            },
-        );
+        // Analysed on Tantivy's indexing threads, once for both fields (`body`'s analyser
+        // leaves the pairs for `pairs`': see `schema`).
+        doc.add_text(f.body, &searchable.text);
+        doc.add_text(f.pairs, searchable.text);
         doc.add_text(f.kind, searchable.kind.as_str());
         doc.add_text(f.session, event.session.to_string());
         doc.add_u64(f.seq, event.seq);

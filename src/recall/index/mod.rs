@@ -7,7 +7,8 @@
 //! and the update lock (`index/update.lock`: one process updates at a time, across
 //! processes; the others wait for it, then read). Beside it, by concern as Tantivy lays
 //! itself out: [`schema`] (the fields, the word and word-pair analysers), [`indexer`]
-//! (events → documents), [`search`] (queries, tiers, pages, snippets, prefixes, typos)
+//! (events → documents), [`search`] (queries, tiers, pages, snippets, prefixes, typos),
+//! [`phrase`] (a quoted phrase: its pairs, pruned by the top-k collection)
 //! and [`filter`] (filters applied while the top hits are collected). Must not: write to
 //! the ledger, or answer from an index behind the ledger (every search first applies the
 //! tail after the checkpoint), or write beside a ledger that may not be written here
@@ -24,12 +25,13 @@
 
 mod filter;
 mod indexer;
+mod phrase;
 mod schema;
 mod search;
 
 pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
-use super::{DocumentFrequencies, RecallError, SearchAnswer, SearchRequest};
+use super::{DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
 use indexer::Indexer;
 use schema::{Fields, register_analyzers, schema};
@@ -41,8 +43,9 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
 /// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast. 3:
-/// no model prompts and no heuristic candidate sets (the server's own words).
-pub(crate) const RECALL_SCHEMA: u32 = 3;
+/// no model prompts and no heuristic candidate sets (the server's own words). 4: pairs
+/// with frequencies and lengths, none with a digit; `position` not indexed (fast only).
+pub(crate) const RECALL_SCHEMA: u32 = 4;
 
 /// The index's folder inside the data directory.
 pub(crate) const INDEX_DIR: &str = "index";
@@ -138,7 +141,18 @@ struct Open {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// The highest position of the searcher of this generation (read once per reload:
+    /// each segment's column is opened for it).
+    max_position: Mutex<Option<(u64, u64)>>,
+    /// The titles and kinds of the sessions pages of hits showed, read at the ledger's
+    /// last position (a head changes only with an append, which moves it): a page's
+    /// sessions are not read again by the next search until the ledger grows. At most
+    /// [`MAX_CACHED_HEADS`].
+    heads: Mutex<(u64, Heads)>,
 }
+
+/// Most sessions' titles [`Open`] keeps between searches (emptied past it).
+const MAX_CACHED_HEADS: usize = 1_024;
 
 /// The index's state, as `verify` reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -456,6 +470,8 @@ impl TantivyRecall {
             index,
             reader,
             fields,
+            max_position: Mutex::new(None),
+            heads: Mutex::new((0, Heads::default())),
         }))
     }
 }
@@ -520,6 +536,8 @@ fn open_index(path: &Path) -> Result<Open, RecallError> {
         index,
         reader,
         fields,
+        max_position: Mutex::new(None),
+        heads: Mutex::new((0, Heads::default())),
     })
 }
 

@@ -2,9 +2,9 @@
 //! (every wanted unit, then any), a page of hits read back from the ledger, snippets.
 //!
 //! Owns: what each unit of the query language is on the index ([`unit_query`]: a word is
-//! its term, ranked by BM25; a phrase is its words' positions checked in `body` on the
-//! documents that hold every pair of adjacent words in `pairs`, so a phrase costs what its
-//! rarest pair costs; `word*` is the index's most frequent terms that start with it,
+//! its term, ranked by BM25; a phrase is its pairs of adjacent words in `pairs`, ranked
+//! as `body`'s phrase and cut off by the top-k collection ([`super::phrase`]), so a
+//! phrase costs what its rarest pair costs, not what every match costs; `word*` is the index's most frequent terms that start with it,
 //! ranked as words), the typo retry's candidates ([`correction`]: words one edit away
 //! that the index holds), the document frequencies hybrid fusion weighs words by
 //! ([`document_frequencies`]), and snippets. Filters are applied inside the collection
@@ -14,17 +14,17 @@
 use super::super::analyzer;
 use super::super::query::{ParsedQuery, Unit};
 use super::super::{Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
-use super::Open;
 use super::filter::{Filter, FilteredQuery};
-use super::schema::{Fields, POSITION, SEQ, SESSION, pair_term};
+use super::phrase::PairPhraseQuery;
+use super::schema::{Fields, POSITION, SEQ, SESSION};
 use super::texts;
-use crate::event::SessionId;
+use super::{MAX_CACHED_HEADS, Open};
+use crate::event::{Event, SessionId};
 use crate::store::{Ledger, StoreError};
 use std::collections::{HashMap, HashSet};
 use tantivy::collector::TopDocs;
-use tantivy::query::{
-    BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, TermQuery,
-};
+use tantivy::columnar::{Column, StrColumn};
+use tantivy::query::{BooleanQuery, EmptyQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{DocAddress, Searcher, Term};
@@ -46,38 +46,6 @@ fn word(fields: &Fields, term: &str) -> Box<dyn Query> {
         Term::from_field_text(fields.body, term),
         IndexRecordOption::WithFreqs,
     ))
-}
-
-/// `terms` in this order: positions checked in `body` (which ranks it, as a phrase
-/// always was) on the documents holding every adjacent pair in `pairs` (which only
-/// selects: its clauses score 0).
-fn phrase(fields: &Fields, terms: &[String]) -> Box<dyn Query> {
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
-        Occur::Must,
-        Box::new(PhraseQuery::new(
-            terms
-                .iter()
-                .map(|t| Term::from_field_text(fields.body, t))
-                .collect(),
-        )),
-    )];
-    let mut seen = HashSet::new();
-    for pair in terms.windows(2) {
-        let text = pair_term(&pair[0], &pair[1]);
-        if seen.insert(text.clone()) {
-            clauses.push((
-                Occur::Must,
-                Box::new(ConstScoreQuery::new(
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(fields.pairs, &text),
-                        IndexRecordOption::Basic,
-                    )),
-                    0.0,
-                )),
-            ));
-        }
-    }
-    Box::new(BooleanQuery::new(clauses))
 }
 
 /// Up to [`MAX_PREFIX_TERMS`] terms of `field` that start with `prefix`, the most
@@ -154,7 +122,7 @@ pub(super) fn unit_query(
     Ok(match terms.len() {
         0 => None,
         1 => Some(word(fields, &terms[0])),
-        _ => Some(phrase(fields, &terms)),
+        _ => Some(PairPhraseQuery::for_terms(fields, &terms)),
     })
 }
 
@@ -292,8 +260,15 @@ fn clone_all(queries: &[Box<dyn Query>]) -> Vec<Box<dyn Query>> {
     queries.iter().map(|q| q.box_clone()).collect()
 }
 
-/// The highest position the searcher holds.
-fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+/// The highest position the searcher holds (once per generation of the searcher).
+fn max_position(open: &Open, searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
+    let generation = searcher.generation().generation_id();
+    let mut cached = open.max_position.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, max)) = *cached
+        && at == generation
+    {
+        return Ok(max);
+    }
     let mut max = 0;
     for segment in searcher.segment_readers() {
         if segment.num_docs() == 0 {
@@ -302,6 +277,7 @@ fn max_position(searcher: &tantivy::Searcher) -> Result<u64, RecallError> {
         let column = segment.fast_fields().u64(POSITION)?;
         max = max.max(column.max_value());
     }
+    *cached = Some((generation, max));
     Ok(max)
 }
 
@@ -326,7 +302,7 @@ pub(super) fn run_search(
     }
     let (offset, bound) = match request.cursor {
         Some(cursor) => (cursor.offset, cursor.bound),
-        None => (0, max_position(&searcher)?),
+        None => (0, max_position(open, &searcher)?),
     };
     let filter = filter_of(request, request.cursor.map(|c| c.bound));
     let exclusions = || {
@@ -351,12 +327,17 @@ pub(super) fn run_search(
     let mut hits = searcher.search(&*every, &TopDocs::with_limit(want).order_by_score())?;
     // Tier 2: any wanted unit, after every tier-1 hit.
     if hits.len() < want && wanted.len() > 1 {
-        let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(
-            Occur::Must,
-            Box::new(BooleanQuery::union(clone_all(&wanted))),
-        )];
-        any.extend(exclusions());
-        let any = FilteredQuery::wrap(Box::new(BooleanQuery::new(any)), &filter, *fields);
+        let union: Box<dyn Query> = Box::new(BooleanQuery::union(clone_all(&wanted)));
+        // The union alone when nothing is excluded: its own collection prunes (block-max
+        // WAND over its words); inside another boolean query every match is scored.
+        let any = if excluded.is_empty() {
+            union
+        } else {
+            let mut any: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, union)];
+            any.extend(exclusions());
+            Box::new(BooleanQuery::new(any))
+        };
+        let any = FilteredQuery::wrap(any, &filter, *fields);
         let seen: HashSet<DocAddress> = hits.iter().map(|(_, doc)| *doc).collect();
         let more = searcher.search(&*any, &TopDocs::with_limit(want).order_by_score())?;
         hits.extend(more.into_iter().filter(|(_, doc)| !seen.contains(doc)));
@@ -373,32 +354,45 @@ pub(super) fn run_search(
         fields.body,
     )?;
     snippets.set_max_num_chars(SNIPPET_MAX_CHARS);
-    let mut heads = Heads::default();
+    // The sessions' titles the last pages read, while the ledger has not grown.
+    let end = ledger.last_position()?;
+    let mut heads = {
+        let mut cached = open.heads.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != end || cached.1.sessions() > MAX_CACHED_HEADS {
+            *cached = (end, Heads::default());
+        }
+        std::mem::take(&mut cached.1)
+    };
     let mut matches = Vec::with_capacity(page.len());
+    let mut columns: HashMap<u32, PageColumns> = HashMap::new();
     for (score, address) in page {
-        let segment = searcher.segment_reader(address.segment_ord);
-        let seq = segment
-            .fast_fields()
-            .u64(SEQ)?
-            .first(address.doc_id)
-            .unwrap_or(0);
-        let Some(sessions) = segment.fast_fields().str(SESSION)? else {
-            continue;
+        let columns = match columns.entry(address.segment_ord) {
+            std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+                let Some(sessions) = fast.str(SESSION)? else {
+                    continue;
+                };
+                slot.insert(PageColumns {
+                    seq: fast.u64(SEQ)?,
+                    position: fast.u64(POSITION)?,
+                    sessions,
+                })
+            }
         };
+        let seq = columns.seq.first(address.doc_id).unwrap_or(0);
+        let position = columns.position.first(address.doc_id).unwrap_or(0);
         let mut session_text = String::new();
-        if let Some(ord) = sessions.term_ords(address.doc_id).next() {
-            sessions
+        if let Some(ord) = columns.sessions.term_ords(address.doc_id).next() {
+            columns
+                .sessions
                 .ord_to_str(ord, &mut session_text)
                 .map_err(|e| RecallError::Index(e.into()))?;
         }
         let Ok(session) = session_text.parse::<SessionId>() else {
             continue;
         };
-        let read = ledger
-            .events(session, seq, seq)
-            .map(|events| events.into_iter().next())
-            .or_else(StoreError::skip_damage)?;
-        let Some(event) = read else {
+        let Some(event) = read_event(ledger, position, session, seq)? else {
             continue;
         };
         let text = texts(&event.payload).join("\n");
@@ -407,10 +401,54 @@ pub(super) fn run_search(
             matches.push(found);
         }
     }
+    {
+        let mut cached = open.heads.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 == end {
+            cached.1 = heads;
+        }
+    }
     Ok(SearchAnswer {
         matches,
         next_cursor,
+        // Each event read above by position or by session and seq, checked (its hash;
+        // one that does not check is skipped).
+        checked: true,
     })
+}
+
+/// The fast fields a page of hits reads, opened once per segment.
+struct PageColumns {
+    seq: Column<u64>,
+    position: Column<u64>,
+    sessions: StrColumn,
+}
+
+/// The event of a hit: by its ledger position (one row, its hash checked), else (a ledger
+/// of an earlier build has no positions, or the position holds another event) by session
+/// and seq, which also reads the session's head (a long session's is large).
+fn read_event(
+    ledger: &Ledger,
+    position: u64,
+    session: SessionId,
+    seq: u64,
+) -> Result<Option<Event>, RecallError> {
+    if position > 0 {
+        let read = ledger
+            .events_from_position(position, 1)
+            .map(|events| events.into_iter().next())
+            .or_else(StoreError::skip_damage)?;
+        if let Some(found) = read
+            && found.position == position
+            && found.event.session == session
+            && found.event.seq == seq
+        {
+            return Ok(Some(found.event));
+        }
+    }
+    Ok(ledger
+        .events(session, seq, seq)
+        .map(|events| events.into_iter().next())
+        .or_else(StoreError::skip_damage)?)
 }
 
 /// The first `max` characters of `text`, `…` when cut.

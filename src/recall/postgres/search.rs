@@ -356,6 +356,8 @@ impl TextSearch for PgSearch {
         Ok(SearchAnswer {
             matches,
             next_cursor,
+            // Built from the search table's rows: `keep_sound` reads each event.
+            checked: false,
         })
     }
 
