@@ -377,11 +377,11 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 pub(crate) mod tests {
     use super::*;
     use crate::event::{Payload, SessionId, SessionKind};
-    use crate::fuzzing::{
+    use crate::projection::fixtures::*;
+    use crate::testing::fuzz::{
         assert_label_inert as assert_inert, check_mermaid_structure as check_structure,
         decode_label as decode, quoted_strings, shown_label as shown,
     };
-    use crate::projection::fixtures::*;
     use crate::tools::planning::payload::{Body, PlanningEvent};
     use crate::tools::planning::state::{
         Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit, Planning,
@@ -627,7 +627,7 @@ pub(crate) mod tests {
     fn plans_and_evaluated_branches_render_within_the_structure() {
         for text in HOSTILE {
             for tree in [plan_tree(text), evaluated_tree(text)] {
-                crate::fuzzing::check_render(&tree);
+                crate::testing::fuzz::check_render(&tree);
             }
         }
         let diagram = render(&plan_tree("p"));

@@ -2,7 +2,7 @@
 //! (the previous thought on the same line), `revises` (to the thought a revision revises)
 //! and `branches_from` (from a branch point to the first thought of its branch).
 //!
-//! Built by folding events in seq order ([`ThoughtTree::apply`]; each family's events add
+//! Built by folding events in seq order ([`ThoughtTree::fold`]; each family's events add
 //! their nodes through [`FoldTree`], the hook defined here); replaying to seq N is
 //! folding the first N. Edges only ever point from an earlier node to a later one or from
 //! a later one back to an earlier one that already exists, so a fold can never loop; a
@@ -31,7 +31,7 @@ fn serialize_time<S: serde::Serializer>(at_ms: &u64, serializer: S) -> Result<S:
 /// thoughts): build it with [`ThoughtNode::new`] and set what the thought has.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ThoughtNode {
+pub(crate) struct ThoughtNode {
     /// Seq of the event that recorded it.
     pub seq: u64,
     /// Commit time, ms since the epoch; serialized as ISO 8601 (UTC, milliseconds) like
@@ -80,7 +80,13 @@ pub struct ThoughtNode {
 impl ThoughtNode {
     /// A thought recorded by event `seq` at `at` through `tool`, numbered
     /// `thought_number`, with nothing else set.
-    pub fn new(seq: u64, at: u64, tool: String, thought_number: u64, thought: String) -> Self {
+    pub(crate) fn new(
+        seq: u64,
+        at: u64,
+        tool: String,
+        thought_number: u64,
+        thought: String,
+    ) -> Self {
         ThoughtNode {
             seq,
             at,
@@ -103,7 +109,7 @@ impl ThoughtNode {
     }
 
     /// Its family data, if it is a `T`.
-    pub fn data<T: NodeData>(&self) -> Option<&T> {
+    pub(crate) fn data<T: NodeData>(&self) -> Option<&T> {
         self.data.as_ref().and_then(NodeExtension::get)
     }
 }
@@ -111,7 +117,7 @@ impl ThoughtNode {
 /// How two thoughts are related.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EdgeKind {
+pub(crate) enum EdgeKind {
     /// The next thought on the same line (main line or one branch).
     Next,
     /// From a revision to the thought it revises.
@@ -123,7 +129,7 @@ pub enum EdgeKind {
 /// A branch of the session, in first-seen order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Branch {
+pub(crate) struct Branch {
     pub id: String,
     /// The thought number it branched from (as first given).
     pub from_thought: u64,
@@ -136,7 +142,7 @@ pub struct Branch {
 /// Something in the log that does not fit together; reported, never fatal.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Anomaly {
+pub(crate) enum Anomaly {
     /// `revisesThought` names a thought that does not exist (yet) in the session.
     DanglingRevision { seq: u64, revises_thought: u64 },
     /// `branchFromThought` names a thought that does not exist (yet) in the session.
@@ -149,7 +155,7 @@ pub enum Anomaly {
 
 /// An edge as exported: seqs of both ends.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EdgeView {
+pub(crate) struct EdgeView {
     pub from: u64,
     pub to: u64,
     pub kind: EdgeKind,
@@ -172,18 +178,18 @@ struct Latest {
 /// The fold of one session's events.
 #[derive(Clone, Debug)]
 pub struct ThoughtTree {
-    pub session: SessionId,
-    pub summary: Option<SessionSummary>,
+    pub(crate) session: SessionId,
+    pub(crate) summary: Option<SessionSummary>,
     /// Seq of the last event folded.
     pub at_seq: u64,
-    pub graph: StableDiGraph<ThoughtNode, EdgeKind>,
+    pub(crate) graph: StableDiGraph<ThoughtNode, EdgeKind>,
     /// Nodes in seq order.
-    pub order: Vec<NodeIndex>,
-    pub branches: Vec<Branch>,
-    pub anomalies: Vec<Anomaly>,
+    pub(crate) order: Vec<NodeIndex>,
+    pub(crate) branches: Vec<Branch>,
+    pub(crate) anomalies: Vec<Anomaly>,
     /// What the families folded besides thoughts (plans, searches, branch nodes, model
     /// calls), one state per type: [`ThoughtTree::family`].
-    pub families: FamilyStates,
+    pub(crate) families: FamilyStates,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -200,7 +206,7 @@ pub struct ThoughtTree {
 }
 
 impl ThoughtTree {
-    pub fn new(session: SessionId) -> Self {
+    pub(crate) fn new(session: SessionId) -> Self {
         ThoughtTree {
             session,
             summary: None,
@@ -221,7 +227,7 @@ impl ThoughtTree {
 
     /// An empty tree with room for `events` thoughts, for a fold that knows how many
     /// events it will read (no regrowing of the graph and maps on a long session).
-    pub fn with_capacity(session: SessionId, events: usize) -> Self {
+    pub(crate) fn with_capacity(session: SessionId, events: usize) -> Self {
         let events = events.min(PRESIZE_LIMIT);
         let mut tree = ThoughtTree::new(session);
         tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
@@ -244,7 +250,7 @@ impl ThoughtTree {
     /// hundreds of thousands of thoughts). `next` and `branches_from` edges must point
     /// forward in seq and `revises` edges backward; then no path can return to its
     /// start. An edge breaking that (only a crafted log could) is reported as a cycle.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let out_of_order = self.graph.edge_references().any(|edge| {
             let (from, to) = (self.graph[edge.source()].seq, self.graph[edge.target()].seq);
             match edge.weight() {
@@ -257,25 +263,18 @@ impl ThoughtTree {
         }
     }
 
-    pub fn kind(&self) -> Option<SessionKind> {
+    pub(crate) fn kind(&self) -> Option<SessionKind> {
         self.summary.as_ref().map(|s| s.kind)
     }
 
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         self.summary.as_ref().map_or("", |s| s.title.as_str())
     }
 
-    /// Folds one event. Events of other sessions, and seqs not following the last one,
-    /// are ignored (a fold of a crafted log never panics).
-    pub fn apply(&mut self, event: &Event) {
-        if self.follows(event) {
-            self.fold(event.clone());
-        }
-    }
-
-    /// [`ThoughtTree::apply`] for an owned event: its texts move into the tree instead of
-    /// being copied (the rebuild path).
-    pub fn fold(&mut self, mut event: Event) {
+    /// Folds one event; its texts move into the tree instead of being copied (the
+    /// rebuild path). Events of other sessions, and seqs not following the last one, are
+    /// ignored (a fold of a crafted log never panics).
+    pub(crate) fn fold(&mut self, mut event: Event) {
         if !self.follows(&event) {
             return;
         }
@@ -313,7 +312,7 @@ impl ThoughtTree {
     }
 
     /// The state family type `T` folded, if the session has one.
-    pub fn family<T: FamilyState>(&self) -> Option<&T> {
+    pub(crate) fn family<T: FamilyState>(&self) -> Option<&T> {
         self.families.get()
     }
 
@@ -454,12 +453,12 @@ impl ThoughtTree {
     }
 
     /// Thoughts in seq order.
-    pub fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
+    pub(crate) fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
         self.order.iter().map(|index| &self.graph[*index])
     }
 
     /// Every edge as (from seq, to seq, kind), sorted by the seqs.
-    pub fn edges(&self) -> Vec<EdgeView> {
+    pub(crate) fn edges(&self) -> Vec<EdgeView> {
         let mut edges: Vec<EdgeView> = self
             .graph
             .edge_references()
@@ -474,7 +473,7 @@ impl ThoughtTree {
     }
 
     /// The whole tree as one JSON value (the `json` export and `replay_session`).
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let summary = self.summary.as_ref();
         let mut json = serde_json::json!({
             "sessionId": self.session.to_string(),
@@ -519,7 +518,7 @@ pub(crate) trait FoldTree: FamilyEvent + Sized {
 
 /// How some of a family's payloads fold into a tree, as the registry hands it to the
 /// projection (see [`Registry`]). [`FoldOf`] is the one implementation a family needs.
-pub trait Fold: Sync {
+pub(crate) trait Fold: Sync {
     /// Folds `event` if it is one of the payload types this fold knows; hands it back
     /// otherwise.
     fn fold(
