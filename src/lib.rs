@@ -86,7 +86,7 @@ pub mod testing {
     pub use crate::export::svg::render as render_svg;
     pub use crate::mcp_client::McpClient;
     pub use crate::progress::Progress;
-    pub use crate::projection::tree::ThoughtTree;
+    pub use crate::projection::tree::{Folds, ThoughtTree};
     pub use crate::query::session::load_tree;
     pub use crate::server::SLOW_CALL;
     pub use crate::store::{LEDGER_FILE_NAME, Ledger};
@@ -109,15 +109,9 @@ pub mod testing {
     }
 }
 
-/// The product's folds, as the projections see them (`projection::family`). The
-/// families' codecs and kinds are no lookup: the composition root (`cli`, a test) builds
-/// them as a value (`tools::families()`) and hands it to the ledger it opens, which
-/// decodes with it explicitly.
-pub(crate) fn folds() -> &'static dyn projection::tree::Registry {
-    &tools::REGISTRY
-}
-
-/// The same registry as the exports see it (`export::family`).
+/// The product's renderers, as the exports see them (`export::family`). The families'
+/// codecs, kinds and folds are no lookup: the composition root (`cli`, a test) builds
+/// them as a value (`tools::families()`) and hands it to the ledger it opens.
 pub(crate) fn exports() -> &'static dyn export::family::Registry {
     &tools::REGISTRY
 }

@@ -123,12 +123,15 @@ pub(crate) trait Registry: Sync {
 #[derive(Clone)]
 pub struct Families(std::sync::Arc<FamilyLists>);
 
+#[derive(Clone)]
 struct FamilyLists {
     codecs: Vec<&'static dyn PayloadCodec>,
     kinds: Vec<&'static KindInfo>,
     /// Every event tag and the codec that claims it (a scan of a short list: a rebuild
     /// asks once per event, and a handful of string compares beat hashing the tag).
     by_tag: Vec<(&'static str, &'static dyn PayloadCodec)>,
+    /// The values the layers above read with ([`Families::carrying`]), one per type.
+    carried: Vec<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl fmt::Debug for Families {
@@ -162,7 +165,27 @@ impl Families {
             codecs,
             kinds,
             by_tag,
+            carried: Vec::new(),
         }))
+    }
+
+    /// These families with `value` carried beside them: what the layers above read a
+    /// ledger's events with (the projections' folds, the exports' renderers), handed down
+    /// from the composition root with the families and never named here. One value per
+    /// type: a second of the same type replaces the first.
+    pub(crate) fn carrying<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        let lists = std::sync::Arc::make_mut(&mut self.0);
+        lists.carried.retain(|known| !known.is::<T>());
+        lists.carried.push(std::sync::Arc::new(value));
+        self
+    }
+
+    /// The value of type `T` these families carry ([`Families::carrying`]), if any.
+    pub(crate) fn carried<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.0
+            .carried
+            .iter()
+            .find_map(|value| value.downcast_ref::<T>())
     }
 
     /// The families a registry lists.

@@ -815,7 +815,7 @@ pub(crate) mod tests {
     fn an_empty_tree_is_still_a_diagram() {
         for tree in [
             tree_of("nothing \"]", SessionKind::THINKING, Vec::new()),
-            ThoughtTree::new(SessionId::generate()),
+            ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
         ] {
             let diagram = render(&tree);
             let (nodes, edges, subgraphs) = check_structure(&diagram);
@@ -863,7 +863,10 @@ pub(crate) mod tests {
     fn write_hostile_renders_for_the_mermaid_checker() {
         let dir = cargo_target_dir().join("mermaid-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
-        let mut trees = vec![("empty".to_string(), ThoughtTree::new(SessionId::generate()))];
+        let mut trees = vec![(
+            "empty".to_string(),
+            ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
+        )];
         for (i, text) in HOSTILE.iter().enumerate() {
             trees.push((format!("hostile-{i:02}"), hostile_tree(text)));
             trees.push((format!("think-{i:02}"), think_tree(text)));

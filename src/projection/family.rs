@@ -100,22 +100,12 @@ impl FamilyStates {
     }
 
     /// Every state, in the order of the registry (the tree's JSON order).
-    pub(crate) fn in_registry_order(&self) -> Vec<&dyn FamilyState> {
+    /// (`rank`: a family's position in the registry, the tree's folds'.)
+    pub(crate) fn in_registry_order(&self, rank: impl Fn(&str) -> usize) -> Vec<&dyn FamilyState> {
         let mut states: Vec<&dyn FamilyState> = self.0.iter().map(|s| &**s).collect();
-        states.sort_by_key(|s| family_rank(s.family()));
+        states.sort_by_key(|s| rank(s.family()));
         states
     }
-}
-
-/// Position of family `name` in the registry (the order families' parts of a tree are
-/// written in); unregistered names come last.
-fn family_rank(name: &str) -> usize {
-    static ORDER: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ORDER
-        .get_or_init(|| crate::folds().family_order())
-        .iter()
-        .position(|family| *family == name)
-        .unwrap_or(usize::MAX)
 }
 
 impl Clone for FamilyStates {

@@ -9,6 +9,7 @@
 //! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
 //! without an edge. Must not: write, do I/O, or reorder events.
 
+use crate::event::family::Families;
 use crate::event::summary::SessionSummary;
 use crate::event::{Event, FamilyEvent, Payload, SessionId, SessionKind};
 use crate::projection::family::{FamilyState, FamilyStates, NodeData, NodeExtension};
@@ -16,6 +17,7 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt;
 use std::marker::PhantomData;
 
 /// Hash maps of the fold: keyed by thought numbers and branch ids the fold itself
@@ -203,10 +205,12 @@ pub struct ThoughtTree {
     actors: Vec<(u64, std::sync::Arc<str>)>,
     /// The actor of the event being folded: its thoughts get it.
     folding_actor: Option<String>,
+    /// The folds its family events go through, and the order of the families' parts.
+    folds: Folds,
 }
 
 impl ThoughtTree {
-    pub(crate) fn new(session: SessionId) -> Self {
+    pub(crate) fn new(session: SessionId, folds: &Folds) -> Self {
         ThoughtTree {
             session,
             summary: None,
@@ -222,23 +226,28 @@ impl ThoughtTree {
             latest_on_branch: FoldMap::default(),
             actors: Vec::new(),
             folding_actor: None,
+            folds: folds.clone(),
         }
     }
 
     /// An empty tree with room for `events` thoughts, for a fold that knows how many
     /// events it will read (no regrowing of the graph and maps on a long session).
-    pub(crate) fn with_capacity(session: SessionId, events: usize) -> Self {
+    pub(crate) fn with_capacity(session: SessionId, events: usize, folds: &Folds) -> Self {
         let events = events.min(PRESIZE_LIMIT);
-        let mut tree = ThoughtTree::new(session);
+        let mut tree = ThoughtTree::new(session, folds);
         tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
         tree.order.reserve(events);
         tree.latest.reserve(events);
         tree
     }
 
-    /// Folds `events` (in seq order) into a new tree.
-    pub fn build(session: SessionId, events: impl IntoIterator<Item = Event>) -> Self {
-        let mut tree = ThoughtTree::new(session);
+    /// Folds `events` (in seq order) into a new tree, through `folds`.
+    pub fn build(
+        session: SessionId,
+        events: impl IntoIterator<Item = Event>,
+        folds: &Folds,
+    ) -> Self {
+        let mut tree = ThoughtTree::new(session, folds);
         for event in events {
             tree.fold(event);
         }
@@ -500,7 +509,10 @@ impl ThoughtTree {
         }
         // Each family's part, when it holds something (every other export stays as it
         // was), in the registry's order.
-        for state in self.families.in_registry_order() {
+        for state in self
+            .families
+            .in_registry_order(|name| self.folds.rank(name))
+        {
             if let Some((key, value)) = state.json() {
                 json[key] = value;
             }
@@ -560,7 +572,7 @@ impl<T: FoldTree> Fold for FoldOf<T> {
 }
 
 /// What the projections ask of the registered families: how their payloads fold into a
-/// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
+/// tree (`tools` implements it over its families; [`Folds::of`] reads it once).
 pub(crate) trait Registry: Sync {
     /// Every registered fold: the families' in registry order, then the shared ones.
     fn folds(&self) -> Vec<&'static dyn Fold>;
@@ -569,17 +581,71 @@ pub(crate) trait Registry: Sync {
     fn family_order(&self) -> Vec<&'static str>;
 }
 
-/// The registered folds (asked of the registry once).
-pub(crate) fn folds() -> &'static [&'static dyn Fold] {
-    static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
-    FOLDS.get_or_init(|| crate::folds().folds())
+/// The families' folds as a value: how their payloads fold into a tree, and the order
+/// their parts of a tree are written in. Built at the composition root, carried by the
+/// ledger's [`Families`] ([`Folds::of_families`]); every tree holds the one it was built
+/// with. Cloning shares the lists (one `Arc`).
+#[derive(Clone)]
+pub struct Folds(std::sync::Arc<FoldLists>);
+
+struct FoldLists {
+    folds: Vec<&'static dyn Fold>,
+    family_order: Vec<&'static str>,
+}
+
+impl fmt::Debug for Folds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.0.family_order).finish()
+    }
+}
+
+impl Folds {
+    /// The folds a registry lists.
+    pub(crate) fn of(registry: &dyn Registry) -> Self {
+        Folds(std::sync::Arc::new(FoldLists {
+            folds: registry.folds(),
+            family_order: registry.family_order(),
+        }))
+    }
+
+    /// No fold: family payloads add nothing to a tree.
+    pub(crate) fn none() -> Self {
+        Folds(std::sync::Arc::new(FoldLists {
+            folds: Vec::new(),
+            family_order: Vec::new(),
+        }))
+    }
+
+    /// The folds `families` carry (the composition root's), else none.
+    pub fn of_families(families: &Families) -> Self {
+        families
+            .carried::<Folds>()
+            .cloned()
+            .unwrap_or_else(Folds::none)
+    }
+
+    /// Every fold, in registry order.
+    pub(crate) fn folds(&self) -> &[&'static dyn Fold] {
+        &self.0.folds
+    }
+
+    /// Position of family `name` in the registry (the order families' parts of a tree
+    /// are written in); unregistered names come last.
+    pub(crate) fn rank(&self, name: &str) -> usize {
+        self.0
+            .family_order
+            .iter()
+            .position(|family| *family == name)
+            .unwrap_or(usize::MAX)
+    }
 }
 
 /// Folds a family payload into `tree` through the fold registered for its type; a payload
 /// no fold claims adds nothing to a tree.
 pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {
     let mut event = event;
-    for fold in folds() {
+    let folds = tree.folds.clone();
+    for fold in folds.folds() {
         match fold.fold(event, seq, at, tree) {
             Ok(()) => return,
             Err(back) => event = back,
@@ -625,7 +691,7 @@ mod tests {
     #[test]
     fn a_revision_resolves_on_its_own_line_before_other_lines() {
         let session = SessionId::generate();
-        let tree = ThoughtTree::build(session, log(session));
+        let tree = ThoughtTree::build(session, log(session), &crate::tools::folds());
         let revises: Vec<(u64, u64)> = tree
             .edges()
             .iter()
@@ -645,10 +711,14 @@ mod tests {
     #[test]
     fn rebuilding_twice_gives_identical_state_and_a_prefix_is_a_replay() {
         let session = SessionId::generate();
-        let first = ThoughtTree::build(session, log(session));
-        let second = ThoughtTree::build(session, log(session));
+        let first = ThoughtTree::build(session, log(session), &crate::tools::folds());
+        let second = ThoughtTree::build(session, log(session), &crate::tools::folds());
         assert_eq!(first.to_json(), second.to_json());
-        let prefix = ThoughtTree::build(session, log(session).into_iter().take(3));
+        let prefix = ThoughtTree::build(
+            session,
+            log(session).into_iter().take(3),
+            &crate::tools::folds(),
+        );
         assert_eq!(prefix.at_seq, 3);
         assert_eq!(prefix.thoughts().count(), 2);
     }
@@ -663,7 +733,7 @@ mod tests {
             7,
             thought(9, None, None),
         ));
-        let tree = ThoughtTree::build(session, events);
+        let tree = ThoughtTree::build(session, events, &crate::tools::folds());
         // 1, 2 fold; 4 is skipped (it does not follow 2); 3 folds; 5 and 6 do not follow
         // 3 and are skipped; the other session's event is ignored.
         assert_eq!(tree.at_seq, 3);

@@ -620,7 +620,7 @@ pub(crate) fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
         prev: GENESIS_HASH.into(),
         hash: GENESIS_HASH.into(),
     });
-    ThoughtTree::build(session, events)
+    ThoughtTree::build(session, events, &crate::tools::folds())
 }
 
 /// Renders `tree` and checks the diagram's shape, counts and labels.

@@ -80,6 +80,14 @@ impl crate::event::family::Registry for Registry {
 /// handed to the ledger it opens; nothing below `tools` looks them up.
 pub fn families() -> crate::event::family::Families {
     crate::event::family::Families::of(&REGISTRY)
+        .carrying(crate::projection::tree::Folds::of(&REGISTRY))
+}
+
+/// The product's folds alone, for the unit tests and fuzz targets that fold a tree
+/// without a ledger (a ledger carries them in its [`families`]).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn folds() -> crate::projection::tree::Folds {
+    crate::projection::tree::Folds::of(&REGISTRY)
 }
 
 /// Folds no toolset owns: the model-call event's and the import record's.
