@@ -40,14 +40,14 @@ impl SessionId {
 }
 
 impl EventId {
-    pub fn generate() -> Self {
+    pub(crate) fn generate() -> Self {
         EventId(Ulid::generate())
     }
 
     /// The id of the `index`-th event a call keyed `key` records: the same key always
     /// gives the same ids, so a call that runs again records nothing twice (a 128-bit
     /// blake3 digest, written as a ULID).
-    pub fn derived(key: &str, index: u64) -> Self {
+    pub(crate) fn derived(key: &str, index: u64) -> Self {
         let mut hasher = blake3::Hasher::new();
         hasher.update(b"reasoning-ledger/derived-event-id/v1\0");
         hasher.update(&index.to_le_bytes());
@@ -119,11 +119,11 @@ pub struct SessionKind(&'static str);
 
 impl SessionKind {
     /// A kind named `name`; only families declare kinds (and register them).
-    pub const fn new(name: &'static str) -> Self {
+    pub(crate) const fn new(name: &'static str) -> Self {
         SessionKind(name)
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.0
     }
 }
@@ -142,7 +142,7 @@ impl Serialize for SessionKind {
 pub struct RawArguments(Cow<'static, RawValue>);
 
 impl RawArguments {
-    pub fn from_value(value: &Value) -> Self {
+    pub(crate) fn from_value(value: &Value) -> Self {
         RawArguments(Cow::Owned(
             serde_json::value::to_raw_value(value).expect("JSON values always serialize"),
         ))
@@ -150,7 +150,7 @@ impl RawArguments {
 
     /// `null`: what a projection's read path puts in place of arguments it never reads
     /// (borrowed, so a rebuild does not allocate it per event).
-    pub fn null() -> Self {
+    pub(crate) fn null() -> Self {
         RawArguments(Cow::Borrowed(RawValue::NULL))
     }
 
@@ -162,10 +162,6 @@ impl RawArguments {
     /// The arguments as compact JSON text.
     pub(crate) fn as_json(&self) -> &str {
         self.0.get()
-    }
-
-    pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.0.get()).expect("raw arguments are valid JSON")
     }
 }
 
@@ -332,7 +328,7 @@ impl Payload {
     }
 
     /// The schema version this payload is written with.
-    pub fn schema(&self) -> u32 {
+    pub(crate) fn schema(&self) -> u32 {
         match self {
             Payload::SessionStarted { .. } | Payload::SessionClosed { .. } => CORE_SCHEMA,
             Payload::Family(family) => family.event().schema(),
@@ -357,7 +353,7 @@ impl Payload {
     }
 
     /// The branch this event belongs to, if it records one.
-    pub fn branch(&self) -> Option<&str> {
+    pub(crate) fn branch(&self) -> Option<&str> {
         match self {
             Payload::Family(family) => family.event().branch(),
             _ => None,
@@ -365,7 +361,7 @@ impl Payload {
     }
 
     /// The family event of type `T`, if this is one.
-    pub fn family<T: FamilyEvent>(&self) -> Option<&T> {
+    pub(crate) fn family<T: FamilyEvent>(&self) -> Option<&T> {
         match self {
             Payload::Family(family) => family.event().as_any().downcast_ref(),
             _ => None,

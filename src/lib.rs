@@ -35,7 +35,8 @@
 //!   benchmark harness, `src/bin/reasoning-ledger-bench/`, uses it too).
 //! - [`progress`]: progress bars of long commands, on a terminal only.
 //! - [`fault`]: debug-only fault points (`REASONING_LEDGER_FAULT`) for the fault tests.
-//! - `fuzzing` (test builds and cargo-fuzz only): the fuzz targets' bodies and invariants.
+//! - `testing`: the one doc-hidden harness the bench, the tests and the fuzz targets
+//!   reach (`testing::fuzz`, test builds and cargo-fuzz only: the fuzz targets' bodies).
 //!
 //! The benchmark harness is not part of the library or of the `reasoning-ledger` binary:
 //! it is the second binary target, `reasoning-ledger-bench`.
@@ -47,11 +48,6 @@ pub use cli::main;
 pub(crate) mod event;
 pub(crate) mod export;
 pub(crate) mod fault;
-/// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz (`--cfg fuzzing`),
-/// never into the server a user runs.
-#[cfg(any(test, fuzzing))]
-#[doc(hidden)]
-pub mod fuzzing;
 pub(crate) mod http;
 pub(crate) mod live;
 pub(crate) mod mcp_client;
@@ -75,9 +71,14 @@ pub(crate) mod ui;
 /// Everything the benchmark harness (`src/bin/reasoning-ledger-bench`) and the integration
 /// tests reach inside the crate, and nothing else: every module is `pub(crate)`, so
 /// `unreachable_pub` holds the rest of the crate to `pub(crate)`. Not an API; it changes
-/// with the code. (The fuzz targets reach [`fuzzing`].)
+/// with the code. The fuzz targets reach [`testing::fuzz`].
 #[doc(hidden)]
 pub mod testing {
+    /// Fuzz target bodies: compiled for `cargo test` and under cargo-fuzz
+    /// (`--cfg fuzzing`), never into the server a user runs.
+    #[cfg(any(test, fuzzing))]
+    pub mod fuzz;
+
     pub use crate::event::family::Families;
     pub use crate::event::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
     pub use crate::export::html::render as render_html;
@@ -85,14 +86,14 @@ pub mod testing {
     pub use crate::export::svg::render as render_svg;
     pub use crate::mcp_client::McpClient;
     pub use crate::progress::Progress;
-    pub use crate::projection::tree::ThoughtTree;
-    pub use crate::query::load_tree;
+    pub use crate::projection::tree::{Folds, ThoughtTree};
+    pub use crate::query::session::load_tree;
     pub use crate::server::SLOW_CALL;
     pub use crate::store::{LEDGER_FILE_NAME, Ledger};
     pub use crate::tools::args::MAX_INTEGER;
     /// The product's families: what the bench and the tests open a ledger with.
     pub use crate::tools::families;
-    pub use crate::tools::thinking::{SequentialThought, ThinkingEvent};
+    pub use crate::tools::thinking::payload::{SequentialThought, ThinkingEvent};
     pub use crate::tools::{
         ALL_TOOLS_LIST_BUDGET_BYTES, DEFAULT_TOOLS_LIST_BUDGET_BYTES, REFERENCE_TOOLS_LIST_BYTES,
         Toolset,
@@ -108,15 +109,9 @@ pub mod testing {
     }
 }
 
-/// The product's folds, as the projections see them (`projection::family`). The
-/// families' codecs and kinds are no lookup: the composition root (`cli`, a test) builds
-/// them as a value (`tools::families()`) and hands it to the ledger it opens, which
-/// decodes with it explicitly.
-pub(crate) fn folds() -> &'static dyn projection::tree::Registry {
-    &tools::REGISTRY
-}
-
-/// The same registry as the exports see it (`export::family`).
+/// The product's renderers, as the exports see them (`export::family`). The families'
+/// codecs, kinds and folds are no lookup: the composition root (`cli`, a test) builds
+/// them as a value (`tools::families()`) and hands it to the ledger it opens.
 pub(crate) fn exports() -> &'static dyn export::family::Registry {
     &tools::REGISTRY
 }

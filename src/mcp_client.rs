@@ -122,7 +122,7 @@ impl McpClient {
     }
 
     /// Sends one request and waits for its answer; a JSON-RPC error is an error.
-    pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+    pub(crate) async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
         lock(&self.inner.pending).insert(id, answer);

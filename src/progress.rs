@@ -42,18 +42,6 @@ impl Progress {
         Progress { bar }
     }
 
-    /// A spinner with a count, for work whose total is not known up front.
-    pub fn counter(what: &str, unit: &str) -> Progress {
-        let bar = Self::drawn(None);
-        bar.set_style(
-            ProgressStyle::with_template(&format!("{{spinner}} {{msg}} {{human_pos}} {unit}"))
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.set_message(what.to_string());
-        bar.enable_steady_tick(REDRAW_EVERY);
-        Progress { bar }
-    }
-
     /// A spinner alone, for one step that cannot count (a single transaction).
     pub(crate) fn spinner(what: &str) -> Progress {
         let bar = Self::drawn(None);
@@ -90,7 +78,7 @@ impl Progress {
     }
 
     /// `done` so far.
-    pub fn set(&self, done: u64) {
+    pub(crate) fn set(&self, done: u64) {
         self.bar.set_position(done);
     }
 

@@ -38,7 +38,7 @@ pub(crate) const MAX_CURRENT_SESSIONS: usize = 4_096;
 /// generation). Over stdio the process is one caller; a stateless HTTP request
 /// (2026-07-28) is its actor and client.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub actor: Option<Actor>,
     pub client: Option<String>,
     pub connection: Option<String>,
@@ -70,7 +70,7 @@ impl Caller {
 /// every connection of a process (and every stateless request); bounded by
 /// [`MAX_CURRENT_SESSIONS`].
 #[derive(Debug, Default)]
-pub struct CurrentSessions {
+pub(crate) struct CurrentSessions {
     /// Hashed with foldhash (seeded per process): looked up and set on every call.
     remembered:
         HashMap<(Caller, SessionKind, String), (SessionId, u64), foldhash::fast::RandomState>,
@@ -80,7 +80,7 @@ pub struct CurrentSessions {
 
 impl CurrentSessions {
     /// The session `caller` last wrote of `kind` under `key`, if remembered.
-    pub fn get(&self, caller: &Caller, kind: SessionKind, key: &str) -> Option<SessionId> {
+    pub(crate) fn get(&self, caller: &Caller, kind: SessionKind, key: &str) -> Option<SessionId> {
         // A lookup by borrowed parts would need a second map; callers are small.
         self.remembered
             .get(&(caller.clone(), kind, key.to_string()))
@@ -88,7 +88,13 @@ impl CurrentSessions {
     }
 
     /// Remembers `session` as `caller`'s current one of `kind` under `key`.
-    pub fn set(&mut self, caller: &Caller, kind: SessionKind, key: String, session: SessionId) {
+    pub(crate) fn set(
+        &mut self,
+        caller: &Caller,
+        kind: SessionKind,
+        key: String,
+        session: SessionId,
+    ) {
         self.clock += 1;
         let entry = (caller.clone(), kind, key);
         if self.remembered.len() >= MAX_CURRENT_SESSIONS
@@ -106,7 +112,7 @@ impl CurrentSessions {
 }
 
 /// What every tool call can reach.
-pub struct ToolContext {
+pub(crate) struct ToolContext {
     pub ledger: Ledger,
     /// Updated inside write jobs (on the writer thread, in commit order).
     pub current: Arc<Mutex<CurrentSessions>>,
@@ -118,7 +124,8 @@ pub struct ToolContext {
 
 impl ToolContext {
     /// A context without an HTTP model provider (sampling only).
-    pub fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
         Self::with_models(ledger, log_thoughts, Models::unconfigured())
     }
 
@@ -149,7 +156,7 @@ impl ToolContext {
 
     /// The data directory: the folder holding the ledger file, where user data such as
     /// workflow templates lives beside it.
-    pub fn data_dir(&self) -> Option<&std::path::Path> {
+    pub(crate) fn data_dir(&self) -> Option<&std::path::Path> {
         self.ledger.path().parent()
     }
 }
@@ -159,14 +166,14 @@ impl ToolContext {
 /// extensions once the request is authorized; rmcp hands the request's parts to the tool
 /// call, where [`Actor::of_call`] finds it. stdio calls have none.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Actor(pub Arc<str>);
+pub(crate) struct Actor(pub Arc<str>);
 
 impl Actor {
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Actor(name.into())
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
@@ -182,7 +189,7 @@ impl Actor {
 
 /// The request a call came in: who to ask (sampling), when to stop, where to report
 /// progress, and its place in the connection's arrival order.
-pub struct Request {
+pub(crate) struct Request {
     /// The client, when the call came over a connection (sampling, notifications).
     pub peer: Option<Peer<RoleServer>>,
     /// Cancelled when the client cancels the request.
@@ -212,7 +219,8 @@ pub struct Request {
 
 impl Request {
     /// A request outside any connection (tests, the CLI).
-    pub fn detached() -> Self {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn detached() -> Self {
         Request {
             peer: None,
             cancel: CancellationToken::new(),
@@ -244,7 +252,7 @@ impl<'a> From<&'a Request> for ClientLink<'a> {
 }
 
 /// One tool call, as a family's `call` receives it.
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub ctx: Arc<ToolContext>,
     /// The tool name as called (an alias stays an alias).
     pub name: String,

@@ -1,8 +1,8 @@
 //! The Mermaid escaper and renderer: arbitrary bytes as one label, then as a thought tree
 //! (kinds, references and texts chosen by the bytes). Invariants in
-//! `reasoning_ledger::fuzzing::check_label` and `check_render`.
+//! `reasoning_ledger::testing::fuzz::check_label` and `check_render`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    reasoning_ledger::fuzzing::fuzz_mermaid(data);
+    reasoning_ledger::testing::fuzz::fuzz_mermaid(data);
 });

@@ -36,7 +36,7 @@ use std::fmt;
 /// Why a payload did not decode. Its text is what a corrupt row or a refused import
 /// reports (`event row: <this>`), so a variant's wording never changes.
 #[derive(Debug, thiserror::Error)]
-pub enum CodecError {
+pub(crate) enum CodecError {
     /// The payload's JSON or binary form does not parse as its type.
     #[error("payload: {0}")]
     Payload(String),
@@ -83,7 +83,7 @@ pub enum CodecError {
 
 impl CodecError {
     /// A parse failure of the payload's JSON or binary form.
-    pub fn payload(error: impl fmt::Display) -> Self {
+    pub(crate) fn payload(error: impl fmt::Display) -> Self {
         CodecError::Payload(error.to_string())
     }
 
@@ -99,7 +99,7 @@ impl CodecError {
 
 /// A registered session kind and how it is named to a person.
 #[derive(Debug)]
-pub struct KindInfo {
+pub(crate) struct KindInfo {
     pub kind: SessionKind,
     /// Heading of its Markdown export, e.g. "Thinking session".
     pub label: &'static str,
@@ -107,7 +107,7 @@ pub struct KindInfo {
 
 /// What the core asks of the registered families (the crate root wires the one
 /// implementation, over `tools::FAMILIES`: see the module docs).
-pub trait Registry: Sync {
+pub(crate) trait Registry: Sync {
     /// Every payload codec, in registration order: the families' (in the order of the
     /// registry), then those no family owns (the provider's model calls).
     fn codecs(&self) -> Vec<&'static dyn PayloadCodec>;
@@ -123,12 +123,15 @@ pub trait Registry: Sync {
 #[derive(Clone)]
 pub struct Families(std::sync::Arc<FamilyLists>);
 
+#[derive(Clone)]
 struct FamilyLists {
     codecs: Vec<&'static dyn PayloadCodec>,
     kinds: Vec<&'static KindInfo>,
     /// Every event tag and the codec that claims it (a scan of a short list: a rebuild
     /// asks once per event, and a handful of string compares beat hashing the tag).
     by_tag: Vec<(&'static str, &'static dyn PayloadCodec)>,
+    /// The values the layers above read with ([`Families::carrying`]), one per type.
+    carried: Vec<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl fmt::Debug for Families {
@@ -144,7 +147,10 @@ impl Families {
     ///
     /// # Panics
     /// When two codecs claim the same event tag.
-    pub fn new(codecs: Vec<&'static dyn PayloadCodec>, kinds: Vec<&'static KindInfo>) -> Self {
+    pub(crate) fn new(
+        codecs: Vec<&'static dyn PayloadCodec>,
+        kinds: Vec<&'static KindInfo>,
+    ) -> Self {
         let mut by_tag: Vec<(&'static str, &'static dyn PayloadCodec)> = Vec::new();
         for &codec in &codecs {
             for tag in codec.types() {
@@ -159,11 +165,31 @@ impl Families {
             codecs,
             kinds,
             by_tag,
+            carried: Vec::new(),
         }))
     }
 
+    /// These families with `value` carried beside them: what the layers above read a
+    /// ledger's events with (the projections' folds, the exports' renderers), handed down
+    /// from the composition root with the families and never named here. One value per
+    /// type: a second of the same type replaces the first.
+    pub(crate) fn carrying<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        let lists = std::sync::Arc::make_mut(&mut self.0);
+        lists.carried.retain(|known| !known.is::<T>());
+        lists.carried.push(std::sync::Arc::new(value));
+        self
+    }
+
+    /// The value of type `T` these families carry ([`Families::carrying`]), if any.
+    pub(crate) fn carried<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.0
+            .carried
+            .iter()
+            .find_map(|value| value.downcast_ref::<T>())
+    }
+
     /// The families a registry lists.
-    pub fn of(registry: &dyn Registry) -> Self {
+    pub(crate) fn of(registry: &dyn Registry) -> Self {
         Families::new(registry.codecs(), registry.kinds())
     }
 
@@ -173,7 +199,7 @@ impl Families {
     }
 
     /// Every session kind, in registration order.
-    pub fn kinds(&self) -> &[&'static KindInfo] {
+    pub(crate) fn kinds(&self) -> &[&'static KindInfo] {
         &self.0.kinds
     }
 
@@ -247,7 +273,7 @@ impl Families {
 /// How much of a stored event to build: everything, or what a projection's fold reads
 /// (a fold never reads a call's raw arguments, so a family may leave them `null`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodeFields {
+pub(crate) enum DecodeFields {
     All,
     ToFold,
 }
@@ -257,7 +283,7 @@ pub enum DecodeFields {
 /// Serialized (through erased serde) as one JSON object whose first key is `"type"`:
 /// that JSON is what the hash covers. Implement it on a `Clone + PartialEq` type and
 /// [`FamilyEventObject`] comes for free.
-pub trait FamilyEvent:
+pub(crate) trait FamilyEvent:
     FamilyEventObject + erased_serde::Serialize + fmt::Debug + Send + Sync
 {
     /// The codec of the family this payload belongs to.
@@ -306,7 +332,7 @@ pub trait FamilyEvent:
 /// A step of the reasoning as a trace shows it ([`FamilyEvent::trace_step`]): an
 /// INTERNAL span at the event's commit time, under the span of the call that recorded it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TraceStep {
+pub(crate) struct TraceStep {
     /// The span's name: `plan explore`, `booster round 2`.
     pub name: String,
     /// Its `gen_ai.operation.name`, where the conventions give one.
@@ -318,14 +344,14 @@ pub struct TraceStep {
 
 /// A [`TraceStep`] attribute's value.
 #[derive(Clone, Debug, PartialEq)]
-pub enum TraceValue {
+pub(crate) enum TraceValue {
     Int(i64),
     Float(f64),
     Text(&'static str),
 }
 
 /// The object plumbing every [`FamilyEvent`] gets from its `Clone + PartialEq`.
-pub trait FamilyEventObject: Any {
+pub(crate) trait FamilyEventObject: Any {
     fn as_any(&self) -> &dyn Any;
     /// The payload as its own type, for a hook of a layer above that knows the type (a
     /// projection's fold).
@@ -350,7 +376,7 @@ impl<T: FamilyEvent + Clone + PartialEq> FamilyEventObject for T {
 }
 
 /// How a family's payloads are read back, whatever schema wrote them.
-pub trait PayloadCodec: Send + Sync {
+pub(crate) trait PayloadCodec: Send + Sync {
     /// The family's name (its toolset's name).
     fn family(&self) -> &'static str;
     /// The schema this build writes.
@@ -569,7 +595,7 @@ pub struct FamilyPayload {
 }
 
 impl FamilyPayload {
-    pub fn new(event: impl FamilyEvent) -> Self {
+    pub(crate) fn new(event: impl FamilyEvent) -> Self {
         FamilyPayload {
             event: Box::new(event),
             written: None,
@@ -578,21 +604,15 @@ impl FamilyPayload {
 
     /// A payload read from an older schema: `event` is the current shape, `written` the
     /// JSON the older build wrote (what the hash covers and exports repeat).
-    pub fn upcast(event: Box<dyn FamilyEvent>, written: Box<RawValue>) -> Self {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn upcast(event: Box<dyn FamilyEvent>, written: Box<RawValue>) -> Self {
         FamilyPayload {
             event,
             written: Some(written),
         }
     }
 
-    pub fn from_box(event: Box<dyn FamilyEvent>) -> Self {
-        FamilyPayload {
-            event,
-            written: None,
-        }
-    }
-
-    pub fn event(&self) -> &dyn FamilyEvent {
+    pub(crate) fn event(&self) -> &dyn FamilyEvent {
         &*self.event
     }
 
@@ -601,7 +621,7 @@ impl FamilyPayload {
     }
 
     /// The JSON as written, if this payload was upcast.
-    pub fn written(&self) -> Option<&RawValue> {
+    pub(crate) fn written(&self) -> Option<&RawValue> {
         self.written.as_deref()
     }
 }

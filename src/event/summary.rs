@@ -34,7 +34,7 @@ fn summary_version_one() -> u32 {
 /// JSON as a [`StoredSummary`] and the families of the ledger that stored it
 /// ([`StoredSummary::read`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SessionSummary {
+pub(crate) struct SessionSummary {
     /// The [`SUMMARY_VERSION`] of the build that folded it.
     #[serde(default = "summary_version_one")]
     pub version: u32,
@@ -124,7 +124,7 @@ impl StoredSummary {
 
 impl SessionSummary {
     /// The summary right after a `session_started` event; `None` for any other event.
-    pub fn start(event: &Event) -> Option<Self> {
+    pub(crate) fn start(event: &Event) -> Option<Self> {
         match &event.payload {
             Payload::SessionStarted {
                 kind,
@@ -150,7 +150,7 @@ impl SessionSummary {
     }
 
     /// Folds one more event (seq `events + 1`) into the summary.
-    pub fn apply(&mut self, event: &Event) {
+    pub(crate) fn apply(&mut self, event: &Event) {
         let new_branch = event
             .payload
             .branch()
@@ -172,7 +172,7 @@ impl SessionSummary {
 
     /// `open`, `complete` (the last thought said no next thought is needed, or a family's
     /// part says so: a finalized plan) or `closed`.
-    pub fn status(&self) -> &'static str {
+    pub(crate) fn status(&self) -> &'static str {
         if self.closed {
             "closed"
         } else if self.next_thought_needed == Some(false) || self.parts.iter().any(|p| p.complete())
@@ -184,7 +184,7 @@ impl SessionSummary {
     }
 
     /// The family part of type `T`, if the summary has one.
-    pub fn part<T: SummaryPart>(&self) -> Option<&T> {
+    pub(crate) fn part<T: SummaryPart>(&self) -> Option<&T> {
         self.parts.get()
     }
 
@@ -219,10 +219,14 @@ impl SessionSummary {
 /// Implement it on a `Clone + PartialEq + Default + Serialize` type;
 /// [`SummaryPartObject`] comes for free. Its family's codec reads it back
 /// ([`crate::event::PayloadCodec::summary_keys`] and `read_summary`).
-pub trait SummaryPart:
+pub(crate) trait SummaryPart:
     SummaryPartObject + erased_serde::Serialize + fmt::Debug + Send + Sync
 {
     /// The family it belongs to (its codec's `family()`).
+    #[allow(
+        dead_code,
+        reason = "every part names its family; nothing reads it yet"
+    )]
     fn family(&self) -> &'static str;
     /// Where its fields stand among the families' parts (ascending), so a summary's
     /// bytes never depend on the order its events came in or a backend hands fields
@@ -244,7 +248,7 @@ pub trait SummaryPart:
 }
 
 /// The object plumbing every [`SummaryPart`] gets from its `Clone + PartialEq + Default`.
-pub trait SummaryPartObject: Any {
+pub(crate) trait SummaryPartObject: Any {
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
     fn clone_box(&self) -> Box<dyn SummaryPart>;
@@ -274,11 +278,11 @@ impl<T: SummaryPart + Clone + PartialEq + Default> SummaryPartObject for T {
 /// The families' parts of one summary, in ascending [`SummaryPart::position`]: the
 /// order their fields are written in.
 #[derive(Default)]
-pub struct SummaryParts(Vec<Box<dyn SummaryPart>>);
+pub(crate) struct SummaryParts(Vec<Box<dyn SummaryPart>>);
 
 impl SummaryParts {
     /// The part of type `T`, if the summary has one.
-    pub fn get<T: SummaryPart>(&self) -> Option<&T> {
+    pub(crate) fn get<T: SummaryPart>(&self) -> Option<&T> {
         self.0.iter().find_map(|p| p.as_any().downcast_ref())
     }
 
@@ -312,7 +316,7 @@ impl SummaryParts {
     }
 
     /// Every part.
-    pub fn iter(&self) -> impl Iterator<Item = &dyn SummaryPart> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &dyn SummaryPart> {
         self.0.iter().map(|p| &**p)
     }
 }

@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 /// The call that carries a session on, as a family proposes it (the `continue` prompt's
 /// `resume`, which adds whether this server offers the tool).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PromptResume {
+pub(crate) struct PromptResume {
     /// The tool to call.
     pub tool: &'static str,
     /// The arguments we know.
@@ -46,7 +46,7 @@ pub(crate) fn resumable_id(summary: &SessionSummary, session: &str) -> String {
 }
 
 /// What a family adds to the Markdown and Mermaid exports.
-pub trait FamilyRender: Sync {
+pub(crate) trait FamilyRender: Sync {
     /// Markdown: lines under a thought carrying this family's data (after its quote).
     fn markdown_thought(&self, node: &ThoughtNode, out: &mut String) {
         let _ = (node, out);
@@ -96,6 +96,7 @@ pub trait FamilyRender: Sync {
     }
 
     /// Mermaid: its constant `classDef`s (class, style), for the checks of its output.
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }

@@ -610,7 +610,7 @@ pub(crate) mod tests {
                 for event in &mut events {
                     event.actor = Some(text.to_string());
                 }
-                let tree = ThoughtTree::build(session, events);
+                let tree = ThoughtTree::build(session, events, &crate::tools::folds());
                 let page = render(&tree);
                 let svg = svg::render(&tree);
                 let markdown = crate::export::markdown::render(&tree);
@@ -795,7 +795,7 @@ pub(crate) mod tests {
         let canaries = CANARIES.concat();
         let built = |(session, events): (crate::event::SessionId, Vec<crate::event::Event>)| {
             (
-                ThoughtTree::build(session, events.clone()),
+                ThoughtTree::build(session, events.clone(), &crate::tools::folds()),
                 Some((session, events)),
             )
         };
@@ -852,6 +852,7 @@ pub(crate) mod tests {
                             &svg::render(&ThoughtTree::build(
                                 *session,
                                 events[..k as usize].to_vec(),
+                                &crate::tools::folds(),
                             )),
                             None,
                         ),

@@ -705,7 +705,10 @@ mod tests {
             doc.contains("## Thoughts\n\nNo thoughts recorded.\n"),
             "{doc}"
         );
-        let doc = render(&ThoughtTree::new(SessionId::generate()));
+        let doc = render(&ThoughtTree::new(
+            SessionId::generate(),
+            &crate::tools::folds(),
+        ));
         assert!(doc.starts_with("# Session: (untitled)\n"), "{doc}");
         assert!(doc.contains("- **Status:** unknown"), "{doc}");
     }

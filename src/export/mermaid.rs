@@ -377,11 +377,11 @@ pub(crate) fn is_unsafe_char(c: char) -> bool {
 pub(crate) mod tests {
     use super::*;
     use crate::event::{Payload, SessionId, SessionKind};
-    use crate::fuzzing::{
+    use crate::projection::fixtures::*;
+    use crate::testing::fuzz::{
         assert_label_inert as assert_inert, check_mermaid_structure as check_structure,
         decode_label as decode, quoted_strings, shown_label as shown,
     };
-    use crate::projection::fixtures::*;
     use crate::tools::planning::payload::{Body, PlanningEvent};
     use crate::tools::planning::state::{
         Approach, BranchClose, BranchMerge, Evaluation, FinalPlan, Folded, PlanInit, Planning,
@@ -627,7 +627,7 @@ pub(crate) mod tests {
     fn plans_and_evaluated_branches_render_within_the_structure() {
         for text in HOSTILE {
             for tree in [plan_tree(text), evaluated_tree(text)] {
-                crate::fuzzing::check_render(&tree);
+                crate::testing::fuzz::check_render(&tree);
             }
         }
         let diagram = render(&plan_tree("p"));
@@ -815,7 +815,7 @@ pub(crate) mod tests {
     fn an_empty_tree_is_still_a_diagram() {
         for tree in [
             tree_of("nothing \"]", SessionKind::THINKING, Vec::new()),
-            ThoughtTree::new(SessionId::generate()),
+            ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
         ] {
             let diagram = render(&tree);
             let (nodes, edges, subgraphs) = check_structure(&diagram);
@@ -863,7 +863,10 @@ pub(crate) mod tests {
     fn write_hostile_renders_for_the_mermaid_checker() {
         let dir = cargo_target_dir().join("mermaid-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
-        let mut trees = vec![("empty".to_string(), ThoughtTree::new(SessionId::generate()))];
+        let mut trees = vec![(
+            "empty".to_string(),
+            ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
+        )];
         for (i, text) in HOSTILE.iter().enumerate() {
             trees.push((format!("hostile-{i:02}"), hostile_tree(text)));
             trees.push((format!("think-{i:02}"), think_tree(text)));

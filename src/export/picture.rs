@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 /// A kind of node and its style (constant CSS, never content).
 #[derive(Debug, PartialEq)]
-pub struct NodeKind {
+pub(crate) struct NodeKind {
     /// `data-kind` and the class `k-<name>`: lowercase ASCII letters and `-` only.
     pub name: &'static str,
     /// Marker written before the label in text (Markdown, Mermaid, the HTML page's list).
@@ -35,7 +35,7 @@ pub struct NodeKind {
 /// A node's marker as a shape: SVG path data in a 12 × 12 box (drawn at the start of the
 /// node's head line).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Glyph {
+pub(crate) enum Glyph {
     Circle,
     Square,
     Diamond,
@@ -64,7 +64,7 @@ impl Glyph {
 
 /// A kind of link between two nodes and its style (constant CSS).
 #[derive(Debug, PartialEq)]
-pub struct LinkKind {
+pub(crate) struct LinkKind {
     /// `data-edge` and the class `e-<name>`: lowercase ASCII letters and `_` only.
     pub name: &'static str,
     /// CSS declarations of its path.
@@ -72,7 +72,7 @@ pub struct LinkKind {
 }
 
 /// What a family registers to be drawn (`Family::picture`).
-pub struct Pictures {
+pub(crate) struct Pictures {
     /// The kinds of node it draws (or gives its thoughts): their styles are in every
     /// picture's stylesheet, so a page the `ui` updates live already has them.
     pub kinds: &'static [NodeKind],
@@ -87,11 +87,11 @@ pub struct Pictures {
 
 /// A node of a [`Picture`], as [`Picture::add`] returned it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeId(pub(crate) usize);
+pub(crate) struct NodeId(pub(crate) usize);
 
 /// One end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum At {
+pub(crate) enum At {
     /// The thought recorded by event `seq`.
     Thought(u64),
     /// A family's node.
@@ -100,7 +100,7 @@ pub enum At {
 
 /// Where a family's node stands.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Place {
+pub(crate) enum Place {
     /// A row of its own (among the thoughts, in event order) in the main line's column.
     Main,
     /// A row of its own in the column of the thoughts' branch with this id (the branch's
@@ -116,7 +116,7 @@ pub enum Place {
 /// A piece of a label: text, shown from event `from` (0: with its node) until event
 /// `until` (replaced then; `None`: still shown at the end).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     pub text: String,
     pub from: u64,
     pub until: Option<u64>,
@@ -126,7 +126,7 @@ pub struct Span {
 
 impl Span {
     /// Text shown as long as its node.
-    pub fn text(text: impl Into<String>) -> Span {
+    pub(crate) fn text(text: impl Into<String>) -> Span {
         Span {
             text: text.into(),
             from: 0,
@@ -136,7 +136,7 @@ impl Span {
     }
 
     /// Text shown from event `from` until event `until`.
-    pub fn during(text: impl Into<String>, from: u64, until: Option<u64>) -> Span {
+    pub(crate) fn during(text: impl Into<String>, from: u64, until: Option<u64>) -> Span {
         Span {
             text: text.into(),
             from,
@@ -153,7 +153,7 @@ impl Span {
 
 /// An item of the page's list of events, for a node whose event is no thought.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The line under the number: tool, branch, score… (plain text).
     pub meta: String,
     /// The event's main text (shown whole, line breaks kept).
@@ -164,7 +164,7 @@ pub struct Entry {
 
 /// A node a family draws.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Node {
+pub(crate) struct Node {
     /// The event that recorded it (`data-seq`).
     pub seq: u64,
     pub kind: &'static NodeKind,
@@ -182,7 +182,7 @@ pub struct Node {
 
 /// What a family adds to a thought the core draws.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// The thought's event.
     pub seq: u64,
     /// Drawn as this kind instead of the core's.
@@ -198,7 +198,7 @@ pub struct Mark {
 
 /// A link a family draws (`data-seq`: the later of its ends').
 #[derive(Clone, Debug, PartialEq)]
-pub struct Link {
+pub(crate) struct Link {
     pub from: At,
     pub to: At,
     pub kind: &'static LinkKind,
@@ -206,7 +206,7 @@ pub struct Link {
 
 /// Everything the families draw of one tree, besides its thoughts and edges.
 #[derive(Clone, Debug, Default)]
-pub struct Picture {
+pub(crate) struct Picture {
     pub nodes: Vec<Node>,
     pub links: Vec<Link>,
     pub marks: Vec<Mark>,
@@ -214,7 +214,7 @@ pub struct Picture {
 
 impl Picture {
     /// What every registered family draws of `tree`.
-    pub fn of(tree: &ThoughtTree) -> Picture {
+    pub(crate) fn of(tree: &ThoughtTree) -> Picture {
         let mut picture = Picture::default();
         for hooks in registered() {
             (hooks.draw)(tree, &mut picture);
@@ -222,26 +222,18 @@ impl Picture {
         picture
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.links.is_empty() && self.marks.is_empty()
-    }
-
     /// Adds a node; links can then point at it.
-    pub fn add(&mut self, node: Node) -> NodeId {
+    pub(crate) fn add(&mut self, node: Node) -> NodeId {
         self.nodes.push(node);
         NodeId(self.nodes.len() - 1)
     }
 
-    pub fn node(&self, id: NodeId) -> &Node {
-        &self.nodes[id.0]
-    }
-
     /// Links `from` to `to`.
-    pub fn link(&mut self, from: At, to: At, kind: &'static LinkKind) {
+    pub(crate) fn link(&mut self, from: At, to: At, kind: &'static LinkKind) {
         self.links.push(Link { from, to, kind });
     }
 
-    pub fn mark(&mut self, mark: Mark) {
+    pub(crate) fn mark(&mut self, mark: Mark) {
         self.marks.push(mark);
     }
 

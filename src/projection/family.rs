@@ -25,7 +25,7 @@ use std::fmt;
 /// A family's folded state in a tree (its plans, its search, its nodes…).
 ///
 /// Implement it on a `Clone` type; [`FamilyStateObject`] comes for free.
-pub trait FamilyState: FamilyStateObject + fmt::Debug + Send + Sync {
+pub(crate) trait FamilyState: FamilyStateObject + fmt::Debug + Send + Sync {
     /// The family it belongs to (its codec's `family()`): the tree's JSON lists the
     /// families' parts in the registry's order of their codecs.
     fn family(&self) -> &'static str;
@@ -34,7 +34,7 @@ pub trait FamilyState: FamilyStateObject + fmt::Debug + Send + Sync {
 }
 
 /// The object plumbing every [`FamilyState`] gets from its `Clone`.
-pub trait FamilyStateObject: Any {
+pub(crate) trait FamilyStateObject: Any {
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
     fn clone_box(&self) -> Box<dyn FamilyState>;
@@ -55,11 +55,11 @@ impl<T: FamilyState + Clone> FamilyStateObject for T {
 /// The families' states in one tree: at most one value per type, in the order they
 /// were first folded (a handful, so a scan beats hashing).
 #[derive(Default)]
-pub struct FamilyStates(Vec<Box<dyn FamilyState>>);
+pub(crate) struct FamilyStates(Vec<Box<dyn FamilyState>>);
 
 impl FamilyStates {
     /// The state of type `T`, if the tree has one.
-    pub fn get<T: FamilyState>(&self) -> Option<&T> {
+    pub(crate) fn get<T: FamilyState>(&self) -> Option<&T> {
         self.0.iter().find_map(|s| s.as_any().downcast_ref())
     }
 
@@ -86,7 +86,7 @@ impl FamilyStates {
     }
 
     /// Sets the state of type `T` (replacing the one the tree had).
-    pub fn set<T: FamilyState>(&mut self, state: T) {
+    pub(crate) fn set<T: FamilyState>(&mut self, state: T) {
         match self.position::<T>() {
             Some(at) => self.0[at] = Box::new(state),
             None => self.0.push(Box::new(state)),
@@ -100,22 +100,12 @@ impl FamilyStates {
     }
 
     /// Every state, in the order of the registry (the tree's JSON order).
-    pub(crate) fn in_registry_order(&self) -> Vec<&dyn FamilyState> {
+    /// (`rank`: a family's position in the registry, the tree's folds'.)
+    pub(crate) fn in_registry_order(&self, rank: impl Fn(&str) -> usize) -> Vec<&dyn FamilyState> {
         let mut states: Vec<&dyn FamilyState> = self.0.iter().map(|s| &**s).collect();
-        states.sort_by_key(|s| family_rank(s.family()));
+        states.sort_by_key(|s| rank(s.family()));
         states
     }
-}
-
-/// Position of family `name` in the registry (the order families' parts of a tree are
-/// written in); unregistered names come last.
-fn family_rank(name: &str) -> usize {
-    static ORDER: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ORDER
-        .get_or_init(|| crate::folds().family_order())
-        .iter()
-        .position(|family| *family == name)
-        .unwrap_or(usize::MAX)
 }
 
 impl Clone for FamilyStates {
@@ -135,13 +125,19 @@ impl fmt::Debug for FamilyStates {
 ///
 /// Implement it on a `Clone + PartialEq + Serialize` type whose JSON is an object;
 /// [`NodeDataObject`] comes for free.
-pub trait NodeData: NodeDataObject + erased_serde::Serialize + fmt::Debug + Send + Sync {
+pub(crate) trait NodeData:
+    NodeDataObject + erased_serde::Serialize + fmt::Debug + Send + Sync
+{
     /// The family it belongs to (its codec's `family()`).
+    #[allow(
+        dead_code,
+        reason = "every part names its family; nothing reads it yet"
+    )]
     fn family(&self) -> &'static str;
 }
 
 /// The object plumbing every [`NodeData`] gets from its `Clone + PartialEq`.
-pub trait NodeDataObject: Any {
+pub(crate) trait NodeDataObject: Any {
     fn as_any(&self) -> &dyn Any;
     fn clone_box(&self) -> Box<dyn NodeData>;
     fn eq_dyn(&self, other: &dyn NodeData) -> bool;
@@ -160,15 +156,15 @@ impl<T: NodeData + Clone + PartialEq> NodeDataObject for T {
 }
 
 /// A node's family data, boxed (see [`NodeData`]).
-pub struct NodeExtension(pub Box<dyn NodeData>);
+pub(crate) struct NodeExtension(pub Box<dyn NodeData>);
 
 impl NodeExtension {
-    pub fn new(data: impl NodeData + Clone + PartialEq) -> Self {
+    pub(crate) fn new(data: impl NodeData + Clone + PartialEq) -> Self {
         NodeExtension(Box::new(data))
     }
 
     /// The data, if it is a `T`.
-    pub fn get<T: NodeData>(&self) -> Option<&T> {
+    pub(crate) fn get<T: NodeData>(&self) -> Option<&T> {
         self.0.as_any().downcast_ref()
     }
 }

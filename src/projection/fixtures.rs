@@ -72,7 +72,7 @@ pub(crate) fn tree_with_aliases(
     for (i, payload) in payloads.into_iter().enumerate() {
         events.push(session_event(session, i as u64 + 2, payload));
     }
-    ThoughtTree::build(session, events)
+    ThoughtTree::build(session, events, &crate::tools::folds())
 }
 
 /// [`tree_with_aliases`] without aliases.

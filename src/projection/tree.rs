@@ -2,13 +2,14 @@
 //! (the previous thought on the same line), `revises` (to the thought a revision revises)
 //! and `branches_from` (from a branch point to the first thought of its branch).
 //!
-//! Built by folding events in seq order ([`ThoughtTree::apply`]; each family's events add
+//! Built by folding events in seq order ([`ThoughtTree::fold`]; each family's events add
 //! their nodes through [`FoldTree`], the hook defined here); replaying to seq N is
 //! folding the first N. Edges only ever point from an earlier node to a later one or from
 //! a later one back to an earlier one that already exists, so a fold can never loop; a
 //! reference to a thought that does not exist is recorded as an [`Anomaly`] and left
 //! without an edge. Must not: write, do I/O, or reorder events.
 
+use crate::event::family::Families;
 use crate::event::summary::SessionSummary;
 use crate::event::{Event, FamilyEvent, Payload, SessionId, SessionKind};
 use crate::projection::family::{FamilyState, FamilyStates, NodeData, NodeExtension};
@@ -16,6 +17,7 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt;
 use std::marker::PhantomData;
 
 /// Hash maps of the fold: keyed by thought numbers and branch ids the fold itself
@@ -31,7 +33,7 @@ fn serialize_time<S: serde::Serializer>(at_ms: &u64, serializer: S) -> Result<S:
 /// thoughts): build it with [`ThoughtNode::new`] and set what the thought has.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ThoughtNode {
+pub(crate) struct ThoughtNode {
     /// Seq of the event that recorded it.
     pub seq: u64,
     /// Commit time, ms since the epoch; serialized as ISO 8601 (UTC, milliseconds) like
@@ -80,7 +82,13 @@ pub struct ThoughtNode {
 impl ThoughtNode {
     /// A thought recorded by event `seq` at `at` through `tool`, numbered
     /// `thought_number`, with nothing else set.
-    pub fn new(seq: u64, at: u64, tool: String, thought_number: u64, thought: String) -> Self {
+    pub(crate) fn new(
+        seq: u64,
+        at: u64,
+        tool: String,
+        thought_number: u64,
+        thought: String,
+    ) -> Self {
         ThoughtNode {
             seq,
             at,
@@ -103,7 +111,7 @@ impl ThoughtNode {
     }
 
     /// Its family data, if it is a `T`.
-    pub fn data<T: NodeData>(&self) -> Option<&T> {
+    pub(crate) fn data<T: NodeData>(&self) -> Option<&T> {
         self.data.as_ref().and_then(NodeExtension::get)
     }
 }
@@ -111,7 +119,7 @@ impl ThoughtNode {
 /// How two thoughts are related.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EdgeKind {
+pub(crate) enum EdgeKind {
     /// The next thought on the same line (main line or one branch).
     Next,
     /// From a revision to the thought it revises.
@@ -123,7 +131,7 @@ pub enum EdgeKind {
 /// A branch of the session, in first-seen order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Branch {
+pub(crate) struct Branch {
     pub id: String,
     /// The thought number it branched from (as first given).
     pub from_thought: u64,
@@ -136,7 +144,7 @@ pub struct Branch {
 /// Something in the log that does not fit together; reported, never fatal.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Anomaly {
+pub(crate) enum Anomaly {
     /// `revisesThought` names a thought that does not exist (yet) in the session.
     DanglingRevision { seq: u64, revises_thought: u64 },
     /// `branchFromThought` names a thought that does not exist (yet) in the session.
@@ -149,7 +157,7 @@ pub enum Anomaly {
 
 /// An edge as exported: seqs of both ends.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EdgeView {
+pub(crate) struct EdgeView {
     pub from: u64,
     pub to: u64,
     pub kind: EdgeKind,
@@ -172,18 +180,18 @@ struct Latest {
 /// The fold of one session's events.
 #[derive(Clone, Debug)]
 pub struct ThoughtTree {
-    pub session: SessionId,
-    pub summary: Option<SessionSummary>,
+    pub(crate) session: SessionId,
+    pub(crate) summary: Option<SessionSummary>,
     /// Seq of the last event folded.
     pub at_seq: u64,
-    pub graph: StableDiGraph<ThoughtNode, EdgeKind>,
+    pub(crate) graph: StableDiGraph<ThoughtNode, EdgeKind>,
     /// Nodes in seq order.
-    pub order: Vec<NodeIndex>,
-    pub branches: Vec<Branch>,
-    pub anomalies: Vec<Anomaly>,
+    pub(crate) order: Vec<NodeIndex>,
+    pub(crate) branches: Vec<Branch>,
+    pub(crate) anomalies: Vec<Anomaly>,
     /// What the families folded besides thoughts (plans, searches, branch nodes, model
     /// calls), one state per type: [`ThoughtTree::family`].
-    pub families: FamilyStates,
+    pub(crate) families: FamilyStates,
     /// Position in `branches` of each branch id.
     branch_index: FoldMap<String, usize>,
     /// Last node of the main line (`None` key) and of each branch.
@@ -197,10 +205,12 @@ pub struct ThoughtTree {
     actors: Vec<(u64, std::sync::Arc<str>)>,
     /// The actor of the event being folded: its thoughts get it.
     folding_actor: Option<String>,
+    /// The folds its family events go through, and the order of the families' parts.
+    folds: Folds,
 }
 
 impl ThoughtTree {
-    pub fn new(session: SessionId) -> Self {
+    pub(crate) fn new(session: SessionId, folds: &Folds) -> Self {
         ThoughtTree {
             session,
             summary: None,
@@ -216,23 +226,28 @@ impl ThoughtTree {
             latest_on_branch: FoldMap::default(),
             actors: Vec::new(),
             folding_actor: None,
+            folds: folds.clone(),
         }
     }
 
     /// An empty tree with room for `events` thoughts, for a fold that knows how many
     /// events it will read (no regrowing of the graph and maps on a long session).
-    pub fn with_capacity(session: SessionId, events: usize) -> Self {
+    pub(crate) fn with_capacity(session: SessionId, events: usize, folds: &Folds) -> Self {
         let events = events.min(PRESIZE_LIMIT);
-        let mut tree = ThoughtTree::new(session);
+        let mut tree = ThoughtTree::new(session, folds);
         tree.graph = StableDiGraph::with_capacity(events, events.saturating_mul(2));
         tree.order.reserve(events);
         tree.latest.reserve(events);
         tree
     }
 
-    /// Folds `events` (in seq order) into a new tree.
-    pub fn build(session: SessionId, events: impl IntoIterator<Item = Event>) -> Self {
-        let mut tree = ThoughtTree::new(session);
+    /// Folds `events` (in seq order) into a new tree, through `folds`.
+    pub fn build(
+        session: SessionId,
+        events: impl IntoIterator<Item = Event>,
+        folds: &Folds,
+    ) -> Self {
+        let mut tree = ThoughtTree::new(session, folds);
         for event in events {
             tree.fold(event);
         }
@@ -244,7 +259,7 @@ impl ThoughtTree {
     /// hundreds of thousands of thoughts). `next` and `branches_from` edges must point
     /// forward in seq and `revises` edges backward; then no path can return to its
     /// start. An edge breaking that (only a crafted log could) is reported as a cycle.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let out_of_order = self.graph.edge_references().any(|edge| {
             let (from, to) = (self.graph[edge.source()].seq, self.graph[edge.target()].seq);
             match edge.weight() {
@@ -257,25 +272,18 @@ impl ThoughtTree {
         }
     }
 
-    pub fn kind(&self) -> Option<SessionKind> {
+    pub(crate) fn kind(&self) -> Option<SessionKind> {
         self.summary.as_ref().map(|s| s.kind)
     }
 
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         self.summary.as_ref().map_or("", |s| s.title.as_str())
     }
 
-    /// Folds one event. Events of other sessions, and seqs not following the last one,
-    /// are ignored (a fold of a crafted log never panics).
-    pub fn apply(&mut self, event: &Event) {
-        if self.follows(event) {
-            self.fold(event.clone());
-        }
-    }
-
-    /// [`ThoughtTree::apply`] for an owned event: its texts move into the tree instead of
-    /// being copied (the rebuild path).
-    pub fn fold(&mut self, mut event: Event) {
+    /// Folds one event; its texts move into the tree instead of being copied (the
+    /// rebuild path). Events of other sessions, and seqs not following the last one, are
+    /// ignored (a fold of a crafted log never panics).
+    pub(crate) fn fold(&mut self, mut event: Event) {
         if !self.follows(&event) {
             return;
         }
@@ -313,7 +321,7 @@ impl ThoughtTree {
     }
 
     /// The state family type `T` folded, if the session has one.
-    pub fn family<T: FamilyState>(&self) -> Option<&T> {
+    pub(crate) fn family<T: FamilyState>(&self) -> Option<&T> {
         self.families.get()
     }
 
@@ -454,12 +462,12 @@ impl ThoughtTree {
     }
 
     /// Thoughts in seq order.
-    pub fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
+    pub(crate) fn thoughts(&self) -> impl Iterator<Item = &ThoughtNode> {
         self.order.iter().map(|index| &self.graph[*index])
     }
 
     /// Every edge as (from seq, to seq, kind), sorted by the seqs.
-    pub fn edges(&self) -> Vec<EdgeView> {
+    pub(crate) fn edges(&self) -> Vec<EdgeView> {
         let mut edges: Vec<EdgeView> = self
             .graph
             .edge_references()
@@ -474,7 +482,7 @@ impl ThoughtTree {
     }
 
     /// The whole tree as one JSON value (the `json` export and `replay_session`).
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let summary = self.summary.as_ref();
         let mut json = serde_json::json!({
             "sessionId": self.session.to_string(),
@@ -501,7 +509,10 @@ impl ThoughtTree {
         }
         // Each family's part, when it holds something (every other export stays as it
         // was), in the registry's order.
-        for state in self.families.in_registry_order() {
+        for state in self
+            .families
+            .in_registry_order(|name| self.folds.rank(name))
+        {
             if let Some((key, value)) = state.json() {
                 json[key] = value;
             }
@@ -519,7 +530,7 @@ pub(crate) trait FoldTree: FamilyEvent + Sized {
 
 /// How some of a family's payloads fold into a tree, as the registry hands it to the
 /// projection (see [`Registry`]). [`FoldOf`] is the one implementation a family needs.
-pub trait Fold: Sync {
+pub(crate) trait Fold: Sync {
     /// Folds `event` if it is one of the payload types this fold knows; hands it back
     /// otherwise.
     fn fold(
@@ -561,7 +572,7 @@ impl<T: FoldTree> Fold for FoldOf<T> {
 }
 
 /// What the projections ask of the registered families: how their payloads fold into a
-/// tree (the crate root wires the one implementation, over `tools::FAMILIES`).
+/// tree (`tools` implements it over its families; [`Folds::of`] reads it once).
 pub(crate) trait Registry: Sync {
     /// Every registered fold: the families' in registry order, then the shared ones.
     fn folds(&self) -> Vec<&'static dyn Fold>;
@@ -570,17 +581,71 @@ pub(crate) trait Registry: Sync {
     fn family_order(&self) -> Vec<&'static str>;
 }
 
-/// The registered folds (asked of the registry once).
-pub(crate) fn folds() -> &'static [&'static dyn Fold] {
-    static FOLDS: std::sync::OnceLock<Vec<&'static dyn Fold>> = std::sync::OnceLock::new();
-    FOLDS.get_or_init(|| crate::folds().folds())
+/// The families' folds as a value: how their payloads fold into a tree, and the order
+/// their parts of a tree are written in. Built at the composition root, carried by the
+/// ledger's [`Families`] ([`Folds::of_families`]); every tree holds the one it was built
+/// with. Cloning shares the lists (one `Arc`).
+#[derive(Clone)]
+pub struct Folds(std::sync::Arc<FoldLists>);
+
+struct FoldLists {
+    folds: Vec<&'static dyn Fold>,
+    family_order: Vec<&'static str>,
+}
+
+impl fmt::Debug for Folds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.0.family_order).finish()
+    }
+}
+
+impl Folds {
+    /// The folds a registry lists.
+    pub(crate) fn of(registry: &dyn Registry) -> Self {
+        Folds(std::sync::Arc::new(FoldLists {
+            folds: registry.folds(),
+            family_order: registry.family_order(),
+        }))
+    }
+
+    /// No fold: family payloads add nothing to a tree.
+    pub(crate) fn none() -> Self {
+        Folds(std::sync::Arc::new(FoldLists {
+            folds: Vec::new(),
+            family_order: Vec::new(),
+        }))
+    }
+
+    /// The folds `families` carry (the composition root's), else none.
+    pub fn of_families(families: &Families) -> Self {
+        families
+            .carried::<Folds>()
+            .cloned()
+            .unwrap_or_else(Folds::none)
+    }
+
+    /// Every fold, in registry order.
+    pub(crate) fn folds(&self) -> &[&'static dyn Fold] {
+        &self.0.folds
+    }
+
+    /// Position of family `name` in the registry (the order families' parts of a tree
+    /// are written in); unregistered names come last.
+    pub(crate) fn rank(&self, name: &str) -> usize {
+        self.0
+            .family_order
+            .iter()
+            .position(|family| *family == name)
+            .unwrap_or(usize::MAX)
+    }
 }
 
 /// Folds a family payload into `tree` through the fold registered for its type; a payload
 /// no fold claims adds nothing to a tree.
 pub(crate) fn fold_into(event: Box<dyn FamilyEvent>, seq: u64, at: u64, tree: &mut ThoughtTree) {
     let mut event = event;
-    for fold in folds() {
+    let folds = tree.folds.clone();
+    for fold in folds.folds() {
         match fold.fold(event, seq, at, tree) {
             Ok(()) => return,
             Err(back) => event = back,
@@ -626,7 +691,7 @@ mod tests {
     #[test]
     fn a_revision_resolves_on_its_own_line_before_other_lines() {
         let session = SessionId::generate();
-        let tree = ThoughtTree::build(session, log(session));
+        let tree = ThoughtTree::build(session, log(session), &crate::tools::folds());
         let revises: Vec<(u64, u64)> = tree
             .edges()
             .iter()
@@ -646,10 +711,14 @@ mod tests {
     #[test]
     fn rebuilding_twice_gives_identical_state_and_a_prefix_is_a_replay() {
         let session = SessionId::generate();
-        let first = ThoughtTree::build(session, log(session));
-        let second = ThoughtTree::build(session, log(session));
+        let first = ThoughtTree::build(session, log(session), &crate::tools::folds());
+        let second = ThoughtTree::build(session, log(session), &crate::tools::folds());
         assert_eq!(first.to_json(), second.to_json());
-        let prefix = ThoughtTree::build(session, log(session).into_iter().take(3));
+        let prefix = ThoughtTree::build(
+            session,
+            log(session).into_iter().take(3),
+            &crate::tools::folds(),
+        );
         assert_eq!(prefix.at_seq, 3);
         assert_eq!(prefix.thoughts().count(), 2);
     }
@@ -664,7 +733,7 @@ mod tests {
             7,
             thought(9, None, None),
         ));
-        let tree = ThoughtTree::build(session, events);
+        let tree = ThoughtTree::build(session, events, &crate::tools::folds());
         // 1, 2 fold; 4 is skipped (it does not follow 2); 3 folds; 5 and 6 do not follow
         // 3 and are skipped; the other session's event is ignored.
         assert_eq!(tree.at_seq, 3);

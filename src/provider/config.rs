@@ -70,15 +70,15 @@ pub(crate) const PRESETS: [(&str, &str, &str, &str); 4] = [
 
 /// A secret: never serialized, never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
+pub(crate) struct ApiKey(String);
 
 impl ApiKey {
-    pub fn new(key: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>) -> Self {
         ApiKey(key.into())
     }
 
     /// The key itself, for the `Authorization` header and for redaction only.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -91,7 +91,7 @@ impl fmt::Debug for ApiKey {
 
 /// Prices per million tokens, for the cost of a call (none configured: no cost).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
-pub struct Prices {
+pub(crate) struct Prices {
     pub input_per_million: f64,
     pub output_per_million: f64,
     /// Cached prompt tokens, when the provider bills them apart.
@@ -101,7 +101,7 @@ pub struct Prices {
 
 impl Prices {
     /// Cost in US dollars (or whatever currency the table is in) of `usage`.
-    pub fn cost(&self, usage: &super::Usage) -> f64 {
+    pub(crate) fn cost(&self, usage: &super::Usage) -> f64 {
         let cached = usage
             .cached_prompt_tokens
             .unwrap_or(0)
@@ -124,7 +124,7 @@ impl Prices {
 
 /// One HTTP provider.
 #[derive(Clone, Debug)]
-pub struct ProviderConfig {
+pub(crate) struct ProviderConfig {
     /// "deepseek", "siliconflow", "cerebras", "openai", "custom" or the config file's name.
     pub name: String,
     /// Without a trailing slash; requests go to `{base_url}/chat/completions`.
@@ -143,7 +143,7 @@ pub struct ProviderConfig {
 
 /// Everything the provider layer reads at start.
 #[derive(Clone, Debug, Default)]
-pub struct ProviderSettings {
+pub(crate) struct ProviderSettings {
     pub provider: Option<ProviderConfig>,
     pub sampling_timeout: Option<Duration>,
     /// Problems found while reading (a broken config file): said in the `config` error.
@@ -257,7 +257,7 @@ pub(crate) fn trim_base(url: &str) -> String {
 impl ProviderSettings {
     /// Settings from the environment, the secrets files and the config file of
     /// `data_dir` (see the module doc for the order).
-    pub fn load(data_dir: Option<&Path>) -> Self {
+    pub(crate) fn load(data_dir: Option<&Path>) -> Self {
         let vars = Variables::load(data_dir);
         let file = data_dir.map(|dir| dir.join(CONFIG_FILE));
         Self::from_sources(&vars, file.as_deref())

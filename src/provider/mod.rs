@@ -37,20 +37,20 @@ pub(crate) use record::{AttemptRecord, ModelCallRecord, ModelCallRecorded};
 /// Who speaks in a chat message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub(crate) enum Role {
     User,
     Assistant,
 }
 
 /// One message of the conversation sent to a model (the system prompt is separate).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
+pub(crate) struct ChatMessage {
     pub role: Role,
     pub content: String,
 }
 
 impl ChatMessage {
-    pub fn user(content: impl Into<String>) -> Self {
+    pub(crate) fn user(content: impl Into<String>) -> Self {
         ChatMessage {
             role: Role::User,
             content: content.into(),
@@ -61,7 +61,7 @@ impl ChatMessage {
 /// What a family asks a model. The fixed part of a prompt (system prompt, instructions)
 /// should be byte-stable and first so provider prefix caches hit.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     pub messages: Vec<ChatMessage>,
@@ -80,7 +80,8 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// One user message, with an optional system prompt.
-    pub fn single(system: Option<String>, user: impl Into<String>) -> Self {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn single(system: Option<String>, user: impl Into<String>) -> Self {
         ChatRequest {
             system,
             messages: vec![ChatMessage::user(user)],
@@ -91,7 +92,7 @@ impl ChatRequest {
 
 /// Tokens a provider reports for one answer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
@@ -103,7 +104,7 @@ pub struct Usage {
 
 /// A model's answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChatResponse {
+pub(crate) struct ChatResponse {
     pub content: String,
     /// A thinking model's separate reasoning text (DeepSeek `reasoning_content`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,7 +120,7 @@ pub struct ChatResponse {
 /// The `type` of the error envelope (specs/agent.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorType {
+pub(crate) enum ErrorType {
     Network,
     Api,
     Config,
@@ -129,7 +130,7 @@ pub enum ErrorType {
 /// The `action` of the error envelope: what the calling model should do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorAction {
+pub(crate) enum ErrorAction {
     Retry,
     Backoff,
     Report,
@@ -139,7 +140,7 @@ pub enum ErrorAction {
 /// How a network failure happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NetworkKind {
+pub(crate) enum NetworkKind {
     Dns,
     Refused,
     Reset,
@@ -151,7 +152,7 @@ pub enum NetworkKind {
 /// Why a model call failed. Every message is already redacted of key-like text.
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ProviderError {
+pub(crate) enum ProviderError {
     /// No answer from the endpoint (DNS, refused, reset, unreachable, timeout).
     #[error("network error ({network:?}) calling {provider}: {message}")]
     Network {
@@ -200,7 +201,7 @@ impl ProviderError {
     }
 
     /// The envelope's `action`.
-    pub fn action(&self) -> ErrorAction {
+    pub(crate) fn action(&self) -> ErrorAction {
         match self {
             ProviderError::Network { .. } => ErrorAction::Retry,
             ProviderError::Api { status, .. } => match status {
@@ -217,7 +218,8 @@ impl ProviderError {
     }
 
     /// The HTTP status, for API errors.
-    pub fn status_code(&self) -> Option<u16> {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn status_code(&self) -> Option<u16> {
         match self {
             ProviderError::Api { status, .. } => Some(*status),
             _ => None,
@@ -231,7 +233,7 @@ impl ProviderError {
 
     /// The structured error envelope of specs/agent.md: `{success: false, type, action,
     /// message, error?, status_code?}`.
-    pub fn envelope(&self) -> serde_json::Value {
+    pub(crate) fn envelope(&self) -> serde_json::Value {
         let mut envelope = serde_json::json!({
             "success": false,
             "type": self.error_type(),
@@ -260,7 +262,7 @@ impl ProviderError {
 /// [`crate::request::Request`] converts into one; the provider knows no other request
 /// type.
 #[derive(Clone, Copy)]
-pub struct ClientLink<'a> {
+pub(crate) struct ClientLink<'a> {
     /// The client, when the call came over a connection.
     pub peer: Option<&'a Peer<RoleServer>>,
     /// Cancelled when the client cancels the request.
@@ -277,14 +279,14 @@ pub struct ClientLink<'a> {
 
 /// What a family passes with a model call besides the request.
 #[derive(Clone, Debug, Default)]
-pub struct CallOptions {
+pub(crate) struct CallOptions {
     /// The most the client's model may take to answer a sampling request (default: the
     /// process's, [`DEFAULT_SAMPLING_TIMEOUT`] unless configured).
     pub sampling_timeout: Option<Duration>,
 }
 
 /// How a model call ended, for the family to record and answer from.
-pub enum Completion {
+pub(crate) enum Completion {
     /// The call ran (successfully or not): record `record`, answer from `result`.
     Done(Box<ModelOutcome>),
     /// Protocol 2026-07-28 without an HTTP provider: the client must run the sampling
@@ -294,7 +296,7 @@ pub enum Completion {
 }
 
 /// A finished model call: its answer (or why it failed) and the record of every attempt.
-pub struct ModelOutcome {
+pub(crate) struct ModelOutcome {
     pub result: Result<ChatResponse, ProviderError>,
     /// What to record as a `model_call_recorded` event (no key anywhere in it).
     pub record: ModelCallRecord,
@@ -307,7 +309,7 @@ pub struct ModelOutcome {
 
 /// The models a process can call: the configured HTTP provider, if any, then MCP
 /// sampling through the client when it offers it.
-pub struct Models {
+pub(crate) struct Models {
     http: Option<http::HttpProvider>,
     /// Seals 2026-07-28 request states (a key made when the process starts).
     sealer: sampling::StateSealer,
@@ -331,7 +333,7 @@ pub(crate) const DEFAULT_SAMPLING_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Models {
     /// Models from settings (see [`ProviderSettings::load`]).
-    pub fn new(settings: ProviderSettings) -> Arc<Self> {
+    pub(crate) fn new(settings: ProviderSettings) -> Arc<Self> {
         let unconfigured_reason = settings.unconfigured_reason();
         let sampling_timeout = settings
             .sampling_timeout
@@ -346,7 +348,8 @@ impl Models {
     }
 
     /// No HTTP provider: only the client's sampling (and a `config` error without it).
-    pub fn unconfigured() -> Arc<Self> {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn unconfigured() -> Arc<Self> {
         Models::new(ProviderSettings::default())
     }
 
@@ -375,7 +378,7 @@ impl Models {
     ///
     /// `tool` names the calling tool (for the sealed request state: a state made for
     /// another tool or other arguments is refused).
-    pub async fn complete<'a>(
+    pub(crate) async fn complete<'a>(
         &self,
         tool: &str,
         arguments: &serde_json::Map<String, serde_json::Value>,

@@ -123,7 +123,7 @@ pub(crate) const MODEL_CALL_RECORDED: &str = "model_call_recorded";
 
 /// One attempt of a model call (an HTTP request, or one sampling request).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AttemptRecord {
+pub(crate) struct AttemptRecord {
     /// 1 for the first attempt.
     pub attempt: u32,
     /// Waited before this attempt (backoff or Retry-After), in milliseconds.
@@ -147,7 +147,7 @@ pub struct AttemptRecord {
 
 /// Everything about one model call, as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelCallRecord {
+pub(crate) struct ModelCallRecord {
     /// "deepseek", "siliconflow", "cerebras", "openai", "custom", a config file's name,
     /// "mcp-sampling", or "none" when nothing could be called.
     pub provider: String,
@@ -189,12 +189,8 @@ impl ModelCallRecord {
         }
     }
 
-    pub fn succeeded(&self) -> bool {
-        self.response.is_some()
-    }
-
     /// The error's envelope type and action, when it failed.
-    pub fn failure(&self) -> Option<(ErrorType, ErrorAction)> {
+    pub(crate) fn failure(&self) -> Option<(ErrorType, ErrorAction)> {
         self.error.as_ref().map(|e| (e.error_type(), e.action()))
     }
 }

@@ -25,7 +25,7 @@ pub(crate) use history::{HistoryFilter, branches_without, event_row, event_type_
 pub(crate) use search::{RecallError, SearchRequest, search};
 #[cfg(test)]
 pub(crate) use session::load_for_export;
-pub use session::load_tree;
+pub(crate) use session::load_tree;
 pub(crate) use session::{
     UpToDamage, export_session, export_session_up_to_damage, find_session,
     load_for_export_up_to_damage, load_tree_up_to_damage,

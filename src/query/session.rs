@@ -9,7 +9,7 @@
 
 use crate::event::Event;
 use crate::export::{self, Format};
-use crate::projection::tree::ThoughtTree;
+use crate::projection::tree::{Folds, ThoughtTree};
 use crate::store::{Ledger, SessionHead, StoreError};
 
 /// The head of the session `id` names (an id or an alias), if the ledger has it.
@@ -80,7 +80,8 @@ pub(crate) fn load_tree_up_to_damage(
     at_seq: Option<u64>,
 ) -> Result<UpToDamage<ThoughtTree>, StoreError> {
     let upto = at_seq.unwrap_or(head.seq).min(head.seq);
-    let mut tree = ThoughtTree::with_capacity(head.session, upto as usize);
+    let folds = Folds::of_families(ledger.families());
+    let mut tree = ThoughtTree::with_capacity(head.session, upto as usize, &folds);
     let result = ledger.for_each_event_to_fold(head.session, 1, upto, |event| {
         tree.fold(event);
         true
@@ -109,7 +110,8 @@ pub(crate) fn load_for_export_up_to_damage(
         events.push(event);
         true
     });
-    let tree = ThoughtTree::build(head.session, events.iter().cloned());
+    let folds = Folds::of_families(ledger.families());
+    let tree = ThoughtTree::build(head.session, events.iter().cloned(), &folds);
     up_to_damage((tree, events), result)
 }
 

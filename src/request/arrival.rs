@@ -105,26 +105,27 @@ impl ArrivalOrder {
 
 /// A call's place in its connection's arrival order; given up when dropped.
 #[derive(Debug)]
-pub struct Turn {
+pub(crate) struct Turn {
     order: Option<(Arc<ArrivalOrder>, u64)>,
 }
 
 impl Turn {
     /// A turn outside any order (a call that came without an arrival stamp).
-    pub fn unordered() -> Turn {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn unordered() -> Turn {
         Turn { order: None }
     }
 
     /// Waits until every call that arrived earlier on this connection has queued its
     /// write or given its turn up.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         if let Some((order, ticket)) = &self.order {
             order.wait_for(*ticket).await;
         }
     }
 
     /// Gives the turn up: later calls may queue their writes.
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         if let Some((order, ticket)) = self.order.take() {
             order.release(ticket);
         }

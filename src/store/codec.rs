@@ -546,12 +546,17 @@ mod tests {
     #[test]
     fn the_fold_decode_keeps_everything_a_projection_reads() {
         let events = events();
-        let full = crate::projection::tree::ThoughtTree::build(events[0].session, events.clone());
+        let full = crate::projection::tree::ThoughtTree::build(
+            events[0].session,
+            events.clone(),
+            &crate::tools::folds(),
+        );
         let light = crate::projection::tree::ThoughtTree::build(
             events[0].session,
             events
                 .iter()
                 .map(|e| decode_event_to_fold(&encode_event(e)).unwrap()),
+            &crate::tools::folds(),
         );
         assert_eq!(light.to_json(), full.to_json());
         let folded = decode_event_to_fold(&encode_event(&events[1])).unwrap();

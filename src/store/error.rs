@@ -57,7 +57,7 @@ impl StoreError {
     /// Wraps a backend's error; an I/O error (anywhere in its source chain) that says the
     /// disk is full becomes [`StoreError::DiskFull`], whose message a model or user can act
     /// on.
-    pub fn backend(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         let error: BackendError = Arc::new(error);
         if is_disk_full(&*error) {
             StoreError::DiskFull(error)
@@ -222,7 +222,7 @@ pub enum AppendError {
 
 /// The first problem `verify` found; names the session and event.
 #[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
+pub(crate) enum VerifyError {
     #[error("session {session}: no head record")]
     NoHead { session: SessionId },
     #[error("session {session}: its head row cannot be read ({detail})")]
@@ -339,7 +339,8 @@ pub enum VerifyError {
 impl VerifyError {
     /// Whether a rebuild ([`super::Ledger::rebuild_summaries`]) fixes this without touching
     /// an event: derived state that is out of date, as opposed to damage to the log.
-    pub fn is_fixable(&self) -> bool {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn is_fixable(&self) -> bool {
         matches!(self, VerifyError::StaleSummary { .. })
     }
 
@@ -370,7 +371,7 @@ impl VerifyError {
     }
 
     /// The session this finding is about, if it is one session's.
-    pub fn session(&self) -> Option<SessionId> {
+    pub(crate) fn session(&self) -> Option<SessionId> {
         if let VerifyError::Storage(StoreError::Damaged { .. }) = self {
             return None;
         }

@@ -71,11 +71,18 @@ pub struct SessionHead {
     pub session: SessionId,
     pub seq: u64,
     pub hash: String,
-    pub summary: SessionSummary,
+    pub(crate) summary: SessionSummary,
     /// Position of the session's last event (see [`Ledger::last_position`]); 0 in a
     /// ledger of an earlier build until its first write assigns positions.
     #[serde(default)]
     pub position: u64,
+}
+
+impl SessionHead {
+    /// The session's kind (its summary's).
+    pub fn kind(&self) -> crate::event::SessionKind {
+        self.summary.kind
+    }
 }
 
 /// A head as stored (JSON), before its summary is read with a ledger's families.
@@ -126,7 +133,7 @@ pub(crate) fn decode_head_json(
 
 /// What `verify` found for one session.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct VerifiedSession {
+pub(crate) struct VerifiedSession {
     pub session: SessionId,
     pub events: u64,
     /// The first event dated before the event it follows, if any: sound as a chain, but
@@ -305,12 +312,12 @@ impl Ledger {
     }
 
     /// The families this ledger decodes with (handed to it when it was opened).
-    pub fn families(&self) -> &Families {
+    pub(crate) fn families(&self) -> &Families {
         &self.families
     }
 
     /// Path of the ledger file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -334,7 +341,8 @@ impl Ledger {
 
     /// Runs `job` inside the next group-commit write transaction and returns its result
     /// once that transaction is durably committed. See [`writer`].
-    pub async fn write<R, F>(&self, job: F) -> Result<R, StoreError>
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) async fn write<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut AppendTxn<'_>) -> R + Send + 'static,
@@ -393,7 +401,7 @@ impl Ledger {
     }
 
     /// Finds a session by its id or by an alias recorded when it started.
-    pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
+    pub(crate) fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         resolve_in(&*self.read()?, text)
     }
 
@@ -632,7 +640,7 @@ impl Ledger {
 
     /// Events as they are committed, starting at position `from` (pass
     /// [`Ledger::last_position`] + 1 for only new ones). See [`Watch`].
-    pub fn watch(&self, from: u64) -> Watch {
+    pub(crate) fn watch(&self, from: u64) -> Watch {
         Watch::new(self.clone(), from)
     }
 
@@ -666,7 +674,8 @@ impl Ledger {
 
     /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad
     /// one. Also reports events stored under a session that has no head.
-    pub fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
         self.verify_all_reporting(|_, _| {})
     }
 

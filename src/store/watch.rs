@@ -17,7 +17,7 @@ pub(crate) const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(250);
 pub(crate) const WATCH_BATCH_LIMIT: usize = 256;
 
 /// Events as they are committed, from a position on. Made by [`Ledger::watch`].
-pub struct Watch {
+pub(crate) struct Watch {
     ledger: Ledger,
     next: u64,
     commits: tokio::sync::watch::Receiver<u64>,
@@ -37,7 +37,8 @@ impl Watch {
     }
 
     /// The position the next event returned will have at least.
-    pub fn next_position(&self) -> u64 {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn next_position(&self) -> u64 {
         self.next
     }
 
@@ -46,7 +47,7 @@ impl Watch {
     /// order. Wakes at once on a commit of this process; notices another process's commit
     /// within [`WATCH_POLL_INTERVAL`] (a bounded poll). Cancel-safe: dropping the future
     /// loses nothing.
-    pub async fn next(&mut self) -> Result<Vec<PositionedEvent>, StoreError> {
+    pub(crate) async fn next(&mut self) -> Result<Vec<PositionedEvent>, StoreError> {
         loop {
             // Armed before the read: a commit after it marks the receiver as changed.
             self.commits.borrow_and_update();

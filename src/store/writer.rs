@@ -202,6 +202,7 @@ impl WriterHandle {
         Ok(answer)
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
     pub(crate) async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
@@ -409,12 +410,12 @@ pub struct AppendTxn<'a> {
 
 impl AppendTxn<'_> {
     /// The session's head as of this transaction (including earlier jobs of the group).
-    pub fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
+    pub(crate) fn head(&self, session: SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.txn.head(session)
     }
 
     /// Finds a session by id or alias, as [`super::Ledger::resolve`] does.
-    pub fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
+    pub(crate) fn resolve(&self, text: &str) -> Result<Option<SessionId>, StoreError> {
         super::resolve_in(&*self.txn, text)
     }
 
@@ -445,7 +446,7 @@ impl AppendTxn<'_> {
 
     /// Appends events exactly as exported (ids, times and hashes kept), after checking
     /// that each one continues the stored chain. Idempotent like [`AppendTxn::append`].
-    pub fn import(&mut self, events: Vec<Event>) -> Result<Option<Appended>, AppendError> {
+    pub(crate) fn import(&mut self, events: Vec<Event>) -> Result<Option<Appended>, AppendError> {
         if events.is_empty() {
             return Ok(None);
         }

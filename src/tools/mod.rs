@@ -80,6 +80,14 @@ impl crate::event::family::Registry for Registry {
 /// handed to the ledger it opens; nothing below `tools` looks them up.
 pub fn families() -> crate::event::family::Families {
     crate::event::family::Families::of(&REGISTRY)
+        .carrying(crate::projection::tree::Folds::of(&REGISTRY))
+}
+
+/// The product's folds alone, for the unit tests and fuzz targets that fold a tree
+/// without a ledger (a ledger carries them in its [`families`]).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn folds() -> crate::projection::tree::Folds {
+    crate::projection::tree::Folds::of(&REGISTRY)
 }
 
 /// Folds no toolset owns: the model-call event's and the import record's.
@@ -144,7 +152,7 @@ pub(crate) type CallFuture =
     Pin<Box<dyn Future<Output = Result<CallToolResponse, ToolError>> + Send>>;
 
 /// What a tool family registers.
-pub struct Family {
+pub(crate) struct Family {
     /// Its toolset's name (`serve --toolsets NAME`).
     pub name: &'static str,
     /// Its part of the server instructions: the set's name and, in a few words, what it is
@@ -185,7 +193,7 @@ pub struct Family {
 
 /// A check `doctor` runs for a family over the data directory (its own files there: the
 /// qa family's workflow templates).
-pub trait DoctorCheck: Sync {
+pub(crate) trait DoctorCheck: Sync {
     /// What the report's lines name ("qa workflows").
     fn what(&self) -> &'static str;
     /// Every problem found under `data_dir`, each with its fix: each fails the check.
@@ -215,8 +223,13 @@ pub struct Toolset {
 }
 
 impl Toolset {
-    pub fn family(self) -> &'static Family {
+    pub(crate) fn family(self) -> &'static Family {
         FAMILIES[self.index]
+    }
+
+    /// The bytes its tools may take in `tools/list` ([`Family::listing_budget_bytes`]).
+    pub fn listing_budget_bytes(self) -> usize {
+        self.family().listing_budget_bytes
     }
 
     pub fn as_str(self) -> &'static str {
@@ -229,7 +242,7 @@ impl Toolset {
     }
 
     /// Toolsets on when nothing is chosen.
-    pub fn default_sets() -> Vec<Toolset> {
+    pub(crate) fn default_sets() -> Vec<Toolset> {
         Toolset::available()
             .into_iter()
             .filter(|t| t.family().default_on)
@@ -237,7 +250,7 @@ impl Toolset {
     }
 
     /// The tools this set lists.
-    pub fn tools(self) -> Vec<Tool> {
+    pub(crate) fn tools(self) -> Vec<Tool> {
         (self.family().tools)()
     }
 
@@ -248,7 +261,7 @@ impl Toolset {
     }
 
     /// Parses `a,b` (or `all`) into a de-duplicated list in registration order.
-    pub fn parse_list(text: &str) -> Result<Vec<Toolset>, String> {
+    pub(crate) fn parse_list(text: &str) -> Result<Vec<Toolset>, String> {
         let mut out = Vec::new();
         for name in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if name.eq_ignore_ascii_case("all") {
@@ -316,7 +329,7 @@ impl FromStr for Toolset {
 
 /// Why a tool call failed, and how the model is told.
 #[derive(Debug, thiserror::Error)]
-pub enum ToolError {
+pub(crate) enum ToolError {
     /// Arguments the model can fix: the reference server's validation text.
     #[error("Input validation error: Invalid arguments for tool {tool}: {}", problems.join(", "))]
     Validation { tool: String, problems: Vec<String> },
@@ -335,7 +348,7 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    pub fn validation(tool: &str, problems: Vec<String>) -> Self {
+    pub(crate) fn validation(tool: &str, problems: Vec<String>) -> Self {
         ToolError::Validation {
             tool: tool.to_string(),
             problems,
@@ -343,7 +356,7 @@ impl ToolError {
     }
 
     /// The tool result the model sees: `isError: true`, no structured content.
-    pub fn into_result(self) -> CallToolResult {
+    pub(crate) fn into_result(self) -> CallToolResult {
         let text = match &self {
             ToolError::Validation { .. } => self.to_string(),
             _ => serde_json::to_string_pretty(&serde_json::json!({

@@ -62,7 +62,7 @@ pub(crate) fn with_start(
 
 /// Which session a call may continue.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The kind of session the call records.
     pub kind: SessionKind,
     /// The argument that names a session (for error messages).
@@ -83,7 +83,7 @@ pub struct Target {
 
 /// What a committed append answers with.
 #[derive(Clone, Debug)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub session: SessionId,
     /// Seq of the last event appended.
     pub seq: u64,
@@ -265,7 +265,7 @@ impl ToolCall {
     /// (`None`: a new session) and the call's record, appends them at the head's seq and
     /// remembers the session as current. Queued in arrival order; returns once the
     /// commit is durable.
-    pub async fn record(
+    pub(crate) async fn record(
         &mut self,
         target: Target,
         decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Vec<NewEvent> + Send + 'static,
@@ -277,7 +277,7 @@ impl ToolCall {
     /// [`ToolCall::record`] for a `decide` that may refuse, from the head it reads inside
     /// the transaction (a plan's phase, a closed branch): a refusal appends nothing and is
     /// the call's answer.
-    pub async fn try_record(
+    pub(crate) async fn try_record(
         &mut self,
         target: Target,
         decide: impl FnOnce(Option<&SessionHead>, CallRecord) -> Result<Vec<NewEvent>, ToolError>
@@ -343,7 +343,7 @@ impl ToolCall {
     /// Appends more events to a session this call already recorded to (a model call's
     /// outcome after its request), right after `after`. With a key, as
     /// [`Target::idempotency_key`]: a re-run finds them and appends nothing.
-    pub async fn record_more(
+    pub(crate) async fn record_more(
         &mut self,
         after: &Recorded,
         idempotency_key: Option<String>,

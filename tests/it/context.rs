@@ -56,7 +56,7 @@ async fn every_toolset_lists_within_its_own_budget() {
     assert!(!toolsets.is_empty());
     let mut over = Vec::new();
     for set in toolsets {
-        let budget = set.family().listing_budget_bytes;
+        let budget = set.listing_budget_bytes();
         let (compact, tools) = listing(Some(set.as_str())).await;
         report(&format!("--toolsets {set}"), compact.len(), tools, budget);
         if compact.len() > budget {

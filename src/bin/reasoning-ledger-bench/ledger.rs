@@ -172,7 +172,9 @@ pub(crate) fn run(
     let ledger = Ledger::open(&mermaid_dir, reasoning_ledger::testing::families())?;
     let session = build_session(&ledger, mermaid_thoughts + 1)?;
     let events = ledger.events(session, 1, mermaid_thoughts + 1)?;
-    let tree = ThoughtTree::build(session, events);
+    let folds =
+        reasoning_ledger::testing::Folds::of_families(&reasoning_ledger::testing::families());
+    let tree = ThoughtTree::build(session, events, &folds);
     let mut samples = Vec::new();
     for _ in 0..9 {
         let started = Instant::now();

@@ -176,7 +176,7 @@ fn previous_scan(ledger: &Ledger, query: &str, limit: usize) -> anyhow::Result<u
     let kinds: std::collections::HashMap<SessionId, SessionKind> = ledger
         .heads()?
         .into_iter()
-        .map(|h| (h.session, h.summary.kind))
+        .map(|h| (h.session, h.kind()))
         .collect();
     let mut hits: Vec<(u8, u64, String, u64, String)> = Vec::new();
     let mut consider = |order: u64, event: Event| {

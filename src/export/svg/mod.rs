@@ -1046,7 +1046,7 @@ pub(crate) mod tests {
     }
 
     fn build((session, events): (SessionId, Vec<Event>)) -> ThoughtTree {
-        ThoughtTree::build(session, events)
+        ThoughtTree::build(session, events, &crate::tools::folds())
     }
 
     /// Every family's fixture for `text`.
@@ -1383,10 +1383,14 @@ pub(crate) mod tests {
                 qa_events(text),
                 booster_events(text),
             ] {
-                let whole = ThoughtTree::build(session, events.clone());
+                let whole = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
                 let page = render_with(&whole, Options { embedded: true });
                 for k in 1..=events.len() as u64 {
-                    let prefix = ThoughtTree::build(session, events[..k as usize].to_vec());
+                    let prefix = ThoughtTree::build(
+                        session,
+                        events[..k as usize].to_vec(),
+                        &crate::tools::folds(),
+                    );
                     assert_eq!(
                         shown_nodes(&page, Some(k)),
                         shown_nodes(&render(&prefix), None),
@@ -1639,7 +1643,10 @@ pub(crate) mod tests {
 
     #[test]
     fn an_empty_tree_is_still_a_picture() {
-        let svg = render(&ThoughtTree::new(SessionId::generate()));
+        let svg = render(&ThoughtTree::new(
+            SessionId::generate(),
+            &crate::tools::folds(),
+        ));
         let (nodes, edges) = parse(&svg);
         assert!(nodes.is_empty() && edges.is_empty());
         assert!(svg.contains("no thoughts yet"));

@@ -128,7 +128,11 @@ impl Ledger {
 
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
-    pub fn open_postgres_existing(url: &str, families: Families) -> Result<Ledger, OpenError> {
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    pub(crate) fn open_postgres_existing(
+        url: &str,
+        families: Families,
+    ) -> Result<Ledger, OpenError> {
         open(url, OpenMode::Existing, families)
     }
 }

@@ -1049,7 +1049,7 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
     let head = ledger.head(session).unwrap().expect("the session is there");
     let events = ledger.events(session, 1, head.seq).unwrap();
     assert_eq!(events.len() as u64, head.seq);
-    let tree = ThoughtTree::build(session, events.clone());
+    let tree = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
     for format in [
         Format::Mermaid,
         Format::Markdown,

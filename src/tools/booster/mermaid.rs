@@ -229,7 +229,7 @@ mod tests {
             },
             true,
         );
-        let tree = ThoughtTree::new(SessionId::generate());
+        let tree = ThoughtTree::new(SessionId::generate(), &crate::tools::folds());
         let text = mermaid(&tree, &state);
         assert!(text.contains("task ==> t4"), "{text}");
         assert!(text.contains("t4 -.-x t7"), "{text}");
@@ -302,7 +302,10 @@ mod tests {
         let all: String = HOSTILE.concat();
         let texts: Vec<&str> = HOSTILE.iter().copied().chain([all.as_str()]).collect();
         for (i, text) in texts.iter().enumerate() {
-            let diagram = mermaid(&ThoughtTree::new(SessionId::generate()), &session(text));
+            let diagram = mermaid(
+                &ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
+                &session(text),
+            );
             let statements: Vec<&str> = diagram.lines().skip(1).map(str::trim_start).collect();
             for line in &statements {
                 let id: String = line

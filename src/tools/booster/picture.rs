@@ -486,7 +486,7 @@ mod tests {
 
     fn tree(text: &str) -> ThoughtTree {
         let (session, events) = booster_events(text);
-        ThoughtTree::build(session, events)
+        ThoughtTree::build(session, events, &crate::tools::folds())
     }
 
     /// The booster's nodes and links are what its fold holds: counted from the
@@ -590,7 +590,7 @@ mod tests {
         let texts = HOSTILE.iter().copied().chain([all.as_str()]);
         for (text, count) in texts.flat_map(|t| counts.map(|c| (t, c))) {
             let (session, events) = booster_events_counted(text, count);
-            let whole = ThoughtTree::build(session, events.clone());
+            let whole = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
             let mut page = String::new();
             render_into(
                 &mut page,
@@ -608,7 +608,11 @@ mod tests {
             assert!(!page.contains("<script"));
             parse(&page);
             for k in 1..=events.len() as u64 {
-                let prefix = ThoughtTree::build(session, events[..k as usize].to_vec());
+                let prefix = ThoughtTree::build(
+                    session,
+                    events[..k as usize].to_vec(),
+                    &crate::tools::folds(),
+                );
                 assert_eq!(
                     shown_nodes(&page, Some(k)),
                     shown_nodes(&render(&prefix), None),

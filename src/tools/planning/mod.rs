@@ -47,7 +47,7 @@ use serde_json::{Map, Value, json};
 
 impl SessionKind {
     /// A `deep_planning` session.
-    pub const PLANNING: SessionKind = SessionKind::new("planning");
+    pub(crate) const PLANNING: SessionKind = SessionKind::new("planning");
 }
 
 pub(crate) const DEEP_PLANNING: &str = "deep_planning";

@@ -475,7 +475,7 @@ mod tests {
             .enumerate()
             .map(|(i, p)| session_event(session, i as u64 + 1, p))
             .collect();
-        let tree = ThoughtTree::build(session, events.clone());
+        let tree = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
         let mut stored = SessionSummary::start(&events[0]).unwrap();
         for event in &events[1..] {
             stored.apply(event);
@@ -489,7 +489,8 @@ mod tests {
             "a merge leaves the phase"
         );
         assert_eq!(stored.thoughts, 1, "the merge");
-        let prefix = ThoughtTree::build(session, events.into_iter().take(3));
+        let prefix =
+            ThoughtTree::build(session, events.into_iter().take(3), &crate::tools::folds());
         assert_eq!(
             Planning::of(&prefix).plan,
             None,

@@ -33,7 +33,7 @@ use workflow::{Available, Context, Workflows, recommend_step};
 
 impl SessionKind {
     /// A `sequentialthinking_qa` session.
-    pub const QA: SessionKind = SessionKind::new("qa");
+    pub(crate) const QA: SessionKind = SessionKind::new("qa");
 }
 
 /// The tool's name.

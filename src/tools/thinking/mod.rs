@@ -19,7 +19,7 @@ use crate::event::{CallRecord, NewEvent, SessionKind};
 use crate::request::ToolCall;
 use crate::store::SessionHead;
 pub(crate) use payload::ThinkThought;
-pub use payload::{SequentialThought, ThinkingEvent};
+pub(crate) use payload::{SequentialThought, ThinkingEvent};
 use rmcp::model::{CallToolResult, ContentBlock as Content, Tool};
 use serde_json::{Map, Value, json};
 

@@ -60,7 +60,7 @@ impl SequentialThought {
 
     /// The branch this thought belongs to: recorded only when both a branch point ≥ 1 and a
     /// non-empty id are given (the reference server's rule).
-    pub fn branch(&self) -> Option<(&str, u64)> {
+    pub(crate) fn branch(&self) -> Option<(&str, u64)> {
         match (self.branch_from_thought, self.branch_id.as_deref()) {
             (Some(from), Some(id)) if from >= 1 && !id.is_empty() => Some((id, from)),
             _ => None,

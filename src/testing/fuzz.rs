@@ -35,7 +35,7 @@ use crate::tools::write::title_of;
 use serde_json::{Map, Number, Value};
 
 /// Most thoughts in a tree built from fuzz input (keeps one run fast).
-pub const MAX_FUZZ_THOUGHTS: usize = 64;
+pub(crate) const MAX_FUZZ_THOUGHTS: usize = 64;
 
 /// Every argument name the thinking tools read, in both spellings, and deep_planning's.
 const FIELD_NAMES: &[&str] = &[
@@ -164,7 +164,7 @@ fn value_from(bytes: &mut Bytes) -> Value {
 
 /// Tool arguments from fuzz input: the input itself when it is a JSON object, else an
 /// object whose fields (names the tools read) and values the bytes choose.
-pub fn arguments_from_bytes(data: &[u8]) -> Map<String, Value> {
+pub(crate) fn arguments_from_bytes(data: &[u8]) -> Map<String, Value> {
     if let Ok(Value::Object(map)) = serde_json::from_slice(data) {
         return map;
     }
@@ -180,7 +180,7 @@ pub fn arguments_from_bytes(data: &[u8]) -> Map<String, Value> {
 
 /// Checks the decoders, both thinking tools' `parse` and `decide_*`, and deep_planning's
 /// (`raw` with each phase in turn) over `raw`.
-pub fn check_arguments(raw: &Map<String, Value>) {
+pub(crate) fn check_arguments(raw: &Map<String, Value>) {
     for (key, value) in raw {
         let Some(name) = FIELD_NAMES.iter().find(|name| **name == key) else {
             continue;
@@ -316,7 +316,7 @@ pub fn fuzz_arguments(data: &[u8]) {
 }
 
 /// Undoes [`escape_label`] the way Mermaid draws a label: entities back to characters.
-pub fn decode_label(escaped: &str) -> String {
+pub(crate) fn decode_label(escaped: &str) -> String {
     let mut out = String::new();
     let mut rest = escaped;
     while let Some(at) = rest.find('#') {
@@ -338,7 +338,7 @@ pub fn decode_label(escaped: &str) -> String {
 
 /// What a label shows for `text`: the same chars, line breaks as spaces, unsafe chars
 /// replaced.
-pub fn shown_label(text: &str) -> String {
+pub(crate) fn shown_label(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\n' | '\r' | '\t' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => ' ',
@@ -350,7 +350,7 @@ pub fn shown_label(text: &str) -> String {
 
 /// Panics if an escaped label holds anything that could end the string, start a
 /// comment, directive, link or markup, or reorder the text.
-pub fn assert_label_inert(escaped: &str) {
+pub(crate) fn assert_label_inert(escaped: &str) {
     for bad in [
         '"', '<', '>', '&', '[', ']', '{', '}', '(', ')', '|', '`', '%', ':', '\\', '\n', '\r',
         '\t', '\u{2028}', '\u{2029}', 'ﬂ', '¶',
@@ -384,7 +384,7 @@ pub fn assert_label_inert(escaped: &str) {
 }
 
 /// Escapes `text` and checks the label is inert and shows `text`.
-pub fn check_label(text: &str) {
+pub(crate) fn check_label(text: &str) {
     let escaped = escape_label(text);
     assert_label_inert(&escaped);
     assert_eq!(
@@ -395,7 +395,7 @@ pub fn check_label(text: &str) {
 }
 
 /// The quoted strings of a diagram, in order.
-pub fn quoted_strings(diagram: &str) -> Vec<&str> {
+pub(crate) fn quoted_strings(diagram: &str) -> Vec<&str> {
     diagram.split('"').skip(1).step_by(2).collect()
 }
 
@@ -422,7 +422,7 @@ fn is_id(text: &str, prefix: char) -> bool {
 
 /// Checks every line of a diagram is one of the forms `render` writes, with all content
 /// in quotes. Returns (node statements, edge statements, subgraphs).
-pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
+pub(crate) fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
     let mut lines = diagram.lines();
     assert_eq!(lines.next(), Some("flowchart TD"));
     let (mut nodes, mut edges, mut subgraphs, mut open) = (0, 0, 0, 0usize);
@@ -514,7 +514,7 @@ pub fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
 /// A session built from fuzz input: each thought's kind, numbers, references and texts
 /// chosen by the bytes (dangling references, self references and repeated branch ids
 /// included).
-pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
+pub(crate) fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     let mut bytes = Bytes(data);
     let session = SessionId::generate();
     let mode = bytes.byte() % 4;
@@ -620,11 +620,11 @@ pub fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
         prev: GENESIS_HASH.into(),
         hash: GENESIS_HASH.into(),
     });
-    ThoughtTree::build(session, events)
+    ThoughtTree::build(session, events, &crate::tools::folds())
 }
 
 /// Renders `tree` and checks the diagram's shape, counts and labels.
-pub fn check_render(tree: &ThoughtTree) {
+pub(crate) fn check_render(tree: &ThoughtTree) {
     let diagram = render(tree);
     let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram);
     // An empty session is drawn as one placeholder node, unless a family draws nodes of
