@@ -124,7 +124,7 @@ pub(crate) struct ToolContext {
 
 impl ToolContext {
     /// A context without an HTTP model provider (sampling only).
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn new(ledger: Ledger, log_thoughts: bool) -> Arc<Self> {
         Self::with_models(ledger, log_thoughts, Models::unconfigured())
     }
@@ -219,7 +219,7 @@ pub(crate) struct Request {
 
 impl Request {
     /// A request outside any connection (tests, the CLI).
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn detached() -> Self {
         Request {
             peer: None,

@@ -604,7 +604,7 @@ impl FamilyPayload {
 
     /// A payload read from an older schema: `event` is the current shape, `written` the
     /// JSON the older build wrote (what the hash covers and exports repeat).
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn upcast(event: Box<dyn FamilyEvent>, written: Box<RawValue>) -> Self {
         FamilyPayload {
             event,

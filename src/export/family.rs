@@ -96,7 +96,7 @@ pub(crate) trait FamilyRender: Sync {
     }
 
     /// Mermaid: its constant `classDef`s (class, style), for the checks of its output.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     fn mermaid_classes(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }

@@ -80,7 +80,7 @@ pub(crate) struct ChatRequest {
 
 impl ChatRequest {
     /// One user message, with an optional system prompt.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn single(system: Option<String>, user: impl Into<String>) -> Self {
         ChatRequest {
             system,
@@ -218,7 +218,7 @@ impl ProviderError {
     }
 
     /// The HTTP status, for API errors.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn status_code(&self) -> Option<u16> {
         match self {
             ProviderError::Api { status, .. } => Some(*status),
@@ -348,7 +348,7 @@ impl Models {
     }
 
     /// No HTTP provider: only the client's sampling (and a `config` error without it).
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn unconfigured() -> Arc<Self> {
         Models::new(ProviderSettings::default())
     }

@@ -111,7 +111,7 @@ pub(crate) struct Turn {
 
 impl Turn {
     /// A turn outside any order (a call that came without an arrival stamp).
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn unordered() -> Turn {
         Turn { order: None }
     }

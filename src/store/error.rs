@@ -339,7 +339,7 @@ pub(crate) enum VerifyError {
 impl VerifyError {
     /// Whether a rebuild ([`super::Ledger::rebuild_summaries`]) fixes this without touching
     /// an event: derived state that is out of date, as opposed to damage to the log.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn is_fixable(&self) -> bool {
         matches!(self, VerifyError::StaleSummary { .. })
     }

@@ -341,7 +341,7 @@ impl Ledger {
 
     /// Runs `job` inside the next group-commit write transaction and returns its result
     /// once that transaction is durably committed. See [`writer`].
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn write<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
@@ -674,7 +674,7 @@ impl Ledger {
 
     /// Verifies every session (see [`Ledger::verify_session`]), stopping at the first bad
     /// one. Also reports events stored under a session that has no head.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn verify_all(&self) -> Result<Vec<VerifiedSession>, VerifyError> {
         self.verify_all_reporting(|_, _| {})
     }

@@ -37,7 +37,7 @@ impl Watch {
     }
 
     /// The position the next event returned will have at least.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn next_position(&self) -> u64 {
         self.next
     }

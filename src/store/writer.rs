@@ -202,7 +202,7 @@ impl WriterHandle {
         Ok(answer)
     }
 
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn submit<R, F>(&self, job: F) -> Result<R, StoreError>
     where
         R: Send + 'static,

@@ -27,7 +27,6 @@ use crate::tools::args::{Args, MAX_INTEGER, MAX_TEXT_BYTES};
 use crate::tools::planning::payload::Body;
 use crate::tools::planning::state::weighted_score;
 use crate::tools::planning::{PlanArgs, decide_planning};
-use crate::tools::qa::node::QaNode;
 use crate::tools::qa::{QaStep, QaStepRecorded, Step, ToolRecommendation};
 use crate::tools::thinking::{SequentialArgs, ThinkArgs, decide_sequential, decide_think};
 use crate::tools::thinking::{SequentialThought, ThinkThought, ThinkingEvent};
@@ -724,6 +723,7 @@ pub fn fuzz_ledger_file(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::qa::node::QaNode;
 
     /// Fragments the generator splices together so that short random inputs still hit
     /// the interesting paths (JSON objects, look-alike strings, Mermaid syntax).

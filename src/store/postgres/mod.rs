@@ -128,7 +128,7 @@ impl Ledger {
 
     /// Opens the ledger at `url` only if its tables are there ([`OpenError::NoLedger`]
     /// otherwise): the read-only commands.
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn open_postgres_existing(
         url: &str,
         families: Families,
