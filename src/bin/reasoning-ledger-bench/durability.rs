@@ -10,13 +10,12 @@
 //! the library like any caller's).
 
 use crate::postgres::StoreAppends;
-use crate::servers::FSYNC_WRITE_BYTES;
+use crate::servers::PageSync;
 use crate::servers::stats::{fmt_duration, median};
 use anyhow::Context;
 use reasoning_ledger::testing::{LEDGER_FILE_NAME, Ledger, families, open_ledger_redb_alone};
 use redb::{ConcurrencyMode, Database, Durability, TableDefinition};
 use serde::Serialize;
-use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -103,7 +102,7 @@ pub(crate) fn run(
 ) -> anyhow::Result<DurabilityFigures> {
     let dir = scratch.join("durability");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut floor = Floor::create(&dir.join(FLOOR_FILE_NAME))?;
+    let mut floor = PageSync::create(&dir.join(FLOOR_FILE_NAME))?;
     let mut exclusive = RedbAlone::create(
         &dir.join("exclusive.redb"),
         ConcurrencyMode::ExclusiveWriter,
@@ -127,7 +126,7 @@ pub(crate) fn run(
     let mut samples: [Vec<Duration>; 5] = Default::default();
     for round in 0..appends + WARMUP_APPENDS {
         let times = [
-            timed(|| floor.append())?,
+            timed(|| floor.sync_one())?,
             timed(|| exclusive.append())?,
             timed(|| multi_writer.append())?,
             timed(|| store.append())?,
@@ -172,29 +171,6 @@ fn timed(append: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Duration
 
 /// Name of the floor's scratch file in the durability directory.
 const FLOOR_FILE_NAME: &str = "floor.tmp";
-
-/// The floor: one page overwritten in place and `fdatasync`ed (no size change, so no
-/// metadata to journal), as the redo log writes into zeros laid ahead.
-struct Floor {
-    file: std::fs::File,
-}
-
-impl Floor {
-    fn create(path: &Path) -> anyhow::Result<Self> {
-        let mut file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        file.write_all(&[0x5a; FSYNC_WRITE_BYTES])?;
-        file.sync_all()?;
-        Ok(Floor { file })
-    }
-
-    fn append(&mut self) -> anyhow::Result<()> {
-        self.file.seek(SeekFrom::Start(0))?;
-        self.file.write_all(&[0x5a; FSYNC_WRITE_BYTES])?;
-        self.file.sync_data()?;
-        Ok(())
-    }
-}
 
 /// redb on its own: an append's rows in one transaction committed with
 /// `Durability::Immediate`, on a new file in one concurrency mode.

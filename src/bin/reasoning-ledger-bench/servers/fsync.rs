@@ -57,28 +57,45 @@ impl FsyncFigures {
 }
 
 fn time_syncs(path: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
-    let mut file: File = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    let page = [0x5a_u8; FSYNC_WRITE_BYTES];
-    // Allocate the block once, so the samples time overwrites, like a log
-    // tail that the allocator already extended.
-    file.write_all(&page)
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("preparing {}", path.display()))?;
+    let mut page = PageSync::create(path)?;
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
         let start = Instant::now();
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(&page))
-            .and_then(|()| file.sync_data())
+        page.sync_one()
             .with_context(|| format!("writing and syncing {}", path.display()))?;
         out.push(start.elapsed());
     }
     Ok(out)
+}
+
+/// A scratch file whose one page is overwritten in place and `fdatasync`ed, as a log tail
+/// the allocator already extended is (no size change, so no metadata to journal).
+pub(crate) struct PageSync {
+    file: File,
+}
+
+impl PageSync {
+    /// Creates the file at `path` with its page allocated and synced.
+    pub(crate) fn create(path: &Path) -> anyhow::Result<Self> {
+        let mut file: File = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        file.write_all(&[0x5a_u8; FSYNC_WRITE_BYTES])
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("preparing {}", path.display()))?;
+        Ok(PageSync { file })
+    }
+
+    /// Overwrites the page and syncs it.
+    pub(crate) fn sync_one(&mut self) -> anyhow::Result<()> {
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(&[0x5a_u8; FSYNC_WRITE_BYTES])?;
+        self.file.sync_data()?;
+        Ok(())
+    }
 }
 
 /// Filesystem type of the mount that holds `dir`: the longest mount point in

@@ -28,7 +28,7 @@ use anyhow::{Context as _, bail};
 
 pub(crate) use compare::{DEFAULT_COMPARE_ROUNDS, DEFAULT_COMPARE_RSS_THOUGHTS, run_compare};
 pub(crate) use filled::FilledLedger;
-pub(crate) use fsync::{FSYNC_WRITE_BYTES, FsyncFigures, filesystem_of};
+pub(crate) use fsync::{FSYNC_WRITE_BYTES, FsyncFigures, PageSync, filesystem_of};
 pub(crate) use report::{ServerBenchReport, ServerFigures, StartTimes, Throughput};
 pub(crate) use session::{DATA_DIR_PLACEHOLDER, MemoryReading};
 pub(crate) use stats::LatencySummary;
