@@ -3,7 +3,7 @@
 //!
 //! Owns: reciprocal rank fusion ([`fuse`], [`RRF_K`]) with a weight per lexical match
 //! ([`LexicalWeight`]: the share of the evidence of the query's content words the match
-//! holds, each word weighed by its [`idf`] in the lexical index, raised to
+//! holds, each word (or `word*` prefix) weighed by its [`idf`] in the lexical index, raised to
 //! [`COVERAGE_POWER`]; stop words are no content, [`STOP_WORDS`]). Must not: read the
 //! ledger or know a backend (the same fusion on redb and PostgreSQL: it sees keys, texts,
 //! ranks and the document frequencies a backend counted, [`DocumentFrequencies`]).
@@ -26,9 +26,9 @@
 //! every other kind unchanged. At the square a stray word of a paraphrase lifted a near
 //! miss again; the cube and the fourth power pass, and the fourth was kept.
 
-use super::DocumentFrequencies;
 use super::analyzer;
-use super::query::ParsedQuery;
+use super::query::{ParsedQuery, Unit};
+use super::{CountedWord, DocumentFrequencies};
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -70,23 +70,50 @@ fn stop_terms() -> &'static HashSet<String> {
 /// What weight a lexical match carries in fusion, from the query's content words and
 /// the evidence each is (its IDF in the lexical index).
 pub(crate) struct LexicalWeight {
-    /// The wanted words and phrases' terms, analysed, stop words left out, each once,
-    /// with the folded word each came from (what a backend counts documents of).
-    content: Vec<(String, String)>,
-    /// Each content term's evidence, in `content`'s order: 1 each until
+    /// The wanted words, prefixes and phrases' words, stop words left out, each once.
+    content: Vec<ContentWord>,
+    /// Each content word's evidence, in `content`'s order: 1 each until
     /// [`LexicalWeight::weigh_by`] weighs them by IDF.
     evidence: Vec<f64>,
+}
+
+/// One content word of a query: how a text holds it and how a backend counts the
+/// documents holding it.
+struct ContentWord {
+    /// The analysed term a text must hold; `None` for a prefix (`word*`), which a text
+    /// holds when one of its folded words starts with it.
+    term: Option<String>,
+    /// What the lexical index is asked the document frequency of.
+    counted: CountedWord,
 }
 
 impl LexicalWeight {
     pub(crate) fn new(parsed: &ParsedQuery) -> Self {
         let stop = stop_terms();
-        let mut content: Vec<(String, String)> = Vec::new();
+        let mut content: Vec<ContentWord> = Vec::new();
         for unit in &parsed.wanted {
-            for word in analyzer::folded(unit.text()).split(' ') {
+            let folded = analyzer::folded(unit.text());
+            let mut words: Vec<&str> = folded.split(' ').filter(|w| !w.is_empty()).collect();
+            // `word*` (or `e-mai*`): the last word is a prefix, the words before it words.
+            if matches!(unit, Unit::Prefix(_))
+                && let Some(prefix) = words.pop()
+            {
+                let counted = CountedWord::Prefix(prefix.to_string());
+                if !content.iter().any(|c| c.counted == counted) {
+                    content.push(ContentWord {
+                        term: None,
+                        counted,
+                    });
+                }
+            }
+            for word in words {
                 for term in analyzer::terms(word) {
-                    if !stop.contains(&term) && !content.iter().any(|(t, _)| *t == term) {
-                        content.push((term, word.to_string()));
+                    let known = content.iter().any(|c| c.term.as_ref() == Some(&term));
+                    if !stop.contains(&term) && !known {
+                        content.push(ContentWord {
+                            term: Some(term),
+                            counted: CountedWord::Word(word.to_string()),
+                        });
                     }
                 }
             }
@@ -95,10 +122,10 @@ impl LexicalWeight {
         LexicalWeight { content, evidence }
     }
 
-    /// The content words, folded, in order: what the lexical index is asked the
-    /// [`DocumentFrequencies`] of.
-    pub(crate) fn words(&self) -> Vec<String> {
-        self.content.iter().map(|(_, word)| word.clone()).collect()
+    /// The content words and prefixes, folded, in order: what the lexical index is asked
+    /// the [`DocumentFrequencies`] of.
+    pub(crate) fn words(&self) -> Vec<CountedWord> {
+        self.content.iter().map(|c| c.counted.clone()).collect()
     }
 
     /// Weighs each content word by its IDF among the index's documents
@@ -119,11 +146,23 @@ impl LexicalWeight {
             return 0.0;
         }
         let terms: HashSet<String> = analyzer::terms(text).into_iter().collect();
+        let has_prefix = self.content.iter().any(|c| c.term.is_none());
+        let folded = if has_prefix {
+            analyzer::folded(text)
+        } else {
+            String::new()
+        };
+        let holds = |word: &ContentWord| match &word.term {
+            Some(term) => terms.contains(term),
+            None => folded
+                .split(' ')
+                .any(|w| w.starts_with(word.counted.text())),
+        };
         let held: f64 = self
             .content
             .iter()
             .zip(&self.evidence)
-            .filter(|((term, _), _)| terms.contains(term))
+            .filter(|(word, _)| holds(word))
             .map(|(_, evidence)| evidence)
             .sum();
         (held / total).powi(COVERAGE_POWER)
@@ -219,7 +258,13 @@ mod tests {
     #[test]
     fn a_rare_word_is_most_of_the_evidence_and_a_common_one_little() {
         let mut weight = LexicalWeight::new(&parse("zanzibar speed").unwrap());
-        assert_eq!(weight.words(), vec!["zanzibar", "speed"]);
+        assert_eq!(
+            weight.words(),
+            vec![
+                CountedWord::Word("zanzibar".into()),
+                CountedWord::Word("speed".into())
+            ]
+        );
         // Alike, either word is half the query.
         let alike = weight.of("the ferry to Zanzibar");
         assert!((alike - 0.5f64.powi(COVERAGE_POWER)).abs() < 1e-12);
@@ -231,6 +276,38 @@ mod tests {
         assert!(weight.of("the ferry to Zanzibar") > 0.8);
         assert!(weight.of("the speed of the build") < 0.001);
         assert!((weight.of("zanzibar at speed") - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_prefix_is_held_by_a_word_that_starts_with_it_and_weighs_by_its_words() {
+        let mut weight = LexicalWeight::new(&parse("laten* speed").unwrap());
+        assert_eq!(
+            weight.words(),
+            vec![
+                CountedWord::Prefix("laten".into()),
+                CountedWord::Word("speed".into())
+            ]
+        );
+        // Held by "latency" and "latencies", as `laten*` finds them; not by "late".
+        assert!((weight.of("Latencies doubled") - 0.5f64.powi(COVERAGE_POWER)).abs() < 1e-12);
+        assert_eq!(weight.of("the build ran late"), 0.0);
+        // Two of 100 documents hold a word starting with "laten", 90 "speed".
+        weight.weigh_by(&DocumentFrequencies {
+            documents: 100,
+            holding: vec![2, 90],
+        });
+        assert!(weight.of("p99 latency is 40 ms") > 0.7);
+        assert!(weight.of("speed") < 0.001);
+        // `e-mai*`: the words before the last are words, the last a prefix.
+        let weight = LexicalWeight::new(&parse("e-mai*").unwrap());
+        assert_eq!(
+            weight.words(),
+            vec![
+                CountedWord::Prefix("mai".into()),
+                CountedWord::Word("e".into())
+            ]
+        );
+        assert_eq!(weight.of("an e-mail came"), 1.0);
     }
 
     #[test]

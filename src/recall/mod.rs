@@ -270,6 +270,26 @@ pub(crate) struct Related {
     pub snippet: String,
 }
 
+/// A content word of a query as a lexical index counts the documents holding it
+/// ([`TextSearch::document_frequencies`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CountedWord {
+    /// A folded word ([`analyzer::folded`]), found as a one-word query finds it.
+    Word(String),
+    /// The folded start of words (`word*`): the documents holding any word that starts
+    /// with it.
+    Prefix(String),
+}
+
+impl CountedWord {
+    /// The folded word or prefix.
+    pub(crate) fn text(&self) -> &str {
+        match self {
+            CountedWord::Word(text) | CountedWord::Prefix(text) => text,
+        }
+    }
+}
+
 /// How many documents of a lexical index hold each of some words, and how many it holds
 /// in all: what hybrid fusion weighs a word's match by (its IDF, [`fusion`]).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -295,14 +315,14 @@ pub(crate) trait TextSearch: Send + Sync {
     fn reindex(&self, ledger: &Ledger) -> Result<u64, RecallError>;
     /// What `verify` reports.
     fn state(&self, ledger: &Ledger) -> Result<IndexState, RecallError>;
-    /// How many of the backend index's documents hold each of `words` (folded words,
-    /// [`analyzer::folded`], each found as a one-word query finds it), and how many it
-    /// holds in all; for hybrid fusion, after [`TextSearch::search`] brought the index up
-    /// to the ledger's end.
+    /// How many of the backend index's documents hold each of `words` (a folded word as
+    /// a one-word query finds it, a prefix as `word*` does), and how many it holds in
+    /// all; for hybrid fusion, after [`TextSearch::search`] brought the index up to the
+    /// ledger's end.
     fn document_frequencies(
         &self,
         ledger: &Ledger,
-        words: &[String],
+        words: &[CountedWord],
     ) -> Result<DocumentFrequencies, RecallError>;
     /// The word one edit away from `word` the backend's index holds most, for the typo
     /// retry ([`correct`]); `None` by default (no retry).
@@ -648,7 +668,7 @@ impl Recall {
     fn document_frequencies(
         &self,
         ledger: &Ledger,
-        words: &[String],
+        words: &[CountedWord],
     ) -> Result<DocumentFrequencies, RecallError> {
         match (&self.index, postgres::text_search(ledger)) {
             (_, Some(backend)) => backend.document_frequencies(ledger, words),

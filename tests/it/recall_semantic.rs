@@ -439,8 +439,29 @@ async fn a_rare_word_beside_a_common_one_is_found_first_in_hybrid() {
         json!("lexical"),
         "{hybrid}"
     );
+    // A prefix of the rare word is the same evidence: "Zanzibar" holds `zanzib*` (while
+    // a match had to hold the prefix as a word, it weighed nothing and the semantic
+    // ranker's guesses came first).
+    // (30 deep: the stub's semantic ranking of "zanzib speed" holds the target below
+    // the first 11.)
+    let prefixed = structured(
+        &call(
+            &client,
+            "search_history",
+            json!({"query": RARE_PREFIX_QUERY, "mode": "hybrid", "limit": 30}),
+        )
+        .await,
+    );
+    assert_eq!(
+        common::matched_sessions(&prefixed).first(),
+        Some(&target),
+        "{prefixed}"
+    );
     client.cancel().await.unwrap();
 }
+
+/// [`RARE_QUERY`] with the rare word as a prefix.
+const RARE_PREFIX_QUERY: &str = "zanzib* speed";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_down_or_hanging_answers_lexically_and_missed_events_are_embedded_on_return() {

@@ -258,13 +258,13 @@ impl TantivyRecall {
         search::correction(&open.reader.searcher(), &open.fields, word)
     }
 
-    /// How many documents hold each of `words` (folded words: each one's term in
-    /// `body`, as a one-word query finds it), and how many the index holds (the index
-    /// first brought up to the ledger's end).
+    /// How many documents hold each of `words` (a folded word's term in `body`, as a
+    /// one-word query finds it; a prefix's terms as `word*` finds them), and how many the
+    /// index holds (the index first brought up to the ledger's end).
     pub(crate) fn document_frequencies(
         &self,
         ledger: &Ledger,
-        words: &[String],
+        words: &[super::CountedWord],
     ) -> Result<DocumentFrequencies, RecallError> {
         let open = self.current(ledger, None)?;
         search::document_frequencies(&open.reader.searcher(), &open.fields, words)

@@ -13,7 +13,9 @@
 
 use super::super::analyzer;
 use super::super::query::{ParsedQuery, Unit};
-use super::super::{Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
+use super::super::{
+    CountedWord, Cursor, DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest,
+};
 use super::filter::{Filter, FilteredQuery};
 use super::phrase::PairPhraseQuery;
 use super::schema::{Fields, POSITION, SEQ, SESSION};
@@ -49,12 +51,12 @@ fn word(fields: &Fields, term: &str) -> Box<dyn Query> {
 }
 
 /// Up to [`MAX_PREFIX_TERMS`] terms of `field` that start with `prefix`, the most
-/// frequent first.
+/// frequent first, each with the documents holding it.
 fn prefix_terms(
     searcher: &Searcher,
     field: Field,
     prefix: &str,
-) -> Result<Vec<String>, RecallError> {
+) -> Result<Vec<(String, u64)>, RecallError> {
     let mut frequency: HashMap<Vec<u8>, u64> = HashMap::new();
     for segment in searcher.segment_readers() {
         let inverted = segment.inverted_index(field)?;
@@ -79,7 +81,7 @@ fn prefix_terms(
     Ok(terms
         .into_iter()
         .take(MAX_PREFIX_TERMS)
-        .filter_map(|(t, _)| String::from_utf8(t).ok())
+        .filter_map(|(t, n)| Some((String::from_utf8(t).ok()?, n)))
         .collect())
 }
 
@@ -99,7 +101,7 @@ pub(super) fn unit_query(
         };
         let expanded: Vec<Box<dyn Query>> = prefix_terms(searcher, fields.body, last)?
             .iter()
-            .map(|t| word(fields, t))
+            .map(|(t, _)| word(fields, t))
             .collect();
         let prefix: Box<dyn Query> = match expanded.len() {
             0 => Box::new(EmptyQuery),
@@ -179,24 +181,31 @@ pub(super) fn correction(
 }
 
 /// How many documents hold each of `words` (a folded word's first term in `body`, as a
-/// one-word query finds it; 0 for a word that analyses to nothing), and how many the
-/// searcher holds.
+/// one-word query finds it; 0 for a word that analyses to nothing; a prefix's terms as
+/// `word*` finds them, their counts summed up to every document: words of one prefix
+/// seldom share a document, and a count too high only weighs the prefix less), and how
+/// many the searcher holds.
 pub(super) fn document_frequencies(
     searcher: &Searcher,
     fields: &Fields,
-    words: &[String],
+    words: &[CountedWord],
 ) -> Result<DocumentFrequencies, RecallError> {
+    let documents = searcher.num_docs();
     let mut holding = Vec::with_capacity(words.len());
     for word in words {
-        holding.push(match analyzer::terms(word).first() {
-            Some(term) => searcher.doc_freq(&Term::from_field_text(fields.body, term))?,
-            None => 0,
+        holding.push(match word {
+            CountedWord::Word(word) => match analyzer::terms(word).first() {
+                Some(term) => searcher.doc_freq(&Term::from_field_text(fields.body, term))?,
+                None => 0,
+            },
+            CountedWord::Prefix(prefix) => prefix_terms(searcher, fields.body, prefix)?
+                .iter()
+                .map(|(_, n)| n)
+                .sum::<u64>()
+                .min(documents),
         });
     }
-    Ok(DocumentFrequencies {
-        documents: searcher.num_docs(),
-        holding,
-    })
+    Ok(DocumentFrequencies { documents, holding })
 }
 
 /// Every string one edit away from `word`: a character deleted, two neighbours swapped,

@@ -8,8 +8,8 @@
 //! projection of the ledger (each search first applies the events after the state's
 //! position, under the state row's lock: one server updates at a time, the others wait
 //! and read), the query, and the document frequencies of hybrid fusion (each word's rows
-//! counted in the GIN index up to [`DOCUMENT_FREQUENCY_CAP`]). Must not: write a ledger
-//! table.
+//! counted in the GIN index up to [`DOCUMENT_FREQUENCY_CAP`], a common word's share of
+//! rows read from the table's statistics). Must not: write a ledger table.
 //!
 //! What is indexed: `doc` = `to_tsvector('english', t) || to_tsvector('simple', t)` of the
 //! event's texts folded by our analyser (lowercase, ASCII folding, CJK characters apart:
@@ -26,8 +26,8 @@
 use crate::event::format_time;
 use crate::recall::query::{ParsedQuery, Unit};
 use crate::recall::{
-    Cursor, DocumentFrequencies, Documents, Heads, IndexState, Match, RecallError, SearchAnswer,
-    SearchRequest, TextSearch, round_score,
+    CountedWord, Cursor, DocumentFrequencies, Documents, Heads, IndexState, Match, RecallError,
+    SearchAnswer, SearchRequest, TextSearch, round_score,
 };
 use crate::recall::{analyzer, index};
 use crate::store::postgres::database::{
@@ -35,18 +35,19 @@ use crate::store::postgres::database::{
 };
 use crate::store::{Ledger, StoreError};
 use postgres::types::ToSql;
+use std::collections::HashMap;
 
 /// Rows counted per candidate of the typo retry (enough to tell a common word from a
 /// rare one, without counting every row of a common word).
 const TYPO_COUNT_CAP: usize = 1000;
 
-/// Rows counted per word of a query for hybrid fusion's document frequencies: a word in
-/// more rows counts as in this many. Exact below it, where a rare word is told apart;
-/// above it a word is common, and a count stays an index probe and at most this many
-/// rows (a word in every row stops within a few pages). The cost: on a ledger of 1M rows
-/// a word in every one weighs as one in 1,000 of them (IDF 6.9 against 13.4 for a word
-/// in one row), not 0, so a rare word beside it holds two thirds of the query's evidence
-/// rather than nearly all.
+/// Rows counted per word of a query for hybrid fusion's document frequencies. Exact
+/// below it, where a rare word is told apart; above it a word is common, and a count
+/// stays an index probe and at most this many rows (a word in every row stops within a
+/// few pages). A word counted to the cap takes the share of rows the table's statistics
+/// give it ([`PgSearch::common_word_rows`]), so on a ledger of 1M rows a word in every
+/// one weighs about 0, as on redb, not as one in 1,000 rows (IDF 6.9 against 13.4 for a
+/// word in one row); a word the statistics do not list counts as in this many.
 pub(crate) const DOCUMENT_FREQUENCY_CAP: usize = 1000;
 
 /// Rows one INSERT of the projection carries.
@@ -95,6 +96,41 @@ impl PgSearch {
         }
     }
 
+    /// The share of `ledger_search`'s rows holding each of `words` (folded words, as
+    /// [`ledger_search_unit`] makes them lexemes), as the table's statistics have it:
+    /// `ANALYZE` keeps the most common lexemes of `doc` with the share of rows holding
+    /// each (`pg_stats.most_common_elems`, from a sample of the rows). A word missing
+    /// (not among the most common, or the table not analysed yet) is left out: it is
+    /// counted as in [`DOCUMENT_FREQUENCY_CAP`] rows. A word of several lexemes takes
+    /// the rarest's share, when every one of them is listed.
+    fn common_word_rows(&self, words: &[String]) -> Result<HashMap<String, f64>, StoreError> {
+        let rows = self.with_client("reading the search index's statistics", |c| {
+            c.query(
+                "WITH common AS (
+                   SELECT e.lexeme, e.share
+                   FROM pg_stats s,
+                        unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs)
+                          AS e(lexeme, share)
+                   WHERE s.schemaname = current_schema() AND s.tablename = 'ledger_search'
+                     AND s.attname = 'doc' AND e.lexeme IS NOT NULL)
+                 SELECT w.word, min(common.share)::float8
+                 FROM unnest($1::text[]) AS w(word)
+                 CROSS JOIN LATERAL unnest(tsvector_to_array(
+                   CASE WHEN numnode(phraseto_tsquery('english', w.word)) > 0
+                        THEN to_tsvector('english', w.word)
+                        ELSE to_tsvector('simple', w.word) END)) AS l(lexeme)
+                 LEFT JOIN common ON common.lexeme = l.lexeme
+                 GROUP BY w.word
+                 HAVING count(common.share) = count(*)",
+                &[&words],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, f64>(1)))
+            .collect())
+    }
+
     fn indexed_position(&self) -> Result<u64, StoreError> {
         self.with_client("reading the search index's position", |c| {
             c.query_one("SELECT position FROM ledger_search_state WHERE id = 1", &[])
@@ -125,6 +161,7 @@ impl PgSearch {
                 indexed = 0;
                 rows_held = 0;
             }
+            let rows_before = rows_held;
             let last = ledger.last_position()?;
             if indexed >= last && !from_scratch {
                 txn.commit()
@@ -185,6 +222,16 @@ impl PgSearch {
             .map_err(query_error("recording the search index's position"))?;
             txn.commit()
                 .map_err(query_error("committing a search index update"))?;
+            // The statistics that weigh common words ([`PgSearch::common_word_rows`]) are
+            // taken again after a rebuild, and when an update at least doubled the rows
+            // (a ledger indexed for the first time, an import); autovacuum keeps them
+            // after that.
+            let added = rows_held.saturating_sub(rows_before);
+            if from_scratch || (added >= DOCUMENT_FREQUENCY_CAP as u64 && added >= rows_before) {
+                client
+                    .batch_execute("ANALYZE ledger_search")
+                    .map_err(query_error("analysing the search index"))?;
+            }
             Ok(applied)
         });
         if result.is_err() {
@@ -192,6 +239,12 @@ impl PgSearch {
         }
         result
     }
+}
+
+/// The `simple` tsquery text of a `word*` prefix (`words` already folded, joined by
+/// `<->` when several): its last word matches every word that starts with it.
+fn prefix_query(words: &str) -> String {
+    format!("{words}:*")
 }
 
 /// Writes `rows` (and empties it); returns how many were new.
@@ -263,7 +316,7 @@ impl TextSearch for PgSearch {
                 // starts with the last one, in the `simple` half (words as written).
                 Unit::Prefix(_) => {
                     let words: Vec<&str> = folded.split(' ').collect();
-                    let query = format!("{}:*", words.join(" <-> "));
+                    let query = prefix_query(&words.join(" <-> "));
                     format!("to_tsquery('simple', {})", params.push(query))
                 }
                 Unit::Word(_) | Unit::Phrase(_) => {
@@ -366,23 +419,33 @@ impl TextSearch for PgSearch {
     }
 
     /// Each word counted as its one-word query finds it (`ledger_search_unit`, in the
-    /// GIN index), up to [`DOCUMENT_FREQUENCY_CAP`] rows, one subquery per word in one
-    /// statement (each planned for its own word: a common word's count stops at the cap
-    /// within a few pages, a rare one's is an index probe); the number of rows is the
-    /// state's `documents`.
+    /// GIN index; a prefix as `word*` finds it, `to_tsquery('simple', 'word:*')`), up to
+    /// [`DOCUMENT_FREQUENCY_CAP`] rows, one subquery per word in one statement (each
+    /// planned for its own word: a common word's count stops at the cap within a few
+    /// pages, a rare one's is an index probe); the number of rows is the state's
+    /// `documents`. A word counted to the cap is then looked up in the table's statistics
+    /// ([`PgSearch::common_word_rows`]).
     fn document_frequencies(
         &self,
         _ledger: &Ledger,
-        words: &[String],
+        words: &[CountedWord],
     ) -> Result<DocumentFrequencies, RecallError> {
         let mut params = Params::default();
         let counts: Vec<String> = words
             .iter()
             .map(|word| {
+                let query = match word {
+                    CountedWord::Word(word) => {
+                        format!("ledger_search_unit({})", params.push(word.clone()))
+                    }
+                    CountedWord::Prefix(prefix) => format!(
+                        "to_tsquery('simple', {})",
+                        params.push(prefix_query(prefix))
+                    ),
+                };
                 format!(
                     "(SELECT count(*) FROM (SELECT 1 FROM ledger_search
-                      WHERE doc @@ ledger_search_unit({}) LIMIT {DOCUMENT_FREQUENCY_CAP}) s)",
-                    params.push(word.clone())
+                      WHERE doc @@ {query} LIMIT {DOCUMENT_FREQUENCY_CAP}) s)"
                 )
             })
             .collect();
@@ -395,12 +458,27 @@ impl TextSearch for PgSearch {
         let row = self.with_client("counting the documents that hold the query's words", |c| {
             c.query_one(&sql, &params.refs())
         })?;
-        Ok(DocumentFrequencies {
-            documents: row.get::<_, i64>(0).max(0) as u64,
-            holding: (1..=words.len())
-                .map(|i| row.get::<_, i64>(i).max(0) as u64)
-                .collect(),
-        })
+        let documents = row.get::<_, i64>(0).max(0) as u64;
+        let mut holding: Vec<u64> = (1..=words.len())
+            .map(|i| row.get::<_, i64>(i).max(0) as u64)
+            .collect();
+        let common: Vec<String> = words
+            .iter()
+            .zip(&holding)
+            .filter(|(word, n)| {
+                **n >= DOCUMENT_FREQUENCY_CAP as u64 && matches!(word, CountedWord::Word(_))
+            })
+            .map(|(word, _)| word.text().to_string())
+            .collect();
+        if !common.is_empty() {
+            let share = self.common_word_rows(&common)?;
+            for (word, n) in words.iter().zip(holding.iter_mut()) {
+                if let Some(share) = share.get(word.text()) {
+                    *n = (*n).max((share * documents as f64).round() as u64);
+                }
+            }
+        }
+        Ok(DocumentFrequencies { documents, holding })
     }
 
     /// The same candidates as the index of a redb ledger (every word one edit away from
@@ -500,9 +578,12 @@ mod tests {
         }
         let search = PgSearch::new(ledger.database().unwrap());
         search.apply(&ledger, false).unwrap();
-        let words = ["zanzibar", "speed", "nowhere", "the"].map(String::from);
+        let mut words: Vec<CountedWord> = ["zanzibar", "speed", "nowhere", "the"]
+            .map(|w| CountedWord::Word(w.into()))
+            .to_vec();
+        words.extend(["zanz", "spe", "nowh"].map(|w| CountedWord::Prefix(w.into())));
         let counted = search.document_frequencies(&ledger, &words).unwrap();
-        assert_eq!(counted.holding, vec![1, 4, 0, 5]);
+        assert_eq!(counted.holding, vec![1, 4, 0, 5, 1, 4, 0]);
         assert_eq!(counted.documents, rows(&db));
         assert!(counted.documents >= 5);
 
@@ -531,5 +612,44 @@ mod tests {
             search.document_frequencies(&ledger, &words).unwrap(),
             counted
         );
+    }
+
+    #[test]
+    fn postgres_weighs_a_word_above_the_cap_by_the_tables_statistics() {
+        let db = TestDb::new();
+        let ledger = Ledger::open_postgres(&db.url, crate::tools::families()).unwrap();
+        let search = PgSearch::new(ledger.database().unwrap());
+        search.apply(&ledger, false).unwrap();
+        // 4,000 rows: "everywhere" in each, "halfway" in every second one, "seldom" in
+        // one; written straight into the projection (the counts read nothing else).
+        const ROWS: i64 = 4000;
+        db.client()
+            .batch_execute(&format!(
+                "INSERT INTO ledger_search (position, session, seq, kind, event_type, at, body, doc)
+                 SELECT g, '\\x00'::bytea, g, 'thinking', 'thought', 0, t,
+                        to_tsvector('english', t) || to_tsvector('simple', t)
+                 FROM (SELECT g, 'everywhere ' || CASE WHEN g % 2 = 0 THEN 'halfway' ELSE 'odd' END
+                                 || CASE WHEN g = 7 THEN ' seldom' ELSE '' END AS t
+                       FROM generate_series(1, {ROWS}) g) r;
+                 UPDATE ledger_search_state SET documents = {ROWS};"
+            ))
+            .unwrap();
+        let words = ["everywhere", "halfway", "seldom"].map(|w| CountedWord::Word(w.into()));
+        // Not analysed yet: the two common words count as in the cap's rows.
+        let unanalysed = search.document_frequencies(&ledger, &words).unwrap();
+        let cap = DOCUMENT_FREQUENCY_CAP as u64;
+        assert_eq!(unanalysed.holding, vec![cap, cap, 1]);
+        db.client().batch_execute("ANALYZE ledger_search").unwrap();
+        let counted = search.document_frequencies(&ledger, &words).unwrap();
+        assert_eq!(counted.documents, ROWS as u64);
+        let [everywhere, halfway, seldom] = counted.holding[..] else {
+            panic!("{counted:?}")
+        };
+        assert!(everywhere > 3900, "{counted:?}");
+        assert!((1800..=2200).contains(&halfway), "{counted:?}");
+        assert_eq!(seldom, 1);
+        // A word in every row is no evidence, as on redb; the rare one is all of it.
+        let everywhere_idf = crate::recall::fusion::idf(ROWS as u64, everywhere);
+        assert!(everywhere_idf < 0.05, "{everywhere_idf}");
     }
 }
