@@ -169,6 +169,57 @@ impl LexicalWeight {
     }
 }
 
+/// The query's wanted words as the embedder is given them: each unit's text, a `word*`
+/// completed to the word starting with it that the lexical matches' `texts` hold most
+/// often, as they write it (an embedder cannot place a word's first letters: `Margue`
+/// is nothing to it, `Marguerite` a person a session names), left as typed when none
+/// holds one.
+pub(crate) fn embedded_query(parsed: &ParsedQuery, texts: &[String]) -> String {
+    let mut out: Vec<String> = Vec::with_capacity(parsed.wanted.len());
+    for unit in &parsed.wanted {
+        let Unit::Prefix(_) = unit else {
+            out.push(unit.text().to_string());
+            continue;
+        };
+        let folded = analyzer::folded(unit.text());
+        let mut words: Vec<&str> = folded.split(' ').filter(|w| !w.is_empty()).collect();
+        let Some(prefix) = words.pop() else {
+            continue;
+        };
+        let completed = most_held_completion(prefix, texts);
+        words.push(completed.unwrap_or(prefix));
+        out.push(words.join(" "));
+    }
+    out.join(" ")
+}
+
+/// The word of `texts` (as written) whose folded form starts with `prefix` (folded)
+/// that they hold most often; among equals the shortest, then the first in order.
+fn most_held_completion<'a>(prefix: &str, texts: &'a [String]) -> Option<&'a str> {
+    let first = prefix.chars().next()?;
+    let mut held: HashMap<&str, (usize, usize)> = HashMap::new();
+    let written = texts
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric() && c != '_'));
+    for (order, word) in written.enumerate() {
+        // Fold only a word that may start with the prefix (folding builds an analyser).
+        let may = word
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_ascii() || c.to_ascii_lowercase() == first);
+        if may && analyzer::folded(word).starts_with(prefix) {
+            held.entry(word).or_insert((0, order)).0 += 1;
+        }
+    }
+    held.into_iter()
+        .max_by(|a, b| {
+            (a.1.0.cmp(&b.1.0))
+                .then(b.0.len().cmp(&a.0.len()))
+                .then(b.1.1.cmp(&a.1.1))
+        })
+        .map(|(word, _)| word)
+}
+
 /// The inverse document frequency of a word `holding` of an index's `documents` hold,
 /// as BM25 (Lucene, Tantivy) has it: `ln(1 + (N - n + 0.5) / (n + 0.5))`. A word in one
 /// document of 1,000 weighs 6.5, one in half of them 0.7, one in all of them 0.0005;
@@ -308,6 +359,32 @@ mod tests {
             ]
         );
         assert_eq!(weight.of("an e-mail came"), 1.0);
+    }
+
+    #[test]
+    fn a_prefix_is_embedded_as_the_word_the_matches_hold_most() {
+        let texts = [
+            "Reports built from kestrel07 lagged".to_string(),
+            "kestrel07 and kestrel08 were paused; Kestrel07 resumed".to_string(),
+        ];
+        let parsed = parse("kestr* database").unwrap();
+        assert_eq!(embedded_query(&parsed, &texts), "kestrel07 database");
+        // As written; among words held as often, the shortest.
+        let texts = ["Marguerite owns it; ask Marguerite or Margo".to_string()];
+        let parsed = parse("Margue* app").unwrap();
+        assert_eq!(embedded_query(&parsed, &texts), "Marguerite app");
+        let parsed = parse("mar*").unwrap();
+        assert_eq!(embedded_query(&parsed, &texts), "Marguerite");
+        let texts = ["Margo and Marguerite".to_string()];
+        assert_eq!(embedded_query(&parsed, &texts), "Margo");
+        // `e-mai*`: the last word is completed; none held: as typed.
+        let parsed = parse("e-mai* \"sent late\" zzq*").unwrap();
+        let texts = ["an e-mail, two emails".to_string()];
+        assert_eq!(embedded_query(&parsed, &texts), "e mail sent late zzq");
+        assert_eq!(
+            embedded_query(&parse("plain words").unwrap(), &[]),
+            "plain words"
+        );
     }
 
     #[test]

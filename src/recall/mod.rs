@@ -559,8 +559,28 @@ impl Recall {
                 mode.as_str()
             ));
         };
-        let wanted: Vec<&str> = parsed.wanted.iter().map(|u| u.text()).collect();
-        let vector = match semantic.embed_query(&wanted.join(" ")) {
+        let (offset, bound) = match request.cursor {
+            Some(cursor) => (cursor.offset, cursor.bound),
+            None => (0, ledger.last_position()?),
+        };
+        let depth = offset + request.limit + 1;
+        let lexical = if mode == SearchMode::Hybrid {
+            let deep = SearchRequest {
+                limit: depth,
+                cursor: Some(Cursor { bound, offset: 0 }),
+                ..request.clone()
+            };
+            self.lexical(ledger, &deep, parsed)?.matches
+        } else {
+            Vec::new()
+        };
+        // Each lexical match's text, read once: what it weighs and what a `word*` of
+        // the query stands for.
+        let lexical_texts: Vec<String> = lexical
+            .iter()
+            .map(|found| match_text(ledger, found))
+            .collect::<Result<_, _>>()?;
+        let vector = match semantic.embed_query(&fusion::embedded_query(parsed, &lexical_texts)) {
             Ok(vector) => vector,
             Err(why) => {
                 return lexically(format!(
@@ -568,11 +588,6 @@ impl Recall {
                 ));
             }
         };
-        let (offset, bound) = match request.cursor {
-            Some(cursor) => (cursor.offset, cursor.bound),
-            None => (0, ledger.last_position()?),
-        };
-        let depth = offset + request.limit + 1;
         let filter = vectors::VectorFilter {
             session: request.session,
             kinds: request.kinds.clone(),
@@ -589,16 +604,6 @@ impl Recall {
                 ));
             }
         };
-        let lexical = if mode == SearchMode::Hybrid {
-            let deep = SearchRequest {
-                limit: depth,
-                cursor: Some(Cursor { bound, offset: 0 }),
-                ..request.clone()
-            };
-            self.lexical(ledger, &deep, parsed)?.matches
-        } else {
-            Vec::new()
-        };
         let semantic_matches = semantic_matches(ledger, &near, parsed)?;
         let key = |m: &Match| (m.session_id.clone(), m.seq);
         // Each lexical match weighs as much as it holds of the evidence the query's
@@ -608,9 +613,8 @@ impl Recall {
             weight.weigh_by(&self.document_frequencies(ledger, &weight.words())?);
         }
         let mut lexical_keys: Vec<(fusion::Key, f64)> = Vec::with_capacity(lexical.len());
-        for found in &lexical {
-            let text = match_text(ledger, found)?;
-            lexical_keys.push((key(found), weight.of(&text)));
+        for (found, text) in lexical.iter().zip(&lexical_texts) {
+            lexical_keys.push((key(found), weight.of(text)));
         }
         let semantic_keys: Vec<fusion::Key> = semantic_matches.iter().map(key).collect();
         let fused = fusion::fuse(&lexical_keys, &semantic_keys);

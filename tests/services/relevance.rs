@@ -1,10 +1,10 @@
 //! Recall's relevance set with a real embedding model (issues 34 and 45): 52 hand-written
 //! sessions (a problem and its fix) across the thinking, think, qa and planning families,
 //! recorded by the built binary over MCP and embedded by `serve`'s background embedder
-//! through `tools/local-embed` (e5-small); 88 queries in four kinds — keyword (the
+//! through `tools/local-embed` (e5-small); 95 queries in five kinds — keyword (the
 //! session's rare words), rare identifier (an error code, a host name, a ticket number or
 //! a person's name the session holds, beside a common word it mostly does not: `E4021
-//! users`), paraphrase (no content word of its session: "people kept getting signed
+//! users`), prefix (the start of such a word as `word*`: `kestr* database`), paraphrase (no content word of its session: "people kept getting signed
 //! out" for a refresh-cookie fix), mixed (a few of its words, the rest in other words) —
 //! each with its right session. `search_history` answers each in lexical, semantic and
 //! hybrid mode; the test prints top-1, MRR@10 and nDCG@10 per mode and kind and fails if
@@ -365,20 +365,23 @@ enum Kind {
     /// A rare identifier the session holds (an error code, a host name, a ticket number,
     /// a person's name) beside a common word, mostly one the session does not hold.
     RareIdentifier,
+    /// The start of a rare word of the session written `word*`, beside a common word.
+    Prefix,
     /// No content word of its session.
     Paraphrase,
     /// Some of its words, the rest said otherwise.
     Mixed,
 }
 
-const KINDS: [Kind; 4] = [
+const KINDS: [Kind; 5] = [
     Kind::Keyword,
     Kind::RareIdentifier,
+    Kind::Prefix,
     Kind::Paraphrase,
     Kind::Mixed,
 ];
 
-use Kind::{Keyword, Mixed, Paraphrase, RareIdentifier};
+use Kind::{Keyword, Mixed, Paraphrase, Prefix, RareIdentifier};
 
 impl Kind {
     /// Its name in the printed table.
@@ -386,6 +389,7 @@ impl Kind {
         match self {
             Keyword => "keyword",
             RareIdentifier => "rare identifier",
+            Prefix => "prefix",
             Paraphrase => "paraphrase",
             Mixed => "mixed",
         }
@@ -439,6 +443,13 @@ const QUERIES: &[(Kind, &str, &[&str])] = &[
     (RareIdentifier, "8812 customers", &["pagination"]),
     (RareIdentifier, "Tomasz release", &["signoff"]),
     (RareIdentifier, "Marguerite app", &["handover"]),
+    (Prefix, "kestr* database", &["replica"]),
+    (Prefix, "Tomas* release", &["signoff"]),
+    (Prefix, "Margue* app", &["handover"]),
+    (Prefix, "refun* customers", &["refundcap"]),
+    (Prefix, "retent* job", &["snapshot"]),
+    (Prefix, "pagin* customers", &["pagination"]),
+    (Prefix, "authoriz* users", &["bastion"]),
     (Paraphrase, "people kept getting signed out", &["refresh"]),
     (
         Paraphrase,
