@@ -81,6 +81,7 @@ pub mod testing {
 
     pub use crate::event::family::Families;
     pub use crate::event::{CallRecord, Event, NewEvent, Payload, SessionId, SessionKind};
+    pub use crate::export::family::Exports;
     pub use crate::export::html::render as render_html;
     pub use crate::export::mermaid::render as render_mermaid;
     pub use crate::export::svg::render as render_svg;
@@ -107,11 +108,4 @@ pub mod testing {
     ) -> Result<Ledger, crate::store::OpenError> {
         Ledger::open_redb_alone(path, families)
     }
-}
-
-/// The product's renderers, as the exports see them (`export::family`). The families'
-/// codecs, kinds and folds are no lookup: the composition root (`cli`, a test) builds
-/// them as a value (`tools::families()`) and hands it to the ledger it opens.
-pub(crate) fn exports() -> &'static dyn export::family::Registry {
-    &tools::REGISTRY
 }

@@ -6,6 +6,7 @@
 //! (the transport alone writes there), or answer a writing call before its commit.
 
 use crate::export::Format;
+use crate::export::family::Exports;
 use crate::live::{self, Interest};
 use crate::mcp_log::{self, LogSink};
 use crate::prompts::{self, PromptError, complete::SessionIndex};
@@ -764,7 +765,12 @@ impl LedgerServer {
         request: ReadResourceRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if let Some(app) = crate::apps::read(&request.uri, context.client_capabilities().as_ref()) {
+        let exports = Exports::of_families(self.ledger().families());
+        if let Some(app) = crate::apps::read(
+            &request.uri,
+            context.client_capabilities().as_ref(),
+            &exports,
+        ) {
             return Ok(app.into());
         }
         let ledger = self.ledger().clone();

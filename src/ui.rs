@@ -27,6 +27,7 @@
 //! (other local users reach 127.0.0.1 too), or put ledger text anywhere but escaped.
 
 use crate::export::counted;
+use crate::export::family::Exports;
 use crate::export::html;
 use crate::export::svg::escape_xml_into;
 use crate::query;
@@ -511,12 +512,13 @@ fn page(ledger: &Ledger, path: &str, content_only: bool) -> anyhow::Result<Optio
         return Ok(None);
     };
     let tree = query::load_tree(ledger, &head, None)?;
+    let exports = Exports::of_families(ledger.families());
     let body = if content_only {
         let mut out = String::new();
-        html::content_into(&mut out, &tree, true);
+        html::content_into(&mut out, &tree, true, &exports);
         out
     } else {
-        html::page(&tree, Some(position))
+        html::page(&tree, Some(position), &exports)
     };
     Ok(Some(Response::ok("text/html; charset=utf-8", body)))
 }

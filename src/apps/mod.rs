@@ -18,6 +18,7 @@
 
 mod page;
 
+use crate::export::family::Exports;
 use crate::query;
 use crate::store::{Ledger, StoreError};
 use crate::tools::args::{Args, MAX_ID_BYTES, count_schema, finish};
@@ -28,7 +29,6 @@ use rmcp::model::{
     Resource, ResourceContents, Tool,
 };
 use serde_json::{Map, Value, json};
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 /// The extension's identifier, the key of `capabilities.extensions` (SEP-1724).
@@ -151,14 +151,14 @@ pub(crate) fn resource() -> Resource {
         .with_mime_type(MIME_TYPE)
 }
 
-/// The app's document: built once, the same bytes for every read.
-static DOCUMENT: LazyLock<String> = LazyLock::new(page::document);
-
 /// The answer to `resources/read` of `uri` when it is the app resource, for a client
-/// that declared the extension; `None` otherwise (the server answers as without it).
+/// that declared the extension; `None` otherwise (the server answers as without it). The
+/// document's stylesheet holds the kinds of `exports` (the served ledger's families'),
+/// so every read of one server answers the same bytes.
 pub(crate) fn read(
     uri: &str,
     capabilities: Option<&ClientCapabilities>,
+    exports: &Exports,
 ) -> Option<ReadResourceResult> {
     if uri != APP_URI || !declared(capabilities) {
         return None;
@@ -166,7 +166,7 @@ pub(crate) fn read(
     let mut ui = Map::new();
     ui.insert("ui".into(), json!({"prefersBorder": true}));
     Some(ReadResourceResult::new(vec![
-        ResourceContents::text(DOCUMENT.as_str(), APP_URI)
+        ResourceContents::text(page::document(exports), APP_URI)
             .with_mime_type(MIME_TYPE)
             .with_meta(MetaObject(ui)),
     ]))
@@ -234,8 +234,9 @@ async fn draw_waiting(ledger: Ledger, draw: Draw) -> Result<CallToolResult, Apps
             let id = draw.session.clone();
             return tokio::task::spawn_blocking(move || {
                 let tree = query::load_tree(&reader, &head, at_seq)?;
+                let exports = Exports::of_families(reader.families());
                 let mut html = String::new();
-                crate::export::html::content_into(&mut html, &tree, false);
+                crate::export::html::content_into(&mut html, &tree, false, &exports);
                 Ok(drawn(json!({
                     "sessionId": id,
                     "title": tree.title(),
@@ -303,7 +304,7 @@ mod tests {
         assert!(!declared(Some(&with_extension(json!({})))));
         assert!(!declared(Some(&ClientCapabilities::default())));
         assert!(!declared(None));
-        assert!(read(APP_URI, None).is_none());
+        assert!(read(APP_URI, None, &crate::tools::exports()).is_none());
         assert!(!offered(DRAW_TOOL, None));
     }
 

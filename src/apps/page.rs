@@ -8,6 +8,7 @@
 //! Must not: hold ledger text (the document is constant; content arrives escaped by the
 //! export), reference a URL, or write a `style` attribute or an inline handler.
 
+use crate::export::family::Exports;
 use crate::export::html;
 
 /// The app's script: the MCP Apps handshake over `postMessage` (JSON-RPC 2.0, no SDK),
@@ -22,9 +23,10 @@ pub(crate) const APP_SCRIPT: &str = include_str!("app.js");
 /// 720 px.
 pub(crate) const APP_CSS: &str = include_str!("app.css");
 
-/// The whole document: constant for a build.
-pub(crate) fn document() -> String {
-    let css = format!("{}{}", html::page_stylesheet(), APP_CSS.trim());
+/// The whole document: constant for a build and the families of `exports` (the page's
+/// stylesheet holds their kinds).
+pub(crate) fn document(exports: &Exports) -> String {
+    let css = format!("{}{}", html::page_stylesheet(exports), APP_CSS.trim());
     let scripts: &[&str] = &[html::SCRIPT, APP_SCRIPT];
     let mut out = String::with_capacity(css.len() + html::SCRIPT.len() + APP_SCRIPT.len() + 2048);
     html::head_into(&mut out, "the session", &css, scripts, false);
@@ -42,7 +44,7 @@ mod tests {
 
     #[test]
     fn the_document_loads_nothing_and_names_the_draw_tool() {
-        let page = document();
+        let page = document(&crate::tools::exports());
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("default-src 'none'"));
         assert!(!page.contains("connect-src"));

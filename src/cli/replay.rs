@@ -1,6 +1,7 @@
 //! `replay ID --at SEQ`: the tree as it stood after that event.
 
 use super::*;
+use crate::export::family::Exports;
 
 /// Characters of an event's text `replay` shows on its line (a longer one ends in `…`;
 /// the whole text is in the tree below).
@@ -28,7 +29,10 @@ pub(super) fn replay(settings: &Settings, id: &str, at: Option<u64>) -> anyhow::
         ));
     }
     text.push('\n');
-    text.push_str(&export::markdown::render(tree));
+    text.push_str(&export::markdown::render(
+        tree,
+        &Exports::of_families(ledger.families()),
+    ));
     stdout_write(&text)?;
     match loaded.damage_note(&head, tree.at_seq) {
         Some(note) => bail!("{note}"),

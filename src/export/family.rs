@@ -4,10 +4,13 @@
 //!
 //! Owns: [`FamilyRender`] (the hooks a family implements, each a no-op by default,
 //! among them its pieces of the MCP prompts: [`PromptResume`], [`resumable_id`]),
-//! [`Registry`] (what the exports ask of the registered families) and [`renders`] (the
-//! families' renderers, in registry order, then those no family owns: the provider's
-//! model calls). Must not: name a family, or import `crate::tools`: the crate root hands
-//! the registry in ([`crate::exports`]), as for `event::family`.
+//! [`Registry`] (what the exports ask of the registered families) and [`Exports`] (what
+//! a registry lists, as a value: the families' renderers in registry order, then those
+//! no family owns, the provider's model calls; the session kinds' labels; the pictures).
+//! Must not: name a family, or import `crate::tools`: the composition root builds the
+//! product's [`Exports`] (`tools::families()` carries them in the ledger's
+//! [`Families`]) and every renderer takes the one it is handed, as `event::family` and
+//! `projection::tree::Folds` do. Nothing here is looked up.
 //!
 //! A hook reads its family's state from the tree (`tree.family::<T>()`) or a thought's
 //! data (`node.data::<T>()`) and must be cheap when there is none of it (it runs for
@@ -16,10 +19,13 @@
 //! [`super::mermaid::push_label`]); ids and classes are generated or constant.
 
 use super::picture::Pictures;
+use crate::event::family::Families;
 use crate::event::summary::SessionSummary;
+use crate::event::{KindInfo, SessionKind};
 use crate::projection::tree::{ThoughtNode, ThoughtTree};
 use serde_json::Value;
-use std::sync::OnceLock;
+use std::fmt;
+use std::sync::Arc;
 
 /// The call that carries a session on, as a family proposes it (the `continue` prompt's
 /// `resume`, which adds whether this server offers the tool).
@@ -134,29 +140,82 @@ pub(crate) trait FamilyRender: Sync {
     }
 }
 
-/// What the exports ask of the registered families (the crate root wires the one
-/// implementation, over `tools::FAMILIES`).
+/// What the exports ask of the registered families (`tools` implements it over its
+/// families; [`Exports::of`] reads it once).
 pub(crate) trait Registry: Sync {
     /// Every family's picture registration, in registry order.
     fn pictures(&self) -> Vec<&'static Pictures>;
     /// Every registered session kind (how a Markdown export heads a session).
-    fn kinds(&self) -> Vec<&'static crate::event::KindInfo>;
+    fn kinds(&self) -> Vec<&'static KindInfo>;
     /// Every renderer: the families' in registry order, then the shared ones.
     fn renders(&self) -> Vec<&'static dyn FamilyRender>;
 }
 
-/// The heading label of session kind `kind` ("Thinking session"), if it is registered.
-pub(crate) fn kind_label(kind: crate::event::SessionKind) -> Option<&'static str> {
-    static KINDS: OnceLock<Vec<&'static crate::event::KindInfo>> = OnceLock::new();
-    KINDS
-        .get_or_init(|| crate::exports().kinds())
-        .iter()
-        .find(|info| info.kind == kind)
-        .map(|info| info.label)
+/// The families' exports as a value: their renderers (Markdown, Mermaid, the HTML page's
+/// notes, the prompts' pieces), their session kinds' labels and their pictures (SVG,
+/// HTML). Built at the composition root, carried by the ledger's [`Families`]
+/// ([`Exports::of_families`]); every renderer takes the one it is handed. Cloning
+/// shares the lists (one `Arc`).
+#[derive(Clone)]
+pub struct Exports(Arc<ExportLists>);
+
+struct ExportLists {
+    renders: Vec<&'static dyn FamilyRender>,
+    kinds: Vec<&'static KindInfo>,
+    pictures: Vec<&'static Pictures>,
 }
 
-/// The registered renderers (asked of the registry once).
-pub(crate) fn renders() -> &'static [&'static dyn FamilyRender] {
-    static RENDERS: OnceLock<Vec<&'static dyn FamilyRender>> = OnceLock::new();
-    RENDERS.get_or_init(|| crate::exports().renders())
+impl fmt::Debug for Exports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.kinds.iter().map(|info| info.kind.as_str()))
+            .finish()
+    }
+}
+
+impl Exports {
+    /// The exports a registry lists.
+    pub(crate) fn of(registry: &dyn Registry) -> Self {
+        Exports(Arc::new(ExportLists {
+            renders: registry.renders(),
+            kinds: registry.kinds(),
+            pictures: registry.pictures(),
+        }))
+    }
+
+    /// No family's: the core's renderings alone (a session is headed "Session").
+    pub(crate) fn none() -> Self {
+        Exports(Arc::new(ExportLists {
+            renders: Vec::new(),
+            kinds: Vec::new(),
+            pictures: Vec::new(),
+        }))
+    }
+
+    /// The exports `families` carry (the composition root's), else none.
+    pub fn of_families(families: &Families) -> Self {
+        families
+            .carried::<Exports>()
+            .cloned()
+            .unwrap_or_else(Exports::none)
+    }
+
+    /// Every renderer: the families' in registry order, then the shared ones.
+    pub(crate) fn renders(&self) -> &[&'static dyn FamilyRender] {
+        &self.0.renders
+    }
+
+    /// Every family's picture registration, in registry order.
+    pub(crate) fn pictures(&self) -> &[&'static Pictures] {
+        &self.0.pictures
+    }
+
+    /// The heading label of session kind `kind` ("Thinking session"), if it is registered.
+    pub(crate) fn kind_label(&self, kind: SessionKind) -> Option<&'static str> {
+        self.0
+            .kinds
+            .iter()
+            .find(|info| info.kind == kind)
+            .map(|info| info.label)
+    }
 }

@@ -22,6 +22,7 @@
 
 use crate::event::format_time;
 use crate::export::counted;
+use crate::export::family::Exports;
 use crate::export::picture::{Entry, Mark, Node, Picture};
 use crate::export::svg::{self, escape_xml_into, node_kind, push_actor};
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
@@ -224,9 +225,9 @@ a{color:#1c7ed6}\
 #picture-pane{max-width:none;max-height:none;border-right:0;border-bottom:1px solid #dee2e6}\
 #thoughts-pane{min-width:0;max-height:none}h1{white-space:normal}#replay{width:100%}}";
 
-/// The whole stylesheet of the page.
-pub(crate) fn page_stylesheet() -> String {
-    format!("{PAGE_CSS}{}", svg::stylesheet())
+/// The whole stylesheet of the page (the picture's kinds: those of `exports`).
+pub(crate) fn page_stylesheet(exports: &Exports) -> String {
+    format!("{PAGE_CSS}{}", svg::stylesheet(exports))
 }
 
 /// `'sha256-…'` of `text`, as a CSP source.
@@ -280,15 +281,16 @@ pub(crate) fn tail_into(out: &mut String, scripts: &[&str]) {
     out.push_str("</body>\n</html>\n");
 }
 
-/// Renders the page of `tree` (the `html` export: offline, nothing fetched).
-pub fn render(tree: &ThoughtTree) -> String {
-    page(tree, None)
+/// Renders the page of `tree` (the `html` export: offline, nothing fetched), with what
+/// the families of `exports` add to it.
+pub fn render(tree: &ThoughtTree, exports: &Exports) -> String {
+    page(tree, None, exports)
 }
 
 /// The page of `tree`; `live`: the ledger position it shows, for the `ui` (a link back to
 /// the list, and [`LIVE_SCRIPT`] updating it when the ledger changes).
-pub(crate) fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
-    let css = page_stylesheet();
+pub(crate) fn page(tree: &ThoughtTree, live: Option<u64>, exports: &Exports) -> String {
+    let css = page_stylesheet(exports);
     let scripts: &[&str] = if live.is_some() {
         &[SCRIPT, LIVE_SCRIPT]
     } else {
@@ -301,15 +303,16 @@ pub(crate) fn page(tree: &ThoughtTree, live: Option<u64>) -> String {
         let _ = write!(out, " data-position=\"{position}\"");
     }
     out.push_str(">\n<div id=\"content\">\n");
-    content_into(&mut out, tree, live.is_some());
+    content_into(&mut out, tree, live.is_some(), exports);
     out.push_str("</div>\n");
     tail_into(&mut out, scripts);
     out
 }
 
-/// What the page shows (header, controls, picture, thoughts): the part the `ui` replaces
-/// when the ledger changes. `linked`: a link back to the `ui`'s session list.
-pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
+/// What the page shows (header, controls, picture, thoughts, with what the families of
+/// `exports` add): the part the `ui` replaces when the ledger changes. `linked`: a link
+/// back to the `ui`'s session list.
+pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool, exports: &Exports) {
     let first = u64::from(tree.at_seq > 0);
     out.push_str("<header>\n");
     if linked {
@@ -319,7 +322,7 @@ pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
     escape_xml_into(out, tree.title());
     out.push_str("</h1>\n<div class=\"meta\">");
     let summary = tree.summary.as_ref();
-    let picture = Picture::of(tree);
+    let picture = Picture::of(tree, exports.pictures());
     let _ = write!(
         out,
         "{} · {} · session {}",
@@ -386,7 +389,7 @@ pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
         }
     }
     out.push_str("</div>\n");
-    for render in crate::export::family::renders() {
+    for render in exports.renders() {
         for note in render.header_notes(tree) {
             out.push_str("<div class=\"meta\">");
             escape_xml_into(out, &note);
@@ -403,7 +406,13 @@ pub(crate) fn content_into(out: &mut String, tree: &ThoughtTree, linked: bool) {
          <main>\n<section id=\"picture-pane\">\n",
         last = tree.at_seq
     );
-    svg::render_into(out, tree, &picture, svg::Options { embedded: true });
+    svg::render_into(
+        out,
+        tree,
+        &picture,
+        svg::Options { embedded: true },
+        exports,
+    );
     out.push_str("</section>\n<section id=\"thoughts-pane\">\n<ol id=\"thoughts\">\n");
     // Thoughts and the families' listed nodes, merged in event order.
     let mut entries: Vec<(usize, &Node, &Entry)> = picture
@@ -611,9 +620,9 @@ pub(crate) mod tests {
                     event.actor = Some(text.to_string());
                 }
                 let tree = ThoughtTree::build(session, events, &crate::tools::folds());
-                let page = render(&tree);
-                let svg = svg::render(&tree);
-                let markdown = crate::export::markdown::render(&tree);
+                let page = render(&tree, &crate::tools::exports());
+                let svg = svg::render(&tree, &crate::tools::exports());
+                let markdown = crate::export::markdown::render(&tree, &crate::tools::exports());
                 roxmltree::Document::parse(&svg).expect("the SVG stays XML");
                 for raw in [
                     "<script>alert",
@@ -643,7 +652,7 @@ pub(crate) mod tests {
             let mut trees = vec![hostile_tree(text), think_tree(text)];
             trees.extend(crate::export::svg::tests::family_trees(text));
             for tree in trees {
-                let page = render(&tree);
+                let page = render(&tree, &crate::tools::exports());
                 for raw in [
                     "<script>alert",
                     "<img",
@@ -699,15 +708,15 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(tree.anomalies.len(), 1);
-        let page = render(&tree);
+        let page = render(&tree, &crate::tools::exports());
         assert!(page.contains(" · 1 anomaly: "), "{page}");
         assert!(!page.contains("1 anomalies"));
     }
 
     #[test]
     fn the_policy_allows_exactly_the_page_script_and_stylesheet() {
-        let page = render(&hostile_tree("x"));
-        let css = page_stylesheet();
+        let page = render(&hostile_tree("x"), &crate::tools::exports());
+        let css = page_stylesheet(&crate::tools::exports());
         let policy = content_security_policy(&css, &[SCRIPT], false);
         assert!(page.contains(&format!("content=\"{policy}\"")));
         assert!(page.contains(&format!("<style>{css}</style>")));
@@ -829,7 +838,7 @@ pub(crate) mod tests {
                 ks
             };
             let (nodes, edges) = expected(&tree);
-            let picture = Picture::of(&tree);
+            let picture = Picture::of(&tree, crate::tools::exports().pictures());
             let mut items: Vec<u64> = tree
                 .thoughts()
                 .map(|node| node.seq)
@@ -849,14 +858,17 @@ pub(crate) mod tests {
                     // built by hand, whose events are not kept, its thoughts by k).
                     let shown = match &events {
                         Some((session, events)) => shown_nodes(
-                            &svg::render(&ThoughtTree::build(
-                                *session,
-                                events[..k as usize].to_vec(),
-                                &crate::tools::folds(),
-                            )),
+                            &svg::render(
+                                &ThoughtTree::build(
+                                    *session,
+                                    events[..k as usize].to_vec(),
+                                    &crate::tools::folds(),
+                                ),
+                                &crate::tools::exports(),
+                            ),
                             None,
                         ),
-                        None => shown_nodes(&svg::render(&tree), None)
+                        None => shown_nodes(&svg::render(&tree, &crate::tools::exports()), None)
                             .into_iter()
                             .filter(|(seq, _, _)| *seq <= k)
                             .collect(),
@@ -901,7 +913,11 @@ pub(crate) mod tests {
                 expect["filter"] =
                     serde_json::json!({"query": "×0.3", "seqs": seqs, "dimmed": dimmed});
             }
-            std::fs::write(dir.join(format!("{name}.html")), render(&tree)).unwrap();
+            std::fs::write(
+                dir.join(format!("{name}.html")),
+                render(&tree, &crate::tools::exports()),
+            )
+            .unwrap();
             std::fs::write(
                 dir.join(format!("{name}.expect.json")),
                 serde_json::to_string(&expect).unwrap(),

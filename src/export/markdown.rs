@@ -13,7 +13,7 @@
 //! is code to any CommonMark reader and nothing else can hide a `<`.
 
 use crate::event::format_time;
-use crate::export::family::renders;
+use crate::export::family::Exports;
 use crate::export::mermaid::is_unsafe_char;
 use crate::projection::tree::{Anomaly, ThoughtNode, ThoughtTree};
 use std::fmt::Write as _;
@@ -34,25 +34,25 @@ const FENCE_MIN: usize = 3;
 /// Most spaces before a closing fence (CommonMark's rule).
 const FENCE_CLOSE_MAX_INDENT: usize = 3;
 
-/// Renders the tree as a Markdown document.
-pub(crate) fn render(tree: &ThoughtTree) -> String {
+/// Renders the tree as a Markdown document, with the families' pieces `exports` hold.
+pub(crate) fn render(tree: &ThoughtTree, exports: &Exports) -> String {
     let mut out = String::with_capacity(1024 + tree.order.len() * 512);
-    write_header(&mut out, tree);
-    write_thoughts(&mut out, tree);
+    write_header(&mut out, tree, exports);
+    write_thoughts(&mut out, tree, exports);
     write_branches(&mut out, tree);
     // The families' sections (a plan, branch nodes, model calls), in registry order.
-    for render in renders() {
+    for render in exports.renders() {
         render.markdown_sections(tree, &mut out);
     }
     write_anomalies(&mut out, tree);
     out
 }
 
-fn write_header(out: &mut String, tree: &ThoughtTree) {
+fn write_header(out: &mut String, tree: &ThoughtTree, exports: &Exports) {
     let summary = tree.summary.as_ref();
     let kind = tree
         .kind()
-        .and_then(crate::export::family::kind_label)
+        .and_then(|kind| exports.kind_label(kind))
         .unwrap_or("Session");
     let title = escape_inline(tree.title());
     let title = if title.is_empty() {
@@ -97,7 +97,7 @@ fn write_header(out: &mut String, tree: &ThoughtTree) {
     out.push('\n');
 }
 
-fn write_thoughts(out: &mut String, tree: &ThoughtTree) {
+fn write_thoughts(out: &mut String, tree: &ThoughtTree, exports: &Exports) {
     out.push_str("## Thoughts\n\n");
     if tree.order.is_empty() {
         out.push_str("No thoughts recorded.\n\n");
@@ -128,7 +128,7 @@ fn write_thoughts(out: &mut String, tree: &ThoughtTree) {
             out.push('\n');
         }
         if node.data.is_some() {
-            for render in renders() {
+            for render in exports.renders() {
                 render.markdown_thought(node, out);
             }
         }
@@ -617,7 +617,7 @@ mod tests {
     #[test]
     fn document_has_header_thoughts_branches_and_anomalies() {
         let tree = sample_tree("plan");
-        let doc = render(&tree);
+        let doc = render(&tree, &crate::tools::exports());
         assert!(doc.starts_with("# Thinking session: plan\n\n"), "{doc}");
         assert!(
             doc.contains(&format!("- **Session:** `{}`\n", tree.session)),
@@ -689,7 +689,10 @@ mod tests {
             }
             .into(),
         ];
-        let doc = render(&tree_of("bug hunt", SessionKind::THINK, payloads));
+        let doc = render(
+            &tree_of("bug hunt", SessionKind::THINK, payloads),
+            &crate::tools::exports(),
+        );
         assert!(doc.starts_with("# Think thread: bug hunt\n"), "{doc}");
         assert!(doc.contains("### 🤔 Think 1\n\n*seq 2 · 2023-11-14T22:13:22.000Z · think*\n\n> look at &lt;main>\n\n"), "{doc}");
         assert!(doc.contains("- **Purpose:** find the \\*bug\\*\n- **Recommended tool:** grep\n- **Open items:**\n  - read logs\n  - \\- fix \\# it\n"), "{doc}");
@@ -699,16 +702,19 @@ mod tests {
 
     #[test]
     fn empty_and_unstarted_sessions_render() {
-        let doc = render(&tree_of("", SessionKind::THINKING, Vec::new()));
+        let doc = render(
+            &tree_of("", SessionKind::THINKING, Vec::new()),
+            &crate::tools::exports(),
+        );
         assert!(doc.starts_with("# Thinking session: (untitled)\n"), "{doc}");
         assert!(
             doc.contains("## Thoughts\n\nNo thoughts recorded.\n"),
             "{doc}"
         );
-        let doc = render(&ThoughtTree::new(
-            SessionId::generate(),
-            &crate::tools::folds(),
-        ));
+        let doc = render(
+            &ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
+            &crate::tools::exports(),
+        );
         assert!(doc.starts_with("# Session: (untitled)\n"), "{doc}");
         assert!(doc.contains("- **Status:** unknown"), "{doc}");
     }
@@ -745,7 +751,7 @@ mod tests {
                 call: call("sequentialthinking_qa"),
             };
             let tree = tree_of("qa", SessionKind::QA, vec![payload.into()]);
-            let doc = render(&tree);
+            let doc = render(&tree, &crate::tools::exports());
             let headings = doc.lines().filter(|line| line.starts_with('#')).count();
             // Title, Thoughts, the one thought, Branches: no heading from the text.
             assert_eq!(headings, 1 + 1 + 1 + 1, "{text:?}:\n{doc}");
@@ -775,7 +781,7 @@ mod tests {
     fn hostile_text_cannot_add_sections_or_escape_the_document() {
         for text in HOSTILE {
             let tree = sample_tree(text);
-            let doc = render(&tree);
+            let doc = render(&tree, &crate::tools::exports());
             // Headings at the document level are only ours: 1 title, sections, thoughts.
             let headings: Vec<&str> = doc.lines().filter(|line| line.starts_with('#')).collect();
             let expected = 1 + 3 + tree.order.len();

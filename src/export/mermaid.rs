@@ -5,9 +5,10 @@
 //! (id `t<seq>`), one edge per graph edge (`next` solid, `revises` dashed, `branches_from`
 //! labelled with the branch id), one subgraph per branch (id `b<n>`, in first-seen order).
 //!
-//! The families add their pieces through [`super::family::FamilyRender`]: a diagram of
-//! their own instead, their nodes and edges after the class definitions (counted in the
-//! header), a branch title's suffix, a thought label's extra lines.
+//! The families add their pieces through [`super::family::FamilyRender`], the renderers
+//! of the [`Exports`] a render is handed: a diagram of their own instead, their nodes and
+//! edges after the class definitions (counted in the header), a branch title's suffix, a
+//! thought label's extra lines.
 //!
 //! Must not: take an id, a class name or a `%%` comment from content (ids are generated,
 //! the comment holds counts only), put model-written text anywhere but inside a quoted,
@@ -18,7 +19,7 @@
 use crate::export::counted;
 /// Text cut to fit a label is `export`'s (the SVG's labels take it from here too).
 pub(crate) use crate::export::cut_into;
-use crate::export::family::renders;
+use crate::export::family::{Exports, FamilyRender};
 use crate::projection::tree::{Anomaly, EdgeKind, ThoughtNode, ThoughtTree};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -66,10 +67,11 @@ pub(crate) const CLASS_DEFS: [(&str, &str); 5] = [
     (CLASS_EMPTY, "fill:#f8f9fa,stroke:#adb5bd,color:#868e96"),
 ];
 
-/// Renders the tree as a Mermaid flowchart.
-pub fn render(tree: &ThoughtTree) -> String {
+/// Renders the tree as a Mermaid flowchart, with the families' pieces `exports` hold.
+pub fn render(tree: &ThoughtTree, exports: &Exports) -> String {
+    let renders = exports.renders();
     // A family may draw its sessions its own way (a search's chosen path and candidates).
-    if let Some(diagram) = renders().iter().find_map(|r| r.mermaid_instead(tree)) {
+    if let Some(diagram) = renders.iter().find_map(|r| r.mermaid_instead(tree)) {
         return diagram;
     }
     let edges = tree.edges();
@@ -84,11 +86,7 @@ pub fn render(tree: &ThoughtTree) -> String {
         tree.at_seq,
         counted(tree.order.len(), "thought", "thoughts"),
         counted(
-            edges.len()
-                + renders()
-                    .iter()
-                    .map(|r| r.mermaid_edges(tree))
-                    .sum::<usize>(),
+            edges.len() + renders.iter().map(|r| r.mermaid_edges(tree)).sum::<usize>(),
             "edge",
             "edges"
         ),
@@ -101,7 +99,7 @@ pub fn render(tree: &ThoughtTree) -> String {
     // The families' own nodes (a plan's problem and approaches, an agent's trunk and
     // branch nodes), each with its class definitions: every renderer draws.
     let mut family_nodes = false;
-    for render in renders() {
+    for render in renders {
         family_nodes |= render.mermaid_nodes(tree, &mut out);
     }
 
@@ -132,7 +130,7 @@ pub fn render(tree: &ThoughtTree) -> String {
             .and_then(|id| branch_index.get(id).copied())
         {
             Some(index) => by_branch[index].push(node),
-            None => write_node(&mut out, &mut scratch, INDENT, node),
+            None => write_node(&mut out, &mut scratch, INDENT, node, renders),
         }
     }
     let nested = format!("{INDENT}{INDENT}");
@@ -141,12 +139,12 @@ pub fn render(tree: &ThoughtTree) -> String {
         push_label(&mut out, &mut scratch, &branch.id, BRANCH_TITLE_MAX_CHARS);
         let _ = write!(out, " · from thought {}", branch.from_thought);
         // What the families know of it (an evaluation's score, a close: generated text).
-        for render in renders() {
+        for render in renders {
             render.mermaid_branch_title(tree, &branch.id, &mut out);
         }
         out.push_str("\"]\n");
         for node in nodes {
-            write_node(&mut out, &mut scratch, &nested, node);
+            write_node(&mut out, &mut scratch, &nested, node, renders);
         }
         let _ = writeln!(out, "{INDENT}end");
     }
@@ -195,15 +193,21 @@ pub(crate) fn anomaly_seq(anomaly: &Anomaly) -> Option<u64> {
     }
 }
 
-/// One node statement: `t<seq>["prefix<br/>text"]:::class`; `scratch` is reused for
-/// cutting text.
-fn write_node(out: &mut String, scratch: &mut String, indent: &str, node: &ThoughtNode) {
+/// One node statement: `t<seq>["prefix<br/>text"]:::class`, with what `renders` add to a
+/// thought carrying their data; `scratch` is reused for cutting text.
+fn write_node(
+    out: &mut String,
+    scratch: &mut String,
+    indent: &str,
+    node: &ThoughtNode,
+    renders: &[&'static dyn FamilyRender],
+) {
     let _ = write!(out, "{indent}t{}[\"", node.seq);
     write_prefix(out, scratch, node);
     out.push_str(LABEL_BREAK);
     push_label(out, scratch, &node.thought, LABEL_MAX_CHARS);
     if node.data.is_some() {
-        for render in renders() {
+        for render in renders {
             render.mermaid_thought(node, out, scratch);
         }
     }
@@ -472,8 +476,8 @@ pub(crate) mod tests {
     fn agent_trees_draw_the_trunk_and_one_edge_per_node_whatever_the_model_wrote() {
         for text in HOSTILE {
             let tree = agent_tree(text);
-            let diagram = render(&tree);
-            let (nodes, edges, subgraphs) = check_structure(&diagram);
+            let diagram = render(&tree, &crate::tools::exports());
+            let (nodes, edges, subgraphs) = check_structure(&diagram, &crate::tools::exports());
             assert_eq!((nodes, edges, subgraphs), (0, 4, 0), "{diagram}");
             assert!(
                 diagram.contains("r0 --> g1") && diagram.contains("g1 --> g2"),
@@ -627,10 +631,10 @@ pub(crate) mod tests {
     fn plans_and_evaluated_branches_render_within_the_structure() {
         for text in HOSTILE {
             for tree in [plan_tree(text), evaluated_tree(text)] {
-                crate::testing::fuzz::check_render(&tree);
+                crate::testing::fuzz::check_render(&tree, &crate::tools::exports());
             }
         }
-        let diagram = render(&plan_tree("p"));
+        let diagram = render(&plan_tree("p"), &crate::tools::exports());
         assert!(
             diagram.contains("a1[\"x p · name p · score 7.80 · p\"]:::selected"),
             "{diagram}"
@@ -643,7 +647,7 @@ pub(crate) mod tests {
             !diagram.contains(&format!("{EMPTY_NODE_ID}[")),
             "no placeholder beside a plan: {diagram}"
         );
-        let diagram = render(&evaluated_tree("q"));
+        let diagram = render(&evaluated_tree("q"), &crate::tools::exports());
         assert!(
             diagram.contains("from thought 2 · score 5.00 · closed\"]"),
             "{diagram}"
@@ -728,8 +732,8 @@ pub(crate) mod tests {
     fn hostile_trees_render_one_node_per_thought_and_one_edge_per_graph_edge() {
         for text in HOSTILE {
             for tree in [hostile_tree(text), think_tree(text)] {
-                let diagram = render(&tree);
-                let (nodes, edges, subgraphs) = check_structure(&diagram);
+                let diagram = render(&tree, &crate::tools::exports());
+                let (nodes, edges, subgraphs) = check_structure(&diagram, &crate::tools::exports());
                 assert_eq!(nodes, tree.order.len(), "{diagram}");
                 assert_eq!(edges, tree.edges().len(), "{diagram}");
                 assert_eq!(subgraphs, tree.branches.len(), "{diagram}");
@@ -755,7 +759,7 @@ pub(crate) mod tests {
             "{:?}",
             tree.anomalies
         );
-        let diagram = render(&tree);
+        let diagram = render(&tree, &crate::tools::exports());
         // seq 2,3 main line; 4 revises 2; 5,6 branch a from thought 2 (seq 3); 7 branch b.
         assert!(diagram.contains("\n    t2 --> t3\n"), "{diagram}");
         assert!(diagram.contains("\n    t4 -.->|revises| t2\n"), "{diagram}");
@@ -789,7 +793,7 @@ pub(crate) mod tests {
             "{diagram}"
         );
 
-        let think = render(&think_tree("why"));
+        let think = render(&think_tree("why"), &crate::tools::exports());
         assert!(
             think.contains("\n    t2[\"🤔 1<br/>1#58; why\"]:::think\n"),
             "{think}"
@@ -804,7 +808,7 @@ pub(crate) mod tests {
             SessionKind::THINKING,
             vec![recorded(seq_thought(&"word ".repeat(100), 1, 1))],
         );
-        let diagram = render(&tree);
+        let diagram = render(&tree, &crate::tools::exports());
         let label = quoted_strings(&diagram)[0];
         let text = label.split_once(LABEL_BREAK).unwrap().1;
         assert_eq!(text.chars().count(), LABEL_MAX_CHARS, "{text:?}");
@@ -817,8 +821,8 @@ pub(crate) mod tests {
             tree_of("nothing \"]", SessionKind::THINKING, Vec::new()),
             ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
         ] {
-            let diagram = render(&tree);
-            let (nodes, edges, subgraphs) = check_structure(&diagram);
+            let diagram = render(&tree, &crate::tools::exports());
+            let (nodes, edges, subgraphs) = check_structure(&diagram, &crate::tools::exports());
             assert_eq!((nodes, edges, subgraphs), (1, 0, 0));
             assert!(diagram.contains(&format!("\n    {EMPTY_NODE_ID}[\"")));
             assert!(
@@ -880,12 +884,14 @@ pub(crate) mod tests {
             trees.push((format!("agent-{i:02}"), agent_tree(text)));
         }
         trees.push(("agent-all".into(), agent_tree(&all)));
+        let exports = crate::tools::exports();
         for (name, tree) in trees {
-            let diagram = render(&tree);
+            let diagram = render(&tree, &exports);
             let counts = (
                 tree.order.len(),
                 tree.edges().len()
-                    + renders()
+                    + exports
+                        .renders()
                         .iter()
                         .map(|r| r.mermaid_edges(&tree))
                         .sum::<usize>(),
@@ -894,12 +900,17 @@ pub(crate) mod tests {
             // What the checker will be told to expect must be what the diagram holds (an
             // empty session without a plan or an agent tree is drawn as one placeholder
             // node).
-            let family_nodes = renders()
+            let family_nodes = exports
+                .renders()
                 .iter()
                 .any(|r| r.mermaid_nodes(&tree, &mut String::new()));
             let placeholder = usize::from(!family_nodes);
             let drawn = (counts.0.max(placeholder), counts.1, counts.2);
-            assert_eq!(check_structure(&diagram), drawn, "{name}: {diagram}");
+            assert_eq!(
+                check_structure(&diagram, &exports),
+                drawn,
+                "{name}: {diagram}"
+            );
             let file = dir.join(format!("{name}.mmd"));
             std::fs::write(&file, &diagram).unwrap();
             assert_eq!(std::fs::read_to_string(&file).unwrap(), diagram, "{name}");

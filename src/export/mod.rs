@@ -6,8 +6,9 @@
 //! one way a text is shortened with an ellipsis, for titles and answers; [`cut_into`] for
 //! labels, whitespace collapsed). Must
 //! not: read the store (callers fold and pass what to render), let any text a model wrote
-//! change the structure of the output (escaping is the renderer's job), or name a family
-//! (they add their pieces through [`family`] and [`picture`]).
+//! change the structure of the output (escaping is the renderer's job), name a family
+//! (they add their pieces through [`family`] and [`picture`]), or look the families up:
+//! every render takes the [`family::Exports`] it is handed (a ledger's carry them).
 
 pub(crate) mod family;
 pub(crate) mod html;
@@ -155,19 +156,25 @@ pub(crate) fn counted(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
-/// Renders the tree (or, for JSONL, the events it was folded from).
-pub(crate) fn render(format: Format, tree: &ThoughtTree, events: &[Event]) -> String {
+/// Renders the tree (or, for JSONL, the events it was folded from), with the families'
+/// pieces `exports` hold.
+pub(crate) fn render(
+    format: Format,
+    tree: &ThoughtTree,
+    events: &[Event],
+    exports: &family::Exports,
+) -> String {
     match format {
-        Format::Mermaid => mermaid::render(tree),
-        Format::Markdown => markdown::render(tree),
+        Format::Mermaid => mermaid::render(tree, exports),
+        Format::Markdown => markdown::render(tree, exports),
         Format::Json => {
             let mut text = serde_json::to_string_pretty(&tree.to_json()).expect("json value");
             text.push('\n');
             text
         }
         Format::Jsonl => jsonl(events),
-        Format::Svg => svg::render(tree),
-        Format::Html => html::render(tree),
+        Format::Svg => svg::render(tree, exports),
+        Format::Html => html::render(tree, exports),
     }
 }
 

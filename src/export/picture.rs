@@ -5,9 +5,10 @@
 //! Owns: [`Pictures`] (what a family registers as `Family::picture`: its node and link
 //! kinds, with their constant styles, and a `draw` function), [`Picture`] (what the
 //! families' `draw`s build for one tree: extra [`Node`]s, [`Link`]s and [`Mark`]s on
-//! thoughts), and [`Picture::of`], which asks every registered family. Must not: know
-//! any family, or carry anything but text: the renderers escape every text, and ids,
-//! classes and styles are the generated ones or the `&'static` ones declared here.
+//! thoughts), and [`Picture::of`], which asks every registration it is handed (those of
+//! the renderer's [`super::family::Exports`]). Must not: know any family, or carry
+//! anything but text: the renderers escape every text, and ids, classes and styles are
+//! the generated ones or the `&'static` ones declared here.
 //!
 //! Replay: a node appears at its `seq` (the event that recorded it). A part of its label
 //! that changes later (an approach's score, the selected mark) is a [`Span`] with the
@@ -16,7 +17,6 @@
 //! events would draw it.
 
 use crate::projection::tree::ThoughtTree;
-use std::sync::OnceLock;
 
 /// A kind of node and its style (constant CSS, never content).
 #[derive(Debug, PartialEq)]
@@ -213,10 +213,11 @@ pub(crate) struct Picture {
 }
 
 impl Picture {
-    /// What every registered family draws of `tree`.
-    pub(crate) fn of(tree: &ThoughtTree) -> Picture {
+    /// What every registration of `pictures` (the families', in registry order) draws of
+    /// `tree`.
+    pub(crate) fn of(tree: &ThoughtTree, pictures: &[&'static Pictures]) -> Picture {
         let mut picture = Picture::default();
-        for hooks in registered() {
+        for hooks in pictures {
             (hooks.draw)(tree, &mut picture);
         }
         picture
@@ -246,15 +247,6 @@ impl Picture {
     }
 }
 
-/// The families' picture registrations, in registry order (asked of the registry once).
-pub(crate) fn registered() -> impl Iterator<Item = &'static Pictures> {
-    static PICTURES: OnceLock<Vec<&'static Pictures>> = OnceLock::new();
-    PICTURES
-        .get_or_init(|| crate::exports().pictures())
-        .iter()
-        .copied()
-}
-
 /// The seq of the last thought of branch `branch` recorded before event `before`, if
 /// any (where a note on the branch as it stood then attaches).
 pub(crate) fn branch_tail(tree: &ThoughtTree, branch: &str, before: u64) -> Option<u64> {
@@ -275,12 +267,10 @@ pub(crate) fn short(text: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn kind_names_are_safe_as_classes_and_unique() {
         let mut names: Vec<&str> = Vec::new();
-        for hooks in registered() {
+        for hooks in crate::tools::exports().pictures() {
             for kind in hooks.kinds {
                 assert!(
                     kind.name

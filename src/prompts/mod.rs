@@ -9,8 +9,9 @@
 //! the helpers shared here. Completions of their session arguments live in [`complete`]; every
 //! ledger read goes through [`reads`]. What a family adds (a plan's state, a booster's
 //! steps, agent nodes, the call that resumes them, merged branches, review extras) comes
-//! from the registered renderers' prompt hooks ([`crate::export::family::FamilyRender`]),
-//! in registry order; this module names no family's state. Must not: call a model, write
+//! from the prompt hooks ([`crate::export::family::FamilyRender`]) of the renderers the
+//! ledger's families carry ([`reads::exports`]), in registry order; this module names no
+//! family's state. Must not: call a model, write
 //! anything, or put stored text outside a data block (a stored thought can try to steer
 //! today's model).
 
@@ -19,7 +20,7 @@ pub(crate) mod reads;
 pub(crate) mod render;
 
 use crate::event::format_time;
-use crate::export::family::{self, PromptResume, renders};
+use crate::export::family::{self, Exports, PromptResume};
 use crate::projection::tree::ThoughtTree;
 use crate::store::{Ledger, SessionHead, StoreError};
 use render::{DATA_NOTICE, data_block, fit, markdown_block};
@@ -285,6 +286,7 @@ fn continue_prompt(
     head: &SessionHead,
 ) -> Result<GetPromptResult, PromptError> {
     let tree = reads::tree(ledger, head)?;
+    let exports = reads::exports(ledger);
     let mut data = json!({"session": session_facts(head)});
     let thoughts: Vec<Value> = last_items(tree.thoughts(), CONTINUE_LAST_ITEMS)
         .into_iter()
@@ -310,16 +312,16 @@ fn continue_prompt(
     if !thoughts.is_empty() {
         data["lastThoughts"] = json!(thoughts);
     }
-    let open = open_branches(head, &tree);
+    let open = open_branches(head, &tree, &exports);
     if !open.is_empty() {
         data["openBranches"] = json!(open);
     }
-    for render in renders() {
+    for render in exports.renders() {
         if let Some((key, state)) = render.prompt_state(&tree, CONTINUE_LAST_ITEMS) {
             data[key] = state;
         }
     }
-    let resume = resume_call(head, &tree, tool_on);
+    let resume = resume_call(head, &tree, &exports, tool_on);
     data["resume"] = resume;
     // By the id its tool gives and takes (a plan's `dp-` id), as the lists show it.
     let id = resumable_id(head);
@@ -346,22 +348,35 @@ fn last_items<T>(items: impl Iterator<Item = T>, n: usize) -> Vec<T> {
     all
 }
 
-/// Branches still taking thoughts: not closed, not merged.
-fn open_branches(head: &SessionHead, tree: &ThoughtTree) -> Vec<Value> {
+/// Branches still taking thoughts: not closed, not merged (as a renderer of `exports`
+/// says).
+fn open_branches(head: &SessionHead, tree: &ThoughtTree, exports: &Exports) -> Vec<Value> {
     tree.branches
         .iter()
         .filter(|b| !head.summary.branch_closed(&b.id))
-        .filter(|b| !renders().iter().any(|r| r.prompt_branch_merged(tree, &b.id)))
+        .filter(|b| {
+            !exports
+                .renders()
+                .iter()
+                .any(|r| r.prompt_branch_merged(tree, &b.id))
+        })
         .map(|b| json!({"branchId": b.id, "fromThought": b.from_thought, "thoughts": b.thoughts, "firstSeq": b.first_seq}))
         .collect()
 }
 
-/// The call that carries the session on: its tool, the arguments we know, the ones the
-/// model must fill in, and whether this server offers the tool.
-fn resume_call(head: &SessionHead, tree: &ThoughtTree, tool_on: &dyn Fn(&str) -> bool) -> Value {
+/// The call that carries the session on (a renderer of `exports` proposes it when its
+/// state decides it): its tool, the arguments we know, the ones the model must fill in,
+/// and whether this server offers the tool.
+fn resume_call(
+    head: &SessionHead,
+    tree: &ThoughtTree,
+    exports: &Exports,
+    tool_on: &dyn Fn(&str) -> bool,
+) -> Value {
     let id = resumable_id(head);
     let session = head.session.to_string();
-    let family = renders()
+    let family = exports
+        .renders()
         .iter()
         .find_map(|r| r.prompt_resume(tree, &head.summary, &session));
     let (tool, arguments, fill, note): (&str, Value, &[&str], Option<String>) =
@@ -489,14 +504,15 @@ fn recall_prompt(ledger: &Ledger, topic: &str) -> Result<GetPromptResult, Prompt
 
 fn review_prompt(ledger: &Ledger, head: &SessionHead) -> Result<GetPromptResult, PromptError> {
     let tree = reads::tree(ledger, head)?;
+    let exports = reads::exports(ledger);
     let id = resumable_id(head);
     let mut data = json!({"session": session_facts(head)});
-    for render in renders() {
+    for render in exports.renders() {
         if let Some((key, rows)) = render.prompt_review(&tree) {
             data[key] = rows;
         }
     }
-    let markdown = reads::markdown(&tree);
+    let markdown = reads::markdown(&tree, &exports);
     let whole = format!("ledger://sessions/{id}/markdown");
     let instructions = format!(
         "Review the reasoning-ledger session {id} critically; do not continue it.\n\n\

@@ -2,12 +2,13 @@
 //! wrappers over [`crate::query`] (the read side every front end shares) and the store.
 //!
 //! Owns: which reads: sessions newest first, a session by id or alias, its folded tree,
-//! its Markdown, a search ranked as `search_history` ranks, the sessions written since a
+//! the renderers the ledger's families carry, its Markdown, a search ranked as `search_history` ranks, the sessions written since a
 //! position. Must not: write, or shape
 //! anything for a client (that is [`super::render`]'s job).
 
 use super::PromptError;
 use crate::event::SessionId;
+use crate::export::family::Exports;
 use crate::export::{self, Format};
 use crate::projection::tree::ThoughtTree;
 use crate::query::{self, RecallError, SearchRequest};
@@ -63,9 +64,15 @@ pub(crate) fn tree(ledger: &Ledger, head: &SessionHead) -> Result<ThoughtTree, S
     query::load_tree(ledger, head, None)
 }
 
+/// The renderers of the families `ledger` was opened with (what the families add to a
+/// prompt, and to a session's Markdown).
+pub(crate) fn exports(ledger: &Ledger) -> Exports {
+    Exports::of_families(ledger.families())
+}
+
 /// The session's Markdown export (as `ledger://sessions/{id}/markdown` serves it).
-pub(crate) fn markdown(tree: &ThoughtTree) -> String {
-    export::render(Format::Markdown, tree, &[])
+pub(crate) fn markdown(tree: &ThoughtTree, exports: &Exports) -> String {
+    export::render(Format::Markdown, tree, &[], exports)
 }
 
 /// The best `limit` matches for `text`, ranked as `search_history` ranks them (the same

@@ -8,6 +8,7 @@
 //! its own range error).
 
 use crate::event::Event;
+use crate::export::family::Exports;
 use crate::export::{self, Format};
 use crate::projection::tree::{Folds, ThoughtTree};
 use crate::store::{Ledger, SessionHead, StoreError};
@@ -125,7 +126,8 @@ pub(crate) fn export_session_up_to_damage(
 ) -> Result<UpToDamage<(String, u64)>, StoreError> {
     let loaded = load_for_export_up_to_damage(ledger, head, at_seq, format)?;
     let (tree, events) = &loaded.read;
-    let text = export::render(format, tree, events);
+    let exports = Exports::of_families(ledger.families());
+    let text = export::render(format, tree, events, &exports);
     let shown_to = tree.at_seq;
     Ok(UpToDamage {
         read: (text, shown_to),

@@ -1,20 +1,28 @@
 //! Test builds only: ledgers of families other than the product's, side by side.
 //!
-//! Owns: a toy family that exists only here (one event kind, its payload, its JSON codec
-//! and its summary fold), the ledgers built with it, and the proof that a ledger's
-//! families are a value it was handed: two ledgers of different families in one process,
-//! used interleaved from one thread, from tokio tasks and from threads, each read with
-//! its own. Must not: reach a family any other way than through the ledger it opened.
+//! Owns: a toy family that exists only here (one event kind, its payload, its JSON codec,
+//! its summary fold, and its exports: a renderer, a node kind and a picture), the ledgers
+//! built with it, and the proof that a ledger's families are a value it was handed: two
+//! ledgers of different families in one process, used interleaved from one thread, from
+//! tokio tasks and from threads, each read with its own; and each session rendered with
+//! the exports it is handed, the toy's or the product's, on one thread. Must not: reach a
+//! family any other way than through the ledger it opened or the exports it was given.
 
 use crate::event::family::{Families, JsonCodec, KindInfo, SummaryFields, read_part};
 use crate::event::summary::{SessionSummary, SummaryPart};
 use crate::event::{FamilyEvent, FamilyPayload, NewEvent, Payload, PayloadCodec, SessionId};
 use crate::event::{SessionKind, family::json_encode};
+use crate::export::family::{Exports, FamilyRender};
+use crate::export::picture::{Glyph, Node, NodeKind, Picture, Pictures, Place, Span};
+use crate::export::{Format, html, markdown, svg};
+use crate::projection::tree::ThoughtTree;
+use crate::query;
 use crate::server::LedgerServer;
 use crate::store::{Ledger, StoreError};
 use crate::tools::Toolset;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::fmt::Write as _;
 
 const TOY: SessionKind = SessionKind::new("toy");
 const TOY_SAID: &str = "toy_said";
@@ -77,8 +85,80 @@ impl FamilyEvent for ToySaid {
     }
 }
 
+/// The toy's sayings so far, as the tree's summary counts them (`None`: no toy session).
+fn toy_sayings(tree: &ThoughtTree) -> Option<u64> {
+    let part = tree.summary.as_ref()?.part::<ToySummary>()?;
+    Some(part.toy_sayings)
+}
+
+/// What the toy family adds to the Markdown export and the HTML page.
+struct ToyRender;
+
+static TOY_RENDER: ToyRender = ToyRender;
+
+impl FamilyRender for ToyRender {
+    fn markdown_sections(&self, tree: &ThoughtTree, out: &mut String) {
+        if let Some(sayings) = toy_sayings(tree) {
+            let _ = writeln!(out, "## Toy sayings\n\n{sayings} said\n");
+        }
+    }
+
+    fn header_notes(&self, tree: &ThoughtTree) -> Vec<String> {
+        toy_sayings(tree)
+            .map(|sayings| format!("toy sayings: {sayings}"))
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The toy's one node kind: class `k-toy`, its style in the picture's stylesheet.
+static TOY_NODE_KINDS: [NodeKind; 1] = [NodeKind {
+    name: "toy",
+    marker: "🧸",
+    glyph: Glyph::Circle,
+    style: "fill:#fff0f6;stroke:#d6336c",
+}];
+
+/// The toy's picture: one node in a lane of its own, counting the sayings.
+fn draw_toy(tree: &ThoughtTree, picture: &mut Picture) {
+    if let Some(sayings) = toy_sayings(tree) {
+        picture.add(Node {
+            seq: tree.at_seq,
+            kind: &TOY_NODE_KINDS[0],
+            place: Place::Lane("toys"),
+            head: vec![Span::text(format!("{sayings} sayings"))],
+            text: Vec::new(),
+            title: "the toy's sayings".into(),
+            entry: None,
+        });
+    }
+}
+
+static TOY_PICTURES: Pictures = Pictures {
+    kinds: &TOY_NODE_KINDS,
+    links: &[],
+    draw: draw_toy,
+    css: "",
+};
+
+/// The toy family's exports, as the product's registry lists its own.
+struct ToyRegistry;
+
+impl crate::export::family::Registry for ToyRegistry {
+    fn pictures(&self) -> Vec<&'static Pictures> {
+        vec![&TOY_PICTURES]
+    }
+    fn kinds(&self) -> Vec<&'static KindInfo> {
+        vec![&TOY_KIND]
+    }
+    fn renders(&self) -> Vec<&'static dyn FamilyRender> {
+        vec![&TOY_RENDER]
+    }
+}
+
+/// The toy family, carrying its exports (as `tools::families()` carries the product's).
 fn toy_families() -> Families {
-    Families::new(vec![&TOY_CODEC], vec![&TOY_KIND])
+    Families::new(vec![&TOY_CODEC], vec![&TOY_KIND]).carrying(Exports::of(&ToyRegistry))
 }
 
 fn toy_session(ledger: &Ledger) -> SessionId {
@@ -343,4 +423,91 @@ fn two_ledgers_of_different_families_interleaved_on_one_thread_in_tasks_and_thre
     // … while the first handles still read theirs.
     check_toy(&toy, toy_session, 11);
     check_product(&product, thinking);
+}
+
+#[test]
+fn a_render_draws_with_the_exports_it_is_handed_interleaved_on_one_thread() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let toy_dir = tempfile::tempdir().unwrap();
+    let product_dir = tempfile::tempdir().unwrap();
+    let toy = Ledger::open(toy_dir.path(), toy_families()).unwrap();
+    let product = Ledger::open(product_dir.path(), crate::tools::families()).unwrap();
+    let server = LedgerServer::new(
+        product.clone(),
+        Toolset::parse_list("thinking").unwrap(),
+        false,
+    );
+    let toy_session = toy_session(&toy);
+    let thinking = product_session(&product, &server, &runtime);
+    // Each ledger's exports, as any holder of a ledger gets them.
+    let toy_exports = Exports::of_families(toy.families());
+    let product_exports = Exports::of_families(product.families());
+    let tree_of = |ledger: &Ledger, session| {
+        let head = ledger.head(session).unwrap().unwrap();
+        query::load_tree(ledger, &head, None).unwrap()
+    };
+    // A node kind of the product's pictures: its style is in every picture the product's
+    // exports draw, and in none the toy's draw.
+    let product_kind = product_exports
+        .pictures()
+        .iter()
+        .flat_map(|pictures| pictures.kinds)
+        .next()
+        .expect("the product's families draw nodes of their own")
+        .name;
+    let product_style = format!(".k-{product_kind} rect{{");
+
+    for round in 0..3u64 {
+        let sayings = 2 + round;
+        let toys = tree_of(&toy, toy_session);
+        let thoughts = tree_of(&product, thinking);
+
+        // Markdown: the kind's label and the family's section come from the exports
+        // handed in, whichever ledger's session it is, one render after the other.
+        let text = markdown::render(&toys, &toy_exports);
+        assert!(text.starts_with("# Toy session: toys\n"), "{text}");
+        assert!(
+            text.contains(&format!("## Toy sayings\n\n{sayings} said\n")),
+            "{text}"
+        );
+        let text = markdown::render(&thoughts, &product_exports);
+        assert!(text.starts_with("# Thinking session: "), "{text}");
+        assert!(!text.contains("Toy sayings"), "{text}");
+        let text = markdown::render(&toys, &product_exports);
+        assert!(text.starts_with("# Session: toys\n"), "{text}");
+        assert!(!text.contains("Toy sayings"), "{text}");
+        let text = markdown::render(&thoughts, &toy_exports);
+        assert!(text.starts_with("# Session: "), "{text}");
+
+        // SVG: the toy's node and its style only with the toy's exports; the product's
+        // kinds' styles only with the product's.
+        let picture = svg::render(&toys, &toy_exports);
+        assert!(picture.contains("data-kind=\"toy\""), "{picture}");
+        assert!(picture.contains(".k-toy rect{"), "{picture}");
+        assert!(picture.contains(&format!("{sayings} sayings")), "{picture}");
+        assert!(!picture.contains(&product_style), "{picture}");
+        let picture = svg::render(&toys, &product_exports);
+        assert!(!picture.contains("data-kind=\"toy\""), "{picture}");
+        assert!(!picture.contains(".k-toy"), "{picture}");
+        assert!(picture.contains(&product_style), "{picture}");
+        let picture = svg::render(&thoughts, &toy_exports);
+        assert!(picture.contains(".k-toy rect{"), "{picture}");
+        assert!(!picture.contains(&product_style), "{picture}");
+
+        // HTML: the family's note under the header, with its own exports only.
+        let page = html::render(&toys, &toy_exports);
+        assert!(page.contains(&format!("toy sayings: {sayings}")), "{page}");
+        let page = html::render(&toys, &product_exports);
+        assert!(!page.contains("toy sayings"), "{page}");
+
+        // A ledger's own exports read: with the exports its families carry.
+        let head = toy.head(toy_session).unwrap().unwrap();
+        let text = query::export_session(&toy, &head, None, Format::Markdown).unwrap();
+        assert!(text.starts_with("# Toy session: toys\n"), "{text}");
+        let head = product.head(thinking).unwrap().unwrap();
+        let text = query::export_session(&product, &head, None, Format::Markdown).unwrap();
+        assert!(text.starts_with("# Thinking session: "), "{text}");
+
+        toy_says(&toy, toy_session, 3 + round, format!("round {round}"));
+    }
 }

@@ -17,7 +17,7 @@
 //! ledger file target's input is written to, or be used by the server.
 
 use crate::event::{CallRecord, Event, EventId, GENESIS_HASH, Payload, SessionId, SessionKind};
-use crate::export::family::renders;
+use crate::export::family::Exports;
 use crate::export::mermaid::{
     CLASS_ANOMALY, CLASS_DEFS, EMPTY_NODE_ID, LABEL_BREAK, escape_label, is_unsafe_char, render,
 };
@@ -419,9 +419,10 @@ fn is_id(text: &str, prefix: char) -> bool {
         .is_some_and(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
 }
 
-/// Checks every line of a diagram is one of the forms `render` writes, with all content
-/// in quotes. Returns (node statements, edge statements, subgraphs).
-pub(crate) fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
+/// Checks every line of a diagram `render` wrote with `exports` is one of the forms it
+/// writes (its class definitions: the core's and those renderers'), with all content in
+/// quotes. Returns (node statements, edge statements, subgraphs).
+pub(crate) fn check_mermaid_structure(diagram: &str, exports: &Exports) -> (usize, usize, usize) {
     let mut lines = diagram.lines();
     assert_eq!(lines.next(), Some("flowchart TD"));
     let (mut nodes, mut edges, mut subgraphs, mut open) = (0, 0, 0, 0usize);
@@ -439,7 +440,7 @@ pub(crate) fn check_mermaid_structure(diagram: &str) -> (usize, usize, usize) {
             assert!(
                 CLASS_DEFS
                     .iter()
-                    .chain(renders().iter().flat_map(|r| r.mermaid_classes()))
+                    .chain(exports.renders().iter().flat_map(|r| r.mermaid_classes()))
                     .any(|(class, style)| shape == format!("classDef {class} {style}"))
             );
         } else if shape.starts_with("class ") {
@@ -622,13 +623,14 @@ pub(crate) fn tree_from_bytes(data: &[u8]) -> ThoughtTree {
     ThoughtTree::build(session, events, &crate::tools::folds())
 }
 
-/// Renders `tree` and checks the diagram's shape, counts and labels.
-pub(crate) fn check_render(tree: &ThoughtTree) {
-    let diagram = render(tree);
-    let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram);
+/// Renders `tree` with `exports` and checks the diagram's shape, counts and labels.
+pub(crate) fn check_render(tree: &ThoughtTree, exports: &Exports) {
+    let diagram = render(tree, exports);
+    let (nodes, edges, subgraphs) = check_mermaid_structure(&diagram, exports);
     // An empty session is drawn as one placeholder node, unless a family draws nodes of
     // its own (a plan's).
-    let family_nodes = renders()
+    let family_nodes = exports
+        .renders()
         .iter()
         .any(|r| r.mermaid_nodes(tree, &mut String::new()));
     let expected_nodes = if family_nodes {
@@ -640,7 +642,8 @@ pub(crate) fn check_render(tree: &ThoughtTree) {
     assert_eq!(
         edges,
         tree.edges().len()
-            + renders()
+            + exports
+                .renders()
                 .iter()
                 .map(|r| r.mermaid_edges(tree))
                 .sum::<usize>(),
@@ -655,7 +658,7 @@ pub(crate) fn check_render(tree: &ThoughtTree) {
 /// The whole Mermaid target: the input as one label, then as a tree.
 pub fn fuzz_mermaid(data: &[u8]) {
     check_label(&String::from_utf8_lossy(data));
-    check_render(&tree_from_bytes(data));
+    check_render(&tree_from_bytes(data), &crate::tools::exports());
 }
 
 /// The ledger file target: `data` as `ledger.redb` in a directory of its own, opened,

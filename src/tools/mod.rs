@@ -76,11 +76,13 @@ impl crate::event::family::Registry for Registry {
 }
 
 /// The product's families as the core decodes with them ([`FAMILIES`] and
-/// [`SHARED_CODECS`]): built by the composition root (the command line, a test) and
-/// handed to the ledger it opens; nothing below `tools` looks them up.
+/// [`SHARED_CODECS`]), carrying their folds and their exports: built by the composition
+/// root (the command line, a test) and handed to the ledger it opens; nothing below
+/// `tools` looks them up.
 pub fn families() -> crate::event::family::Families {
     crate::event::family::Families::of(&REGISTRY)
         .carrying(crate::projection::tree::Folds::of(&REGISTRY))
+        .carrying(crate::export::family::Exports::of(&REGISTRY))
 }
 
 /// The product's folds alone, for the unit tests and fuzz targets that fold a tree
@@ -88,6 +90,13 @@ pub fn families() -> crate::event::family::Families {
 #[cfg(any(test, fuzzing))]
 pub(crate) fn folds() -> crate::projection::tree::Folds {
     crate::projection::tree::Folds::of(&REGISTRY)
+}
+
+/// The product's exports alone, for the unit tests and fuzz targets that render a tree
+/// without a ledger (a ledger carries them in its [`families`]).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn exports() -> crate::export::family::Exports {
+    crate::export::family::Exports::of(&REGISTRY)
 }
 
 /// Folds no toolset owns: the model-call event's and the import record's.

@@ -305,6 +305,7 @@ impl PayloadCodec for NoteCodec {
 mod tests {
     use super::*;
     use crate::event::{Event, NewEvent, Payload, SessionId};
+    use crate::export::family::Exports;
     use crate::export::{self, Format};
     use crate::query as ledger_tools;
     use crate::server::LedgerServer;
@@ -330,9 +331,10 @@ mod tests {
             ledger_tools::load_for_export(ledger, &head, None, Format::Markdown).unwrap();
         let (_, events) =
             ledger_tools::load_for_export(ledger, &head, None, Format::Jsonl).unwrap();
-        let markdown = export::render(Format::Markdown, &tree, &events);
-        let mermaid = export::render(Format::Mermaid, &tree, &events);
-        let jsonl = export::render(Format::Jsonl, &tree, &events);
+        let exports = Exports::of_families(ledger.families());
+        let markdown = export::render(Format::Markdown, &tree, &events, &exports);
+        let mermaid = export::render(Format::Mermaid, &tree, &events, &exports);
+        let jsonl = export::render(Format::Jsonl, &tree, &events, &exports);
         let copy_dir = tempfile::tempdir().unwrap();
         let copy = Ledger::open(copy_dir.path(), crate::tools::families()).unwrap();
         let parsed: Vec<Event> = jsonl
@@ -347,7 +349,7 @@ mod tests {
             let head = copy.head(session).unwrap().unwrap();
             let (tree, events) =
                 ledger_tools::load_for_export(&copy, &head, None, Format::Jsonl).unwrap();
-            export::render(Format::Jsonl, &tree, &events)
+            export::render(Format::Jsonl, &tree, &events, &exports)
         };
         assert_eq!(again, jsonl, "JSONL survives an import byte for byte");
         (markdown, mermaid, jsonl)

@@ -172,13 +172,14 @@ pub(crate) fn run(
     let ledger = Ledger::open(&mermaid_dir, reasoning_ledger::testing::families())?;
     let session = build_session(&ledger, mermaid_thoughts + 1)?;
     let events = ledger.events(session, 1, mermaid_thoughts + 1)?;
-    let folds =
-        reasoning_ledger::testing::Folds::of_families(&reasoning_ledger::testing::families());
+    let families = reasoning_ledger::testing::families();
+    let folds = reasoning_ledger::testing::Folds::of_families(&families);
+    let exports = reasoning_ledger::testing::Exports::of_families(&families);
     let tree = ThoughtTree::build(session, events, &folds);
     let mut samples = Vec::new();
     for _ in 0..9 {
         let started = Instant::now();
-        let text = reasoning_ledger::testing::render_mermaid(&tree);
+        let text = reasoning_ledger::testing::render_mermaid(&tree, &exports);
         samples.push(started.elapsed());
         std::hint::black_box(text);
     }
@@ -186,7 +187,7 @@ pub(crate) fn run(
     let mut samples = Vec::new();
     for _ in 0..9 {
         let started = Instant::now();
-        let text = reasoning_ledger::testing::render_svg(&tree);
+        let text = reasoning_ledger::testing::render_svg(&tree, &exports);
         samples.push(started.elapsed());
         std::hint::black_box(text);
     }
@@ -195,7 +196,7 @@ pub(crate) fn run(
     let mut page = String::new();
     for _ in 0..9 {
         let started = Instant::now();
-        page = reasoning_ledger::testing::render_html(&tree);
+        page = reasoning_ledger::testing::render_html(&tree, &exports);
         samples.push(started.elapsed());
     }
     let html_ms = median(samples);

@@ -32,6 +32,7 @@ mod layout;
 mod style;
 
 use crate::export::counted;
+use crate::export::family::Exports;
 use crate::export::mermaid::{anomaly_seq, cut_into, is_revision};
 use crate::export::picture::{At, Mark, Picture, Span};
 use crate::projection::tree::{EdgeKind, ThoughtNode, ThoughtTree};
@@ -79,20 +80,29 @@ pub(crate) struct Options {
     pub embedded: bool,
 }
 
-/// Renders the tree as a standalone SVG document.
-pub fn render(tree: &ThoughtTree) -> String {
+/// Renders the tree as a standalone SVG document, with what the families of `exports`
+/// draw of it.
+pub fn render(tree: &ThoughtTree, exports: &Exports) -> String {
     let mut out = String::new();
-    render_into(&mut out, tree, &Picture::of(tree), Options::default());
+    render_into(
+        &mut out,
+        tree,
+        &Picture::of(tree, exports.pictures()),
+        Options::default(),
+        exports,
+    );
     out
 }
 
 /// Appends the picture of `tree` and what the families draw of it (`picture`,
-/// [`Picture::of`] the same tree) to `out`.
+/// [`Picture::of`] the same tree and `exports`) to `out`; a standalone picture carries
+/// the stylesheet of `exports`' kinds.
 pub(crate) fn render_into(
     out: &mut String,
     tree: &ThoughtTree,
     picture: &Picture,
     options: Options,
+    exports: &Exports,
 ) {
     let layout = layout(tree, picture);
     let edges = tree.edges();
@@ -124,7 +134,7 @@ pub(crate) fn render_into(
         picture.links.len(),
     );
     if !options.embedded {
-        let _ = writeln!(out, "<style>{}</style>", stylesheet());
+        let _ = writeln!(out, "<style>{}</style>", stylesheet(exports));
     }
     // In px of the picture, not of the line's width: a link drawn 3 px wide would
     // otherwise get a head three times as big, taller than the gap between two rows.
@@ -750,7 +760,7 @@ pub(crate) mod tests {
     /// What the picture must hold: every thought (seq, kind) then every family node, and
     /// every edge and link.
     pub(crate) fn expected(tree: &ThoughtTree) -> Drawn {
-        let picture = Picture::of(tree);
+        let picture = Picture::of(tree, crate::tools::exports().pictures());
         let mut nodes: Vec<(u64, String)> = tree
             .thoughts()
             .map(|node| {
@@ -798,8 +808,15 @@ pub(crate) mod tests {
     }
 
     fn render_with(tree: &ThoughtTree, options: Options) -> String {
+        let exports = crate::tools::exports();
         let mut svg = String::new();
-        render_into(&mut svg, tree, &Picture::of(tree), options);
+        render_into(
+            &mut svg,
+            tree,
+            &Picture::of(tree, exports.pictures()),
+            options,
+            &exports,
+        );
         svg
     }
 
@@ -1279,7 +1296,7 @@ pub(crate) mod tests {
     fn planning_and_qa_nodes_are_the_projection_s() {
         let tree = build(plan_events("p"));
         let plan = Planning::of(&tree).plan.as_ref().unwrap();
-        let (nodes, edges) = parse(&render(&tree));
+        let (nodes, edges) = parse(&render(&tree, &crate::tools::exports()));
         let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
         assert_eq!(count("plan"), 1);
         assert_eq!(count("clarification"), plan.clarifications.len());
@@ -1299,7 +1316,7 @@ pub(crate) mod tests {
             (1, 1, 1)
         );
         // The selected approach is marked, with its latest score; the closed one too.
-        let shown = shown_nodes(&render(&tree), None);
+        let shown = shown_nodes(&render(&tree, &crate::tools::exports()), None);
         let approaches: Vec<&str> = shown
             .iter()
             .filter(|(_, kind, _)| kind == "approach")
@@ -1317,7 +1334,10 @@ pub(crate) mod tests {
         // A thinking branch's evaluation and close go on the branch's column, linked from
         // its last thought; one of a branch the session lacks goes on the main line.
         let tree = build(evaluated_branch_events("b"));
-        let drawn = layout(&tree, &Picture::of(&tree));
+        let drawn = layout(
+            &tree,
+            &Picture::of(&tree, crate::tools::exports().pictures()),
+        );
         let branch_column = drawn.column[&3];
         assert_ne!(branch_column, 0);
         assert_eq!(
@@ -1330,7 +1350,7 @@ pub(crate) mod tests {
             drawn.extra[2].0, branch_column,
             "the close on the branch too"
         );
-        let (nodes, edges) = parse(&render(&tree));
+        let (nodes, edges) = parse(&render(&tree, &crate::tools::exports()));
         assert!(nodes.contains(&(8, "merge".to_string())), "{nodes:?}");
         for edge in [(4, 5, "evaluates"), (4, 7, "closes"), (4, 8, "merges")] {
             assert!(
@@ -1341,7 +1361,7 @@ pub(crate) mod tests {
 
         // QA: a tools node beside each step that has tools, stand-ins marked.
         let tree = build(qa_events("q"));
-        let svg = render(&tree);
+        let svg = render(&tree, &crate::tools::exports());
         let (nodes, edges) = parse(&svg);
         let with_tools = tree
             .thoughts()
@@ -1363,7 +1383,10 @@ pub(crate) mod tests {
             svg.contains("<tspan class=\"stand-in\">, stand-in q⇄</tspan>"),
             "{svg}"
         );
-        let drawn = layout(&tree, &Picture::of(&tree));
+        let drawn = layout(
+            &tree,
+            &Picture::of(&tree, crate::tools::exports().pictures()),
+        );
         assert_eq!(
             drawn.extra[0],
             (2, 0),
@@ -1393,11 +1416,14 @@ pub(crate) mod tests {
                     );
                     assert_eq!(
                         shown_nodes(&page, Some(k)),
-                        shown_nodes(&render(&prefix), None),
+                        shown_nodes(&render(&prefix, &crate::tools::exports()), None),
                         "at event {k}"
                     );
                 }
-                assert_eq!(shown_nodes(&page, None), shown_nodes(&render(&whole), None));
+                assert_eq!(
+                    shown_nodes(&page, None),
+                    shown_nodes(&render(&whole, &crate::tools::exports()), None)
+                );
             }
         }
     }
@@ -1405,7 +1431,7 @@ pub(crate) mod tests {
     #[test]
     fn kinds_are_drawn_by_kind() {
         let tree = hostile_tree("x");
-        let (nodes, _) = parse(&render(&tree));
+        let (nodes, _) = parse(&render(&tree, &crate::tools::exports()));
         let kinds: Vec<&str> = nodes.iter().map(|(_, kind)| kind.as_str()).collect();
         assert_eq!(
             kinds,
@@ -1414,16 +1440,17 @@ pub(crate) mod tests {
                 "branch", "thought"
             ]
         );
-        let (nodes, _) = parse(&render(&think_tree("x")));
+        let (nodes, _) = parse(&render(&think_tree("x"), &crate::tools::exports()));
         assert!(nodes.iter().all(|(_, kind)| kind == "think"));
-        let css = stylesheet();
+        let exports = crate::tools::exports();
+        let css = stylesheet(&exports);
         for kind in KINDS
             .iter()
-            .chain(crate::export::picture::registered().flat_map(|h| h.kinds))
+            .chain(exports.pictures().iter().flat_map(|h| h.kinds))
         {
             assert!(css.contains(&format!(".k-{} rect{{", kind.name)));
         }
-        for link in crate::export::picture::registered().flat_map(|h| h.links) {
+        for link in exports.pictures().iter().flat_map(|h| h.links) {
             assert!(css.contains(&format!(".e-{}{{", link.name)));
         }
     }
@@ -1462,7 +1489,7 @@ pub(crate) mod tests {
     #[test]
     fn no_two_nodes_share_a_place() {
         for tree in family_trees("x") {
-            let picture = Picture::of(&tree);
+            let picture = Picture::of(&tree, crate::tools::exports().pictures());
             let drawn = layout(&tree, &picture);
             let mut places: Vec<(usize, usize)> = tree
                 .thoughts()
@@ -1486,7 +1513,7 @@ pub(crate) mod tests {
     #[test]
     fn straight_edges_pass_over_no_node() {
         for tree in family_trees("x") {
-            let svg = render(&tree);
+            let svg = render(&tree, &crate::tools::exports());
             let doc = roxmltree::Document::parse(&svg).unwrap();
             let number = |n: roxmltree::Node, name: &str| -> u32 {
                 n.attribute(name).unwrap().parse().unwrap()
@@ -1548,7 +1575,7 @@ pub(crate) mod tests {
                 recorded(seq_thought("plain", 3, 3)),
             ],
         );
-        let svg = render(&tree);
+        let svg = render(&tree, &crate::tools::exports());
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let nodes: Vec<roxmltree::Node> = doc
             .descendants()
@@ -1587,7 +1614,10 @@ pub(crate) mod tests {
         let over = order.iter().position(|t| *t == "path").unwrap();
         assert!(rect < over, "{order:?}");
         // No kind's rule can reach the outline: every kind styles `rect`s only.
-        assert!(!stylesheet().contains(" path{") && !stylesheet().contains(" path,"));
+        assert!(
+            !stylesheet(&crate::tools::exports()).contains(" path{")
+                && !stylesheet(&crate::tools::exports()).contains(" path,")
+        );
         // The other thoughts have no outline.
         assert!(nodes.iter().filter(|g| outline(**g).is_none()).count() >= 2);
     }
@@ -1603,7 +1633,7 @@ pub(crate) mod tests {
             SessionKind::THINKING,
             vec![recorded(seq_thought(long, 1, 1))],
         ));
-        let svg = render(&tree);
+        let svg = render(&tree, &crate::tools::exports());
         assert!(svg.contains("markerUnits=\"userSpaceOnUse\""), "{svg}");
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let node = doc
@@ -1626,7 +1656,7 @@ pub(crate) mod tests {
             SessionKind::THINKING,
             vec![recorded(seq_thought("short", 1, 1))],
         ));
-        let svg = render(&tree);
+        let svg = render(&tree, &crate::tools::exports());
         assert_eq!(svg.matches("<text x=").count(), 2, "{svg}");
 
         let mut out = String::new();
@@ -1643,10 +1673,10 @@ pub(crate) mod tests {
 
     #[test]
     fn an_empty_tree_is_still_a_picture() {
-        let svg = render(&ThoughtTree::new(
-            SessionId::generate(),
-            &crate::tools::folds(),
-        ));
+        let svg = render(
+            &ThoughtTree::new(SessionId::generate(), &crate::tools::folds()),
+            &crate::tools::exports(),
+        );
         let (nodes, edges) = parse(&svg);
         assert!(nodes.is_empty() && edges.is_empty());
         assert!(svg.contains("no thoughts yet"));

@@ -1,9 +1,10 @@
 //! The picture's look: the thoughts' kinds ([`KINDS`], [`node_kind`]) and the stylesheet
-//! every picture and page carries (the core's classes, then every registered family's
-//! kinds, links and classes: [`crate::export::picture::registered`]).
+//! every picture and page carries (the core's classes, then the kinds, links and classes
+//! of every family of the [`Exports`] it is handed: [`Exports::pictures`]).
 //!
 //! Owns: constant CSS only. Must not: take a style, a class or a kind from content.
 
+use crate::export::family::Exports;
 use crate::export::mermaid::is_revision;
 pub(crate) use crate::export::picture::{Glyph, NodeKind};
 use crate::projection::tree::ThoughtNode;
@@ -62,9 +63,10 @@ pub(crate) fn node_kind(node: &ThoughtNode) -> &'static NodeKind {
         .expect("every kind node_kind names is in KINDS")
 }
 
-/// The stylesheet of the picture: constant text (kinds, the families' kinds and links,
-/// edges, anomalies, replay and filter classes), shared with the HTML page.
-pub(crate) fn stylesheet() -> String {
+/// The stylesheet of the picture: constant text (kinds, the kinds and links of the
+/// families of `exports`, edges, anomalies, replay and filter classes), shared with the
+/// HTML page.
+pub(crate) fn stylesheet(exports: &Exports) -> String {
     let mut css = format!(
         ".node rect{{stroke-width:1.5}}\
          .node text{{font:12px sans-serif;fill:#212529}}\
@@ -84,7 +86,7 @@ pub(crate) fn stylesheet() -> String {
         let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
         push_glyph_rule(&mut css, kind);
     }
-    for hooks in crate::export::picture::registered() {
+    for hooks in exports.pictures() {
         for kind in hooks.kinds {
             let _ = write!(css, ".k-{} rect{{{}}}", kind.name, kind.style);
             push_glyph_rule(&mut css, kind);

@@ -1050,13 +1050,14 @@ fn a_full_disk_fails_the_append_with_a_disk_full_error_and_reads_and_exports_sti
     let events = ledger.events(session, 1, head.seq).unwrap();
     assert_eq!(events.len() as u64, head.seq);
     let tree = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
+    let exports = crate::export::family::Exports::of_families(ledger.families());
     for format in [
         Format::Mermaid,
         Format::Markdown,
         Format::Json,
         Format::Jsonl,
     ] {
-        let text = render(format, &tree, &events);
+        let text = render(format, &tree, &events, &exports);
         assert!(
             text.contains("before the disk filled up"),
             "{format:?}: {text}"

@@ -495,7 +495,7 @@ mod tests {
     fn booster_nodes_are_the_projection_s() {
         let tree = tree("b");
         let state = tree.family::<BoosterState>().unwrap();
-        let (nodes, edges) = parse(&render(&tree));
+        let (nodes, edges) = parse(&render(&tree, &crate::tools::exports()));
         let count = |kind: &str| nodes.iter().filter(|(_, k)| k == kind).count();
         let candidates: usize = state.iterations.iter().map(|i| i.candidates.len()).sum();
         assert_eq!(count("booster-task"), 1);
@@ -551,7 +551,7 @@ mod tests {
         // The beam (seq 7) to the candidate it picked (the set's, seq 6).
         assert_eq!(links("beam_picks"), [(7, 6)]);
 
-        let shown = shown_nodes(&render(&tree), None);
+        let shown = shown_nodes(&render(&tree, &crate::tools::exports()), None);
         let labels = |kind: &str| -> Vec<String> {
             shown
                 .iter()
@@ -591,15 +591,17 @@ mod tests {
         for (text, count) in texts.flat_map(|t| counts.map(|c| (t, c))) {
             let (session, events) = booster_events_counted(text, count);
             let whole = ThoughtTree::build(session, events.clone(), &crate::tools::folds());
+            let exports = crate::tools::exports();
             let mut page = String::new();
             render_into(
                 &mut page,
                 &whole,
-                &Picture::of(&whole),
+                &Picture::of(&whole, exports.pictures()),
                 Options { embedded: true },
+                &exports,
             );
-            let html = crate::export::html::render(&whole);
-            for out in [&render(&whole), &page, &html] {
+            let html = crate::export::html::render(&whole, &exports);
+            for out in [&render(&whole, &exports), &page, &html] {
                 for raw in ["<img", "\u{202E}", "\u{0}", "\u{1b}"] {
                     assert!(!out.contains(raw), "{raw:?} reached the picture");
                 }
@@ -615,7 +617,7 @@ mod tests {
                 );
                 assert_eq!(
                     shown_nodes(&page, Some(k)),
-                    shown_nodes(&render(&prefix), None),
+                    shown_nodes(&render(&prefix, &exports), None),
                     "at event {k}"
                 );
             }
