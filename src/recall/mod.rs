@@ -34,7 +34,7 @@ pub(crate) mod vectors;
 
 use crate::event::{SessionId, SessionKind};
 use crate::store::{Ledger, StoreError};
-use query::ParsedQuery;
+use query::{ParsedQuery, Unit};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -564,7 +564,10 @@ impl Recall {
             None => (0, ledger.last_position()?),
         };
         let depth = offset + request.limit + 1;
-        let lexical = if mode == SearchMode::Hybrid {
+        // Hybrid fuses the lexical matches; semantic mode reads them only when the query
+        // has a `word*`, to embed it as the word they hold.
+        let has_prefix = parsed.wanted.iter().any(|u| matches!(u, Unit::Prefix(_)));
+        let mut lexical = if mode == SearchMode::Hybrid || has_prefix {
             let deep = SearchRequest {
                 limit: depth,
                 cursor: Some(Cursor { bound, offset: 0 }),
@@ -580,6 +583,9 @@ impl Recall {
             .iter()
             .map(|found| match_text(ledger, found))
             .collect::<Result<_, _>>()?;
+        if mode != SearchMode::Hybrid {
+            lexical.clear();
+        }
         let vector = match semantic.embed_query(&fusion::embedded_query(parsed, &lexical_texts)) {
             Ok(vector) => vector,
             Err(why) => {
