@@ -3,10 +3,12 @@
 //!
 //! Owns: reciprocal rank fusion ([`fuse`], [`RRF_K`]) with a weight per lexical match
 //! ([`LexicalWeight`]: the share of the evidence of the query's content words the match
-//! holds, each word (or `word*` prefix) weighed by its [`idf`] in the lexical index, raised to
-//! [`COVERAGE_POWER`]; stop words are no content, [`STOP_WORDS`]). Must not: read the
-//! ledger or know a backend (the same fusion on redb and PostgreSQL: it sees keys, texts,
-//! ranks and the document frequencies a backend counted, [`DocumentFrequencies`]).
+//! holds, each word or `word*` prefix weighed by its [`idf`] in the lexical index, raised
+//! to [`COVERAGE_POWER`]; stop words are no content, [`STOP_WORDS`]), and the query as
+//! the embedder is given it ([`embedded_query`]: a `word*` completed from the lexical
+//! matches). Must not: read the ledger or know a backend (the same fusion on redb and
+//! PostgreSQL: it sees keys, texts, ranks and the document frequencies a backend
+//! counted, [`DocumentFrequencies`]).
 //!
 //! Why: a paraphrase ("people kept getting signed out") shares no content word with its
 //! session, yet the lexical index matches its "out", "getting" or one stray word
