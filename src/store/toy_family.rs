@@ -219,18 +219,7 @@ fn a_ledger_of_only_the_toy_family_does_not_read_the_products_events() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let product = Ledger::open(dir.path(), crate::tools::families()).unwrap();
-    let server = LedgerServer::new(
-        product.clone(),
-        Toolset::parse_list("thinking").unwrap(),
-        false,
-    );
-    let args = json!({"thought": "a product thought", "thoughtNumber": 1,
-        "totalThoughts": 1, "nextThoughtNeeded": false});
-    let answer = runtime
-        .block_on(server.dispatch("sequentialthinking", args.as_object().unwrap().clone()))
-        .unwrap();
-    drop((server, answer));
-    let thinking = product.heads().unwrap()[0].session;
+    let thinking = product_session(&product, &runtime);
     let thought = product.events(thinking, 1, 2).unwrap();
     assert_eq!(thought.len(), 2, "the product reads its own events");
     drop(product);
@@ -274,18 +263,48 @@ fn toy_says(ledger: &Ledger, session: SessionId, after: u64, text: String) {
         .unwrap();
 }
 
-/// A session of the product's families (a `think` call's): started, one event recorded.
-fn product_session(
-    ledger: &Ledger,
-    server: &LedgerServer,
-    runtime: &tokio::runtime::Runtime,
-) -> SessionId {
+/// A session of the product's families (a `sequentialthinking` call's, through a server
+/// over `ledger`): started, one thought recorded.
+fn product_session(ledger: &Ledger, runtime: &tokio::runtime::Runtime) -> SessionId {
+    let server = LedgerServer::new(
+        ledger.clone(),
+        Toolset::parse_list("thinking").unwrap(),
+        false,
+    );
     let args = json!({"thought": "a product thought", "thoughtNumber": 1,
         "totalThoughts": 1, "nextThoughtNeeded": false});
     runtime
         .block_on(server.dispatch("sequentialthinking", args.as_object().unwrap().clone()))
         .unwrap();
     ledger.heads().unwrap()[0].session
+}
+
+/// A toy-family ledger and a product ledger, each in its own directory, with a session
+/// on each ([`toy_session`], [`product_session`]).
+struct TwoLedgers {
+    toy_dir: tempfile::TempDir,
+    product_dir: tempfile::TempDir,
+    toy: Ledger,
+    product: Ledger,
+    toy_session: SessionId,
+    thinking: SessionId,
+}
+
+fn two_ledgers(runtime: &tokio::runtime::Runtime) -> TwoLedgers {
+    let toy_dir = tempfile::tempdir().unwrap();
+    let product_dir = tempfile::tempdir().unwrap();
+    let toy = Ledger::open(toy_dir.path(), toy_families()).unwrap();
+    let product = Ledger::open(product_dir.path(), crate::tools::families()).unwrap();
+    let toy_session = toy_session(&toy);
+    let thinking = product_session(&product, runtime);
+    TwoLedgers {
+        toy_dir,
+        product_dir,
+        toy,
+        product,
+        toy_session,
+        thinking,
+    }
 }
 
 /// What a toy ledger must read of its session, whoever asks and from where.
@@ -323,19 +342,16 @@ fn two_ledgers_of_different_families_interleaved_on_one_thread_in_tasks_and_thre
         .enable_all()
         .build()
         .unwrap();
-    let toy_dir = tempfile::tempdir().unwrap();
-    let product_dir = tempfile::tempdir().unwrap();
-    let toy = Ledger::open(toy_dir.path(), toy_families()).unwrap();
-    let product = Ledger::open(product_dir.path(), crate::tools::families()).unwrap();
-    let server = LedgerServer::new(
-        product.clone(),
-        Toolset::parse_list("thinking").unwrap(),
-        false,
-    );
+    let TwoLedgers {
+        toy_dir,
+        product_dir,
+        toy,
+        product,
+        toy_session,
+        thinking,
+    } = two_ledgers(&runtime);
 
     // One thread, the two interleaved call by call.
-    let toy_session = toy_session(&toy);
-    let thinking = product_session(&product, &server, &runtime);
     check_toy(&toy, toy_session, 2);
     check_product(&product, thinking);
     toy_says(&toy, toy_session, 3, "three".into());
@@ -428,17 +444,15 @@ fn two_ledgers_of_different_families_interleaved_on_one_thread_in_tasks_and_thre
 #[test]
 fn a_render_draws_with_the_exports_it_is_handed_interleaved_on_one_thread() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let toy_dir = tempfile::tempdir().unwrap();
-    let product_dir = tempfile::tempdir().unwrap();
-    let toy = Ledger::open(toy_dir.path(), toy_families()).unwrap();
-    let product = Ledger::open(product_dir.path(), crate::tools::families()).unwrap();
-    let server = LedgerServer::new(
-        product.clone(),
-        Toolset::parse_list("thinking").unwrap(),
-        false,
-    );
-    let toy_session = toy_session(&toy);
-    let thinking = product_session(&product, &server, &runtime);
+    // The directories are bound (not `..`) so they live as long as the ledgers.
+    let TwoLedgers {
+        toy_dir: _toy_dir,
+        product_dir: _product_dir,
+        toy,
+        product,
+        toy_session,
+        thinking,
+    } = two_ledgers(&runtime);
     // Each ledger's exports, as any holder of a ledger gets them.
     let toy_exports = Exports::of_families(toy.families());
     let product_exports = Exports::of_families(product.families());
