@@ -11,9 +11,8 @@
 //! steps, agent nodes, the call that resumes them, merged branches, review extras) comes
 //! from the prompt hooks ([`crate::export::family::FamilyRender`]) of the renderers the
 //! ledger's families carry ([`reads::exports`]), in registry order; this module names no
-//! family's state. Must not: call a model, write
-//! anything, or put stored text outside a data block (a stored thought can try to steer
-//! today's model).
+//! family's state. Must not: call a model, write anything, or put stored text outside a
+//! data block (a stored thought can try to steer today's model).
 
 pub(crate) mod complete;
 pub(crate) mod reads;

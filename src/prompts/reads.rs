@@ -2,9 +2,9 @@
 //! wrappers over [`crate::query`] (the read side every front end shares) and the store.
 //!
 //! Owns: which reads: sessions newest first, a session by id or alias, its folded tree,
-//! the renderers the ledger's families carry, its Markdown, a search ranked as `search_history` ranks, the sessions written since a
-//! position. Must not: write, or shape
-//! anything for a client (that is [`super::render`]'s job).
+//! the renderers the ledger's families carry, its Markdown, a search ranked as
+//! `search_history` ranks, the sessions written since a position. Must not: write, or
+//! shape anything for a client (that is [`super::render`]'s job).
 
 use super::PromptError;
 use crate::event::SessionId;
