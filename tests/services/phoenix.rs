@@ -140,16 +140,17 @@ async fn demo_a_traced_call_and_past_sessions_reach_phoenix() {
     let demo = demo.output().unwrap();
     assert!(demo.status.success(), "{}", stderr(&demo));
     let spans = phoenix
+        // Phoenix stores what it receives in batches: wait for the whole demo (its
+        // thinking and its planning), not for the first ten calls.
         .wait_for("ledger-live", "the demo's tool calls", |spans| {
-            spans
+            let calls: Vec<&str> = spans
                 .iter()
-                .filter(|s| {
-                    s["name"]
-                        .as_str()
-                        .is_some_and(|n| n.starts_with("tools/call "))
-                })
-                .count()
-                >= 10
+                .filter_map(|s| s["name"].as_str())
+                .filter(|n| n.starts_with("tools/call "))
+                .collect();
+            calls.len() >= 10
+                && calls.contains(&"tools/call sequentialthinking")
+                && calls.contains(&"tools/call deep_planning")
         })
         .await;
     let calls: Vec<&Value> = spans
@@ -235,9 +236,16 @@ async fn demo_a_traced_call_and_past_sessions_reach_phoenix() {
     }
     let export = export.output().unwrap();
     assert!(export.status.success(), "{}", stderr(&export));
+    // "sent N span(s) of M session(s)": wait for all N, not for the roots alone.
+    let sent: usize = stderr(&export)
+        .split_whitespace()
+        .skip_while(|word| *word != "sent")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no span count in: {}", stderr(&export)));
     let spans = phoenix
-        .wait_for("ledger-past", "one trace per past session", |spans| {
-            spans.iter().filter(|s| s["parent_id"].is_null()).count() >= sessions
+        .wait_for("ledger-past", "every span the export sent", |spans| {
+            spans.len() >= sent
         })
         .await;
     let mut traces: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
