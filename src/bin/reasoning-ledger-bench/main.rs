@@ -70,6 +70,12 @@ struct BenchArgs {
     /// empty ledger's, written once per run and copied for every spawn; 0 skips it
     #[arg(long, default_value_t = servers::DEFAULT_FILLED_THOUGHTS)]
     filled_thoughts: usize,
+    /// Record the server's CPU profile over each 64-in-flight run with `perf record`
+    /// (call graphs from DWARF), one file per server and round in this directory: for
+    /// flame graphs of the request path (measure a build with symbols: `cargo build
+    /// --profile profiling`). The CPU per call of a profiled run includes perf's cost
+    #[arg(long, value_name = "DIR")]
+    perf_wide: Option<PathBuf>,
     /// Skip the MCP server benchmarks
     #[arg(long)]
     no_servers: bool,
@@ -223,6 +229,7 @@ fn server_options(
     options.calls = args.calls;
     options.spawn_runs = args.spawn_runs;
     options.filled_thoughts = args.filled_thoughts;
+    options.perf_wide = args.perf_wide.clone();
     options.rss_checkpoints = args.rss_at.clone().unwrap_or_else(|| vec![default_rss_at]);
     options
 }

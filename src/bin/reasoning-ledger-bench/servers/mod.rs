@@ -17,6 +17,7 @@
 mod compare;
 mod filled;
 mod fsync;
+mod profile;
 mod report;
 pub(crate) mod session;
 pub(crate) mod stats;
@@ -147,6 +148,8 @@ pub(crate) struct ServerBenchOptions {
     pub data_dir: PathBuf,
     /// Print one progress line per phase to stderr.
     pub progress: bool,
+    /// Where `perf record` writes the server's profile of each wide run, when set.
+    pub perf_wide: Option<PathBuf>,
 }
 
 impl ServerBenchOptions {
@@ -166,6 +169,7 @@ impl ServerBenchOptions {
             fsync_samples: DEFAULT_FSYNC_SAMPLES,
             data_dir: data_dir.into(),
             progress: true,
+            perf_wide: None,
         }
     }
 }
@@ -615,12 +619,21 @@ impl Plan<'_> {
                     .await
                     .context("in-flight calls")?;
             next += opts.calls;
+            let profile = match &opts.perf_wide {
+                Some(dir) => Some(profile::Recording::start(dir, name, session.pid()?).await?),
+                None => None,
+            };
             let cpu_before = session.cpu_time()?;
             let wide =
                 session::call_concurrent(&peer, next, opts.calls, total, opts.wide_in_flight)
                     .await
                     .context("wide in-flight calls")?;
             let wide_cpu = session.cpu_time()?.saturating_sub(cpu_before);
+            if let Some(profile) = profile {
+                let file = profile.stop().await?;
+                self.progress
+                    .say(format_args!("{name}: the wide run's profile is in {}", file.display()));
+            }
             anyhow::Ok(CallRuns {
                 one_caller,
                 in_flight,

@@ -118,7 +118,7 @@ impl Session {
         process_cpu_time(self.pid()?)
     }
 
-    fn pid(&self) -> anyhow::Result<u32> {
+    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
         self.client.pid().context("server process id is unknown")
     }
 
