@@ -732,18 +732,39 @@ impl<'a> StoredCall<'a> {
     pub(crate) fn of_text_once(call: &'a CallRecord, key: &str, text: &str) -> Self {
         let mut stored = StoredCall::of(call);
         let raw = call.raw_arguments.as_json();
-        let member = format!(
-            "{}{}",
-            member_key(key),
-            serde_json::to_string(text).expect("a string serializes")
-        );
-        if let Some(at) = raw.find(&member) {
-            let value_at = at + member_key(key).len();
-            let mut left_out = String::with_capacity(raw.len() - member.len() + key.len() + 4);
-            left_out.push_str(&raw[..value_at]);
-            left_out.push(LEFT_OUT);
-            left_out.push_str(&raw[at + member.len()..]);
-            stored.raw_arguments = Cow::Owned(left_out);
+        let key = member_key(key);
+        // `text` as a JSON string: written out only when it holds a character JSON
+        // escapes (this runs on every thought, and most hold none).
+        let escaped;
+        let value = if text.bytes().all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\') {
+            None
+        } else {
+            escaped = serde_json::to_string(text).expect("a string serializes");
+            Some(escaped.as_str())
+        };
+        let value_len = value.map_or(text.len() + 2, str::len);
+        let is_value = |rest: &str| match value {
+            Some(value) => rest.starts_with(value),
+            None => {
+                rest.len() >= value_len
+                    && rest.as_bytes()[0] == b'"'
+                    && rest.as_bytes()[value_len - 1] == b'"'
+                    && &rest.as_bytes()[1..value_len - 1] == text.as_bytes()
+            }
+        };
+        // The first `"key":` followed by the value: the first match of the whole member.
+        let mut from = 0;
+        while let Some(found) = raw[from..].find(&key) {
+            let value_at = from + found + key.len();
+            if is_value(&raw[value_at..]) {
+                let mut left_out = String::with_capacity(raw.len() - value_len + 1);
+                left_out.push_str(&raw[..value_at]);
+                left_out.push(LEFT_OUT);
+                left_out.push_str(&raw[value_at + value_len..]);
+                stored.raw_arguments = Cow::Owned(left_out);
+                break;
+            }
+            from = value_at;
         }
         stored
     }

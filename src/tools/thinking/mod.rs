@@ -296,6 +296,10 @@ fn refuse_closed_branch(
 
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
+/// Members a `sequentialthinking` answer can hold: the seven always there, `started` and
+/// `sessionHint` on a session's first thought, `related` when earlier sessions are alike.
+const SEQUENTIAL_ANSWER_FIELDS: usize = 10;
+
 pub(crate) async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     // Errors name the listed tool, as the reference's text does, whatever alias was used.
     let args = SequentialArgs::parse(SEQUENTIAL, &call.arguments)?;
@@ -319,15 +323,20 @@ pub(crate) async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult
         log_thought_box(&args.thought);
     }
     let summary = &recorded.head.summary;
-    let mut answer = json!({
-        "thoughtNumber": args.thought.thought_number,
-        "totalThoughts": args.thought.total_thoughts,
-        "nextThoughtNeeded": args.thought.next_thought_needed,
-        "branches": summary.branches,
-        "thoughtHistoryLength": summary.thoughts,
-        "sessionId": recorded.session.to_string(),
-        "eventSeq": recorded.seq,
-    });
+    // Built into a map of its final size (`json!` grows one member at a time, and this
+    // runs on every thought).
+    let mut fields = Map::with_capacity(SEQUENTIAL_ANSWER_FIELDS);
+    fields.insert("thoughtNumber".into(), args.thought.thought_number.into());
+    fields.insert("totalThoughts".into(), args.thought.total_thoughts.into());
+    fields.insert(
+        "nextThoughtNeeded".into(),
+        args.thought.next_thought_needed.into(),
+    );
+    fields.insert("branches".into(), summary.branches.clone().into());
+    fields.insert("thoughtHistoryLength".into(), summary.thoughts.into());
+    fields.insert("sessionId".into(), recorded.session.to_string().into());
+    fields.insert("eventSeq".into(), recorded.seq.into());
+    let mut answer = Value::Object(fields);
     mark_started(
         &mut answer,
         &recorded,

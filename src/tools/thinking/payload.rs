@@ -473,6 +473,17 @@ mod tests {
         let (row, written, read) = round_trip(thought(&text, arguments));
         assert_eq!(read, written);
         assert!(row < text.len() + 200, "{row} bytes for {}", text.len());
+        // Nothing to escape (most thoughts), and the member found after a nested one
+        // whose value differs.
+        let plain = "plain words ünïcode 🧠 ".repeat(5_000);
+        for arguments in [
+            json!({"thought": plain, "thoughtNumber": 1}),
+            json!({"meta": {"thought": "other"}, "thought": plain}),
+        ] {
+            let (row, written, read) = round_trip(thought(&plain, arguments));
+            assert_eq!(read, written);
+            assert!(row < plain.len() + 200, "{row} bytes for {}", plain.len());
+        }
     }
 
     #[test]
