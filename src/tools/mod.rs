@@ -13,6 +13,7 @@
 pub(crate) mod agent;
 pub(crate) mod args;
 pub(crate) mod booster;
+pub(crate) mod export;
 pub(crate) mod ledger;
 #[cfg(test)]
 pub(crate) mod note;
@@ -41,6 +42,7 @@ pub(crate) use crate::request::{ToolCall, ToolContext};
 pub(crate) static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
+    &export::FAMILY,
     &planning::FAMILY,
     &qa::FAMILY,
     &agent::FAMILY,

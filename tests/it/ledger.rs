@@ -411,7 +411,7 @@ async fn search_history_filters_by_session_kind() {
 #[tokio::test]
 async fn export_session_renders_each_format() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let export = |format: &'static str, at: Option<u64>| {
         let mut args = json!({"sessionId": session, "format": format});
@@ -484,7 +484,7 @@ async fn export_session_renders_each_format() {
 #[tokio::test]
 async fn replay_session_at_an_earlier_seq_shows_only_what_came_before() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let replay = |at: u64| {
         let client = &client;
@@ -681,7 +681,7 @@ async fn revising_an_earlier_thought_on_the_same_line_is_not_a_cycle_anomaly() {
     // same line: the projection must not report that as a cycle (tree.rs documents a cycle
     // as impossible for a log this build wrote).
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let first = seq(&client, thought(1, 2, true, "first")).await;
     let mut revision = thought(2, 2, false, "first was wrong");
     revision["isRevision"] = json!(true);
