@@ -268,6 +268,29 @@ async fn get_history_returns_events_in_order_with_filters() {
     assert_eq!(seqs(&both), [4, 5]);
 }
 
+/// A `limit` over the most one page returns is clamped to it, not refused (the listed
+/// schemas declare no `maximum`): the page holds that many and its cursor the rest.
+#[tokio::test]
+async fn get_history_clamps_a_limit_over_its_maximum() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    // 500 thoughts and the session's start: 501 events, one more than a page holds.
+    let first = seq(&client, thought(1, 500, true, "t")).await;
+    let session = first["sessionId"].clone();
+    for n in 2..=500 {
+        seq(&client, thought(n, 500, n < 500, "t")).await;
+    }
+    let page = history(&client, json!({"sessionId": session, "limit": 100_000})).await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 500);
+    assert_eq!(page["nextFromSeq"], 501);
+    let rest = history(
+        &client,
+        json!({"sessionId": session, "fromSeq": 501, "limit": "501"}),
+    )
+    .await;
+    assert_eq!(seqs(&rest), [501]);
+}
+
 #[tokio::test]
 async fn get_history_pages_with_from_seq_and_next_from_seq() {
     let dir = common::data_dir();
