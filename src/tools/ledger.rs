@@ -32,7 +32,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "ledger",
     instructions: "ledger (find, read and search past sessions)",
     default_on: true,
-    listing_budget_bytes: 2_160,
+    listing_budget_bytes: 1_330,
     tools,
     aliases: &[],
     call,
@@ -77,7 +77,8 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             LIST_SESSIONS,
             None,
-            "Sessions, newest first; filter: kind, title (query); page: before=nextCursor.",
+            // `query` filters by text (titles, ids, aliases, what the events say).
+            "Sessions, newest first; before: nextCursor.",
             json!({"type": "object", "properties": {
                 "kind": text,
                 "query": text,
@@ -90,7 +91,8 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             GET_HISTORY,
             None,
-            "A session's events; filter: branchId, kinds (event types); page: fromSeq=nextFromSeq.",
+            // The next page: the answer's `nextFromSeq` names its argument.
+            "A session's events in order; kinds: event types.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,
