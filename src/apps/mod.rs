@@ -22,7 +22,8 @@ use crate::export::family::Exports;
 use crate::query;
 use crate::store::{Ledger, StoreError};
 use crate::tools::args::{Args, MAX_ID_BYTES, count_schema, finish};
-use crate::tools::ledger::{GET_HISTORY, REPLAY_SESSION};
+use crate::tools::export::REPLAY_SESSION;
+use crate::tools::ledger::GET_HISTORY;
 use crate::tools::{ToolError, reading_annotations, structured_result, tool_definition};
 use rmcp::model::{
     CallToolResult, ClientCapabilities, ContentBlock as Content, MetaObject, ReadResourceResult,

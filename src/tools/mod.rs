@@ -13,6 +13,7 @@
 pub(crate) mod agent;
 pub(crate) mod args;
 pub(crate) mod booster;
+pub(crate) mod export;
 pub(crate) mod ledger;
 #[cfg(test)]
 pub(crate) mod note;
@@ -41,6 +42,7 @@ pub(crate) use crate::request::{ToolCall, ToolContext};
 pub(crate) static FAMILIES: &[&Family] = &[
     &thinking::FAMILY,
     &ledger::FAMILY,
+    &export::FAMILY,
     &planning::FAMILY,
     &qa::FAMILY,
     &agent::FAMILY,
@@ -148,12 +150,17 @@ pub(crate) const PLANNED: [&str; 0] = [];
 /// description and schema is sent with every model request.
 pub const REFERENCE_TOOLS_LIST_BYTES: usize = 4_650;
 
-/// Most bytes of compact JSON the default toolsets' `tools/list` may take: the
-/// reference's own size, for all the default families' tools together.
-pub const DEFAULT_TOOLS_LIST_BUDGET_BYTES: usize = REFERENCE_TOOLS_LIST_BYTES;
+/// Most bytes of compact JSON the default toolsets' `tools/list` may take: about three
+/// quarters of the reference's size (issue 41), for all the default families' tools
+/// together. Reached by keeping the default to what a model thinking needs (the export
+/// toolset is off by default) and by descriptions that say it in fewer words.
+pub const DEFAULT_TOOLS_LIST_BUDGET_BYTES: usize = 3_500;
 
-/// Most bytes of compact JSON `--toolsets all` may take: 4 × the reference.
-pub const ALL_TOOLS_LIST_BUDGET_BYTES: usize = 4 * REFERENCE_TOOLS_LIST_BYTES;
+/// Most bytes of compact JSON `--toolsets all` may take: what issue 41's round reached
+/// (15,541). Its goal, 3 × the reference (13,950), is not reached without dropping what
+/// the specs promise: the type unions that let clients send strings (about 700 bytes),
+/// the annotations (1,520), or the guidance the descriptions keep.
+pub const ALL_TOOLS_LIST_BUDGET_BYTES: usize = 15_550;
 
 /// The answer of one tool call, as a family's `call` returns it: complete, or (protocol
 /// 2026-07-28) input required from the client before it can complete.

@@ -8,7 +8,7 @@
 //! SVG export's, by `data-seq`; a draw with `afterSeq` waits for the next commit. The
 //! headless-browser host is `tools/apps-check` (tests/services/apps.rs).
 
-use crate::common::{bin, data_dir};
+use crate::common::{WITH_EXPORT, bin, data_dir};
 use crate::surface::{HttpServer, TOKEN, http_messages};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -228,8 +228,8 @@ async fn only_a_client_declaring_the_extension_gets_the_app_in_the_initialize_ge
     for (name, meta) in &listed {
         let expected = match name.as_str() {
             "draw_session" => json!({"ui": {"resourceUri": APP_URI, "visibility": ["app"]}}),
-            "sequentialthinking" | "think" | "get_history" | "replay_session" => linked.clone(),
-            "list_sessions" | "search_history" | "export_session" => Value::Null,
+            "sequentialthinking" | "think" | "get_history" => linked.clone(),
+            "list_sessions" | "search_history" => Value::Null,
             other => panic!("unexpected tool {other}"),
         };
         assert_eq!(meta, &expected, "{name}");
@@ -301,7 +301,9 @@ async fn only_a_client_declaring_the_extension_gets_the_app_in_the_initialize_ge
         );
     }
 
-    // The app's drawing is the export's picture, node for node.
+    // The app's drawing is the export's picture, node for node (export_session: the
+    // export toolset, off by default).
+    let mut exporter = Raw::initialize(dir.path(), &["--toolsets", WITH_EXPORT], json!({})).await;
     let drawn = app
         .request(
             "tools/call",
@@ -309,7 +311,7 @@ async fn only_a_client_declaring_the_extension_gets_the_app_in_the_initialize_ge
         )
         .await;
     let drawn = &drawn["result"]["structuredContent"];
-    let svg = plain
+    let svg = exporter
         .request(
             "tools/call",
             json!({"name": "export_session", "arguments": {"sessionId": session, "format": "svg"}}),
@@ -329,7 +331,7 @@ async fn only_a_client_declaring_the_extension_gets_the_app_in_the_initialize_ge
         )
         .await;
     assert_eq!(early["result"]["structuredContent"]["atSeq"], json!(2));
-    let svg_early = plain
+    let svg_early = exporter
         .request(
             "tools/call",
             json!({"name": "export_session",

@@ -153,8 +153,12 @@ async fn wrong_types_are_rejected_naming_field_and_type() {
         message.contains(r#"kind: unknown kind "poem""#),
         "{message}"
     );
-    let message = rejected(&client, "list_sessions", json!({"limit": 201})).await;
-    assert!(message.contains("limit: Too big"), "{message}");
+    // A page larger than the most one page returns is clamped, not refused (no schema
+    // `maximum` to pay for in every request).
+    let listed = call(&client, "list_sessions", json!({"limit": 201})).await;
+    assert!(!is_error(&listed), "{}", text(&listed));
+    let message = rejected(&client, "list_sessions", json!({"limit": 0})).await;
+    assert!(message.contains("limit: Too small"), "{message}");
     let message = rejected(&client, "search_history", json!({"query": 3})).await;
     assert!(message.contains("query: Invalid input: expected string, received number 3"));
     let message = rejected(&client, "search_history", json!({"query": "  "})).await;
@@ -170,13 +174,13 @@ async fn wrong_types_are_rejected_naming_field_and_type() {
         message.contains("kinds: Invalid input: expected array of strings"),
         "{message}"
     );
-    let message = rejected(
+    let page = call(
         &client,
         "get_history",
         json!({"sessionId": answer["sessionId"], "limit": 501}),
     )
     .await;
-    assert!(message.contains("limit: Too big"), "{message}");
+    assert!(!is_error(&page), "{}", text(&page));
     // Nothing rejected was recorded.
     let rows = sessions(&client).await;
     assert_eq!(rows.len(), 1);
@@ -186,7 +190,7 @@ async fn wrong_types_are_rejected_naming_field_and_type() {
 #[tokio::test]
 async fn decimal_strings_are_accepted_where_numbers_belong() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let args = json!({"thought": "t", "thoughtNumber": "1", "totalThoughts": " 3 ", "nextThoughtNeeded": "true", "revisesThought": "1", "isRevision": "false"});
     let answer = structured(&call(&client, SEQ, args).await);
     assert_eq!(answer["totalThoughts"], 3);
@@ -281,7 +285,7 @@ async fn ten_megabyte_thought_is_refused_as_too_big_and_nothing_is_stored() {
 #[tokio::test]
 async fn unknown_session_ids_are_named_by_every_tool_that_takes_one() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let thinking = structured(&call(&client, SEQ, thought(1, 1, false, "known")).await);
     for unknown in [UNKNOWN_ULID, "not-a-session", ""] {
         let calls = [
@@ -332,7 +336,7 @@ async fn unknown_session_ids_are_named_by_every_tool_that_takes_one() {
 #[tokio::test]
 async fn export_session_rejects_an_unknown_or_missing_format() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let answer = structured(&call(&client, SEQ, thought(1, 1, false, "t")).await);
     let session = answer["sessionId"].clone();
     for bad in ["pdf", "", "mermaid;drop"] {
@@ -374,7 +378,7 @@ async fn export_session_rejects_an_unknown_or_missing_format() {
 #[tokio::test]
 async fn at_seq_out_of_range_is_rejected_by_export_and_replay() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     structured(&call(&client, SEQ, thought(1, 2, true, "a")).await);
     let answer = structured(&call(&client, SEQ, thought(2, 2, false, "b")).await);
     let session = answer["sessionId"].clone();

@@ -37,7 +37,7 @@ fn command(dir: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
             .arg("--data-dir")
             .arg(&dir)
             .arg("--toolsets")
-            .arg("booster,ledger");
+            .arg("booster,ledger,export");
         cmd.env("DISABLE_THOUGHT_LOGGING", "true");
         cmd.env_remove("REASONING_LEDGER_EXPORT_DIR");
         for var in PROVIDER_VARS {
@@ -49,7 +49,8 @@ fn command(dir: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
     })
 }
 
-/// The server with the booster and ledger toolsets, no provider unless `env` sets one.
+/// The server with the booster, ledger and export toolsets, no provider unless `env` sets
+/// one.
 async fn spawn(dir: &Path, env: &[(&str, &str)]) -> Client {
     let transport = TokioChildProcess::builder(command(dir, env))
         .stderr(std::process::Stdio::null())

@@ -164,7 +164,7 @@ fn mermaid_parts(diagram: &str) -> (Vec<u64>, usize, usize) {
 #[tokio::test]
 async fn the_cli_mermaid_export_is_the_session_the_server_holds() {
     let dir = data_dir();
-    let client = spawn(dir.path()).await;
+    let client = spawn_with_export(dir.path()).await;
     let first = structured(
         &call(
             &client,

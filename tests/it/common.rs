@@ -78,6 +78,15 @@ pub(crate) async fn spawn(dir: &Path) -> Client {
     spawn_with(dir, &[], &[]).await
 }
 
+/// The default toolsets and `export` (`export_session`, `replay_session`, off by
+/// default): what a test that exports or replays a session serves.
+pub(crate) const WITH_EXPORT: &str = "thinking,ledger,export";
+
+/// Spawns the server with [`WITH_EXPORT`] on `dir`.
+pub(crate) async fn spawn_with_export(dir: &Path) -> Client {
+    spawn_with(dir, &["--toolsets", WITH_EXPORT], &[]).await
+}
+
 pub(crate) fn object(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,

@@ -2,8 +2,9 @@
 //!
 //! Every listed description and schema is sent with every model request, so each
 //! registered toolset's listing is measured in bytes of compact JSON against its own
-//! budget (`Family::listing_budget_bytes`), the default toolsets against the reference
-//! server's size and `all` against 4 × that. The toolsets come from the registry
+//! budget (`Family::listing_budget_bytes`), the default toolsets against three quarters of
+//! the reference server's size and `all` against what issue 41 reached (its goal, 3 ×
+//! the reference, is printed beside). The toolsets come from the registry
 //! (`Toolset::available()`), so a family added later is measured without a new test.
 //!
 //! A client that validates arguments against the listed `inputSchema` (the `jsonschema`
@@ -66,8 +67,12 @@ async fn every_toolset_lists_within_its_own_budget() {
     assert!(over.is_empty(), "over their budgets: {over:?}");
 }
 
+/// Issue 41's goal for `--toolsets all`: 3 × the reference (not reached: see
+/// `ALL_TOOLS_LIST_BUDGET_BYTES`).
+const ALL_TOOLS_LIST_GOAL_BYTES: usize = 3 * REFERENCE_TOOLS_LIST_BYTES;
+
 #[tokio::test]
-async fn default_tools_list_fits_the_reference_servers_size() {
+async fn default_tools_list_fits_three_quarters_of_the_reference_servers_size() {
     let (compact, tools) = listing(None).await;
     report(
         "default",
@@ -83,10 +88,13 @@ async fn default_tools_list_fits_the_reference_servers_size() {
 }
 
 #[tokio::test]
-async fn all_toolsets_fit_four_times_the_reference() {
-    assert_eq!(ALL_TOOLS_LIST_BUDGET_BYTES, 4 * REFERENCE_TOOLS_LIST_BYTES);
+async fn all_toolsets_fit_their_budget() {
     let (compact, tools) = listing(Some("all")).await;
     report("all", compact.len(), tools, ALL_TOOLS_LIST_BUDGET_BYTES);
+    eprintln!(
+        "tools/list all: goal {ALL_TOOLS_LIST_GOAL_BYTES} bytes, {} to go",
+        compact.len().saturating_sub(ALL_TOOLS_LIST_GOAL_BYTES)
+    );
     assert!(
         compact.len() <= ALL_TOOLS_LIST_BUDGET_BYTES,
         "--toolsets all lists {} bytes, over {ALL_TOOLS_LIST_BUDGET_BYTES}",

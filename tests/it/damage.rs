@@ -157,7 +157,11 @@ async fn try_serve(dir: &Path) -> Option<crate::common::Client> {
     let dir = dir.to_path_buf();
     let (transport, _) =
         TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
-            cmd.arg("serve").arg("--data-dir").arg(&dir);
+            // The default toolsets and export: the sweep reads through export_session too.
+            cmd.arg("serve")
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(["--toolsets", crate::common::WITH_EXPORT]);
             cmd.env("DISABLE_THOUGHT_LOGGING", "true");
             cmd.env_remove("REASONING_LEDGER_TOOLSETS");
             cmd.env_remove("REASONING_LEDGER_STORE");

@@ -92,7 +92,7 @@ async fn export(client: &Client, session: &str, format: &str) -> String {
 #[tokio::test]
 async fn export_mermaid_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let mermaid = export(&client, &session, "mermaid").await;
     // Nothing a model wrote reaches the diagram raw.
@@ -110,7 +110,7 @@ async fn export_mermaid_of_the_hostile_session() {
 #[tokio::test]
 async fn export_markdown_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     check(
         "export_markdown",
@@ -121,7 +121,7 @@ async fn export_markdown_of_the_hostile_session() {
 #[tokio::test]
 async fn export_json_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let json = export(&client, &session, "json").await;
     let tree: Value = serde_json::from_str(&json).expect("json export parses");
@@ -143,7 +143,7 @@ async fn export_json_of_the_hostile_session() {
 #[tokio::test]
 async fn export_jsonl_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let jsonl = export(&client, &session, "jsonl").await;
     assert_eq!(jsonl.lines().count(), 9);
@@ -155,7 +155,7 @@ async fn export_jsonl_of_the_hostile_session() {
 #[tokio::test]
 async fn answer_shape_sequentialthinking() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     call(&client, SEQ, thought(1, 3, true, "first")).await;
     let result = call(
         &client,
@@ -175,7 +175,7 @@ async fn answer_shape_sequentialthinking() {
 #[tokio::test]
 async fn answer_shape_think() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let result = call(
         &client,
         "think",
@@ -194,7 +194,7 @@ async fn answer_shape_think() {
 #[tokio::test]
 async fn answer_shape_validation_error() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let result = call(&client, SEQ, json!({"thought": "only the thought"})).await;
     check_json(
         "answer_validation_error_missing_fields",
@@ -224,7 +224,7 @@ async fn ledger_fixture(client: &Client) -> String {
 #[tokio::test]
 async fn answer_shape_list_sessions() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     ledger_fixture(&client).await;
     let answer = structured(&call(&client, "list_sessions", json!({})).await);
     check_json("answer_list_sessions", &answer);
@@ -244,7 +244,7 @@ async fn answer_shape_list_sessions() {
 #[tokio::test]
 async fn answer_shape_get_history() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = ledger_fixture(&client).await;
     let answer = structured(
         &call(
@@ -260,7 +260,7 @@ async fn answer_shape_get_history() {
 #[tokio::test]
 async fn answer_shape_search_history() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     ledger_fixture(&client).await;
     let answer = structured(
         &call(
@@ -276,7 +276,7 @@ async fn answer_shape_search_history() {
 #[tokio::test]
 async fn answer_shape_replay_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = ledger_fixture(&client).await;
     let answer = structured(
         &call(
@@ -353,7 +353,7 @@ fn projection(json: &str) -> (Vec<u64>, Vec<(u64, u64, String)>) {
 #[tokio::test]
 async fn export_svg_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let svg = export(&client, &session, "svg").await;
     let (nodes, edges) = picture(&svg);
@@ -395,7 +395,7 @@ async fn export_svg_of_the_hostile_session() {
 #[tokio::test]
 async fn export_html_of_the_hostile_session() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let html = export(&client, &session, "html").await;
     let (seqs, expected_edges) = projection(&export(&client, &session, "json").await);

@@ -540,12 +540,17 @@ impl Rng {
     }
 }
 
-/// Spawns a server on `dir` and returns its client and pid.
+/// Spawns a server on `dir` (the default toolsets and export) and returns its client and
+/// pid.
 pub(crate) async fn spawn_with_pid(dir: &Path) -> (Client, u32) {
     let dir = dir.to_path_buf();
     let (transport, _) =
         TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|cmd| {
-            cmd.arg("serve").arg("--data-dir").arg(&dir);
+            // The default toolsets and export (the crash test compares exports).
+            cmd.arg("serve")
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(["--toolsets", crate::common::WITH_EXPORT]);
             cmd.env("DISABLE_THOUGHT_LOGGING", "true");
             cmd.env_remove("REASONING_LEDGER_TOOLSETS");
             cmd.env_remove(FAULT_ENV);

@@ -550,7 +550,7 @@ fn completions_for_each_shell_and_the_man_page_come_from_the_command_line() {
         ("--mode", "lexical semantic hybrid"),
         (
             "--toolsets",
-            "thinking ledger planning qa agent booster all",
+            "thinking ledger export planning qa agent booster all",
         ),
     ] {
         let cases: Vec<&str> = bash

@@ -11,7 +11,7 @@
 //! the server writes to stdout must be one JSON-RPC message.
 
 use crate::bad_input::{Raw, tool_call};
-use crate::common::{self, call, spawn, structured, text};
+use crate::common::{self, call, structured, text};
 use serde_json::{Map, Value, json};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -481,7 +481,7 @@ fn event_thoughts(events: &[Value]) -> Vec<String> {
 #[tokio::test]
 async fn control_bidi_and_zero_width_characters_are_stored_byte_exact_and_shown_escaped() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let total = SPOOFING_TEXTS.len() as u64 + 1;
     let mut session = Value::Null;
     let mut sent = Vec::new();

@@ -268,6 +268,29 @@ async fn get_history_returns_events_in_order_with_filters() {
     assert_eq!(seqs(&both), [4, 5]);
 }
 
+/// A `limit` over the most one page returns is clamped to it, not refused (the listed
+/// schemas declare no `maximum`): the page holds that many and its cursor the rest.
+#[tokio::test]
+async fn get_history_clamps_a_limit_over_its_maximum() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    // 500 thoughts and the session's start: 501 events, one more than a page holds.
+    let first = seq(&client, thought(1, 500, true, "t")).await;
+    let session = first["sessionId"].clone();
+    for n in 2..=500 {
+        seq(&client, thought(n, 500, n < 500, "t")).await;
+    }
+    let page = history(&client, json!({"sessionId": session, "limit": 100_000})).await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 500);
+    assert_eq!(page["nextFromSeq"], 501);
+    let rest = history(
+        &client,
+        json!({"sessionId": session, "fromSeq": 501, "limit": "501"}),
+    )
+    .await;
+    assert_eq!(seqs(&rest), [501]);
+}
+
 #[tokio::test]
 async fn get_history_pages_with_from_seq_and_next_from_seq() {
     let dir = common::data_dir();
@@ -411,7 +434,7 @@ async fn search_history_filters_by_session_kind() {
 #[tokio::test]
 async fn export_session_renders_each_format() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let export = |format: &'static str, at: Option<u64>| {
         let mut args = json!({"sessionId": session, "format": format});
@@ -484,7 +507,7 @@ async fn export_session_renders_each_format() {
 #[tokio::test]
 async fn replay_session_at_an_earlier_seq_shows_only_what_came_before() {
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let session = scripted(&client).await;
     let replay = |at: u64| {
         let client = &client;
@@ -681,7 +704,7 @@ async fn revising_an_earlier_thought_on_the_same_line_is_not_a_cycle_anomaly() {
     // same line: the projection must not report that as a cycle (tree.rs documents a cycle
     // as impossible for a log this build wrote).
     let dir = common::data_dir();
-    let client = spawn(dir.path()).await;
+    let client = common::spawn_with_export(dir.path()).await;
     let first = seq(&client, thought(1, 2, true, "first")).await;
     let mut revision = thought(2, 2, false, "first was wrong");
     revision["isRevision"] = json!(true);

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 async fn spawn_planning(dir: &Path) -> Client {
-    spawn_with(dir, &["--toolsets", "thinking,ledger,planning"], &[]).await
+    spawn_with(dir, &["--toolsets", "thinking,ledger,export,planning"], &[]).await
 }
 
 async fn dp(client: &Client, args: Value) -> CallToolResult {

@@ -9,7 +9,7 @@ use std::path::Path;
 const QA: &str = "sequentialthinking_qa";
 
 async fn spawn_qa(dir: &Path) -> Client {
-    spawn_with(dir, &["--toolsets", "qa,ledger"], &[]).await
+    spawn_with(dir, &["--toolsets", "qa,ledger,export"], &[]).await
 }
 
 fn step(n: u64, total: u64, next: bool, thought: &str) -> Value {

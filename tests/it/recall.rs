@@ -81,7 +81,15 @@ async fn search_history_takes_the_same_filters_and_refuses_what_it_cannot_run() 
             );
         }
     };
-    refused(json!({"query": "x", "limit": 101}), "<=100").await;
+    refused(json!({"query": "x", "limit": 0}), "limit: Too small").await;
+    // Over the most one page holds: clamped to it (the next page by the cursor).
+    let clamped = call(
+        &client,
+        "search_history",
+        json!({"query": "cache", "limit": 101}),
+    )
+    .await;
+    assert!(!is_error(&clamped), "{}", text(&clamped));
     refused(json!({"query": "x", "since": "yesterday"}), "RFC 3339").await;
     refused(json!({"query": "x", "cursor": "next"}), "not a cursor").await;
     refused(json!({"query": "x", "sessionId": "missing"}), "no session").await;

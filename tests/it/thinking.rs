@@ -602,7 +602,8 @@ async fn thinking_tools_are_annotated_as_writing_closed_world_tools() {
     let dir = common::data_dir();
     let client = spawn(dir.path()).await;
     let tools = listed(&client).await;
-    for (name, title) in [(SEQ, "Sequential Thinking"), ("think", "Think")] {
+    // The reference's title; `think`'s original has none (one would repeat the name).
+    for (name, title) in [(SEQ, json!("Sequential Thinking")), ("think", Value::Null)] {
         let tool = tools.iter().find(|t| t.name == name).expect("listed");
         let json = serde_json::to_value(tool).unwrap();
         assert_eq!(json["title"], title);
@@ -685,9 +686,8 @@ async fn toolsets_all_lists_every_tool_and_the_default_thinking_and_ledger() {
         "list_sessions",
         "get_history",
         "search_history",
-        "export_session",
-        "replay_session",
     ];
+    let export = ["export_session", "replay_session"];
     let planning = [
         "deep_planning",
         "list_plans",
@@ -698,8 +698,14 @@ async fn toolsets_all_lists_every_tool_and_the_default_thinking_and_ledger() {
         "merge_branch",
     ];
     let client = spawn_with(dir.path(), &["--toolsets", "all"], &[]).await;
-    // `all` adds the toolsets that are off by default (planning, qa, agent, booster).
-    let mut all: Vec<&str> = expected.iter().chain(&planning).copied().collect();
+    // `all` adds the toolsets that are off by default (export, planning, qa, agent,
+    // booster).
+    let mut all: Vec<&str> = expected
+        .iter()
+        .chain(&export)
+        .chain(&planning)
+        .copied()
+        .collect();
     all.push("sequentialthinking_qa");
     all.extend(["chat_agent", "create_branch", "get_branch_details"]);
     all.extend([
@@ -724,13 +730,7 @@ async fn toolsets_env_variable_selects_the_ledger_toolset() {
     let client = spawn_with(dir.path(), &[], &[("REASONING_LEDGER_TOOLSETS", "ledger")]).await;
     assert_eq!(
         names(&listed(&client).await),
-        [
-            "list_sessions",
-            "get_history",
-            "search_history",
-            "export_session",
-            "replay_session"
-        ]
+        ["list_sessions", "get_history", "search_history"]
     );
     for name in [SEQ, "sequential_thinking", "think"] {
         match try_call(&client, name, thought(1, 1, false, "t")).await {
@@ -748,6 +748,63 @@ async fn toolsets_env_variable_selects_the_ledger_toolset() {
         }
     }
     structured(&call(&client, "list_sessions", json!({})).await);
+}
+
+/// `export_session` and `replay_session` are the export toolset's, off by default (every
+/// description is paid for in every model request; a session's renderings are for people
+/// and tools more than for a model thinking): not listed by default, listed with
+/// `--toolsets export`, and called without it, the usual "not found" naming the toolset.
+#[tokio::test]
+async fn export_and_replay_are_listed_only_with_the_export_toolset() {
+    let dir = common::data_dir();
+    let client = spawn(dir.path()).await;
+    let default = names(&listed(&client).await);
+    let answer = structured(&call(&client, SEQ, thought(1, 1, false, "t")).await);
+    let session = answer["sessionId"].clone();
+    for (name, arguments) in [
+        (
+            "export_session",
+            json!({"sessionId": session, "format": "markdown"}),
+        ),
+        ("replay_session", json!({"sessionId": session, "atSeq": 1})),
+    ] {
+        assert!(!default.iter().any(|tool| tool == name), "{default:?}");
+        match try_call(&client, name, arguments).await {
+            Err(rmcp::ServiceError::McpError(e)) => {
+                assert_eq!(e.code.0, -32602);
+                assert!(
+                    e.message.starts_with(&format!(
+                        "Tool {name} not found: it is in the export toolset"
+                    )),
+                    "{}",
+                    e.message
+                );
+            }
+            other => panic!("{name}: expected a JSON-RPC error, got {other:?}"),
+        }
+    }
+    client.cancel().await.expect("close");
+    let client = spawn_with(dir.path(), &["--toolsets", "export"], &[]).await;
+    assert_eq!(
+        names(&listed(&client).await),
+        ["export_session", "replay_session"]
+    );
+    let exported = call(
+        &client,
+        "export_session",
+        json!({"sessionId": session, "format": "markdown"}),
+    )
+    .await;
+    assert!(!is_error(&exported), "{}", text(&exported));
+    let replayed = structured(
+        &call(
+            &client,
+            "replay_session",
+            json!({"sessionId": session, "atSeq": 1}),
+        )
+        .await,
+    );
+    assert_eq!(replayed["atSeq"], 1, "{replayed}");
 }
 
 #[tokio::test]

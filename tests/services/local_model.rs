@@ -232,8 +232,8 @@ async fn a_real_local_model_answers_chat_agent_and_three_branches() {
 /// The task of the booster's solve.
 const TASK: &str = "Find the counterfeit among 12 coins using a balance scale in as few steps as possible (3 weighings).";
 
-/// The server with the booster and ledger toolsets, `env` on top of a clean provider
-/// environment.
+/// The server with the booster, ledger and export toolsets, `env` on top of a clean
+/// provider environment.
 async fn spawn_booster(dir: &Path, env: &[(&str, &str)]) -> Client {
     let dir = dir.to_path_buf();
     let env: Vec<(String, String)> = env
@@ -245,7 +245,7 @@ async fn spawn_booster(dir: &Path, env: &[(&str, &str)]) -> Client {
             .arg("--data-dir")
             .arg(&dir)
             .arg("--toolsets")
-            .arg("booster,ledger");
+            .arg("booster,ledger,export");
         cmd.env("DISABLE_THOUGHT_LOGGING", "true");
         cmd.env_remove("REASONING_LEDGER_EXPORT_DIR");
         for var in PROVIDER_VARS {

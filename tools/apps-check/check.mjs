@@ -55,8 +55,10 @@ function assert(ok, what) { if (!ok) fail(what); }
 const children = [];
 process.on('exit', () => { for (const child of children) child.kill('SIGKILL'); });
 
+// The default toolsets and export: the check compares the app's drawing with export_session's
+// SVG (the export toolset is off by default).
 function serve(dir, extra, env = {}) {
-  const child = spawn(BIN, ['serve', '--data-dir', dir, ...extra], {
+  const child = spawn(BIN, ['serve', '--data-dir', dir, '--toolsets', 'thinking,ledger,export', ...extra], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, DISABLE_THOUGHT_LOGGING: 'true', RUST_LOG: 'warn', ...env },
   });

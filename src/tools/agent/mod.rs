@@ -68,7 +68,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "agent",
     instructions: "agent (hand self-contained sub-questions to another model; a persistent tree of branch nodes)",
     default_on: false,
-    listing_budget_bytes: 2_000,
+    listing_budget_bytes: 1_810,
     tools,
     aliases: &[],
     call,
@@ -123,13 +123,15 @@ fn tools() -> Vec<Tool> {
         tool_definition(
             CHAT_AGENT,
             None,
-            "Delegate one self-contained subtask to a non-thinking model; input_text must hold all its context. Strategies (temperature, top_p, max_tokens): verification 0.1, 0.1, 2048, seed 42; exploration 1.2, 0.95, 4096; balanced 0.5, 0.8, 4096. Errors: {success:false,type,action,message}, action retry|backoff|fix_input|report.",
+            // The defaults beside the strategies (one list, not a description per argument); an
+            // error's envelope names its own `action`.
+            "Delegate one self-contained subtask to a non-thinking model; input_text must hold all its context. Strategies (temperature, top_p, max_tokens): default 0.7, 0.9, 4096; verification 0.1, 0.1, 2048, seed 42; exploration 1.2, 0.95, 4096; balanced 0.5, 0.8, 4096.",
             json!({"type": "object", "properties": {
                 "input_text": {"type": "string"},
                 "system_prompt": {"type": "string"},
-                "temperature": described(number_schema(0, 2), "default 0.7"),
-                "top_p": described(number_schema(0, 1), "default 0.9"),
-                "max_tokens": described(count_schema_up_to(MAX_TOKENS_LIMIT), "default 4096"),
+                "temperature": number_schema(0, 2),
+                "top_p": number_schema(0, 1),
+                "max_tokens": count_schema_up_to(MAX_TOKENS_LIMIT),
                 "stop": string_list_schema(),
                 "seed": count_schema(),
                 "session_id": {"type": "string"}
@@ -140,7 +142,7 @@ fn tools() -> Vec<Tool> {
         tool_definition(
             CREATE_BRANCH,
             None,
-            "A model answers one self-contained sub-question (30+ characters, never the whole task) as a branch node keeping its conclusion and confidence. call_type: drill_down (default, go deep), verify (check a claim), explore (other angles), stash (note). parent_node_id: trunk (default) or a node id. At most 16 nodes per session_id; then integrate the conclusions.",
+            "A model answers one self-contained sub-question (30+ characters, never the whole task) as a node with its conclusion and confidence. call_type: drill_down (default), verify (check a claim), explore (other angles), stash (note). parent_node_id: trunk (default) or a node id. At most 16 nodes per session_id; then integrate the conclusions.",
             json!({"type": "object", "properties": {
                 "session_id": described(json!({"type": "string"}), "Your name for the session"),
                 "input_text": {"type": "string"},

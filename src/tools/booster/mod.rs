@@ -78,7 +78,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "booster",
     instructions: "booster (best-of-N step search with a verifier: solve a task in scored steps)",
     default_on: false,
-    listing_budget_bytes: 3_100,
+    listing_budget_bytes: 3_060,
     tools,
     aliases: &[],
     call,
@@ -120,7 +120,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             START,
             None,
-            "Start a booster session for a task. Config keys: see usage.",
+            "A booster session for a task; config keys: see usage.",
             json!({"type": "object", "properties": {"task": text, "config": config, "seedHints": hints}, "required": ["task"]}),
             None,
             writing_annotations(),
@@ -136,7 +136,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             MULTI_STEP,
             None,
-            "Run several iterations (default 1); progress per iteration.",
+            "Several iterations (default 1), progress per iteration.",
             json!({"type": "object", "properties": {"sessionId": text, "iterations": count, "overrideNumCandidates": candidates, "addHints": hints}, "required": ["sessionId"]}),
             None,
             writing_annotations(),

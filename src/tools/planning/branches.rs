@@ -149,7 +149,8 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             EVALUATE_BRANCH,
             None,
-            "Score a sequentialthinking branch or a plan's approach 0-10 per criterion (risk: higher is worse); the weighted total is recorded.",
+            // The bounds (0-10) are the schema's.
+            "Score a sequentialthinking branch or a plan's approach per criterion (risk: higher is worse); the weighted total is recorded.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,
@@ -191,7 +192,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             MERGE_BRANCH,
             None,
-            "Add a thought to the main line citing a branch: its conclusion (summary) or its thoughts (append).",
+            "A main-line thought citing a branch: its conclusion (summary) or thoughts (append).",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,

@@ -59,7 +59,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "planning",
     instructions: "planning (phased plans with scored approaches; evaluate, compare, close and merge branches)",
     default_on: false,
-    listing_budget_bytes: 4_450,
+    listing_budget_bytes: 4_400,
     tools,
     aliases: &[],
     call,
@@ -78,7 +78,8 @@ pub(crate) static FAMILY: Family = Family {
 /// Each phase with the arguments it reads (the schema lists them all, for every phase).
 /// That a plan persists is said once for every tool, in the server instructions; that an
 /// array may come as a JSON string, by the schema's type union.
-const DEEP_PLANNING_DESCRIPTION: &str = "Plan in phases, one call each: init (problem, context, constraints) → clarify (question, answer)* → explore (one approach: branchId, name, description, pros, cons)* → evaluate (branchId; feasibility, completeness, coherence, risk 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Answers list validNextPhases; sessionId (dp-…) continues a plan.";
+/// The scores' bounds (0-10) are the schema's.
+const DEEP_PLANNING_DESCRIPTION: &str = "One call per phase: init (problem, context, constraints) → clarify* (question, answer) → explore* (one approach: branchId, name, description, pros, cons) → evaluate (branchId; feasibility, completeness, coherence, risk; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Answers list validNextPhases; sessionId (dp-…) continues a plan.";
 
 /// The tools of this family, as listed.
 /// The argument names each tool of this family lists, built once: a name of the tool's

@@ -60,7 +60,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "qa",
     instructions: "qa (verification steps; recommends next tools from the caller's own)",
     default_on: false,
-    listing_budget_bytes: 2_250,
+    listing_budget_bytes: 2_130,
     tools,
     aliases: &[],
     call,
@@ -77,9 +77,10 @@ pub(crate) static FAMILY: Family = Family {
 };
 
 /// What the tool is for, what its answer recommends, and the two arguments whose use the
-/// names do not say. That a session persists and continues is said once for every tool,
-/// in the server instructions.
-const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. The answer recommends the next step from a workflow: ranked tools, and when to revise (is_revision, revises_thought) or branch (branch_from_thought, branch_id). Send available_client_tools so only tools you have are recommended; current_step tools you lack come back as invalid_recommendations. Earlier steps are kept: they need not be resent.";
+/// names do not say (the revision and branch fields are `sequentialthinking`'s, named as
+/// they are). That a session persists and continues is said once for every tool, in the
+/// server instructions.
+const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. Answers recommend the next step: ranked tools, and when to revise or branch. Send available_client_tools so only tools you have are recommended; current_step tools you lack come back as invalid_recommendations. Earlier steps are kept: no need to resend them.";
 
 fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
@@ -126,7 +127,8 @@ fn tools() -> Vec<Tool> {
     });
     vec![tool_definition(
         QA_TOOL,
-        Some("Sequential Thinking QA"),
+        // No title: seed 003 has none, and one would only repeat the name.
+        None,
         DESCRIPTION,
         input,
         None,

@@ -35,7 +35,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "thinking",
     instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
-    listing_budget_bytes: 2_360,
+    listing_budget_bytes: 2_180,
     tools,
     aliases: &[SEQUENTIAL_ALIAS],
     call,
@@ -73,21 +73,23 @@ pub(crate) const SEQUENTIAL: &str = "sequentialthinking";
 pub(crate) const SEQUENTIAL_ALIAS: &str = "sequential_thinking";
 pub(crate) const THINK: &str = "think";
 
-/// The reference server's guidance (when to use it, its features, the parameters, the
-/// "You should" list) in fewer words. Every byte of it is sent with every model request
-/// (`tools/list`); how a session persists and continues (`sessionId`) is said once for
-/// every tool, in the server instructions.
-const SEQUENTIAL_DESCRIPTION: &str = "Step-by-step thinking that can revise and branch, for complex problems, changing plans or unclear scope. One thought per call.
-
+/// The reference server's guidance in fewer words: when to use it (the first line), its
+/// features and parameters (the items name the arguments they use), and the "You
+/// should" list. Every byte of it is sent with every model request (`tools/list`); how a
+/// session persists and continues (`sessionId`) is said once for every tool, in the
+/// server instructions.
+const SEQUENTIAL_DESCRIPTION: &str =
+    "For complex problems, changing plans or unclear scope; one thought per call.
 You should:
-1. Estimate totalThoughts, adjust it freely; set needsMoreThoughts to go past it.
-2. Question earlier thoughts; revise with isRevision, revisesThought.
-3. Branch to explore alternatives (branchFromThought, branchId).
-4. Form a hypothesis and verify it.
-5. Set nextThoughtNeeded false only when done with a correct answer.";
+1. Estimate totalThoughts; adjust it, or exceed it (needsMoreThoughts).
+2. Question and revise thoughts (isRevision, revisesThought).
+3. Branch for alternatives (branchFromThought, branchId).
+4. Form and verify a hypothesis.
+5. Set nextThoughtNeeded false only when done and correct.";
 
-/// The original `think` tool's guidance, with how threads start and continue.
-const THINK_DESCRIPTION: &str = "Record a thought; it gets no new information and changes nothing. For complex reasoning or a to-do list. Per user message, start a thread (new thread_purpose, thought_index 1); continue it with the same purpose and the next index.";
+/// The original `think` tool's guidance (a log of reasoning and plans that fetches and
+/// changes nothing), with how threads start and continue.
+const THINK_DESCRIPTION: &str = "Log a reasoning step or to-do list; changes nothing. Per user message, start a thread (new thread_purpose, thought_index 1); continue: same purpose, next index.";
 
 /// The tools of this family, as listed.
 pub(crate) fn tools() -> Vec<Tool> {
@@ -151,10 +153,11 @@ fn think_tool() -> Tool {
         },
         "required": ["thread_purpose", "thought", "thought_index"]
     });
-    // No output schema: the text is the original's; the structured content is extra.
+    // No output schema: the text is the original's; the structured content is extra. No
+    // title: the original has none, and "Think" would only repeat the name.
     tool_definition(
         THINK,
-        Some("Think"),
+        None,
         THINK_DESCRIPTION,
         input,
         None,
