@@ -9,8 +9,8 @@
 //! without bumping [`super::index::RECALL_SCHEMA`] (the index holds its terms).
 
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token,
-    TokenStream, Tokenizer,
+    AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, RemoveLongFilter, Stemmer,
+    TextAnalyzer, Token, TokenStream, Tokenizer,
 };
 
 /// The name the analyser is registered under in the index.
@@ -21,7 +21,20 @@ pub(crate) const MAX_TOKEN_BYTES: usize = 40;
 
 /// The analyser of every indexed text and every query word.
 pub(crate) fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(WordTokenizer::default())
+    normalising(WordTokenizer::default())
+}
+
+/// [`analyzer`]'s filters on one word as [`WordTokenizer`] cuts it: its term (no token
+/// when the word is too long). What [`analyzer`] makes of a word does not depend on the
+/// words around it, so the index's analyser keeps the terms of words it has seen
+/// (`index/tokens.rs`).
+pub(crate) fn word_analyzer() -> TextAnalyzer {
+    normalising(RawTokenizer::default())
+}
+
+/// `words` followed by every filter of [`analyzer`].
+fn normalising<T: Tokenizer>(words: T) -> TextAnalyzer {
+    TextAnalyzer::builder(words)
         .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)

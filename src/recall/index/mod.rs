@@ -28,6 +28,7 @@ mod indexer;
 mod phrase;
 mod schema;
 mod search;
+mod tokens;
 
 pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
