@@ -34,13 +34,13 @@ pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
 use super::{DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
-use indexer::Indexer;
+use indexer::{EventDocument, Indexer};
 use schema::{Fields, register_analyzers, schema};
 pub(crate) use search::{MIN_TYPO_CHARS, SNIPPET_MAX_CHARS, cut, one_edit_away};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
 /// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast. 3:
@@ -394,7 +394,7 @@ impl TantivyRecall {
         // is opened, and another process may have written some since this one opened it.
         let index = Index::open_in_dir(self.tantivy_dir())?;
         register_analyzers(&index);
-        let mut writer: IndexWriter<TantivyDocument> =
+        let mut writer: IndexWriter<EventDocument> =
             index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
         let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
         indexer.apply_from(&mut writer, None, None)?;
@@ -442,7 +442,7 @@ impl TantivyRecall {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, REBUILD_THREADS);
-        let mut writer: IndexWriter<TantivyDocument> =
+        let mut writer: IndexWriter<EventDocument> =
             index.writer_with_num_threads(threads, REBUILD_MEMORY_BYTES * threads)?;
         let mut indexer = Indexer::new(ledger, fields, Checkpoint::empty());
         let total = match end {
