@@ -68,6 +68,9 @@ impl Document for EventDocument {
     }
 }
 
+/// [`Indexer::apply_from`] reports its progress every this many events.
+const PROGRESS_EVERY: u64 = 100_000;
+
 /// Turns events into documents and remembers what it applied.
 pub(super) struct Indexer<'l> {
     ledger: &'l Ledger,
@@ -106,7 +109,8 @@ impl<'l> Indexer<'l> {
         }))
     }
 
-    /// Applies every event after the checkpoint, committing every `commit_every` events.
+    /// Applies every event after the checkpoint, committing every `commit_every` events
+    /// and reporting the last position applied every [`PROGRESS_EVERY`] events.
     ///
     /// An event that cannot be read (damage, which the ledger records and `verify` lists)
     /// is skipped: the index goes on with the next position, so one damaged event does
@@ -120,6 +124,7 @@ impl<'l> Indexer<'l> {
     ) -> Result<(), RecallError> {
         let mut failed = None;
         let mut since_commit = 0;
+        let mut since_progress = 0;
         let from = self.checkpoint.position + 1;
         self.ledger.for_each_readable_event_from_position(
             from,
@@ -136,7 +141,7 @@ impl<'l> Indexer<'l> {
                     return false;
                 }
                 self.checkpoint.position = positioned.position;
-                self.checkpoint.hash = positioned.event.hash.clone();
+                self.checkpoint.hash = positioned.event.hash;
                 since_commit += 1;
                 if commit_every.is_some_and(|every| since_commit >= every) {
                     since_commit = 0;
@@ -144,6 +149,10 @@ impl<'l> Indexer<'l> {
                         failed = Some(error);
                         return false;
                     }
+                }
+                since_progress += 1;
+                if since_progress >= PROGRESS_EVERY {
+                    since_progress = 0;
                     if let Some(progress) = progress.as_mut() {
                         progress(positioned.position);
                     }
