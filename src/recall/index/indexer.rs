@@ -13,6 +13,7 @@ use crate::store::Ledger;
 use tantivy::IndexWriter;
 use tantivy::schema::document::{ReferenceValue, ReferenceValueLeaf};
 use tantivy::schema::{Document, Field, Value};
+use ulid::ULID_LEN;
 
 /// What the index holds of one event, as Tantivy indexes it in place: its text once for
 /// both `body` and `pairs` (analysed once for both: see `tokens`), no `TantivyDocument`
@@ -21,7 +22,8 @@ pub(super) struct EventDocument {
     fields: Fields,
     text: String,
     kind: &'static str,
-    session: String,
+    /// The session's id as text (a ULID's 26 ASCII characters: no string allocated).
+    session: [u8; ULID_LEN],
     seq: u64,
     position: u64,
     at: u64,
@@ -59,7 +61,10 @@ impl Document for EventDocument {
             (f.body, Leaf::Str(&self.text)),
             (f.pairs, Leaf::Str(&self.text)),
             (f.kind, Leaf::Str(self.kind)),
-            (f.session, Leaf::Str(&self.session)),
+            (
+                f.session,
+                Leaf::Str(std::str::from_utf8(&self.session).expect("a ULID is ASCII")),
+            ),
             (f.seq, Leaf::U64(self.seq)),
             (f.position, Leaf::U64(self.position)),
             (f.at, Leaf::U64(self.at)),
@@ -102,7 +107,11 @@ impl<'l> Indexer<'l> {
             fields: self.fields,
             text: searchable.text,
             kind: searchable.kind.as_str(),
-            session: event.session.to_string(),
+            session: {
+                let mut session = [0; ULID_LEN];
+                event.session.0.array_to_str(&mut session);
+                session
+            },
             seq: event.seq,
             position,
             at: event.at,

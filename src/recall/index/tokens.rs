@@ -129,8 +129,8 @@ impl Analysis {
 }
 
 thread_local! {
-    /// The last text [`WordsTokenizer`] analysed on this thread, for the
-    /// [`PairTokenizer`] of the same document (taken, not copied).
+    /// The last text [`WordsTokenizer`] analysed on this thread (left when its stream
+    /// is dropped), for the [`PairTokenizer`] of the same document (taken, not copied).
     static LAST: RefCell<Analysis> = RefCell::new(Analysis::default());
 }
 
@@ -149,21 +149,27 @@ impl Tokenizer for WordsTokenizer {
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> WordsStream<'a> {
         self.analysis.analyse(text, &mut self.cut, &mut self.cache);
-        LAST.with(|last| last.borrow_mut().clone_from(&self.analysis));
         self.token.position_length = 1;
         WordsStream {
-            analysis: &self.analysis,
+            analysis: &mut self.analysis,
             token: &mut self.token,
             next: 0,
         }
     }
 }
 
-/// The words of one text.
+/// The words of one text; the analysis is left on the thread when it is dropped (swapped
+/// with what was there, not copied).
 pub(crate) struct WordsStream<'a> {
-    analysis: &'a Analysis,
+    analysis: &'a mut Analysis,
     token: &'a mut Token,
     next: usize,
+}
+
+impl Drop for WordsStream<'_> {
+    fn drop(&mut self) {
+        LAST.with(|last| std::mem::swap(&mut *last.borrow_mut(), self.analysis));
+    }
 }
 
 impl TokenStream for WordsStream<'_> {
