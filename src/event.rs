@@ -540,35 +540,88 @@ pub(crate) fn event_hash(
 /// Bytes of canonical JSON handed to the hasher at a time (the JSON is never kept whole).
 const HASH_CHUNK_BYTES: usize = 4096;
 
+/// The canonical JSON on its way into the hasher, [`HASH_CHUNK_BYTES`] at a time, gathered
+/// on the stack (every event read is hashed again: a buffer on the heap was an allocation
+/// per event read).
+struct Chunked<'h> {
+    hasher: &'h mut blake3::Hasher,
+    buffer: [u8; HASH_CHUNK_BYTES],
+    len: usize,
+}
+
+impl Chunked<'_> {
+    fn hand_over(&mut self) {
+        self.hasher.update(&self.buffer[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl std::io::Write for Chunked<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if bytes.len() > HASH_CHUNK_BYTES - self.len {
+            self.hand_over();
+            if bytes.len() >= HASH_CHUNK_BYTES {
+                self.hasher.update(bytes);
+                return Ok(bytes.len());
+            }
+        }
+        self.buffer[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.hand_over();
+        Ok(())
+    }
+}
+
 fn hash_fields(prev: &str, fields: &HashedFields<'_>) -> String {
+    hash_of_fields(prev, fields).to_hex().to_string()
+}
+
+fn hash_of_fields(prev: &str, fields: &HashedFields<'_>) -> blake3::Hash {
     let mut hasher = blake3::Hasher::new();
     hasher.update(HASH_DOMAIN);
     hasher.update(prev.as_bytes());
     // The canonical JSON streams into the hash: the same bytes in the same order as a
     // buffer of all of it, without growing one.
-    let mut canonical = std::io::BufWriter::with_capacity(HASH_CHUNK_BYTES, &mut hasher);
+    let mut canonical = Chunked {
+        hasher: &mut hasher,
+        buffer: [0; HASH_CHUNK_BYTES],
+        len: 0,
+    };
     serde_json::to_writer(&mut canonical, fields).expect("event fields always serialize");
-    std::io::Write::flush(&mut canonical).expect("hashing writes nothing that can fail");
-    drop(canonical);
-    hasher.finalize().to_hex().to_string()
+    canonical.hand_over();
+    hasher.finalize()
 }
 
 impl Event {
+    fn hashed_fields(&self) -> HashedFields<'_> {
+        HashedFields {
+            id: &self.id,
+            session: &self.session,
+            seq: self.seq,
+            at: self.at,
+            schema: self.schema,
+            actor: self.actor.as_deref(),
+            payload: &self.payload,
+        }
+    }
+
     /// Recomputes this event's hash from its content (its actor included, when it has
     /// one) and `prev`.
     pub fn computed_hash(&self) -> String {
-        hash_fields(
-            &self.prev,
-            &HashedFields {
-                id: &self.id,
-                session: &self.session,
-                seq: self.seq,
-                at: self.at,
-                schema: self.schema,
-                actor: self.actor.as_deref(),
-                payload: &self.payload,
-            },
-        )
+        hash_fields(&self.prev, &self.hashed_fields())
+    }
+
+    /// Whether [`Event::computed_hash`] is the hash the event carries (compared without
+    /// making a string of it: every event read is checked).
+    pub(crate) fn hash_matches(&self) -> bool {
+        hash_of_fields(&self.prev, &self.hashed_fields())
+            .to_hex()
+            .as_str()
+            == self.hash
     }
 
     /// The commit time as RFC 3339 with milliseconds.

@@ -710,10 +710,19 @@ const LEFT_OUT: char = '@';
 
 /// `"KEY":` as compact JSON writes it.
 fn member_key(key: &str) -> String {
-    format!(
-        "{}:",
-        serde_json::to_string(key).expect("a string serializes")
-    )
+    let mut member = serde_json::to_string(key).expect("a string serializes");
+    member.push(':');
+    member
+}
+
+/// Where `raw` first holds `"KEY":@` ([`StoredCall::of_text_once`]'s mark): the index of
+/// its [`LEFT_OUT`]. Every read of a thought looks for it, so it is found by its last
+/// character (a byte search) rather than by a substring search built for each read.
+fn left_out_at(raw: &str, key: &str) -> Option<usize> {
+    let member = member_key(key);
+    raw.match_indices(LEFT_OUT)
+        .map(|(at, _)| at)
+        .find(|&at| raw[..at].ends_with(&member))
 }
 
 impl<'a> StoredCall<'a> {
@@ -784,14 +793,26 @@ impl<'a> StoredCall<'a> {
     ) -> Result<CallRecord, CodecError> {
         let raw_arguments = match fields {
             DecodeFields::All => {
-                let mut json = self.raw_arguments.into_owned();
-                if !key.is_empty() {
-                    let marker = format!("{}{LEFT_OUT}", member_key(key));
-                    if let Some(at) = json.find(&marker) {
+                let left_out = if key.is_empty() {
+                    None
+                } else {
+                    left_out_at(&self.raw_arguments, key)
+                };
+                let json = match left_out {
+                    // Made at its length in one go: the text before the mark, the value,
+                    // the text after it.
+                    Some(at) => {
+                        let raw = &*self.raw_arguments;
                         let value = serde_json::to_string(text).expect("a string serializes");
-                        json.replace_range(at + marker.len() - 1..at + marker.len(), &value);
+                        let after = at + LEFT_OUT.len_utf8();
+                        let mut json = String::with_capacity(raw.len() - after + at + value.len());
+                        json.push_str(&raw[..at]);
+                        json.push_str(&value);
+                        json.push_str(&raw[after..]);
+                        json
                     }
-                }
+                    None => self.raw_arguments.into_owned(),
+                };
                 RawArguments::from_json(json).map_err(CodecError::CallArguments)?
             }
             DecodeFields::ToFold => RawArguments::null(),

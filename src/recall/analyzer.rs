@@ -9,8 +9,8 @@
 //! without bumping [`super::index::RECALL_SCHEMA`] (the index holds its terms).
 
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token,
-    TokenStream, Tokenizer,
+    AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, RemoveLongFilter, Stemmer,
+    TextAnalyzer, Token, TokenStream, Tokenizer,
 };
 
 /// The name the analyser is registered under in the index.
@@ -21,7 +21,20 @@ pub(crate) const MAX_TOKEN_BYTES: usize = 40;
 
 /// The analyser of every indexed text and every query word.
 pub(crate) fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(WordTokenizer::default())
+    normalising(WordTokenizer::default())
+}
+
+/// [`analyzer`]'s filters on one word as [`WordTokenizer`] cuts it: its term (no token
+/// when the word is too long). What [`analyzer`] makes of a word does not depend on the
+/// words around it, so the index's analyser keeps the terms of words it has seen
+/// (`index/tokens.rs`).
+pub(crate) fn word_analyzer() -> TextAnalyzer {
+    normalising(RawTokenizer::default())
+}
+
+/// `words` followed by every filter of [`analyzer`].
+fn normalising<T: Tokenizer>(words: T) -> TextAnalyzer {
+    TextAnalyzer::builder(words)
         .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
@@ -81,7 +94,8 @@ pub(crate) struct WordTokenizer {
 /// The tokens of one text.
 pub(crate) struct WordStream<'a> {
     text: &'a str,
-    chars: std::iter::Peekable<std::str::CharIndices<'a>>,
+    /// Where the next word is looked for (a char boundary).
+    at: usize,
     token: &'a mut Token,
 }
 
@@ -92,9 +106,26 @@ impl Tokenizer for WordTokenizer {
         self.token.reset();
         WordStream {
             text,
-            chars: text.char_indices().peekable(),
+            at: 0,
             token: &mut self.token,
         }
+    }
+}
+
+impl WordStream<'_> {
+    /// The char at `self.at` (an ASCII byte read as one), and moves past it.
+    fn next_char(&mut self) -> char {
+        let b = self.text.as_bytes()[self.at];
+        let c = if b.is_ascii() {
+            char::from(b)
+        } else {
+            self.text[self.at..]
+                .chars()
+                .next()
+                .expect("a char starts at a char boundary")
+        };
+        self.at += c.len_utf8();
+        c
     }
 }
 
@@ -102,23 +133,35 @@ impl TokenStream for WordStream<'_> {
     fn advance(&mut self) -> bool {
         self.token.text.clear();
         self.token.position = self.token.position.wrapping_add(1);
-        while let Some((from, c)) = self.chars.next() {
+        let bytes = self.text.as_bytes();
+        while self.at < bytes.len() {
+            let from = self.at;
+            let c = self.next_char();
             if !c.is_alphanumeric() {
                 continue;
             }
-            let mut to = from + c.len_utf8();
             if !stands_alone(c) {
-                while let Some(&(at, next)) = self.chars.peek() {
+                // ASCII letters and digits byte by byte (`is_alphanumeric` of an ASCII
+                // char is `is_ascii_alphanumeric`, and none stands alone).
+                while let Some(&b) = bytes.get(self.at) {
+                    if b.is_ascii() {
+                        if !b.is_ascii_alphanumeric() {
+                            break;
+                        }
+                        self.at += 1;
+                        continue;
+                    }
+                    let at = self.at;
+                    let next = self.next_char();
                     if !next.is_alphanumeric() || stands_alone(next) {
+                        self.at = at;
                         break;
                     }
-                    to = at + next.len_utf8();
-                    self.chars.next();
                 }
             }
             self.token.offset_from = from;
-            self.token.offset_to = to;
-            self.token.text.push_str(&self.text[from..to]);
+            self.token.offset_to = self.at;
+            self.token.text.push_str(&self.text[from..self.at]);
             return true;
         }
         false
@@ -135,7 +178,60 @@ impl TokenStream for WordStream<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::terms;
+    use super::*;
+
+    /// [`WordTokenizer`]'s words as it cut them char by char before its ASCII path:
+    /// (offset from, offset to, position).
+    fn reference_words(text: &str) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        let mut chars = text.char_indices().peekable();
+        while let Some((from, c)) = chars.next() {
+            if !c.is_alphanumeric() {
+                continue;
+            }
+            let mut to = from + c.len_utf8();
+            if !stands_alone(c) {
+                while let Some(&(at, next)) = chars.peek() {
+                    if !next.is_alphanumeric() || stands_alone(next) {
+                        break;
+                    }
+                    to = at + next.len_utf8();
+                    chars.next();
+                }
+            }
+            out.push((from, to, out.len()));
+        }
+        out
+    }
+
+    #[test]
+    fn words_are_cut_as_char_by_char() {
+        let every_ascii: String = (0u8..128).map(char::from).collect();
+        let texts = [
+            every_ascii.as_str(),
+            "Thought 41: weigh the evidence, note what is uncertain.",
+            "Café-Zürich naïve résumé ﬁnal ① ² Ⅻ 3.14 x86_64",
+            "rust日本語のテキストabc 한국어텍스트 mixed한국",
+            "Привет,мир!Straße ΣΊΣΥΦΟΣ e\u{301}\u{301}x",
+            "e\u{301}\u{301}x a\u{200d}b 🧠emoji🧠 ٣٤٥ १२३ tab\tnew\nline",
+            "",
+            " ",
+            "a",
+            "日",
+            "é",
+        ];
+        for text in texts {
+            let mut cut = WordTokenizer::default();
+            let mut stream = cut.token_stream(text);
+            let mut words = Vec::new();
+            while stream.advance() {
+                let token = stream.token();
+                assert_eq!(token.text, text[token.offset_from..token.offset_to]);
+                words.push((token.offset_from, token.offset_to, token.position));
+            }
+            assert_eq!(words, reference_words(text), "{text:?}");
+        }
+    }
 
     #[test]
     fn inflections_case_and_diacritics_fold() {

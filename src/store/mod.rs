@@ -832,7 +832,7 @@ fn fold_summary(
 /// not match its hash (bytes altered on disk into something that still decodes) is never
 /// handed out as sound. A fold's events (`Decode::ToFold`) carry no hash to check.
 fn verified(decode: Decode, event: Event) -> Result<Event, StoreError> {
-    if decode == Decode::Full && event.computed_hash() != event.hash {
+    if decode == Decode::Full && !event.hash_matches() {
         return Err(StoreError::Corrupt(format!(
             "event seq {} of session {} does not match its hash: its bytes were altered",
             event.seq, event.session

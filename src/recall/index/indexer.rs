@@ -10,7 +10,71 @@ use super::Checkpoint;
 use super::schema::Fields;
 use crate::event::Event;
 use crate::store::Ledger;
-use tantivy::{IndexWriter, TantivyDocument};
+use tantivy::IndexWriter;
+use tantivy::schema::document::{ReferenceValue, ReferenceValueLeaf};
+use tantivy::schema::{Document, Field, Value};
+use ulid::ULID_LEN;
+
+/// What the index holds of one event, as Tantivy indexes it in place: its text once for
+/// both `body` and `pairs` (analysed once for both: see `tokens`), no `TantivyDocument`
+/// built (a copy of every value) on the thread reading the ledger.
+pub(super) struct EventDocument {
+    fields: Fields,
+    text: String,
+    kind: &'static str,
+    /// The session's id as text (a ULID's 26 ASCII characters: no string allocated).
+    session: [u8; ULID_LEN],
+    seq: u64,
+    position: u64,
+    at: u64,
+}
+
+/// A value of an [`EventDocument`].
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Leaf<'a> {
+    Str(&'a str),
+    U64(u64),
+}
+
+impl<'a> Value<'a> for Leaf<'a> {
+    type ArrayIter = std::iter::Empty<Self>;
+    type ObjectIter = std::iter::Empty<(&'a str, Self)>;
+
+    fn as_value(&self) -> ReferenceValue<'a, Self> {
+        ReferenceValue::Leaf(match *self {
+            Leaf::Str(text) => ReferenceValueLeaf::Str(text),
+            Leaf::U64(n) => ReferenceValueLeaf::U64(n),
+        })
+    }
+}
+
+/// An [`EventDocument`]'s fields and values.
+const DOCUMENT_VALUES: usize = 7;
+
+impl Document for EventDocument {
+    type Value<'a> = Leaf<'a>;
+    type FieldsValuesIter<'a> = std::array::IntoIter<(Field, Leaf<'a>), DOCUMENT_VALUES>;
+
+    fn iter_fields_and_values(&self) -> Self::FieldsValuesIter<'_> {
+        let f = self.fields;
+        [
+            (f.body, Leaf::Str(&self.text)),
+            (f.pairs, Leaf::Str(&self.text)),
+            (f.kind, Leaf::Str(self.kind)),
+            (
+                f.session,
+                Leaf::Str(std::str::from_utf8(&self.session).expect("a ULID is ASCII")),
+            ),
+            (f.seq, Leaf::U64(self.seq)),
+            (f.position, Leaf::U64(self.position)),
+            (f.at, Leaf::U64(self.at)),
+        ]
+        .into_iter()
+    }
+}
+
+/// [`Indexer::apply_from`] reports its progress every this many events.
+const PROGRESS_EVERY: u64 = 100_000;
 
 /// Turns events into documents and remembers what it applied.
 pub(super) struct Indexer<'l> {
@@ -35,25 +99,27 @@ impl<'l> Indexer<'l> {
         &mut self,
         position: u64,
         event: &Event,
-    ) -> Result<Option<TantivyDocument>, RecallError> {
+    ) -> Result<Option<EventDocument>, RecallError> {
         let Some(searchable) = self.documents.searchable(event)? else {
             return Ok(None);
         };
-        let f = self.fields;
-        let mut doc = TantivyDocument::new();
-        // Analysed on Tantivy's indexing threads, once for both fields (`body`'s analyser
-        // leaves the pairs for `pairs`': see `schema`).
-        doc.add_text(f.body, &searchable.text);
-        doc.add_text(f.pairs, searchable.text);
-        doc.add_text(f.kind, searchable.kind.as_str());
-        doc.add_text(f.session, event.session.to_string());
-        doc.add_u64(f.seq, event.seq);
-        doc.add_u64(f.position, position);
-        doc.add_u64(f.at, event.at);
-        Ok(Some(doc))
+        Ok(Some(EventDocument {
+            fields: self.fields,
+            text: searchable.text,
+            kind: searchable.kind.as_str(),
+            session: {
+                let mut session = [0; ULID_LEN];
+                event.session.0.array_to_str(&mut session);
+                session
+            },
+            seq: event.seq,
+            position,
+            at: event.at,
+        }))
     }
 
-    /// Applies every event after the checkpoint, committing every `commit_every` events.
+    /// Applies every event after the checkpoint, committing every `commit_every` events
+    /// and reporting the last position applied every [`PROGRESS_EVERY`] events.
     ///
     /// An event that cannot be read (damage, which the ledger records and `verify` lists)
     /// is skipped: the index goes on with the next position, so one damaged event does
@@ -61,12 +127,13 @@ impl<'l> Indexer<'l> {
     /// rest is left for later and searches answer from what is indexed.
     pub(super) fn apply_from(
         &mut self,
-        writer: &mut IndexWriter<TantivyDocument>,
+        writer: &mut IndexWriter<EventDocument>,
         commit_every: Option<u64>,
         mut progress: Option<&mut dyn FnMut(u64)>,
     ) -> Result<(), RecallError> {
         let mut failed = None;
         let mut since_commit = 0;
+        let mut since_progress = 0;
         let from = self.checkpoint.position + 1;
         self.ledger.for_each_readable_event_from_position(
             from,
@@ -83,7 +150,7 @@ impl<'l> Indexer<'l> {
                     return false;
                 }
                 self.checkpoint.position = positioned.position;
-                self.checkpoint.hash = positioned.event.hash.clone();
+                self.checkpoint.hash = positioned.event.hash;
                 since_commit += 1;
                 if commit_every.is_some_and(|every| since_commit >= every) {
                     since_commit = 0;
@@ -91,6 +158,10 @@ impl<'l> Indexer<'l> {
                         failed = Some(error);
                         return false;
                     }
+                }
+                since_progress += 1;
+                if since_progress >= PROGRESS_EVERY {
+                    since_progress = 0;
                     if let Some(progress) = progress.as_mut() {
                         progress(positioned.position);
                     }
@@ -104,7 +175,7 @@ impl<'l> Indexer<'l> {
     /// Applies every event of a ledger without positions.
     pub(super) fn apply_unpositioned(
         &mut self,
-        writer: &mut IndexWriter<TantivyDocument>,
+        writer: &mut IndexWriter<EventDocument>,
     ) -> Result<(), RecallError> {
         let mut failed = None;
         let mut applied = 0;
@@ -126,7 +197,7 @@ impl<'l> Indexer<'l> {
 
     pub(super) fn commit(
         &self,
-        writer: &mut IndexWriter<TantivyDocument>,
+        writer: &mut IndexWriter<EventDocument>,
     ) -> Result<(), RecallError> {
         let payload = serde_json::to_string(&self.checkpoint).expect("a checkpoint serializes");
         let mut prepared = writer.prepare_commit()?;

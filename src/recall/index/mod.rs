@@ -28,18 +28,19 @@ mod indexer;
 mod phrase;
 mod schema;
 mod search;
+mod tokens;
 
 pub(crate) use super::documents::texts;
 use super::query::ParsedQuery;
 use super::{DocumentFrequencies, Heads, RecallError, SearchAnswer, SearchRequest};
 use crate::store::Ledger;
-use indexer::Indexer;
+use indexer::{EventDocument, Indexer};
 use schema::{Fields, register_analyzers, schema};
 pub(crate) use search::{MIN_TYPO_CHARS, SNIPPET_MAX_CHARS, cut, one_edit_away};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
 
 /// Version of what the index holds (fields, analyser, what is indexed). An index whose
 /// checkpoint names another version is rebuilt. 2: word pairs (`pairs`), `kind` fast. 3:
@@ -62,8 +63,13 @@ const REBUILD_MEMORY_BYTES: usize = 48_000_000;
 /// Most indexing threads of a rebuild.
 const REBUILD_THREADS: usize = 2;
 /// A rebuild commits every this many events (a rebuild cut short resumes from its last
-/// commit; searches meanwhile wait for it).
-const REBUILD_COMMIT_EVERY: u64 = 100_000;
+/// commit; searches meanwhile wait for it). Each commit ends the segments being written,
+/// and Tantivy merges small segments again: at 100,000 a rebuild of 1,000,000 events
+/// wrote 20 segments and merged 16 of them into 2, a fifth of its CPU. With one commit
+/// per million events the indexing threads end a segment when their memory is full
+/// ([`REBUILD_MEMORY_BYTES`]: about 250,000 events each), a few segments that are not
+/// merged. (Progress is reported more often: `indexer`.)
+const REBUILD_COMMIT_EVERY: u64 = 1_000_000;
 
 /// What the index has applied, written with each commit (Tantivy's commit payload).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -393,7 +399,7 @@ impl TantivyRecall {
         // is opened, and another process may have written some since this one opened it.
         let index = Index::open_in_dir(self.tantivy_dir())?;
         register_analyzers(&index);
-        let mut writer: IndexWriter<TantivyDocument> =
+        let mut writer: IndexWriter<EventDocument> =
             index.writer_with_num_threads(1, CATCH_UP_MEMORY_BYTES)?;
         let mut indexer = Indexer::new(ledger, open.fields, checkpoint);
         indexer.apply_from(&mut writer, None, None)?;
@@ -441,7 +447,7 @@ impl TantivyRecall {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, REBUILD_THREADS);
-        let mut writer: IndexWriter<TantivyDocument> =
+        let mut writer: IndexWriter<EventDocument> =
             index.writer_with_num_threads(threads, REBUILD_MEMORY_BYTES * threads)?;
         let mut indexer = Indexer::new(ledger, fields, Checkpoint::empty());
         let total = match end {
