@@ -745,7 +745,10 @@ impl<'a> StoredCall<'a> {
         // `text` as a JSON string: written out only when it holds a character JSON
         // escapes (this runs on every thought, and most hold none).
         let escaped;
-        let value = if text.bytes().all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\') {
+        let value = if text
+            .bytes()
+            .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+        {
             None
         } else {
             escaped = serde_json::to_string(text).expect("a string serializes");

@@ -595,7 +595,10 @@ mod tests {
             hex[1..].to_string(),
             format!("{hex}0"),
         ] {
-            let event = Event { prev, ..event.clone() };
+            let event = Event {
+                prev,
+                ..event.clone()
+            };
             let row = encode_event(&event);
             assert_eq!(row[0], b'{', "{}", event.prev);
             assert_eq!(decode_event(&row).unwrap(), event);

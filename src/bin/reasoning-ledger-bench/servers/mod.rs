@@ -631,8 +631,10 @@ impl Plan<'_> {
             let wide_cpu = session.cpu_time()?.saturating_sub(cpu_before);
             if let Some(profile) = profile {
                 let file = profile.stop().await?;
-                self.progress
-                    .say(format_args!("{name}: the wide run's profile is in {}", file.display()));
+                self.progress.say(format_args!(
+                    "{name}: the wide run's profile is in {}",
+                    file.display()
+                ));
             }
             anyhow::Ok(CallRuns {
                 one_caller,
