@@ -374,7 +374,8 @@ impl<'a> Args<'a> {
             }
             Some(found) => found,
         };
-        let too_small = format!("Too small: expected number to be >={min}");
+        // Only a refused value needs the message (this runs for every integer argument).
+        let too_small = || format!("Too small: expected number to be >={min}");
         let parsed: Result<i128, String> = match value {
             Value::Number(n) => {
                 if let Some(i) = n.as_i64() {
@@ -390,11 +391,11 @@ impl<'a> Args<'a> {
                     }
                 }
             }
-            Value::Null => Err(format!("{too_small}, received null")),
+            Value::Null => Err(format!("{}, received null", too_small())),
             Value::String(text) => {
                 let trimmed = text.trim();
                 if trimmed.is_empty() {
-                    Err(format!("{too_small}, received an empty string"))
+                    Err(format!("{}, received an empty string", too_small()))
                 } else if let Some(i) = parse_decimal(trimmed) {
                     Ok(i)
                 } else if trimmed.parse::<f64>().is_ok_and(|f| f.is_finite()) {
@@ -416,7 +417,7 @@ impl<'a> Args<'a> {
         };
         match parsed {
             Ok(i) if i < min as i128 => {
-                self.problem(field, format!("{too_small}, received {i}"));
+                self.problem(field, format!("{}, received {i}", too_small()));
                 None
             }
             Ok(i) if i > MAX_INTEGER as i128 => {

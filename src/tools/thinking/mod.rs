@@ -39,6 +39,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[SEQUENTIAL_ALIAS],
     call,
+    asks_the_client: false,
     kinds: &[
         KindInfo {
             kind: SessionKind::THINKING,
@@ -299,9 +300,11 @@ fn refuse_closed_branch(
 
 /// Handles one `sequentialthinking` call: parse, decide and append on the writer thread,
 /// answer after the commit.
-/// Members a `sequentialthinking` answer can hold: the seven always there, `started` and
-/// `sessionHint` on a session's first thought, `related` when earlier sessions are alike.
-const SEQUENTIAL_ANSWER_FIELDS: usize = 10;
+/// Members every `sequentialthinking` answer holds; a session's first thought adds
+/// `started`, `sessionHint` and perhaps `related` (the map grows then). Sized for the
+/// common answer: room for all ten would take a map's entries past 1 KiB, an allocation
+/// that makes glibc's malloc sweep its fast bins first on every call.
+const SEQUENTIAL_ANSWER_FIELDS: usize = 7;
 
 pub(crate) async fn call_sequential(mut call: ToolCall) -> Result<CallToolResult, ToolError> {
     // Errors name the listed tool, as the reference's text does, whatever alias was used.
