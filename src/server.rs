@@ -81,6 +81,16 @@ pub(crate) struct LedgerServer {
     /// The tools as listed to a client that declared MCP Apps ([`crate::apps`]), made at
     /// its first `tools/list`.
     app_tools: Arc<std::sync::OnceLock<Vec<Tool>>>,
+    /// What `initialize` settled, for the calls the stdio transport answers itself
+    /// ([`crate::transport::DirectCalls`]); unset before it and in stateless requests.
+    handshake: Arc<std::sync::OnceLock<Handshake>>,
+}
+
+/// The connection's client as `initialize` settled it.
+struct Handshake {
+    peer: rmcp::Peer<RoleServer>,
+    /// The protocol version the answer to `initialize` chose.
+    protocol_version: rmcp::model::ProtocolVersion,
 }
 
 /// A connection's subscriptions (the `initialize` generation): the URIs, and the task
@@ -170,6 +180,7 @@ impl LedgerServer {
             log: Arc::default(),
             completions: Arc::default(),
             app_tools: Arc::default(),
+            handshake: Arc::default(),
         }
     }
 
@@ -207,9 +218,14 @@ impl LedgerServer {
         let received = Instant::now();
         let Some(route) = self.routes.get(name).copied() else {
             if crate::apps::offered(name, request.client_capabilities.as_ref()) {
-                return Ok(crate::apps::call_draw(self.ledger().clone(), arguments)
-                    .await
-                    .into());
+                // Boxed: awaited in place, its future would be a state of this one and
+                // double the size of every tool call's future (moved and allocated per
+                // call) for a tool only an MCP App calls.
+                return Ok(
+                    Box::pin(crate::apps::call_draw(self.ledger().clone(), arguments))
+                        .await
+                        .into(),
+                );
             }
             return Err(McpError::invalid_params(Self::tool_not_found(name), None));
         };
@@ -276,6 +292,40 @@ impl LedgerServer {
             Some(note) => with_note(answer, note),
             None => answer,
         })
+    }
+
+    /// Runs one tool call with its request's context and answers it: in the connection's
+    /// log scope (or the request's own log stream), timed and counted for `/metrics`, its
+    /// span ended. Shared by rmcp's `tools/call` and the calls the stdio transport answers
+    /// itself.
+    async fn run_call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        request: Request,
+        request_id: &str,
+        received: Instant,
+        request_log: Option<LogSink>,
+    ) -> Result<CallToolResponse, McpError> {
+        let trace = request.trace.clone();
+        let scope = request_log.as_ref().map_or(self.log_scope, LogSink::scope);
+        // Boxed: every request's task is as big as the biggest handler's future, and a
+        // tool call's is the biggest by far (the task is allocated and moved per request).
+        let answer = Box::pin(mcp_log::in_scope(
+            scope,
+            self.dispatch_request(name, arguments, request),
+        ))
+        .await;
+        if let Some(log) = request_log {
+            log.finish().await;
+        }
+        let tool = if self.offers(name) { name } else { "unknown" };
+        let outcome = crate::http::metrics::outcome_label(&answer);
+        crate::http::metrics::call_finished(request_id, tool, outcome, received.elapsed());
+        if let Some(trace) = trace {
+            trace.finish(crate::telemetry::call::error_type(&answer));
+        }
+        answer
     }
 
     /// The top-level property names of tool `name`'s input schema (none for an alias).
@@ -421,6 +471,12 @@ impl ServerHandler for LedgerServer {
         let trace = trace_request("initialize", None, &context);
         context.peer.set_peer_info(request.clone());
         let answer = self.negotiate_initialize(&request);
+        if let Ok(settled) = &answer {
+            let _ = self.handshake.set(Handshake {
+                peer: context.peer.clone(),
+                protocol_version: settled.protocol_version.clone(),
+            });
+        }
         finish_request(trace, &answer);
         answer
     }
@@ -480,28 +536,15 @@ impl ServerHandler for LedgerServer {
             .meta
             .log_level()
             .map(|level| LogSink::new(mcp_log::new_scope(), peer, level));
-        let scope = request_log.as_ref().map_or(self.log_scope, LogSink::scope);
-        // Boxed: every request's task is as big as the biggest handler's future, and a
-        // tool call's is the biggest by far (the task is allocated and moved per request).
-        let answer = Box::pin(mcp_log::in_scope(
-            scope,
-            self.dispatch_request(&request.name, arguments, request_context),
-        ))
-        .await;
-        if let Some(log) = request_log {
-            log.finish().await;
-        }
-        let tool = if self.offers(&request.name) {
-            &request.name
-        } else {
-            "unknown"
-        };
-        let outcome = crate::http::metrics::outcome_label(&answer);
-        crate::http::metrics::call_finished(&request_id, tool, outcome, received.elapsed());
-        if let Some(trace) = trace {
-            trace.finish(crate::telemetry::call::error_type(&answer));
-        }
-        answer
+        self.run_call(
+            &request.name,
+            arguments,
+            request_context,
+            &request_id,
+            received,
+            request_log,
+        )
+        .await
     }
 
     async fn list_prompts(
@@ -868,10 +911,80 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
         Some(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout())),
         MAX_LINE_BYTES,
     )?
-    .stop_on(stop_on_signal()?);
+    .stop_on(stop_on_signal()?)
+    .answer_directly(Arc::new(server.clone()));
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())
+}
+
+impl crate::transport::DirectCalls for LedgerServer {
+    fn takes(&self, name: &str) -> bool {
+        // A span is parented by its request's `_meta`, read from rmcp's context: with
+        // telemetry on, every call takes rmcp's way.
+        !crate::telemetry::enabled()
+            && self.handshake.get().is_some_and(|settled| {
+                settled.protocol_version < rmcp::model::ProtocolVersion::V_2026_07_28
+            })
+            && self
+                .routes
+                .get(name)
+                .is_some_and(|route| !route.set.family().asks_the_client)
+    }
+
+    fn answer(
+        &self,
+        params: CallToolRequestParams,
+        id: rmcp::model::RequestId,
+        arrival: Arrival,
+        cancel: CancellationToken,
+    ) -> crate::transport::DirectAnswer {
+        let server = self.clone();
+        Box::pin(async move {
+            let received = Instant::now();
+            // What rmcp's context gives a call of a connection with a lifecycle: the
+            // client's `initialize` (its version, capabilities and name), no actor.
+            let (peer, info) = match server.handshake.get() {
+                Some(settled) => (Some(settled.peer.clone()), settled.peer.peer_info()),
+                None => (None, None),
+            };
+            let request = Request {
+                progress: None,
+                peer,
+                cancel,
+                turn: server.arrivals.turn(Some(arrival)),
+                input_responses: params.input_responses,
+                request_state: params.request_state,
+                protocol_version: info.as_ref().map(|info| info.protocol_version.clone()),
+                client_capabilities: info.as_ref().map(|info| info.capabilities.clone()),
+                actor: None,
+                caller: crate::request::Caller {
+                    actor: None,
+                    client: info.map(|info| info.client_info.name.clone()),
+                    connection: None,
+                },
+                trace: None,
+            };
+            let arguments = params.arguments.unwrap_or_default();
+            let answer = server
+                .run_call(
+                    &params.name,
+                    arguments,
+                    request,
+                    &id.to_string(),
+                    received,
+                    None,
+                )
+                .await;
+            match answer {
+                Ok(response) => rmcp::model::JsonRpcMessage::response(
+                    rmcp::model::ServerResult::from(response),
+                    id,
+                ),
+                Err(error) => rmcp::model::JsonRpcMessage::error(error, Some(id)),
+            }
+        })
+    }
 }
 
 /// The span of a tool call ([`crate::telemetry`]; called only when it is on).

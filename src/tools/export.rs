@@ -27,6 +27,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: false,
     kinds: &[],
     codec: None,
     folds: &[],

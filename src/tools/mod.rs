@@ -186,6 +186,11 @@ pub(crate) struct Family {
     pub aliases: &'static [&'static str],
     /// Runs one call of one of its tools (listed or alias).
     pub call: fn(ToolCall) -> CallFuture,
+    /// Whether its calls may ask the client something while they run (sampling a model,
+    /// progress notifications): such calls always take rmcp's request handling, which ties
+    /// the client's answers to them; the others may be answered by the stdio transport
+    /// directly ([`crate::transport::DirectCalls`]).
+    pub asks_the_client: bool,
     /// The session kinds it records.
     pub kinds: &'static [KindInfo],
     /// The codec of its payloads, if it records any of its own.

@@ -45,6 +45,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: false,
     kinds: &[KindInfo {
         kind: SessionKind::NOTE,
         label: "Notes",

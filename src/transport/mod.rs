@@ -16,19 +16,22 @@
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
 //! anything to stdout that is not a JSON-RPC message, or exit on bad input.
 
+mod direct;
 mod stdin;
 mod stdout;
 mod tool_call;
 
+pub(crate) use direct::{DirectAnswer, DirectCalls};
 pub(crate) use stdin::StdinReader;
 use stdout::LineSink;
 
 use crate::request::arrival::Arrival;
 use rmcp::RoleServer;
-use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -81,8 +84,9 @@ pub(crate) struct LineTransport<R> {
     probe: Vec<u8>,
     /// Length of the over-long line so far.
     skipped: usize,
-    /// Answers, written in the order they are sent; `None` once closed.
-    outgoing: Option<LineSink<Output>>,
+    /// Answers, written in the order they are sent; `None` once closed (the calls still
+    /// running here hold it until they are answered).
+    outgoing: Option<Arc<LineSink<Output>>>,
     /// Closed when the writer thread has ended (its queue written, or writing failed).
     writer_ended: Option<oneshot::Receiver<()>>,
     /// `tools/call` requests read so far: the next one's [`Arrival`].
@@ -90,6 +94,8 @@ pub(crate) struct LineTransport<R> {
     /// Ends the input as end of file does once cancelled (SIGTERM or SIGINT in the
     /// server: [`LineTransport::stop_on`]).
     stop: Option<CancellationToken>,
+    /// The plain tool calls answered here, not by rmcp ([`direct`]), once set.
+    direct: Option<direct::Direct>,
 }
 
 /// What one bounded read produced.
@@ -120,11 +126,19 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             discarding: false,
             probe: Vec::new(),
             skipped: 0,
-            outgoing: Some(sink),
+            outgoing: Some(Arc::new(sink)),
             writer_ended: Some(writer_ended),
             calls_received: 0,
             stop: None,
+            direct: None,
         })
+    }
+
+    /// Answers the plain tool calls `calls` takes without rmcp's request handling
+    /// ([`direct`]).
+    pub(crate) fn answer_directly(mut self, calls: Arc<dyn DirectCalls>) -> Self {
+        self.direct = Some(direct::Direct::new(calls));
+        self
     }
 
     /// Ends the input once `stop` is cancelled, as if the reader were at end of file:
@@ -158,6 +172,92 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             call.extensions.insert(Arrival(self.calls_received));
             self.calls_received += 1;
         }
+    }
+
+    /// Waits for the calls running here to be answered (the end of input).
+    async fn drain_direct(&mut self) {
+        if let Some(direct) = &mut self.direct {
+            direct.drain().await;
+        }
+    }
+
+    /// Runs `message` here when it is a plain tool call [`direct`] takes (`None`), else
+    /// hands it on for rmcp; notes the notifications that concern the calls run here.
+    fn run_directly(
+        &mut self,
+        message: RxJsonRpcMessage<RoleServer>,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let Some(direct) = &mut self.direct else {
+            return Some(message);
+        };
+        direct.reap();
+        let request = match message {
+            JsonRpcMessage::Notification(notification) => {
+                match &notification.notification {
+                    ClientNotification::InitializedNotification(_) => direct.initialized = true,
+                    ClientNotification::CancelledNotification(cancelled) => {
+                        // rmcp is told too: it knows no call of that id and lets it be.
+                        if let Some(id) = &cancelled.params.request_id {
+                            direct.cancel(id);
+                        }
+                    }
+                    _ => {}
+                }
+                return Some(JsonRpcMessage::Notification(notification));
+            }
+            JsonRpcMessage::Request(request) => request,
+            other => return Some(other),
+        };
+        let taken = direct.initialized
+            && matches!(
+                &request.request,
+                ClientRequest::CallToolRequest(call)
+                    if call.params.meta.is_none()
+                        && call.extensions.is_empty()
+                        && direct.calls.takes(&call.params.name)
+            );
+        if !taken {
+            return Some(JsonRpcMessage::Request(request));
+        }
+        let ClientRequest::CallToolRequest(call) = request.request else {
+            unreachable!("checked above");
+        };
+        let id = request.id;
+        let cancel = CancellationToken::new();
+        direct::lock(&direct.running).insert(id.clone(), cancel.clone());
+        let answer = direct.calls.answer(
+            call.params,
+            id.clone(),
+            Arrival(self.calls_received),
+            cancel,
+        );
+        self.calls_received += 1;
+        let running = direct.running.clone();
+        let outgoing = self.outgoing.clone();
+        direct.tasks.spawn(async move {
+            let message = answer.await;
+            // Gone from `running`: the client cancelled the call, which gets no answer.
+            if direct::lock(&running).remove(&id).is_none() {
+                tracing::debug!(%id, "dropping the answer of a cancelled call");
+                return;
+            }
+            let sent = serde_json::to_vec(&message)
+                .map_err(std::io::Error::from)
+                .and_then(|mut line| {
+                    line.push(b'\n');
+                    match &outgoing {
+                        Some(outgoing) => outgoing.send(line),
+                        None => Err(std::io::Error::new(
+                            std::io::ErrorKind::NotConnected,
+                            "transport is closed",
+                        )),
+                    }
+                });
+            if let Err(error) = sent {
+                tracing::error!(%error, "failed to send an answer");
+            }
+        });
+        None
     }
 
     /// Reads one `\n`-terminated line into `self.line`, never holding more than
@@ -343,9 +443,13 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
                     self.refuse(&probe, INVALID_REQUEST, message);
                     continue;
                 }
-                LineRead::Eof => return None,
+                LineRead::Eof => {
+                    self.drain_direct().await;
+                    return None;
+                }
                 LineRead::Io(error) => {
                     tracing::error!("reading stdin failed: {error}");
+                    self.drain_direct().await;
                     return None;
                 }
             }
@@ -355,7 +459,9 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
                 self.line = line;
                 self.line.clear();
             }
-            if let Some(mut message) = decoded {
+            if let Some(message) = decoded
+                && let Some(mut message) = self.run_directly(message)
+            {
                 self.stamp_arrival(&mut message);
                 return Some(message);
             }

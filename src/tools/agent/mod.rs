@@ -72,6 +72,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: true,
     kinds: &[KindInfo {
         kind: SessionKind::AGENT,
         label: "Agent session",

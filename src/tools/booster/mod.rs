@@ -82,6 +82,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: true,
     kinds: &[KindInfo {
         kind: SessionKind::BOOSTER,
         label: "Booster session",

@@ -63,6 +63,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: false,
     kinds: &[KindInfo {
         kind: SessionKind::PLANNING,
         label: "Plan",

@@ -64,6 +64,7 @@ pub(crate) static FAMILY: Family = Family {
     tools,
     aliases: &[],
     call,
+    asks_the_client: false,
     kinds: &[KindInfo {
         kind: SessionKind::QA,
         label: "QA session",
