@@ -40,7 +40,7 @@ pub(crate) const MAX_ID_BYTES: usize = 256;
 // What the schema leaves to words (issue 41: every byte of `tools/list` is paid on every
 // model request), each refused by the server with an error naming the rule:
 // - that counts, indexes and seqs start at 1: said once, in the server instructions, not
-//   as `"minimum": 1` on each of the ~19 count fields of `--toolsets all` (228 bytes);
+//   as `"minimum": 1` on each of the 22 count fields of `--toolsets all` (264 bytes);
 //   a count's `maximum`, where it has one, stays in its schema;
 // - that a list's items are strings, where its name says so (kinds, stop, hints): its
 //   schema is `{"type": ["array", "string"]}` without `items` (25 bytes a field).

@@ -60,7 +60,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "qa",
     instructions: "qa (verification steps; recommends next tools from the caller's own)",
     default_on: false,
-    listing_budget_bytes: 1_430,
+    listing_budget_bytes: 1_440,
     tools,
     aliases: &[],
     call,
@@ -80,7 +80,7 @@ pub(crate) static FAMILY: Family = Family {
 /// names do not say (the revision and branch fields are `sequentialthinking`'s, named as
 /// they are). That a session persists and continues is said once for every tool, in the
 /// server instructions.
-const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. Answers recommend the next step (ranked tools, when to revise or branch) from available_client_tools, flagging current_step tools outside them. Earlier steps are kept.";
+const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. Send available_client_tools: answers recommend the next step (ranked tools, when to revise or branch) from them, flagging current_step tools outside them. Earlier steps are kept.";
 
 /// A step's shape, with its bounds, said once in `current_step`'s description rather than
 /// as a nested schema (which `previous_steps` would repeat): [`parse_step`] checks every
