@@ -24,7 +24,7 @@ pub(crate) const MAX_ID_BYTES: usize = 256;
 //
 // The one rule, for every family: **a boolean or integer argument also accepts a
 // string**, and the schema says so with a JSON Schema type union:
-// `{"type": ["boolean", "string"]}` and `{"type": ["integer", "string"], "minimum": 1}`.
+// `{"type": ["boolean", "string"]}` and `{"type": ["integer", "string"]}`.
 // The strings read are "true"/"false" in any case ([`Args::boolean`]) and decimal
 // integers, sign, leading zeros and surrounding whitespace allowed
 // ([`Args::integer`]); any other string is refused with an error naming the field, the
@@ -34,8 +34,16 @@ pub(crate) const MAX_ID_BYTES: usize = 256;
 // of its budget, on every model request), so strings the parser refuses ("yes",
 // "1.5", "0"), a string above a `maximum`, and numbers above [`MAX_INTEGER`] validate
 // and are refused by the server; non-strings it refuses (`1`, `null` for a boolean,
-// `1.5`, `0` for an integer) fail the schema too. Every family builds these fields with
+// `1.5` for an integer) fail the schema too. Every family builds these fields with
 // the helpers below, so the rule is written once (README "Tools" states it for users).
+//
+// What the schema leaves to words (issue 41: every byte of `tools/list` is paid on every
+// model request), each refused by the server with an error naming the rule:
+// - that counts, indexes and seqs start at 1: said once, in the server instructions, not
+//   as `"minimum": 1` on each of the 22 count fields of `--toolsets all` (264 bytes);
+//   a count's `maximum`, where it has one, stays in its schema;
+// - that a list's items are strings, where its name says so (kinds, stop, hints): its
+//   schema is `{"type": ["array", "string"]}` without `items` (25 bytes a field).
 
 /// The epilogue of a tool's argument parsing: every problem found, as the validation
 /// error the model can fix (nothing is recorded), or nothing.
@@ -62,9 +70,10 @@ pub(crate) fn boolean_schema() -> Value {
 }
 
 /// Schema of a count argument (an integer from 1, as [`Args::integer`] with `min` 1
-/// reads it): a JSON integer ≥ 1, or a string (decimal integers are read).
+/// reads it): a JSON integer, or a string (decimal integers are read). That it starts at
+/// 1 is the server instructions' (see above); 0 and below are refused, naming the bound.
 pub(crate) fn count_schema() -> Value {
-    json!({"type": ["integer", "string"], "minimum": 1})
+    json!({"type": ["integer", "string"]})
 }
 
 /// Schema of a count argument of at most `maximum` (a page size).
@@ -75,9 +84,10 @@ pub(crate) fn count_schema_up_to(maximum: u64) -> Value {
 }
 
 /// Schema of a list of strings, as [`Args::string_list`] reads it: an array of strings,
-/// or one string of comma-separated items.
+/// or one string of comma-separated items. Its items' type is left to its name (kinds,
+/// stop, hints: see above); an item that is not a string is refused, naming the field.
 pub(crate) fn string_list_schema() -> Value {
-    json!({"type": ["array", "string"], "items": {"type": "string"}})
+    json!({"type": ["array", "string"]})
 }
 
 /// `schema` with a `description`: only where the argument's name is not enough.
@@ -570,11 +580,16 @@ mod tests {
         ];
         for sample in samples {
             let raw = with(sample.clone());
-            let gap = |schema_valid: bool, read: bool| {
+            // Left to words (see the module's schema notes): a count below 1, a list's
+            // items that are not strings.
+            let gap = |what: &str, schema_valid: bool, read: bool| {
                 !read
                     && schema_valid
                     && (sample.is_string()
-                        || sample.as_f64().is_some_and(|n| n > MAX_INTEGER as f64))
+                        || sample.as_f64().is_some_and(|n| n > MAX_INTEGER as f64)
+                        || (matches!(what, "count" | "page")
+                            && sample.as_f64().is_some_and(|n| n < 1.0))
+                        || (what == "list" && sample.is_array()))
             };
             let checks = [
                 (
@@ -600,7 +615,7 @@ mod tests {
             ];
             for (what, schema_valid, read) in checks {
                 assert!(
-                    schema_valid == read || gap(schema_valid, read),
+                    schema_valid == read || gap(what, schema_valid, read),
                     "{what} {sample}: schema says {schema_valid}, parser reads it: {read}"
                 );
             }

@@ -23,7 +23,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "export",
     instructions: "export (a session as Mermaid, Markdown, JSON, SVG or HTML, or at an earlier event)",
     default_on: false,
-    listing_budget_bytes: 740,
+    listing_budget_bytes: 700,
     tools,
     aliases: &[],
     call,
@@ -48,7 +48,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             EXPORT_SESSION,
             None,
-            "A session in a format (json: its tree), at atSeq if given.",
+            "A session rendered, as of atSeq if given.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": Format::ALL.map(Format::as_str)},

@@ -32,7 +32,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "ledger",
     instructions: "ledger (find, read and search past sessions)",
     default_on: true,
-    listing_budget_bytes: 1_330,
+    listing_budget_bytes: 1_230,
     tools,
     aliases: &[],
     call,

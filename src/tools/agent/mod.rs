@@ -18,9 +18,7 @@ pub(crate) mod prompt;
 pub(crate) mod read;
 pub(crate) mod render;
 
-use super::args::{
-    Args, MAX_ID_BYTES, count_schema, count_schema_up_to, described, string_list_schema,
-};
+use super::args::{Args, MAX_ID_BYTES, count_schema, count_schema_up_to, string_list_schema};
 use super::write::{Target, title_of};
 use super::{
     CallFuture, Family, KindInfo, ToolError, reading_annotations, structured_result,
@@ -68,7 +66,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "agent",
     instructions: "agent (hand self-contained sub-questions to another model; a persistent tree of branch nodes)",
     default_on: false,
-    listing_budget_bytes: 1_810,
+    listing_budget_bytes: 1_690,
     tools,
     aliases: &[],
     call,
@@ -124,9 +122,10 @@ fn tools() -> Vec<Tool> {
         tool_definition(
             CHAT_AGENT,
             None,
-            // The defaults beside the strategies (one list, not a description per argument); an
-            // error's envelope names its own `action`.
-            "Delegate one self-contained subtask to a non-thinking model; input_text must hold all its context. Strategies (temperature, top_p, max_tokens): default 0.7, 0.9, 4096; verification 0.1, 0.1, 2048, seed 42; exploration 1.2, 0.95, 4096; balanced 0.5, 0.8, 4096.",
+            // The strategies of specs/agent.md (one list, not a description per argument; the
+            // defaults a call gets without them are not needed to call it); an error's
+            // envelope names its own `action`.
+            "Delegate one self-contained subtask to a non-thinking model; input_text must hold all its context. Strategies (temperature, top_p, max_tokens): verification 0.1, 0.1, 2048, seed 42; exploration 1.2, 0.95, 4096; balanced 0.5, 0.8, 4096.",
             json!({"type": "object", "properties": {
                 "input_text": {"type": "string"},
                 "system_prompt": {"type": "string"},
@@ -143,9 +142,9 @@ fn tools() -> Vec<Tool> {
         tool_definition(
             CREATE_BRANCH,
             None,
-            "A model answers one self-contained sub-question (30+ characters, never the whole task) as a node with its conclusion and confidence. call_type: drill_down (default), verify (check a claim), explore (other angles), stash (note). parent_node_id: trunk (default) or a node id. At most 16 nodes per session_id; then integrate the conclusions.",
+            "A model answers one self-contained sub-question (30+ chars, never the whole task) as a node (conclusion, confidence). call_type: drill_down (default), verify (a claim), explore (other angles), stash (a note). parent_node_id: trunk (default) or a node id. Up to 16 nodes per session_id (a name you choose); then integrate the conclusions.",
             json!({"type": "object", "properties": {
-                "session_id": described(json!({"type": "string"}), "Your name for the session"),
+                "session_id": {"type": "string"},
                 "input_text": {"type": "string"},
                 "call_type": {"type": "string"},
                 "parent_node_id": {"type": "string"}

@@ -78,7 +78,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "booster",
     instructions: "booster (best-of-N step search with a verifier: solve a task in scored steps)",
     default_on: false,
-    listing_budget_bytes: 3_060,
+    listing_budget_bytes: 2_800,
     tools,
     aliases: &[],
     call,
@@ -113,7 +113,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             USAGE,
             None,
-            "How to use the booster tools (topic: solve, step, config, output).",
+            "Booster help; topic: solve, step, config or output.",
             json!({"type": "object", "properties": {"topic": text}}),
             None,
             reading_annotations(),
@@ -137,7 +137,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             MULTI_STEP,
             None,
-            "Several iterations (default 1), progress per iteration.",
+            "Several iterations, reporting progress.",
             json!({"type": "object", "properties": {"sessionId": text, "iterations": count, "overrideNumCandidates": candidates, "addHints": hints}, "required": ["sessionId"]}),
             None,
             writing_annotations(),
@@ -145,7 +145,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             GET_STATE,
             None,
-            "A session's state, config, history of choices and diagnostics.",
+            "A session's state, config, choices and diagnostics.",
             session.clone(),
             None,
             reading_annotations(),
@@ -153,7 +153,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             SUMMARIZE,
             None,
-            "A session's summary: the task and its last distinct steps.",
+            "The session's task and its last distinct steps.",
             session,
             None,
             reading_annotations(),
@@ -161,7 +161,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             SOLVE,
             None,
-            "Recommended: start, iterate (default 8), summarize; outputPath writes in the export directory.",
+            "Recommended: start, iterate, summarize; outputPath is in the export directory.",
             solve_schema.clone(),
             None,
             writing_annotations(),

@@ -55,9 +55,12 @@ pub(crate) const BRANCH_WEIGHTS: &[Weight] = &[
 pub(crate) const METHODS: [&str; 4] =
     ["max_score", "weighted_voting", "risk_adjusted", "consensus"];
 
-/// A score's schema: 0–10, a number or a numeric string.
+/// A score's schema: a number or a numeric string. Its bounds (0–10) are said once in
+/// the tool's description, not as `minimum`/`maximum` on every score field (25 bytes
+/// each, ten fields in `--toolsets all`); [`criteria`] refuses a score outside them,
+/// naming the bounds.
 pub(crate) fn score_schema() -> Value {
-    json!({"type": ["number", "string"], "minimum": 0, "maximum": 10})
+    json!({"type": ["number", "string"]})
 }
 
 /// A criterion's score when the call does not give it (deep_planning's rule; an
@@ -149,8 +152,8 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             EVALUATE_BRANCH,
             None,
-            // The bounds (0-10) are the schema's.
-            "Score a sequentialthinking branch or a plan's approach per criterion (risk: higher is worse); the weighted total is recorded.",
+            // The scores' bounds are said here once (see `score_schema`).
+            "Score a sequentialthinking branch or a plan's approach, each criterion 0-10 (risk: higher is worse); records the weighted total.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,
@@ -180,7 +183,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             CLOSE_BRANCH,
             None,
-            "End a branch with its conclusion; it takes no more thoughts.",
+            "End a branch with a conclusion; no more thoughts on it.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "branchId": text,

@@ -59,7 +59,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "planning",
     instructions: "planning (phased plans with scored approaches; evaluate, compare, close and merge branches)",
     default_on: false,
-    listing_budget_bytes: 4_400,
+    listing_budget_bytes: 4_060,
     tools,
     aliases: &[],
     call,
@@ -77,10 +77,12 @@ pub(crate) static FAMILY: Family = Family {
 };
 
 /// Each phase with the arguments it reads (the schema lists them all, for every phase).
-/// That a plan persists is said once for every tool, in the server instructions; that an
-/// array may come as a JSON string, by the schema's type union.
-/// The scores' bounds (0-10) are the schema's.
-const DEEP_PLANNING_DESCRIPTION: &str = "One call per phase: init (problem, context, constraints) → clarify* (question, answer) → explore* (one approach: branchId, name, description, pros, cons) → evaluate (branchId; feasibility, completeness, coherence, risk; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format). Answers list validNextPhases; sessionId (dp-…) continues a plan.";
+/// That a plan persists and that its sessionId continues it are said once for every tool,
+/// in the server instructions (a phase without one continues the caller's current plan);
+/// that an array may come as a JSON string, by the schema's type union; which phases may
+/// follow, by every answer's validNextPhases.
+/// The scores' bounds (0-10) are said here, not in the schema (see `branches::score_schema`).
+const DEEP_PLANNING_DESCRIPTION: &str = "One call per phase: init (problem, context, constraints) → clarify* (question, answer) → explore* (one approach: branchId, name, description, pros, cons) → evaluate (branchId; feasibility, completeness, coherence, risk: 0-10; rationale; recommendation) → finalize (selectedBranch, steps, risks, assumptions, successCriteria; format).";
 
 /// The tools of this family, as listed.
 /// The argument names each tool of this family lists, built once: a name of the tool's
@@ -155,7 +157,7 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool_definition(
             GET_PLAN,
             None,
-            "A plan, finalized or so far, in format (jsonl: its events).",
+            "A plan, finalized or in progress.",
             json!({"type": "object", "properties": {
                 "sessionId": text,
                 "format": {"type": "string", "enum": ["markdown", "json", "jsonl", "mermaid"]}

@@ -60,7 +60,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "qa",
     instructions: "qa (verification steps; recommends next tools from the caller's own)",
     default_on: false,
-    listing_budget_bytes: 2_130,
+    listing_budget_bytes: 1_440,
     tools,
     aliases: &[],
     call,
@@ -81,24 +81,18 @@ pub(crate) static FAMILY: Family = Family {
 /// names do not say (the revision and branch fields are `sequentialthinking`'s, named as
 /// they are). That a session persists and continues is said once for every tool, in the
 /// server instructions.
-const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. Answers recommend the next step: ranked tools, and when to revise or branch. Send available_client_tools so only tools you have are recommended; current_step tools you lack come back as invalid_recommendations. Earlier steps are kept: no need to resend them.";
+const DESCRIPTION: &str = "Sequential thinking for verification (versions, syntax, compatibility, tests), one step per call. Send available_client_tools: answers recommend the next step (ranked tools, when to revise or branch) from them, flagging current_step tools outside them. Earlier steps are kept.";
+
+/// A step's shape, with its bounds, said once in `current_step`'s description rather than
+/// as a nested schema (which `previous_steps` would repeat): [`parse_step`] checks every
+/// field of both, naming the path and the bound (`current_step.recommended_tools[0].
+/// confidence: Too big: …`). `?` marks what may be left out.
+const STEP_SHAPE: &str = "{step_description, expected_outcome, recommended_tools: [{tool_name, confidence 0-1, rationale, priority 1+, alternatives?, suggested_inputs?}], next_step_conditions}";
 
 fn tools() -> Vec<Tool> {
     let text = json!({"type": "string"});
     let strings = json!({"type": "array", "items": text});
-    let step = json!({
-        "type": "object",
-        "properties": {
-            "recommended_tools": {"type": "array", "items": {
-                "type": "object",
-                "required": ["tool_name", "confidence", "rationale", "priority"],
-                "properties": {
-                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                    "priority": count_schema()
-                }
-            }}
-        }
-    });
+    let object = json!({"type": "object"});
     let input = json!({
         "type": "object",
         "properties": {
@@ -112,15 +106,10 @@ fn tools() -> Vec<Tool> {
             "branch_id": text,
             "needs_more_thoughts": boolean_schema(),
             "verification_target": text,
-            "available_client_tools": described(
-                json!({"type": "array", "items": {"type": ["string", "object"], "required": ["name"]}}),
-                "Names, or {name, description}"
-            ),
-            "current_step": described(
-                step.clone(),
-                "{step_description, expected_outcome, recommended_tools: [{tool_name, confidence, rationale, priority, alternatives?, suggested_inputs?}], next_step_conditions}"
-            ),
-            "previous_steps": {"type": "array", "items": step},
+            // Names, or `{name, description}` objects: the schema says it.
+            "available_client_tools": {"type": "array", "items": {"type": ["string", "object"], "required": ["name"]}},
+            "current_step": described(object.clone(), STEP_SHAPE),
+            "previous_steps": {"type": "array", "items": object},
             "remaining_steps": strings,
             "session_id": text
         },

@@ -35,7 +35,7 @@ pub(crate) static FAMILY: Family = Family {
     name: "thinking",
     instructions: "thinking (step-by-step reasoning with revisions and branches)",
     default_on: true,
-    listing_budget_bytes: 2_180,
+    listing_budget_bytes: 2_120,
     tools,
     aliases: &[SEQUENTIAL_ALIAS],
     call,
