@@ -976,15 +976,29 @@ impl crate::transport::DirectCalls for LedgerServer {
                     None,
                 )
                 .await;
-            match answer {
-                Ok(response) => rmcp::model::JsonRpcMessage::response(
-                    rmcp::model::ServerResult::from(response),
-                    id,
-                ),
+            match answer.and_then(legacy_shape) {
+                Ok(result) => rmcp::model::JsonRpcMessage::response(result, id),
                 Err(error) => rmcp::model::JsonRpcMessage::error(error, Some(id)),
             }
         })
     }
+}
+
+/// A tool call's answer as rmcp's request handling hands it to a peer of a protocol
+/// generation before 2026-07-28 (the only one the transport answers directly): no
+/// "input required" round trip, no `resultType: "complete"`, no tool output that is not
+/// an object.
+fn legacy_shape(response: CallToolResponse) -> Result<rmcp::model::ServerResult, McpError> {
+    let mut result = rmcp::model::ServerResult::from(response);
+    if matches!(result, rmcp::model::ServerResult::InputRequiredResult(_)) {
+        return Err(McpError::invalid_request(
+            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+            None,
+        ));
+    }
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
+    Ok(result)
 }
 
 /// The span of a tool call ([`crate::telemetry`]; called only when it is on).

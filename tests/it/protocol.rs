@@ -38,6 +38,25 @@ impl RawServer {
         self.stdin.write_all(&line).await.unwrap();
     }
 
+    /// The responses with `ids`, in that order, whatever order they come in (skipping
+    /// notifications).
+    async fn responses<const N: usize>(&mut self, ids: [u64; N]) -> [Value; N] {
+        let mut found: [Option<Value>; N] = std::array::from_fn(|_| None);
+        while found.iter().any(Option::is_none) {
+            let line =
+                tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
+                    .await
+                    .expect("server answered in time")
+                    .unwrap()
+                    .expect("server still running");
+            let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+            if let Some(at) = ids.iter().position(|id| message["id"] == json!(id)) {
+                found[at] = Some(message);
+            }
+        }
+        found.map(Option::unwrap)
+    }
+
     /// The response with `id`, skipping notifications.
     async fn response(&mut self, id: u64) -> Value {
         loop {
@@ -135,6 +154,99 @@ async fn initialize_negotiates_older_protocol_versions() {
         );
         server.child.kill().await.unwrap();
     }
+}
+
+/// A plain `tools/call` is answered by the stdio transport itself (`transport::direct`),
+/// one with `_meta` by rmcp's request handling: the client must not tell them apart. The
+/// same session is continued both ways, and a refused call and an unknown tool are
+/// compared too.
+#[tokio::test]
+async fn a_plain_tool_call_and_one_with_meta_are_answered_alike() {
+    let dir = data_dir();
+    let mut server = RawServer::start(dir.path());
+    server
+        .send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "it", "version": "1"}
+            }}),
+        )
+        .await;
+    server.response(1).await;
+    server
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let thought = |number: u64, session: Option<&str>| {
+        let mut arguments = json!({"thought": format!("step {number}"), "thoughtNumber": number,
+            "totalThoughts": 4, "nextThoughtNeeded": true});
+        if let Some(session) = session {
+            arguments["sessionId"] = json!(session);
+        }
+        arguments
+    };
+    let call = |id: u64, arguments: Value, meta: bool| {
+        let mut params = json!({"name": "sequentialthinking", "arguments": arguments});
+        if meta {
+            params["_meta"] = json!({"note": "takes rmcp's way"});
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    server.send(call(2, thought(1, None), false)).await;
+    let first = server.response(2).await;
+    let session = first["result"]["structuredContent"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    server.send(call(3, thought(2, Some(&session)), true)).await;
+    let by_rmcp = server.response(3).await;
+    server
+        .send(call(4, thought(3, Some(&session)), false))
+        .await;
+    let direct = server.response(4).await;
+    // The same answer but for the counts that moved on.
+    let normalized = |mut answer: Value| {
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text");
+        let text: Value = serde_json::from_str(text).expect("the text is the JSON");
+        assert_eq!(text, answer["result"]["structuredContent"], "{answer}");
+        answer["result"]["content"][0]["text"] = json!("");
+        answer["id"] = json!(0);
+        let content = &mut answer["result"]["structuredContent"];
+        for field in ["thoughtNumber", "thoughtHistoryLength", "eventSeq"] {
+            assert!(content[field].is_u64(), "{field}: {content}");
+            content[field] = json!(0);
+        }
+        answer
+    };
+    assert_eq!(normalized(by_rmcp.clone()), normalized(direct.clone()));
+    assert_eq!(by_rmcp["result"]["structuredContent"]["eventSeq"], json!(3));
+    assert_eq!(direct["result"]["structuredContent"]["eventSeq"], json!(4));
+    // A refused call and an unknown tool: the same error both ways.
+    let bad =
+        json!({"thought": "x", "thoughtNumber": 0, "totalThoughts": 1, "nextThoughtNeeded": true});
+    server.send(call(5, bad.clone(), true)).await;
+    server.send(call(6, bad, false)).await;
+    // Answered in either order: the direct one may overtake rmcp's.
+    let [refused_rmcp, refused_direct] = server.responses([5, 6]).await;
+    assert_eq!(refused_rmcp["result"], refused_direct["result"]);
+    assert_eq!(
+        refused_direct["result"]["isError"],
+        json!(true),
+        "{refused_direct}"
+    );
+    let unknown = |id: u64, meta: bool| {
+        let mut message = call(id, json!({}), meta);
+        message["params"]["name"] = json!("no_such_tool");
+        message
+    };
+    server.send(unknown(7, true)).await;
+    server.send(unknown(8, false)).await;
+    let [unknown_rmcp, unknown_direct] = server.responses([7, 8]).await;
+    assert_eq!(unknown_rmcp["error"], unknown_direct["error"]);
+    assert!(unknown_direct["error"]["code"].is_i64(), "{unknown_direct}");
+    server.child.kill().await.unwrap();
 }
 
 #[test]
