@@ -82,8 +82,9 @@ pub(crate) struct LedgerServer {
     /// its first `tools/list`.
     app_tools: Arc<std::sync::OnceLock<Vec<Tool>>>,
     /// What `initialize` settled, for the calls the stdio transport answers itself
-    /// ([`crate::transport::DirectCalls`]); unset before it and in stateless requests.
-    handshake: Arc<std::sync::OnceLock<Handshake>>,
+    /// ([`crate::transport::DirectCalls`]): `None` but for a stdio server (no other
+    /// server keeps its peer), unset before `initialize`.
+    handshake: Option<Arc<std::sync::OnceLock<Handshake>>>,
 }
 
 /// The connection's client as `initialize` settled it.
@@ -180,7 +181,7 @@ impl LedgerServer {
             log: Arc::default(),
             completions: Arc::default(),
             app_tools: Arc::default(),
-            handshake: Arc::default(),
+            handshake: None,
         }
     }
 
@@ -292,6 +293,14 @@ impl LedgerServer {
             Some(note) => with_note(answer, note),
             None => answer,
         })
+    }
+
+    /// The connection's client as `initialize` settled it (a stdio server's, once
+    /// initialized).
+    fn settled(&self) -> Option<&Handshake> {
+        self.handshake
+            .as_ref()
+            .and_then(|handshake| handshake.get())
     }
 
     /// Runs one tool call with its request's context and answers it: in the connection's
@@ -471,8 +480,8 @@ impl ServerHandler for LedgerServer {
         let trace = trace_request("initialize", None, &context);
         context.peer.set_peer_info(request.clone());
         let answer = self.negotiate_initialize(&request);
-        if let Ok(settled) = &answer {
-            let _ = self.handshake.set(Handshake {
+        if let (Ok(settled), Some(handshake)) = (&answer, &self.handshake) {
+            let _ = handshake.set(Handshake {
                 peer: context.peer.clone(),
                 protocol_version: settled.protocol_version.clone(),
             });
@@ -911,8 +920,12 @@ pub(crate) async fn serve_stdio(server: LedgerServer) -> anyhow::Result<()> {
         Some(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout())),
         MAX_LINE_BYTES,
     )?
-    .stop_on(stop_on_signal()?)
-    .answer_directly(Arc::new(server.clone()));
+    .stop_on(stop_on_signal()?);
+    let server = LedgerServer {
+        handshake: Some(Arc::default()),
+        ..server
+    };
+    let transport = transport.answer_directly(Arc::new(server.clone()));
     let running = server.serve(transport).await?;
     running.waiting().await?;
     Ok(())
@@ -923,7 +936,7 @@ impl crate::transport::DirectCalls for LedgerServer {
         // A span is parented by its request's `_meta`, read from rmcp's context: with
         // telemetry on, every call takes rmcp's way.
         !crate::telemetry::enabled()
-            && self.handshake.get().is_some_and(|settled| {
+            && self.settled().is_some_and(|settled| {
                 settled.protocol_version < rmcp::model::ProtocolVersion::V_2026_07_28
             })
             && self
@@ -944,7 +957,7 @@ impl crate::transport::DirectCalls for LedgerServer {
             let received = Instant::now();
             // What rmcp's context gives a call of a connection with a lifecycle: the
             // client's `initialize` (its version, capabilities and name), no actor.
-            let (peer, info) = match server.handshake.get() {
+            let (peer, info) = match server.settled() {
                 Some(settled) => (Some(settled.peer.clone()), settled.peer.peer_info()),
                 None => (None, None),
             };

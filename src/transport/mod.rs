@@ -9,8 +9,9 @@
 //! alone would answer -32601 naming the method). Each answer carries the request's id
 //! when the start of the line gives it away, else `null`, and tells the client how to
 //! fix the call. Also owns the single writer of stdout ([`stdout`]: every line written is
-//! one JSON-RPC message) and the reader of stdin ([`stdin`]), neither of which blocks the
-//! runtime (each falls back on a thread of its own).
+//! one JSON-RPC message), the reader of stdin ([`stdin`]), neither of which blocks the
+//! runtime (each falls back on a thread of its own), and the plain tool calls it runs
+//! itself instead of handing them to rmcp ([`direct`]).
 //!
 //! Must not: answer a notification or anything shaped like a response (two peers that
 //! answer each other's garbage never stop), buffer more than the cap of any line, write
