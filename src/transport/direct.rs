@@ -78,10 +78,11 @@ impl Direct {
         }
     }
 
-    /// Cancels the call `id` if it runs here (its answer is then not sent); whether it did.
-    pub(super) fn cancel(&self, id: &RequestId) -> bool {
-        let token = lock(&self.running).remove(id);
-        token.map(|token| token.cancel()).is_some()
+    /// Cancels the call `id` if it runs here (its answer is then not sent).
+    pub(super) fn cancel(&self, id: &RequestId) {
+        if let Some(token) = lock(&self.running).remove(id) {
+            token.cancel();
+        }
     }
 
     /// Forgets the tasks that ended (their answers are written).

@@ -170,8 +170,8 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
         if let JsonRpcMessage::Request(request) = message
             && let ClientRequest::CallToolRequest(call) = &mut request.request
         {
-            call.extensions.insert(Arrival(self.calls_received));
-            self.calls_received += 1;
+            call.extensions
+                .insert(next_arrival(&mut self.calls_received));
         }
     }
 
@@ -226,13 +226,10 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
         let id = request.id;
         let cancel = CancellationToken::new();
         direct::lock(&direct.running).insert(id.clone(), cancel.clone());
-        let answer = direct.calls.answer(
-            call.params,
-            id.clone(),
-            Arrival(self.calls_received),
-            cancel,
-        );
-        self.calls_received += 1;
+        let arrival = next_arrival(&mut self.calls_received);
+        let answer = direct
+            .calls
+            .answer(call.params, id.clone(), arrival, cancel);
         let running = direct.running.clone();
         let outgoing = self.outgoing.clone();
         direct.tasks.spawn(async move {
@@ -242,19 +239,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
                 tracing::debug!(%id, "dropping the answer of a cancelled call");
                 return;
             }
-            let sent = serde_json::to_vec(&message)
-                .map_err(std::io::Error::from)
-                .and_then(|mut line| {
-                    line.push(b'\n');
-                    match &outgoing {
-                        Some(outgoing) => outgoing.send(line),
-                        None => Err(std::io::Error::new(
-                            std::io::ErrorKind::NotConnected,
-                            "transport is closed",
-                        )),
-                    }
-                });
-            if let Err(error) = sent {
+            if let Err(error) = send_message(outgoing.as_deref(), &message) {
                 tracing::error!(%error, "failed to send an answer");
             }
         });
@@ -415,19 +400,7 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         // Written or queued now, so lines go out in the order rmcp sends them. A line that
         // cannot be written is logged once; later sends fail.
-        let sent = serde_json::to_vec(&item)
-            .map_err(std::io::Error::from)
-            .and_then(|mut line| {
-                line.push(b'\n');
-                match &self.outgoing {
-                    Some(outgoing) => outgoing.send(line),
-                    None => Err(std::io::Error::new(
-                        std::io::ErrorKind::NotConnected,
-                        "transport is closed",
-                    )),
-                }
-            });
-        std::future::ready(sent)
+        std::future::ready(send_message(self.outgoing.as_deref(), &item))
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -475,6 +448,28 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
             let _ = ended.await;
         }
         Ok(())
+    }
+}
+
+/// The [`Arrival`] of the next `tools/call` read, counting it in `calls_received`.
+fn next_arrival(calls_received: &mut u64) -> Arrival {
+    *calls_received += 1;
+    Arrival(*calls_received - 1)
+}
+
+/// Writes or queues `message` as one line on `outgoing` (`None`: the transport is closed).
+fn send_message(
+    outgoing: Option<&LineSink<Output>>,
+    message: &TxJsonRpcMessage<RoleServer>,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message)?;
+    line.push(b'\n');
+    match outgoing {
+        Some(outgoing) => outgoing.send(line),
+        None => Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "transport is closed",
+        )),
     }
 }
 

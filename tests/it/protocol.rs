@@ -59,18 +59,8 @@ impl RawServer {
 
     /// The response with `id`, skipping notifications.
     async fn response(&mut self, id: u64) -> Value {
-        loop {
-            let line =
-                tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
-                    .await
-                    .expect("server answered in time")
-                    .unwrap()
-                    .expect("server still running");
-            let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
-            if message["id"] == json!(id) {
-                return message;
-            }
-        }
+        let [message] = self.responses([id]).await;
+        message
     }
 }
 
