@@ -192,7 +192,7 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             return Some(message);
         };
         direct.reap();
-        let request = match message {
+        let mut request = match message {
             JsonRpcMessage::Notification(notification) => {
                 match &notification.notification {
                     ClientNotification::InitializedNotification(_) => direct.initialized = true,
@@ -209,19 +209,19 @@ impl<R: AsyncRead + Send + Unpin> LineTransport<R> {
             JsonRpcMessage::Request(request) => request,
             other => return Some(other),
         };
-        let taken = direct.initialized
-            && matches!(
-                &request.request,
-                ClientRequest::CallToolRequest(call)
-                    if call.params.meta.is_none()
-                        && call.extensions.is_empty()
-                        && direct.calls.takes(&call.params.name)
-            );
-        if !taken {
-            return Some(JsonRpcMessage::Request(request));
-        }
-        let ClientRequest::CallToolRequest(call) = request.request else {
-            unreachable!("checked above");
+        let call = match request.request {
+            ClientRequest::CallToolRequest(call)
+                if direct.initialized
+                    && call.params.meta.is_none()
+                    && call.extensions.is_empty()
+                    && direct.calls.takes(&call.params.name) =>
+            {
+                call
+            }
+            other => {
+                request.request = other;
+                return Some(JsonRpcMessage::Request(request));
+            }
         };
         let id = request.id;
         let cancel = CancellationToken::new();
